@@ -1,0 +1,94 @@
+/* The device interface: one table of operations that every backend fills.
+ *
+ * `cuda` (device_cuda.c) drives a GPU through the CUDA Driver API, loaded at
+ * run time; `host` (device_host.c) implements the same table over host memory
+ * for machines without a GPU. Layers above core/ never call a backend
+ * directly: they go through the resident store, the pool, staging and
+ * transfers, which call this table.
+ *
+ * Copies and memsets are asynchronous on a stream: their effects are visible
+ * after stream_sync. Pointers are device addresses (vy_dptr); the host
+ * backend's are plain host addresses. */
+#ifndef VY_DEVICE_H
+#define VY_DEVICE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/err.h"
+
+typedef uint64_t vy_dptr;
+typedef struct vy_device vy_device;
+typedef struct vy_stream vy_stream; /* opaque, owned by the backend */
+typedef struct vy_event vy_event;   /* opaque, owned by the backend */
+
+typedef enum vy_backend_kind {
+	VY_BACKEND_AUTO = 0,
+	VY_BACKEND_CUDA,
+	VY_BACKEND_HOST,
+} vy_backend_kind;
+
+typedef struct vy_device_info {
+	const char *backend;     /* "cuda" or "host" */
+	char name[256];          /* device name */
+	int ordinal;
+	int cc_major, cc_minor;  /* compute capability (0.0 on host) */
+	int driver_version;      /* e.g. 13000 (0 on host) */
+	int multiprocessors;
+	int max_threads_per_block;
+	int max_block[3];
+	int max_grid[3];
+	int max_shared_per_block;
+	uint64_t total_bytes;    /* device memory (host: the configured capacity) */
+} vy_device_info;
+
+typedef struct vy_device_ops {
+	void (*close)(vy_device *d);
+	vy_err (*mem_info)(vy_device *d, uint64_t *free_bytes, uint64_t *total_bytes, vy_error *e);
+	vy_err (*alloc)(vy_device *d, uint64_t bytes, vy_dptr *out, vy_error *e);
+	vy_err (*free)(vy_device *d, vy_dptr p, vy_error *e);
+	/* Page-locked host memory, the source and target of async copies. */
+	vy_err (*host_alloc)(vy_device *d, size_t bytes, void **out, vy_error *e);
+	vy_err (*host_free)(vy_device *d, void *p, vy_error *e);
+	/* Non-blocking streams: never the null stream. */
+	vy_err (*stream_create)(vy_device *d, vy_stream **out, vy_error *e);
+	vy_err (*stream_destroy)(vy_device *d, vy_stream *s, vy_error *e);
+	vy_err (*stream_sync)(vy_device *d, vy_stream *s, vy_error *e);
+	vy_err (*copy_htod)(vy_device *d, vy_stream *s, vy_dptr dst, const void *src, uint64_t n, vy_error *e);
+	vy_err (*copy_dtoh)(vy_device *d, vy_stream *s, void *dst, vy_dptr src, uint64_t n, vy_error *e);
+	vy_err (*copy_dtod)(vy_device *d, vy_stream *s, vy_dptr dst, vy_dptr src, uint64_t n, vy_error *e);
+	vy_err (*memset8)(vy_device *d, vy_stream *s, vy_dptr dst, uint8_t value, uint64_t n, vy_error *e);
+	vy_err (*event_create)(vy_device *d, vy_event **out, vy_error *e);
+	vy_err (*event_destroy)(vy_device *d, vy_event *ev, vy_error *e);
+	vy_err (*event_record)(vy_device *d, vy_event *ev, vy_stream *s, vy_error *e);
+	/* Microseconds between two recorded, completed events. */
+	vy_err (*event_elapsed_us)(vy_device *d, vy_event *start, vy_event *end, double *us, vy_error *e);
+} vy_device_ops;
+
+struct vy_device {
+	const vy_device_ops *ops;
+	vy_device_info info;
+};
+
+typedef struct vy_device_options {
+	vy_backend_kind backend;
+	int ordinal;            /* cuda: which GPU */
+	uint64_t host_memory;   /* host: capacity in bytes (0: a quarter of RAM) */
+} vy_device_options;
+
+/* Open the backend `opt` asks for. With VY_BACKEND_AUTO, a machine without a
+ * usable CUDA driver or device gets the host backend, and `note` (if given)
+ * receives one line saying why, for the caller to print once; otherwise note
+ * is set to "". */
+vy_err vy_device_open(const vy_device_options *opt, vy_device **out, char *note, size_t note_cap, vy_error *e);
+void vy_device_close(vy_device *d);
+
+/* The backends, for vy_device_open and for tests that name one. */
+vy_err vy_device_cuda_open(int ordinal, vy_device **out, vy_error *e);
+vy_err vy_device_host_open(uint64_t capacity, vy_device **out, vy_error *e);
+
+/* "auto" | "cuda" | "host" -> kind; false for anything else. */
+int vy_backend_parse(const char *s, vy_backend_kind *out);
+const char *vy_backend_name(vy_backend_kind k);
+
+#endif

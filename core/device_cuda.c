@@ -1,0 +1,419 @@
+/* The cuda backend: the device table over the CUDA Driver API.
+ *
+ * libcuda.so.1 is loaded with dlopen and every entry point is resolved with
+ * cuGetProcAddress, typed by the official <cudaTypedefs.h>, so the binary has
+ * no link-time dependency on the driver and starts on machines without a GPU
+ * (vy_device_cuda_open then reports VY_ENODEV). Work runs in the primary
+ * context of device `ordinal`, on non-blocking streams only. */
+#include "core/device.h"
+
+#ifndef VY_HAVE_CUDA_H
+
+vy_err vy_device_cuda_open(int ordinal, vy_device **out, vy_error *e)
+{
+	(void)ordinal;
+	(void)out;
+	return vy_fail(e, VY_ENODEV, "install the CUDA toolkit headers (cuda.h under CUDA_HOME) and rebuild, or use -o backend=host",
+		       "this vyrefs was built without the CUDA backend");
+}
+
+#else
+
+#include <cuda.h>
+#include <cudaTypedefs.h>
+#include <dlfcn.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define VY_FIX_DRIVER "install the NVIDIA driver (libcuda.so.1), or use -o backend=host"
+
+/* One field per entry point; X(field, symbol, pfn type). */
+#define CUDA_ENTRY_POINTS(X)                                                   \
+	X(Init, "cuInit", PFN_cuInit_v2000)                                     \
+	X(GetErrorName, "cuGetErrorName", PFN_cuGetErrorName_v6000)             \
+	X(GetErrorString, "cuGetErrorString", PFN_cuGetErrorString_v6000)       \
+	X(DeviceGetCount, "cuDeviceGetCount", PFN_cuDeviceGetCount_v2000)       \
+	X(DeviceGet, "cuDeviceGet", PFN_cuDeviceGet_v2000)                      \
+	X(DeviceGetName, "cuDeviceGetName", PFN_cuDeviceGetName_v2000)          \
+	X(DeviceGetAttribute, "cuDeviceGetAttribute", PFN_cuDeviceGetAttribute_v2000) \
+	X(DeviceTotalMem, "cuDeviceTotalMem", PFN_cuDeviceTotalMem_v3020)       \
+	X(PrimaryCtxRetain, "cuDevicePrimaryCtxRetain", PFN_cuDevicePrimaryCtxRetain_v7000) \
+	X(PrimaryCtxRelease, "cuDevicePrimaryCtxRelease", PFN_cuDevicePrimaryCtxRelease_v11000) \
+	X(CtxSetCurrent, "cuCtxSetCurrent", PFN_cuCtxSetCurrent_v4000)          \
+	X(MemGetInfo, "cuMemGetInfo", PFN_cuMemGetInfo_v3020)                   \
+	X(MemAlloc, "cuMemAlloc", PFN_cuMemAlloc_v3020)                         \
+	X(MemFree, "cuMemFree", PFN_cuMemFree_v3020)                            \
+	X(MemHostAlloc, "cuMemHostAlloc", PFN_cuMemHostAlloc_v2020)             \
+	X(MemFreeHost, "cuMemFreeHost", PFN_cuMemFreeHost_v2000)                \
+	X(StreamCreate, "cuStreamCreate", PFN_cuStreamCreate_v2000)             \
+	X(StreamDestroy, "cuStreamDestroy", PFN_cuStreamDestroy_v4000)          \
+	X(StreamSynchronize, "cuStreamSynchronize", PFN_cuStreamSynchronize_v2000) \
+	X(MemcpyHtoDAsync, "cuMemcpyHtoDAsync", PFN_cuMemcpyHtoDAsync_v3020)    \
+	X(MemcpyDtoHAsync, "cuMemcpyDtoHAsync", PFN_cuMemcpyDtoHAsync_v3020)    \
+	X(MemcpyDtoDAsync, "cuMemcpyDtoDAsync", PFN_cuMemcpyDtoDAsync_v3020)    \
+	X(MemsetD8Async, "cuMemsetD8Async", PFN_cuMemsetD8Async_v3020)          \
+	X(EventCreate, "cuEventCreate", PFN_cuEventCreate_v2000)                \
+	X(EventDestroy, "cuEventDestroy", PFN_cuEventDestroy_v4000)             \
+	X(EventRecord, "cuEventRecord", PFN_cuEventRecord_v2000)                \
+	X(EventElapsedTime, "cuEventElapsedTime", PFN_cuEventElapsedTime_v2000)
+
+typedef struct cuda_api {
+#define CUDA_FIELD(field, symbol, type) type field;
+	CUDA_ENTRY_POINTS(CUDA_FIELD)
+#undef CUDA_FIELD
+} cuda_api;
+
+typedef struct cuda_device {
+	vy_device base;
+	cuda_api api;
+	CUdevice dev;
+	CUcontext ctx;
+	uint64_t generation; /* tells threads whose current context is stale */
+} cuda_device;
+
+/* Each open gets a new generation; a thread sets the context current once
+ * per generation instead of once per call. */
+static _Atomic uint64_t cuda_generation;
+static _Thread_local uint64_t cuda_thread_generation;
+
+static cuda_device *cuda_of(vy_device *d)
+{
+	return (cuda_device *)d;
+}
+
+/* Fill `e` from a driver result, naming the call. Out-of-memory is ENOSPC so
+ * that callers can tell "free something" from "the device failed". */
+static vy_err cuda_fail(cuda_device *c, CUresult rc, const char *call, vy_error *e)
+{
+	const char *name = "CUDA_ERROR_UNKNOWN", *text = "unknown error";
+	if (c->api.GetErrorName)
+		c->api.GetErrorName(rc, &name);
+	if (c->api.GetErrorString)
+		c->api.GetErrorString(rc, &text);
+	if (rc == CUDA_ERROR_OUT_OF_MEMORY)
+		return vy_fail(e, VY_ENOSPC, "free device buffers (delete or truncate files) or lower resident_budget",
+			       "%s: %s (%s)", call, name, text);
+	if (rc == CUDA_ERROR_INVALID_VALUE)
+		return vy_fail(e, VY_EINVAL, "report this bug with the command that caused it",
+			       "%s: %s (%s)", call, name, text);
+	return vy_fail(e, VY_EDEVICE, "check `nvidia-smi` and the kernel log; if the GPU is healthy, remount",
+		       "%s: %s (%s)", call, name, text);
+}
+
+#define CU_CALL(c, e, call, args)                                  \
+	do {                                                       \
+		CUresult rc_ = (c)->api.call args;                 \
+		if (rc_ != CUDA_SUCCESS)                           \
+			return cuda_fail((c), rc_, "cu" #call, (e)); \
+	} while (0)
+
+static vy_err cuda_current(cuda_device *c, vy_error *e)
+{
+	if (cuda_thread_generation == c->generation)
+		return VY_OK;
+	CU_CALL(c, e, CtxSetCurrent, (c->ctx));
+	cuda_thread_generation = c->generation;
+	return VY_OK;
+}
+
+#define CU_CURRENT(c, e)                        \
+	do {                                    \
+		vy_err cur_ = cuda_current((c), (e)); \
+		if (cur_ != VY_OK)              \
+			return cur_;            \
+	} while (0)
+
+static void cuda_close(vy_device *d)
+{
+	cuda_device *c = cuda_of(d);
+	if (c->ctx)
+		c->api.PrimaryCtxRelease(c->dev);
+	/* libcuda stays loaded: unloading a driver library whose threads may
+	 * still run is unsafe, and dlopen of it again is just a reference. */
+	free(c);
+}
+
+static vy_err cuda_mem_info(vy_device *d, uint64_t *free_bytes, uint64_t *total_bytes, vy_error *e)
+{
+	cuda_device *c = cuda_of(d);
+	size_t f = 0, t = 0;
+	CU_CURRENT(c, e);
+	CU_CALL(c, e, MemGetInfo, (&f, &t));
+	*free_bytes = f;
+	*total_bytes = t;
+	return VY_OK;
+}
+
+static vy_err cuda_alloc(vy_device *d, uint64_t bytes, vy_dptr *out, vy_error *e)
+{
+	cuda_device *c = cuda_of(d);
+	CUdeviceptr p = 0;
+	if (bytes == 0)
+		return vy_fail(e, VY_EINVAL, "allocate at least 1 byte", "cuda backend: zero-byte allocation");
+	if (bytes > SIZE_MAX)
+		return vy_fail(e, VY_EOVERFLOW, "allocate less", "cuda backend: %llu bytes do not fit size_t",
+			       (unsigned long long)bytes);
+	CU_CURRENT(c, e);
+	CU_CALL(c, e, MemAlloc, (&p, (size_t)bytes));
+	*out = (vy_dptr)p;
+	return VY_OK;
+}
+
+static vy_err cuda_free(vy_device *d, vy_dptr p, vy_error *e)
+{
+	cuda_device *c = cuda_of(d);
+	CU_CURRENT(c, e);
+	CU_CALL(c, e, MemFree, ((CUdeviceptr)p));
+	return VY_OK;
+}
+
+static vy_err cuda_host_alloc(vy_device *d, size_t bytes, void **out, vy_error *e)
+{
+	cuda_device *c = cuda_of(d);
+	CU_CURRENT(c, e);
+	CU_CALL(c, e, MemHostAlloc, (out, bytes, CU_MEMHOSTALLOC_PORTABLE));
+	return VY_OK;
+}
+
+static vy_err cuda_host_free(vy_device *d, void *p, vy_error *e)
+{
+	cuda_device *c = cuda_of(d);
+	CU_CURRENT(c, e);
+	CU_CALL(c, e, MemFreeHost, (p));
+	return VY_OK;
+}
+
+static vy_err cuda_stream_create(vy_device *d, vy_stream **out, vy_error *e)
+{
+	cuda_device *c = cuda_of(d);
+	CUstream s = NULL;
+	CU_CURRENT(c, e);
+	CU_CALL(c, e, StreamCreate, (&s, CU_STREAM_NON_BLOCKING));
+	*out = (vy_stream *)s;
+	return VY_OK;
+}
+
+static vy_err cuda_stream_destroy(vy_device *d, vy_stream *s, vy_error *e)
+{
+	cuda_device *c = cuda_of(d);
+	CU_CURRENT(c, e);
+	CU_CALL(c, e, StreamDestroy, ((CUstream)s));
+	return VY_OK;
+}
+
+static vy_err cuda_stream_sync(vy_device *d, vy_stream *s, vy_error *e)
+{
+	cuda_device *c = cuda_of(d);
+	CU_CURRENT(c, e);
+	CU_CALL(c, e, StreamSynchronize, ((CUstream)s));
+	return VY_OK;
+}
+
+static vy_err cuda_copy_htod(vy_device *d, vy_stream *s, vy_dptr dst, const void *src, uint64_t n, vy_error *e)
+{
+	cuda_device *c = cuda_of(d);
+	CU_CURRENT(c, e);
+	CU_CALL(c, e, MemcpyHtoDAsync, ((CUdeviceptr)dst, src, (size_t)n, (CUstream)s));
+	return VY_OK;
+}
+
+static vy_err cuda_copy_dtoh(vy_device *d, vy_stream *s, void *dst, vy_dptr src, uint64_t n, vy_error *e)
+{
+	cuda_device *c = cuda_of(d);
+	CU_CURRENT(c, e);
+	CU_CALL(c, e, MemcpyDtoHAsync, (dst, (CUdeviceptr)src, (size_t)n, (CUstream)s));
+	return VY_OK;
+}
+
+static vy_err cuda_copy_dtod(vy_device *d, vy_stream *s, vy_dptr dst, vy_dptr src, uint64_t n, vy_error *e)
+{
+	cuda_device *c = cuda_of(d);
+	CU_CURRENT(c, e);
+	CU_CALL(c, e, MemcpyDtoDAsync, ((CUdeviceptr)dst, (CUdeviceptr)src, (size_t)n, (CUstream)s));
+	return VY_OK;
+}
+
+static vy_err cuda_memset8(vy_device *d, vy_stream *s, vy_dptr dst, uint8_t value, uint64_t n, vy_error *e)
+{
+	cuda_device *c = cuda_of(d);
+	CU_CURRENT(c, e);
+	CU_CALL(c, e, MemsetD8Async, ((CUdeviceptr)dst, value, (size_t)n, (CUstream)s));
+	return VY_OK;
+}
+
+static vy_err cuda_event_create(vy_device *d, vy_event **out, vy_error *e)
+{
+	cuda_device *c = cuda_of(d);
+	CUevent ev = NULL;
+	CU_CURRENT(c, e);
+	CU_CALL(c, e, EventCreate, (&ev, CU_EVENT_DEFAULT));
+	*out = (vy_event *)ev;
+	return VY_OK;
+}
+
+static vy_err cuda_event_destroy(vy_device *d, vy_event *ev, vy_error *e)
+{
+	cuda_device *c = cuda_of(d);
+	CU_CURRENT(c, e);
+	CU_CALL(c, e, EventDestroy, ((CUevent)ev));
+	return VY_OK;
+}
+
+static vy_err cuda_event_record(vy_device *d, vy_event *ev, vy_stream *s, vy_error *e)
+{
+	cuda_device *c = cuda_of(d);
+	CU_CURRENT(c, e);
+	CU_CALL(c, e, EventRecord, ((CUevent)ev, (CUstream)s));
+	return VY_OK;
+}
+
+static vy_err cuda_event_elapsed_us(vy_device *d, vy_event *start, vy_event *end, double *us, vy_error *e)
+{
+	cuda_device *c = cuda_of(d);
+	float ms = 0;
+	CU_CURRENT(c, e);
+	CU_CALL(c, e, EventElapsedTime, (&ms, (CUevent)start, (CUevent)end));
+	*us = (double)ms * 1000.0;
+	return VY_OK;
+}
+
+static const vy_device_ops cuda_ops = {
+	.close = cuda_close,
+	.mem_info = cuda_mem_info,
+	.alloc = cuda_alloc,
+	.free = cuda_free,
+	.host_alloc = cuda_host_alloc,
+	.host_free = cuda_host_free,
+	.stream_create = cuda_stream_create,
+	.stream_destroy = cuda_stream_destroy,
+	.stream_sync = cuda_stream_sync,
+	.copy_htod = cuda_copy_htod,
+	.copy_dtoh = cuda_copy_dtoh,
+	.copy_dtod = cuda_copy_dtod,
+	.memset8 = cuda_memset8,
+	.event_create = cuda_event_create,
+	.event_destroy = cuda_event_destroy,
+	.event_record = cuda_event_record,
+	.event_elapsed_us = cuda_event_elapsed_us,
+};
+
+/* Load the driver and resolve every entry point for the driver's version. */
+static vy_err cuda_load(cuda_api *api, int *driver_version, vy_error *e)
+{
+	void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+	if (!lib)
+		return vy_fail(e, VY_ENODEV, VY_FIX_DRIVER, "no CUDA driver: %s", dlerror());
+	PFN_cuGetProcAddress_v12000 get_proc = (PFN_cuGetProcAddress_v12000)dlsym(lib, "cuGetProcAddress_v2");
+	PFN_cuDriverGetVersion_v2020 get_version = (PFN_cuDriverGetVersion_v2020)dlsym(lib, "cuDriverGetVersion");
+	if (!get_proc || !get_version) {
+		dlclose(lib); /* nothing of it ran yet, so it may go */
+		return vy_fail(e, VY_ENODEV, "install an NVIDIA driver for CUDA 12.0 or newer, or use -o backend=host",
+			       "the CUDA driver is too old: libcuda.so.1 has no cuGetProcAddress_v2");
+	}
+	int driver = 0;
+	if (get_version(&driver) != CUDA_SUCCESS)
+		return vy_fail(e, VY_ENODEV, VY_FIX_DRIVER, "cuDriverGetVersion failed");
+	*driver_version = driver;
+	int version = driver < CUDA_VERSION ? driver : CUDA_VERSION;
+	CUdriverProcAddressQueryResult found;
+	void *fn;
+#define CUDA_RESOLVE(field, symbol, type)                                                     \
+	fn = NULL;                                                                            \
+	if (get_proc(symbol, &fn, version, CU_GET_PROC_ADDRESS_DEFAULT, &found) != CUDA_SUCCESS || \
+	    found != CU_GET_PROC_ADDRESS_SUCCESS || !fn)                                      \
+		return vy_fail(e, VY_ENODEV, "install a newer NVIDIA driver, or use -o backend=host", \
+			       "the CUDA driver (version %d) lacks %s", driver, symbol);      \
+	api->field = (type)fn;
+	CUDA_ENTRY_POINTS(CUDA_RESOLVE)
+#undef CUDA_RESOLVE
+	return VY_OK;
+}
+
+static vy_err cuda_fill_info(cuda_device *c, int ordinal, vy_error *e)
+{
+	vy_device_info *i = &c->base.info;
+	i->backend = "cuda";
+	i->ordinal = ordinal;
+	CU_CALL(c, e, DeviceGetName, (i->name, (int)sizeof(i->name), c->dev));
+	size_t total = 0;
+	CU_CALL(c, e, DeviceTotalMem, (&total, c->dev));
+	i->total_bytes = total;
+	struct {
+		int *out;
+		CUdevice_attribute attr;
+	} attrs[] = {
+		{&i->cc_major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR},
+		{&i->cc_minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR},
+		{&i->multiprocessors, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT},
+		{&i->max_threads_per_block, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK},
+		{&i->max_block[0], CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X},
+		{&i->max_block[1], CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y},
+		{&i->max_block[2], CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z},
+		{&i->max_grid[0], CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X},
+		{&i->max_grid[1], CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y},
+		{&i->max_grid[2], CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z},
+		{&i->max_shared_per_block, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK},
+	};
+	for (size_t k = 0; k < sizeof(attrs) / sizeof(attrs[0]); k++)
+		CU_CALL(c, e, DeviceGetAttribute, (attrs[k].out, attrs[k].attr, c->dev));
+	return VY_OK;
+}
+
+vy_err vy_device_cuda_open(int ordinal, vy_device **out, vy_error *e)
+{
+	cuda_device *c = calloc(1, sizeof(*c));
+	if (!c)
+		return vy_fail(e, VY_ENOMEM, "free host memory", "cuda backend: cannot allocate its state");
+	vy_err rc = cuda_load(&c->api, &c->base.info.driver_version, e);
+	if (rc != VY_OK)
+		goto fail;
+	CUresult cr = c->api.Init(0);
+	if (cr != CUDA_SUCCESS) {
+		vy_error why;
+		cuda_fail(c, cr, "cuInit", &why);
+		rc = vy_fail(e, VY_ENODEV, "check `nvidia-smi`; without a GPU use -o backend=host",
+			     "no usable CUDA device: %s", why.msg);
+		goto fail;
+	}
+	int count = 0;
+	cr = c->api.DeviceGetCount(&count);
+	if (cr != CUDA_SUCCESS || count == 0) {
+		rc = vy_fail(e, VY_ENODEV, "check `nvidia-smi`; without a GPU use -o backend=host",
+			     "the CUDA driver sees no device");
+		goto fail;
+	}
+	if (ordinal < 0 || ordinal >= count) {
+		rc = vy_fail(e, VY_EINVAL, "choose an ordinal the driver lists (`nvidia-smi -L`)",
+			     "ordinal %d is not a CUDA device: this machine has %d (0..%d)", ordinal, count, count - 1);
+		goto fail;
+	}
+	cr = c->api.DeviceGet(&c->dev, ordinal);
+	if (cr != CUDA_SUCCESS) {
+		rc = cuda_fail(c, cr, "cuDeviceGet", e);
+		goto fail;
+	}
+	cr = c->api.PrimaryCtxRetain(&c->ctx, c->dev);
+	if (cr != CUDA_SUCCESS) {
+		c->ctx = NULL;
+		rc = cuda_fail(c, cr, "cuDevicePrimaryCtxRetain", e);
+		goto fail;
+	}
+	c->generation = atomic_fetch_add(&cuda_generation, 1) + 1;
+	c->base.ops = &cuda_ops;
+	rc = cuda_current(c, e);
+	if (rc == VY_OK)
+		rc = cuda_fill_info(c, ordinal, e);
+	if (rc != VY_OK)
+		goto fail;
+	*out = &c->base;
+	return VY_OK;
+fail:
+	if (c->ctx)
+		c->api.PrimaryCtxRelease(c->dev);
+	free(c);
+	return rc;
+}
+
+#endif

@@ -1,0 +1,293 @@
+/* The host backend: the device table over host memory.
+ *
+ * A real backend for machines without a GPU: "device" memory is host memory
+ * counted against a fixed capacity, copies are memcpy, streams complete work
+ * as it is issued (so a sync only orders nothing), and events read the
+ * monotonic clock. Allocations carry a header so a free of anything this
+ * backend did not hand out is refused, as the driver would refuse it. */
+#include "core/device.h"
+#include "core/checked.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+/* Device allocations are 256-byte aligned, as cuMemAlloc's are. */
+#define HOST_ALIGN 256u
+#define HOST_MAGIC 0x7679726568737421ull /* "vyrehst!" */
+
+typedef struct host_header {
+	uint64_t magic;
+	uint64_t bytes;
+} host_header;
+
+typedef struct host_device {
+	vy_device base;
+	pthread_mutex_t lock;
+	uint64_t capacity;
+	uint64_t used;
+} host_device;
+
+struct vy_stream {
+	int unused;
+};
+
+struct vy_event {
+	struct timespec at;
+	int recorded;
+};
+
+static host_device *host_of(vy_device *d)
+{
+	return (host_device *)d;
+}
+
+static void host_close(vy_device *d)
+{
+	host_device *h = host_of(d);
+	pthread_mutex_destroy(&h->lock);
+	free(h);
+}
+
+static vy_err host_mem_info(vy_device *d, uint64_t *free_bytes, uint64_t *total_bytes, vy_error *e)
+{
+	(void)e;
+	host_device *h = host_of(d);
+	pthread_mutex_lock(&h->lock);
+	*free_bytes = h->capacity - h->used;
+	*total_bytes = h->capacity;
+	pthread_mutex_unlock(&h->lock);
+	return VY_OK;
+}
+
+static vy_err host_alloc(vy_device *d, uint64_t bytes, vy_dptr *out, vy_error *e)
+{
+	host_device *h = host_of(d);
+	uint64_t total;
+	if (bytes == 0)
+		return vy_fail(e, VY_EINVAL, "allocate at least 1 byte", "host backend: zero-byte allocation");
+	if (!vy_add_u64(bytes, HOST_ALIGN, &total) || total > SIZE_MAX)
+		return vy_fail(e, VY_EOVERFLOW, "allocate less", "host backend: %llu bytes do not fit this machine's address space",
+			       (unsigned long long)bytes);
+	pthread_mutex_lock(&h->lock);
+	if (bytes > h->capacity - h->used) {
+		uint64_t left = h->capacity - h->used;
+		pthread_mutex_unlock(&h->lock);
+		return vy_fail(e, VY_ENOSPC, "free device buffers or raise host_memory",
+			       "host backend out of memory: %llu bytes asked, %llu of %llu free",
+			       (unsigned long long)bytes, (unsigned long long)left, (unsigned long long)h->capacity);
+	}
+	h->used += bytes;
+	pthread_mutex_unlock(&h->lock);
+
+	void *base = NULL;
+	if (posix_memalign(&base, HOST_ALIGN, (size_t)total) != 0) {
+		pthread_mutex_lock(&h->lock);
+		h->used -= bytes;
+		pthread_mutex_unlock(&h->lock);
+		return vy_fail(e, VY_ENOMEM, "free host memory or lower host_memory",
+			       "host backend: the machine has no %llu bytes of memory left", (unsigned long long)bytes);
+	}
+	host_header *hdr = base;
+	hdr->magic = HOST_MAGIC;
+	hdr->bytes = bytes;
+	*out = (vy_dptr)(uintptr_t)((char *)base + HOST_ALIGN);
+	return VY_OK;
+}
+
+static vy_err host_free(vy_device *d, vy_dptr p, vy_error *e)
+{
+	host_device *h = host_of(d);
+	if (p == 0 || p % HOST_ALIGN != 0)
+		return vy_fail(e, VY_EINVAL, "free only pointers this backend allocated",
+			       "host backend: 0x%llx is not a device allocation", (unsigned long long)p);
+	host_header *hdr = (host_header *)((char *)(uintptr_t)p - HOST_ALIGN);
+	if (hdr->magic != HOST_MAGIC)
+		return vy_fail(e, VY_EINVAL, "free only pointers this backend allocated, once",
+			       "host backend: 0x%llx is not a live device allocation", (unsigned long long)p);
+	uint64_t bytes = hdr->bytes;
+	pthread_mutex_lock(&h->lock);
+	if (bytes > h->used) {
+		pthread_mutex_unlock(&h->lock);
+		return vy_fail(e, VY_EINTERNAL, "report this bug",
+			       "host backend: freeing %llu bytes but only %llu are in use",
+			       (unsigned long long)bytes, (unsigned long long)h->used);
+	}
+	h->used -= bytes;
+	pthread_mutex_unlock(&h->lock);
+	hdr->magic = 0;
+	free(hdr);
+	return VY_OK;
+}
+
+static vy_err host_host_alloc(vy_device *d, size_t bytes, void **out, vy_error *e)
+{
+	(void)d;
+	void *p = NULL;
+	if (bytes == 0 || posix_memalign(&p, 4096, bytes) != 0)
+		return vy_fail(e, VY_ENOMEM, "free host memory or lower staging_cache",
+			       "host backend: cannot allocate %zu bytes of staging memory", bytes);
+	*out = p;
+	return VY_OK;
+}
+
+static vy_err host_host_free(vy_device *d, void *p, vy_error *e)
+{
+	(void)d;
+	(void)e;
+	free(p);
+	return VY_OK;
+}
+
+static vy_err host_stream_create(vy_device *d, vy_stream **out, vy_error *e)
+{
+	(void)d;
+	vy_stream *s = calloc(1, sizeof(*s));
+	if (!s)
+		return vy_fail(e, VY_ENOMEM, "free host memory", "host backend: cannot allocate a stream");
+	*out = s;
+	return VY_OK;
+}
+
+static vy_err host_stream_destroy(vy_device *d, vy_stream *s, vy_error *e)
+{
+	(void)d;
+	(void)e;
+	free(s);
+	return VY_OK;
+}
+
+static vy_err host_stream_sync(vy_device *d, vy_stream *s, vy_error *e)
+{
+	(void)d;
+	(void)s;
+	(void)e;
+	return VY_OK; /* work completes as it is issued */
+}
+
+static vy_err host_copy_htod(vy_device *d, vy_stream *s, vy_dptr dst, const void *src, uint64_t n, vy_error *e)
+{
+	(void)d;
+	(void)s;
+	(void)e;
+	memcpy((void *)(uintptr_t)dst, src, (size_t)n);
+	return VY_OK;
+}
+
+static vy_err host_copy_dtoh(vy_device *d, vy_stream *s, void *dst, vy_dptr src, uint64_t n, vy_error *e)
+{
+	(void)d;
+	(void)s;
+	(void)e;
+	memcpy(dst, (const void *)(uintptr_t)src, (size_t)n);
+	return VY_OK;
+}
+
+static vy_err host_copy_dtod(vy_device *d, vy_stream *s, vy_dptr dst, vy_dptr src, uint64_t n, vy_error *e)
+{
+	(void)d;
+	(void)s;
+	(void)e;
+	memmove((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, (size_t)n);
+	return VY_OK;
+}
+
+static vy_err host_memset8(vy_device *d, vy_stream *s, vy_dptr dst, uint8_t value, uint64_t n, vy_error *e)
+{
+	(void)d;
+	(void)s;
+	(void)e;
+	memset((void *)(uintptr_t)dst, value, (size_t)n);
+	return VY_OK;
+}
+
+static vy_err host_event_create(vy_device *d, vy_event **out, vy_error *e)
+{
+	(void)d;
+	vy_event *ev = calloc(1, sizeof(*ev));
+	if (!ev)
+		return vy_fail(e, VY_ENOMEM, "free host memory", "host backend: cannot allocate an event");
+	*out = ev;
+	return VY_OK;
+}
+
+static vy_err host_event_destroy(vy_device *d, vy_event *ev, vy_error *e)
+{
+	(void)d;
+	(void)e;
+	free(ev);
+	return VY_OK;
+}
+
+static vy_err host_event_record(vy_device *d, vy_event *ev, vy_stream *s, vy_error *e)
+{
+	(void)d;
+	(void)s;
+	if (clock_gettime(CLOCK_MONOTONIC, &ev->at) != 0)
+		return vy_fail(e, VY_EDEVICE, "report this bug", "host backend: the monotonic clock failed");
+	ev->recorded = 1;
+	return VY_OK;
+}
+
+static vy_err host_event_elapsed_us(vy_device *d, vy_event *start, vy_event *end, double *us, vy_error *e)
+{
+	(void)d;
+	if (!start->recorded || !end->recorded)
+		return vy_fail(e, VY_EINVAL, "record both events before timing them",
+			       "host backend: event not recorded");
+	*us = (double)(end->at.tv_sec - start->at.tv_sec) * 1e6 +
+	      (double)(end->at.tv_nsec - start->at.tv_nsec) / 1e3;
+	return VY_OK;
+}
+
+static const vy_device_ops host_ops = {
+	.close = host_close,
+	.mem_info = host_mem_info,
+	.alloc = host_alloc,
+	.free = host_free,
+	.host_alloc = host_host_alloc,
+	.host_free = host_host_free,
+	.stream_create = host_stream_create,
+	.stream_destroy = host_stream_destroy,
+	.stream_sync = host_stream_sync,
+	.copy_htod = host_copy_htod,
+	.copy_dtoh = host_copy_dtoh,
+	.copy_dtod = host_copy_dtod,
+	.memset8 = host_memset8,
+	.event_create = host_event_create,
+	.event_destroy = host_event_destroy,
+	.event_record = host_event_record,
+	.event_elapsed_us = host_event_elapsed_us,
+};
+
+/* A quarter of physical memory: room to work without starving the machine. */
+static uint64_t host_default_capacity(void)
+{
+	long pages = sysconf(_SC_PHYS_PAGES);
+	long page = sysconf(_SC_PAGESIZE);
+	if (pages <= 0 || page <= 0)
+		return 1ull << 30;
+	return (uint64_t)pages * (uint64_t)page / 4;
+}
+
+vy_err vy_device_host_open(uint64_t capacity, vy_device **out, vy_error *e)
+{
+	host_device *h = calloc(1, sizeof(*h));
+	if (!h)
+		return vy_fail(e, VY_ENOMEM, "free host memory", "host backend: cannot allocate its state");
+	if (pthread_mutex_init(&h->lock, NULL) != 0) {
+		free(h);
+		return vy_fail(e, VY_ENOMEM, "free host memory", "host backend: cannot create a mutex");
+	}
+	h->capacity = capacity ? capacity : host_default_capacity();
+	h->base.ops = &host_ops;
+	vy_device_info *i = &h->base.info;
+	i->backend = "host";
+	snprintf(i->name, sizeof(i->name), "host memory");
+	i->total_bytes = h->capacity;
+	*out = &h->base;
+	return VY_OK;
+}

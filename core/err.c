@@ -1,0 +1,84 @@
+/* Error messages with a Fix: hint, and their errno mapping. */
+#include "core/err.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+
+vy_err vy_fail(vy_error *e, vy_err code, const char *fix, const char *fmt, ...)
+{
+	if (!e)
+		return code;
+	e->code = code;
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(e->msg, sizeof(e->msg), fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		n = 0;
+	size_t used = (size_t)n < sizeof(e->msg) ? (size_t)n : sizeof(e->msg) - 1;
+	/* The hint is what the user acts on: if the text above it was long,
+	 * cut the text, never the hint. */
+	char hint[192];
+	int h = snprintf(hint, sizeof(hint), " (Fix: %s)", fix);
+	size_t hlen = h < 0 ? 0 : ((size_t)h < sizeof(hint) ? (size_t)h : sizeof(hint) - 1);
+	if (used + hlen >= sizeof(e->msg))
+		used = sizeof(e->msg) - 1 - hlen;
+	snprintf(e->msg + used, sizeof(e->msg) - used, "%s", hint);
+	return code;
+}
+
+void vy_error_keep_first(vy_err *first, vy_err rc, vy_error *dst, const vy_error *src)
+{
+	if (rc == VY_OK || *first != VY_OK)
+		return;
+	*first = rc;
+	if (dst && src)
+		*dst = *src;
+}
+
+void vy_error_clear(vy_error *e)
+{
+	if (!e)
+		return;
+	e->code = VY_OK;
+	e->msg[0] = '\0';
+}
+
+const char *vy_err_name(vy_err code)
+{
+	switch (code) {
+	case VY_OK: return "ok";
+	case VY_EINVAL: return "einval";
+	case VY_ERANGE: return "erange";
+	case VY_ENOENT: return "enoent";
+	case VY_ENOSPC: return "enospc";
+	case VY_EBUSY: return "ebusy";
+	case VY_EOVERFLOW: return "eoverflow";
+	case VY_ENOMEM: return "enomem";
+	case VY_ENODEV: return "enodev";
+	case VY_EDEVICE: return "edevice";
+	case VY_ENOTSUP: return "enotsup";
+	case VY_EINTERNAL: return "einternal";
+	}
+	return "unknown";
+}
+
+int vy_err_errno(vy_err code)
+{
+	switch (code) {
+	case VY_OK: return 0;
+	case VY_EINVAL: return EINVAL;
+	case VY_ERANGE: return EINVAL;
+	case VY_ENOENT: return ENOENT;
+	case VY_ENOSPC: return ENOSPC;
+	case VY_EBUSY: return EBUSY;
+	case VY_EOVERFLOW: return EOVERFLOW;
+	case VY_ENOMEM: return ENOMEM;
+	case VY_ENODEV: return ENODEV;
+	case VY_EDEVICE: return EIO;
+	case VY_ENOTSUP: return EOPNOTSUPP;
+	case VY_EINTERNAL: return EIO;
+	}
+	return EIO;
+}

@@ -1,0 +1,35 @@
+/* A hash map from nonzero uint64 keys to pointers: open addressing with
+ * linear probing and backward-shift deletion (no tombstones), so lookups stay
+ * O(1) however many inserts and removals a long mount makes. Not locked:
+ * its owner holds the lock. */
+#ifndef VY_U64MAP_H
+#define VY_U64MAP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct vy_u64map_slot {
+	uint64_t key; /* 0: empty */
+	void *value;
+} vy_u64map_slot;
+
+typedef struct vy_u64map {
+	vy_u64map_slot *slots;
+	size_t cap;   /* power of two, or 0 before the first insert */
+	size_t count;
+} vy_u64map;
+
+void vy_u64map_init(vy_u64map *m);
+void vy_u64map_destroy(vy_u64map *m);
+void *vy_u64map_get(const vy_u64map *m, uint64_t key);
+/* Insert or replace. False only when host memory runs out (map unchanged). */
+bool vy_u64map_put(vy_u64map *m, uint64_t key, void *value);
+/* Remove and return the value, or NULL if absent. */
+void *vy_u64map_remove(vy_u64map *m, uint64_t key);
+
+/* Iterate: for (size_t i = 0; vy_u64map_next(m, &i, &k, &v);) -- no
+ * insertions or removals while iterating. */
+bool vy_u64map_next(const vy_u64map *m, size_t *cursor, uint64_t *key, void **value);
+
+#endif
