@@ -1,0 +1,363 @@
+/* Resident store: handles, budget, in-flight pins, deferred frees. */
+#include "core/store.h"
+#include "core/checked.h"
+#include "core/pool.h"
+#include "core/u64map.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+
+/* The seed's budget: 9/10 of device memory, and 9/10 of what is free now. */
+#define BUDGET_NUM 9
+#define BUDGET_DEN 10
+
+#define FIX_FREE "delete or truncate files to free device memory, or raise resident_budget"
+
+typedef struct store_buffer {
+	vy_handle id;
+	vy_dptr ptr;
+	uint64_t len;
+	uint32_t inflight;
+	bool doomed; /* freed while pinned: released at the last unpin */
+} store_buffer;
+
+struct vy_store {
+	pthread_mutex_t lock;
+	vy_device *dev;
+	vy_telemetry *tel;
+	vy_pool pool;
+	vy_u64map buffers; /* id -> store_buffer */
+	vy_handle next_id;
+	uint64_t total;
+	uint64_t budget;
+	uint64_t resident;
+	uint64_t live;
+};
+
+static void publish(vy_store *s)
+{
+	vy_telemetry_set(s->tel, resident_bytes, s->resident);
+	vy_telemetry_set(s->tel, resident_buffers, s->live);
+}
+
+vy_err vy_store_open(vy_device *dev, vy_telemetry *tel, const vy_store_options *opt, vy_store **out, vy_error *e)
+{
+	uint64_t free_now, total;
+	vy_err rc = dev->ops->mem_info(dev, &free_now, &total, e);
+	if (rc != VY_OK)
+		return rc;
+	uint64_t budget = opt->budget_bytes;
+	if (!budget)
+		budget = opt->budget_percent ? vy_scale_u64(total, opt->budget_percent, 100)
+					     : vy_scale_u64(total, BUDGET_NUM, BUDGET_DEN);
+	if (budget > total || opt->budget_percent > 100)
+		return vy_fail(e, VY_EINVAL, "set resident_budget at most the device memory (or as a percentage)",
+			       "resident budget %llu bytes exceeds the device's %llu bytes",
+			       (unsigned long long)budget, (unsigned long long)total);
+	vy_store *s = calloc(1, sizeof(*s));
+	if (!s)
+		return vy_fail(e, VY_ENOMEM, "free host memory", "cannot allocate the resident store");
+	if (pthread_mutex_init(&s->lock, NULL) != 0) {
+		free(s);
+		return vy_fail(e, VY_ENOMEM, "free host memory", "cannot create the resident store's mutex");
+	}
+	s->dev = dev;
+	s->tel = tel;
+	s->next_id = 1;
+	s->total = total;
+	s->budget = budget;
+	vy_u64map_init(&s->buffers);
+	vy_pool_init(&s->pool, dev, tel, opt->pool_cap == VY_POOL_CAP_DEFAULT ? total / 32 : opt->pool_cap);
+	publish(s);
+	*out = s;
+	return VY_OK;
+}
+
+vy_err vy_store_close(vy_store *s, vy_error *e)
+{
+	if (!s)
+		return VY_OK;
+	vy_err first = VY_OK;
+	uint64_t pinned = 0, key;
+	void *value;
+	size_t cursor = 0;
+	while (vy_u64map_next(&s->buffers, &cursor, &key, &value)) {
+		store_buffer *b = value;
+		if (b->inflight)
+			pinned++;
+		vy_error err;
+		if (s->dev->ops->free(s->dev, b->ptr, &err) == VY_OK)
+			vy_telemetry_add(s->tel, driver_frees, 1);
+		else if (first == VY_OK) {
+			first = err.code;
+			if (e)
+				*e = err;
+		}
+		free(b);
+	}
+	vy_u64map_destroy(&s->buffers);
+	s->resident = 0;
+	s->live = 0;
+	publish(s);
+	vy_error err;
+	vy_err rc = vy_pool_destroy(&s->pool, &err);
+	if (rc != VY_OK && first == VY_OK) {
+		first = rc;
+		if (e)
+			*e = err;
+	}
+	if (pinned && first == VY_OK)
+		first = vy_fail(e, VY_EBUSY, "stop all work before closing the store",
+				"%llu buffer(s) were still in flight at close; freed anyway",
+				(unsigned long long)pinned);
+	pthread_mutex_destroy(&s->lock);
+	free(s);
+	return first;
+}
+
+/* Whether `len` more bytes fit: the configured budget, and 9/10 of what the
+ * driver reports free now. `used` counts pooled bytes too. */
+static vy_err fits_budget(vy_store *s, uint64_t len, vy_error *e)
+{
+	uint64_t used, want;
+	if (!vy_add_u64(s->resident, s->pool.bytes, &used) || !vy_add_u64(used, len, &want))
+		return vy_fail(e, VY_EOVERFLOW, "allocate less", "device byte accounting would overflow");
+	if (want > s->budget)
+		return vy_fail(e, VY_ENOSPC, FIX_FREE,
+			       "no room for %llu bytes: %llu of the %llu-byte resident budget in use, %llu left",
+			       (unsigned long long)len, (unsigned long long)used, (unsigned long long)s->budget,
+			       (unsigned long long)(s->budget > used ? s->budget - used : 0));
+	uint64_t free_now, total;
+	vy_err rc = s->dev->ops->mem_info(s->dev, &free_now, &total, e);
+	if (rc != VY_OK)
+		return rc;
+	uint64_t live_room = vy_scale_u64(free_now, BUDGET_NUM, BUDGET_DEN);
+	if (len > live_room)
+		return vy_fail(e, VY_ENOSPC, "free device memory (other processes may hold it: see nvidia-smi), or delete files",
+			       "no room for %llu bytes: the device has %llu bytes free, of which 90%% (%llu) may be used",
+			       (unsigned long long)len, (unsigned long long)free_now, (unsigned long long)live_room);
+	return VY_OK;
+}
+
+/* A new driver allocation within the budget, evicting pooled buffers (largest
+ * first) while that makes room. */
+static vy_err alloc_from_driver(vy_store *s, uint64_t len, vy_dptr *out, vy_error *e)
+{
+	for (;;) {
+		vy_err rc = fits_budget(s, len, e);
+		if (rc == VY_OK) {
+			rc = s->dev->ops->alloc(s->dev, len, out, e);
+			if (rc == VY_OK) {
+				vy_telemetry_add(s->tel, driver_allocs, 1);
+				return VY_OK;
+			}
+		}
+		if (rc != VY_ENOSPC || s->pool.buffers == 0)
+			return rc;
+		if (vy_pool_evict_largest(&s->pool, e) != VY_OK)
+			return rc;
+	}
+}
+
+vy_err vy_store_alloc(vy_store *s, uint64_t len, vy_handle *out, vy_error *e)
+{
+	if (len == 0)
+		return vy_fail(e, VY_EINVAL, "allocate at least 1 byte (an empty file holds no buffer)",
+			       "zero-length resident buffer");
+	store_buffer *b = malloc(sizeof(*b));
+	if (!b)
+		return vy_fail(e, VY_ENOMEM, "free host memory", "cannot allocate a buffer record");
+	pthread_mutex_lock(&s->lock);
+	vy_err rc = VY_OK;
+	uint64_t resident;
+	if (s->next_id == UINT64_MAX) {
+		rc = vy_fail(e, VY_EOVERFLOW, "remount to start a new id space",
+			     "resident handle ids are exhausted (the last id was %llu)",
+			     (unsigned long long)(s->next_id - 1));
+		goto out;
+	}
+	if (!vy_add_u64(s->resident, len, &resident)) {
+		rc = vy_fail(e, VY_EOVERFLOW, "allocate less", "resident byte accounting would overflow");
+		goto out;
+	}
+	vy_dptr ptr;
+	bool hit = vy_pool_take(&s->pool, len, &ptr);
+	if (!hit) {
+		rc = alloc_from_driver(s, len, &ptr, e);
+		if (rc != VY_OK)
+			goto out;
+	}
+	*b = (store_buffer){.id = s->next_id, .ptr = ptr, .len = len};
+	if (!vy_u64map_put(&s->buffers, b->id, b)) {
+		/* The memory is ours and idle: the pool keeps or frees it. */
+		vy_pool_put(&s->pool, len, ptr, NULL);
+		rc = vy_fail(e, VY_ENOMEM, "free host memory", "cannot record a new buffer");
+		goto out;
+	}
+	s->next_id++;
+	s->resident = resident;
+	s->live++;
+	publish(s);
+	*out = b->id;
+	b = NULL;
+out:
+	pthread_mutex_unlock(&s->lock);
+	free(b);
+	return rc;
+}
+
+/* Remove a buffer and hand its memory to the pool. Lock held. */
+static vy_err release(vy_store *s, store_buffer *b, vy_error *e)
+{
+	vy_u64map_remove(&s->buffers, b->id);
+	vy_err rc = VY_OK;
+	if (!vy_sub_u64(s->resident, b->len, &s->resident) || s->live == 0) {
+		/* Accounting drifted: say so, and recount from the live set. */
+		rc = vy_fail(e, VY_EINTERNAL, "report this bug; the store recounted its bytes",
+			     "resident accounting drift: %llu bytes freed but fewer were recorded",
+			     (unsigned long long)b->len);
+		uint64_t key, sum = 0, n = 0;
+		void *value;
+		size_t cursor = 0;
+		while (vy_u64map_next(&s->buffers, &cursor, &key, &value)) {
+			sum += ((store_buffer *)value)->len;
+			n++;
+		}
+		s->resident = sum;
+		s->live = n;
+	} else {
+		s->live--;
+	}
+	publish(s);
+	vy_error perr;
+	vy_err prc = vy_pool_put(&s->pool, b->len, b->ptr, &perr);
+	if (prc != VY_OK && rc == VY_OK) {
+		rc = prc;
+		if (e)
+			*e = perr;
+	}
+	free(b);
+	return rc;
+}
+
+static vy_err unknown_handle(vy_error *e, vy_handle h)
+{
+	return vy_fail(e, VY_ENOENT, "use a handle that vy_store_alloc returned and that is not freed",
+		       "unknown resident handle %llu", (unsigned long long)h);
+}
+
+/* A live (not freed) buffer, or NULL. Lock held. */
+static store_buffer *live_buffer(vy_store *s, vy_handle h)
+{
+	store_buffer *b = vy_u64map_get(&s->buffers, h);
+	return b && !b->doomed ? b : NULL;
+}
+
+vy_err vy_store_free(vy_store *s, vy_handle h, vy_error *e)
+{
+	pthread_mutex_lock(&s->lock);
+	vy_err rc = VY_OK;
+	store_buffer *b = live_buffer(s, h);
+	if (!b)
+		rc = unknown_handle(e, h);
+	else if (b->inflight) {
+		b->doomed = true;
+		vy_telemetry_add(s->tel, deferred_frees, 1);
+	} else
+		rc = release(s, b, e);
+	pthread_mutex_unlock(&s->lock);
+	return rc;
+}
+
+vy_err vy_store_view(vy_store *s, vy_handle h, vy_buffer_view *out, vy_error *e)
+{
+	pthread_mutex_lock(&s->lock);
+	store_buffer *b = live_buffer(s, h);
+	if (b)
+		*out = (vy_buffer_view){.handle = h, .ptr = b->ptr, .len = b->len};
+	pthread_mutex_unlock(&s->lock);
+	return b ? VY_OK : unknown_handle(e, h);
+}
+
+vy_err vy_store_pin_many(vy_store *s, const vy_handle *handles, size_t n, vy_buffer_view *views, vy_error *e)
+{
+	pthread_mutex_lock(&s->lock);
+	size_t i;
+	vy_err rc = VY_OK;
+	for (i = 0; i < n; i++) {
+		store_buffer *b = live_buffer(s, handles[i]);
+		if (!b) {
+			rc = unknown_handle(e, handles[i]);
+			break;
+		}
+		if (b->inflight == UINT32_MAX) {
+			rc = vy_fail(e, VY_EBUSY, "wait for running work to finish",
+				     "resident handle %llu has too many pins", (unsigned long long)b->id);
+			break;
+		}
+		b->inflight++;
+		views[i] = (vy_buffer_view){.handle = b->id, .ptr = b->ptr, .len = b->len};
+	}
+	if (rc != VY_OK) /* all or none: undo what this call pinned */
+		while (i-- > 0)
+			((store_buffer *)vy_u64map_get(&s->buffers, handles[i]))->inflight--;
+	pthread_mutex_unlock(&s->lock);
+	return rc;
+}
+
+vy_err vy_store_unpin_many(vy_store *s, const vy_handle *handles, size_t n, vy_error *e)
+{
+	vy_err first = VY_OK;
+	pthread_mutex_lock(&s->lock);
+	for (size_t i = 0; i < n; i++) {
+		store_buffer *b = vy_u64map_get(&s->buffers, handles[i]);
+		vy_err rc = VY_OK;
+		if (!b || b->inflight == 0)
+			rc = vy_fail(e, VY_EINTERNAL, "report this bug",
+				     "unpin of resident handle %llu that is not pinned", (unsigned long long)handles[i]);
+		else if (--b->inflight == 0 && b->doomed)
+			rc = release(s, b, e);
+		if (rc != VY_OK && first == VY_OK)
+			first = rc;
+	}
+	pthread_mutex_unlock(&s->lock);
+	return first;
+}
+
+uint32_t vy_store_inflight(vy_store *s, vy_handle h)
+{
+	pthread_mutex_lock(&s->lock);
+	store_buffer *b = live_buffer(s, h);
+	uint32_t n = b ? b->inflight : 0;
+	pthread_mutex_unlock(&s->lock);
+	return n;
+}
+
+void vy_store_usage_get(vy_store *s, vy_store_usage *out)
+{
+	pthread_mutex_lock(&s->lock);
+	*out = (vy_store_usage){
+		.total = s->total,
+		.budget = s->budget,
+		.resident = s->resident,
+		.pooled = s->pool.bytes,
+		.buffers = s->live,
+	};
+	pthread_mutex_unlock(&s->lock);
+}
+
+vy_err vy_store_trim(vy_store *s, vy_error *e)
+{
+	pthread_mutex_lock(&s->lock);
+	vy_err rc = vy_pool_drain(&s->pool, e);
+	pthread_mutex_unlock(&s->lock);
+	return rc;
+}
+
+void vy_store_test_set_next_id(vy_store *s, vy_handle next)
+{
+	pthread_mutex_lock(&s->lock);
+	if (next > s->next_id)
+		s->next_id = next;
+	pthread_mutex_unlock(&s->lock);
+}

@@ -1,0 +1,82 @@
+/* The resident store: device buffers by handle, within a budget.
+ *
+ * Handles are ids from 1 up, never reused; running out is an error, never a
+ * wrap. The budget is 90% of device memory unless configured, and every new
+ * driver allocation is also capped by 90% of the memory the driver reports
+ * free at that moment (other processes use the GPU too). Idle pooled bytes
+ * count as used, but they are reclaimable: an allocation that does not fit
+ * evicts pooled buffers, largest first, before it is refused.
+ *
+ * In-flight references: work that uses a buffer pins it. Freeing a pinned
+ * buffer is accepted but deferred: the handle stops resolving at once, and
+ * the memory goes back to the pool when the last pin is dropped. Thread-safe:
+ * one mutex guards the handle table, the pool and the accounting. */
+#ifndef VY_STORE_H
+#define VY_STORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/device.h"
+#include "core/telemetry.h"
+
+typedef uint64_t vy_handle;
+typedef struct vy_store vy_store;
+
+/* Pool cap meaning "device memory / 32". */
+#define VY_POOL_CAP_DEFAULT UINT64_MAX
+
+typedef struct vy_store_options {
+	uint64_t budget_bytes;   /* a size, or 0 for budget_percent */
+	unsigned budget_percent; /* of device memory, when budget_bytes is 0 (0: 90) */
+	uint64_t pool_cap;     /* idle pooled bytes; VY_POOL_CAP_DEFAULT; 0: no pool */
+} vy_store_options;
+
+typedef struct vy_buffer_view {
+	vy_handle handle;
+	vy_dptr ptr;
+	uint64_t len;
+} vy_buffer_view;
+
+typedef struct vy_store_usage {
+	uint64_t total;    /* device memory */
+	uint64_t budget;   /* configured budget */
+	uint64_t resident; /* bytes in live buffers (deferred frees included) */
+	uint64_t pooled;   /* idle bytes held for reuse */
+	uint64_t buffers;  /* live buffers */
+} vy_store_usage;
+
+vy_err vy_store_open(vy_device *dev, vy_telemetry *tel, const vy_store_options *opt, vy_store **out, vy_error *e);
+
+/* Free every buffer (live ones too) and drain the pool, so the device is back
+ * to where it was before the store opened. Reports, after freeing anyway,
+ * buffers still pinned: at close nothing may be in flight. */
+vy_err vy_store_close(vy_store *s, vy_error *e);
+
+vy_err vy_store_alloc(vy_store *s, uint64_t len, vy_handle *out, vy_error *e);
+vy_err vy_store_free(vy_store *s, vy_handle h, vy_error *e);
+
+/* Where a buffer lives now, without pinning it. */
+vy_err vy_store_view(vy_store *s, vy_handle h, vy_buffer_view *out, vy_error *e);
+
+/* Pin `n` handles (duplicates allowed) for running work, all or none, and
+ * fill views[i] for handles[i]. Every successful pin is undone with
+ * vy_store_unpin_many on the same list. */
+vy_err vy_store_pin_many(vy_store *s, const vy_handle *handles, size_t n, vy_buffer_view *views, vy_error *e);
+vy_err vy_store_unpin_many(vy_store *s, const vy_handle *handles, size_t n, vy_error *e);
+
+/* The in-flight count of a live handle (0 for an unknown one). */
+uint32_t vy_store_inflight(vy_store *s, vy_handle h);
+
+void vy_store_usage_get(vy_store *s, vy_store_usage *out);
+
+/* Drop every idle pooled buffer (e.g. to give memory back to other
+ * processes). */
+vy_err vy_store_trim(vy_store *s, vy_error *e);
+
+/* Tests only: continue handle ids from `next`, to reach the end of the id
+ * space without 2^64 allocations. */
+void vy_store_test_set_next_id(vy_store *s, vy_handle next);
+
+#endif
