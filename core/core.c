@@ -1,0 +1,101 @@
+/* Opening and closing the core's parts in order. */
+#include "core/core.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+void vy_core_options_default(vy_core_options *o)
+{
+	*o = (vy_core_options){
+		.device = {.backend = VY_BACKEND_AUTO},
+		.store = {.budget_bytes = 0, .pool_cap = VY_POOL_CAP_DEFAULT},
+		.staging_cache = 128ull << 20,
+		.staging_chunk = 64ull << 20,
+		.streams = 8,
+	};
+}
+
+vy_err vy_core_attach(vy_device *dev, const vy_core_options *o, vy_core **out, vy_error *e)
+{
+	if (o->staging_chunk < VY_STAGING_MIN_BUCKET)
+		return vy_fail(e, VY_EINVAL, "use a staging chunk of at least 4 KiB",
+			       "staging chunk of %llu bytes is too small", (unsigned long long)o->staging_chunk);
+	vy_core *c = calloc(1, sizeof(*c));
+	if (!c)
+		return vy_fail(e, VY_ENOMEM, "free host memory", "cannot allocate the core");
+	c->dev = dev;
+	c->staging_chunk = o->staging_chunk;
+	vy_telemetry_init(&c->tel);
+	vy_err rc = vy_store_open(dev, &c->tel, &o->store, &c->store, e);
+	if (rc != VY_OK)
+		goto fail;
+	rc = vy_staging_open(dev, &c->tel, o->staging_cache, &c->staging, e);
+	if (rc != VY_OK)
+		goto fail_store;
+	rc = vy_streams_init(&c->streams, dev, o->streams, e);
+	if (rc != VY_OK)
+		goto fail_staging;
+	*out = c;
+	return VY_OK;
+fail_staging:
+	vy_staging_close(c->staging, NULL);
+fail_store:
+	vy_store_close(c->store, NULL);
+fail:
+	free(c);
+	return rc;
+}
+
+vy_err vy_core_open(const vy_core_options *o, vy_core **out, vy_error *e)
+{
+	vy_device *dev;
+	char note[VY_NOTE_MAX];
+	vy_err rc = vy_device_open(&o->device, &dev, note, sizeof(note), e);
+	if (rc != VY_OK)
+		return rc;
+	rc = vy_core_attach(dev, o, out, e);
+	if (rc != VY_OK) {
+		vy_device_close(dev);
+		return rc;
+	}
+	(*out)->owns_dev = true;
+	memcpy((*out)->note, note, sizeof(note));
+	return VY_OK;
+}
+
+vy_err vy_core_close(vy_core *c, vy_error *e)
+{
+	if (!c)
+		return VY_OK;
+	vy_err first = VY_OK;
+	vy_error err;
+	/* Streams first: nothing can be queued once buffers go. */
+	vy_err rc = vy_streams_destroy(&c->streams, &err);
+	if (rc != VY_OK && first == VY_OK) {
+		first = rc;
+		if (e)
+			*e = err;
+	}
+	rc = vy_store_close(c->store, &err);
+	if (rc != VY_OK && first == VY_OK) {
+		first = rc;
+		if (e)
+			*e = err;
+	}
+	rc = vy_staging_close(c->staging, &err);
+	if (rc != VY_OK && first == VY_OK) {
+		first = rc;
+		if (e)
+			*e = err;
+	}
+	if (c->owns_dev)
+		vy_device_close(c->dev);
+	free(c);
+	return first;
+}
+
+vy_err vy_core_sync(vy_core *c, vy_stream *s, vy_error *e)
+{
+	vy_telemetry_add(&c->tel, syncs, 1);
+	return c->dev->ops->stream_sync(c->dev, s, e);
+}

@@ -1,0 +1,453 @@
+/* Uploads and ranged readbacks through pinned staging, fused per buffer;
+ * fills and copies on the device. */
+#include "core/transfer.h"
+#include "core/checked.h"
+
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* One request of a batch, whichever its direction. */
+typedef struct req {
+	vy_handle handle;
+	uint64_t offset, len;
+	char *host;   /* source of an upload, target of a readback */
+	size_t fused; /* index of the fused copy that carries it */
+} req;
+
+/* One driver copy's worth of a buffer: [start, end) of buffer `base`, laid
+ * at `stage` in the batch's staging space. */
+typedef struct fused {
+	vy_handle handle;
+	vy_dptr base;
+	uint64_t start, end, stage;
+} fused;
+
+typedef enum direction { TO_DEVICE, TO_HOST } direction;
+
+/* A validated, pinned batch. */
+typedef struct batch {
+	req *reqs;
+	vy_handle *handles; /* pin list: handles[i] == reqs[i].handle */
+	vy_buffer_view *views;
+	fused *fused;
+	size_t n, nfused;
+	uint64_t staged; /* bytes of staging space */
+	bool pinned;
+} batch;
+
+static void batch_free(vy_core *c, batch *b, vy_err *rc, vy_error *e)
+{
+	if (b->pinned) {
+		vy_error err;
+		vy_error_keep_first(rc, vy_store_unpin_many(c->store, b->handles, b->n, &err), e, &err);
+	}
+	free(b->reqs);
+	free(b->handles);
+	free(b->views);
+	free(b->fused);
+}
+
+static vy_err oom(vy_error *e)
+{
+	return vy_fail(e, VY_ENOMEM, "free host memory or transfer fewer ranges at once",
+		       "cannot allocate the transfer's bookkeeping");
+}
+
+/* Keep the non-empty requests, pin their buffers, check every range. */
+static vy_err batch_prepare(vy_core *c, batch *b, const req *in, size_t n, direction dir, vy_error *e)
+{
+	const char *what = dir == TO_DEVICE ? "upload" : "readback";
+	*b = (batch){0};
+	size_t m = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (in[i].len == 0)
+			continue;
+		if (!in[i].host)
+			return vy_fail(e, VY_EINVAL, "pass a host buffer for every non-empty range",
+				       "%s request %zu has no host buffer", what, i);
+		m++;
+	}
+	if (m == 0)
+		return VY_OK;
+	b->reqs = calloc(m, sizeof(*b->reqs));
+	b->handles = calloc(m, sizeof(*b->handles));
+	b->views = calloc(m, sizeof(*b->views));
+	b->fused = calloc(m, sizeof(*b->fused));
+	if (!b->reqs || !b->handles || !b->views || !b->fused)
+		return oom(e);
+	for (size_t i = 0; i < n; i++) {
+		if (in[i].len == 0)
+			continue;
+		b->reqs[b->n] = in[i];
+		b->handles[b->n++] = in[i].handle;
+	}
+	vy_err rc = vy_store_pin_many(c->store, b->handles, b->n, b->views, e);
+	if (rc != VY_OK)
+		return rc;
+	b->pinned = true;
+	for (size_t k = 0; k < b->n; k++) {
+		req *r = &b->reqs[k];
+		if (!vy_range_within(r->offset, r->len, b->views[k].len))
+			return vy_fail(e, VY_ERANGE, "keep offset + length within the buffer's size",
+				       "%s of %llu bytes at offset %llu overruns resident handle %llu of %llu bytes",
+				       what, (unsigned long long)r->len, (unsigned long long)r->offset,
+				       (unsigned long long)r->handle, (unsigned long long)b->views[k].len);
+	}
+	return VY_OK;
+}
+
+static bool touches(const fused *f, vy_handle h, uint64_t start, uint64_t end)
+{
+	return f->handle == h && start <= f->end && end >= f->start;
+}
+
+/* Uploads fuse in caller order: a request joins the fused copy before it when
+ * they touch, and fused copies that come to touch are joined in turn. Each
+ * fused copy therefore carries a run of consecutive requests. */
+static void fuse_in_order(batch *b)
+{
+	for (size_t k = 0; k < b->n; k++) {
+		req *r = &b->reqs[k];
+		uint64_t start = r->offset, end = r->offset + r->len; /* checked in prepare */
+		if (b->nfused && touches(&b->fused[b->nfused - 1], r->handle, start, end)) {
+			fused *f = &b->fused[b->nfused - 1];
+			f->start = start < f->start ? start : f->start;
+			f->end = end > f->end ? end : f->end;
+		} else {
+			b->fused[b->nfused++] = (fused){.handle = r->handle, .base = b->views[k].ptr,
+							.start = start, .end = end};
+		}
+		r->fused = b->nfused - 1;
+		while (b->nfused >= 2 &&
+		       touches(&b->fused[b->nfused - 2], b->fused[b->nfused - 1].handle,
+			       b->fused[b->nfused - 1].start, b->fused[b->nfused - 1].end)) {
+			fused *prev = &b->fused[b->nfused - 2], *last = &b->fused[b->nfused - 1];
+			prev->start = last->start < prev->start ? last->start : prev->start;
+			prev->end = last->end > prev->end ? last->end : prev->end;
+			for (size_t j = k + 1; j-- > 0 && b->reqs[j].fused == b->nfused - 1;)
+				b->reqs[j].fused = b->nfused - 2;
+			b->nfused--;
+		}
+	}
+}
+
+static int by_handle_then_offset(const void *pa, const void *pb)
+{
+	const req *a = *(req *const *)pa, *b = *(req *const *)pb;
+	if (a->handle != b->handle)
+		return a->handle < b->handle ? -1 : 1;
+	if (a->offset != b->offset)
+		return a->offset < b->offset ? -1 : 1;
+	return 0;
+}
+
+/* Readbacks fuse in sorted order: any ranges of one buffer that touch or
+ * overlap become one copy, wherever they stand in the batch. */
+static vy_err fuse_sorted(batch *b, vy_error *e)
+{
+	req **order = malloc(b->n * sizeof(*order));
+	if (!order)
+		return oom(e);
+	for (size_t k = 0; k < b->n; k++)
+		order[k] = &b->reqs[k];
+	qsort(order, b->n, sizeof(*order), by_handle_then_offset);
+	for (size_t k = 0; k < b->n; k++) {
+		req *r = order[k];
+		uint64_t start = r->offset, end = r->offset + r->len;
+		fused *f = b->nfused ? &b->fused[b->nfused - 1] : NULL;
+		if (f && f->handle == r->handle && start <= f->end) {
+			f->end = end > f->end ? end : f->end;
+		} else {
+			b->fused[b->nfused++] = (fused){.handle = r->handle, .base = b->views[r - b->reqs].ptr,
+							.start = start, .end = end};
+		}
+		r->fused = b->nfused - 1;
+	}
+	free(order);
+	return VY_OK;
+}
+
+static vy_err lay_out_staging(batch *b, vy_error *e)
+{
+	uint64_t at = 0;
+	for (size_t j = 0; j < b->nfused; j++) {
+		b->fused[j].stage = at;
+		if (!vy_add_u64(at, b->fused[j].end - b->fused[j].start, &at))
+			return vy_fail(e, VY_EOVERFLOW, "transfer fewer bytes at once",
+				       "the batch's byte count overflows");
+	}
+	b->staged = at;
+	return VY_OK;
+}
+
+/* The overlap of [lo, hi) with the round [a, b), or false if none. */
+static bool clip(uint64_t lo, uint64_t hi, uint64_t a, uint64_t b, uint64_t *from, uint64_t *to)
+{
+	*from = lo > a ? lo : a;
+	*to = hi < b ? hi : b;
+	return *from < *to;
+}
+
+/* Where request k's bytes lie in staging space. */
+static uint64_t req_stage(const batch *b, const req *r)
+{
+	const fused *f = &b->fused[r->fused];
+	return f->stage + (r->offset - f->start);
+}
+
+/* Issue the driver copies of round [a, z) between `stage` and the device. */
+static vy_err issue_round(vy_core *c, vy_stream *s, const batch *b, char *stage, uint64_t a, uint64_t z,
+			  direction dir, vy_error *e)
+{
+	vy_device *d = c->dev;
+	for (size_t j = 0; j < b->nfused; j++) {
+		const fused *f = &b->fused[j];
+		uint64_t lo, hi;
+		if (!clip(f->stage, f->stage + (f->end - f->start), a, z, &lo, &hi))
+			continue;
+		vy_dptr dev = f->base + f->start + (lo - f->stage);
+		vy_err rc = dir == TO_DEVICE ? d->ops->copy_htod(d, s, dev, stage + (lo - a), hi - lo, e)
+					     : d->ops->copy_dtoh(d, s, stage + (lo - a), dev, hi - lo, e);
+		if (rc != VY_OK)
+			return rc;
+		if (dir == TO_DEVICE) {
+			vy_telemetry_add(&c->tel, h2d_ops, 1);
+			vy_telemetry_add(&c->tel, h2d_bytes, hi - lo);
+		} else {
+			vy_telemetry_add(&c->tel, d2h_ops, 1);
+			vy_telemetry_add(&c->tel, d2h_bytes, hi - lo);
+		}
+	}
+	return VY_OK;
+}
+
+/* Copy the requests' bytes of round [a, z) between their host buffers and
+ * staging. Uploads go in caller order, so the later of two overlapping
+ * uploads wins. */
+static void pack_round(const batch *b, char *stage, uint64_t a, uint64_t z, direction dir)
+{
+	for (size_t k = 0; k < b->n; k++) {
+		const req *r = &b->reqs[k];
+		uint64_t at = req_stage(b, r), lo, hi;
+		if (!clip(at, at + r->len, a, z, &lo, &hi))
+			continue;
+		if (dir == TO_DEVICE)
+			memcpy(stage + (lo - a), r->host + (lo - at), hi - lo);
+		else
+			memcpy(r->host + (lo - at), stage + (lo - a), hi - lo);
+	}
+}
+
+/* Move the batch in rounds of at most one staging chunk, one fence each. */
+static vy_err run_rounds(vy_core *c, const batch *b, direction dir, vy_error *e)
+{
+	vy_stream *s;
+	vy_err rc = vy_streams_acquire(&c->streams, &s, e);
+	if (rc != VY_OK)
+		return rc;
+	bool stream_ok = true;
+	for (uint64_t a = 0; a < b->staged && rc == VY_OK;) {
+		uint64_t z = b->staged - a > c->staging_chunk ? a + c->staging_chunk : b->staged;
+		vy_staging_buf buf;
+		rc = vy_staging_acquire(c->staging, (size_t)(z - a), &buf, e);
+		if (rc != VY_OK)
+			break;
+		if (dir == TO_DEVICE)
+			pack_round(b, buf.ptr, a, z, dir);
+		rc = issue_round(c, s, b, buf.ptr, a, z, dir, e);
+		/* Fence even after a failed issue: copies already queued may
+		 * still read or write the staging buffer. */
+		vy_error err;
+		vy_err sync = vy_core_sync(c, s, &err);
+		vy_error_keep_first(&rc, sync, e, &err);
+		if (sync != VY_OK) {
+			/* The copies' state is unknown: neither this buffer nor
+			 * this stream may be used again. */
+			stream_ok = false;
+			break;
+		}
+		if (rc == VY_OK && dir == TO_HOST)
+			pack_round(b, buf.ptr, a, z, dir);
+		vy_staging_release(c->staging, &buf);
+		a = z;
+	}
+	if (stream_ok)
+		vy_streams_release(&c->streams, s);
+	return rc;
+}
+
+static vy_err transfer(vy_core *c, const req *in, size_t n, direction dir, vy_error *e)
+{
+	batch b;
+	vy_err rc = batch_prepare(c, &b, in, n, dir, e);
+	if (rc == VY_OK && b.n > 0) {
+		if (dir == TO_DEVICE)
+			fuse_in_order(&b);
+		else
+			rc = fuse_sorted(&b, e);
+		if (rc == VY_OK)
+			rc = lay_out_staging(&b, e);
+		if (rc == VY_OK)
+			rc = run_rounds(c, &b, dir, e);
+	}
+	batch_free(c, &b, &rc, e);
+	return rc;
+}
+
+vy_err vy_upload_many(vy_core *c, const vy_upload *ups, size_t n, vy_error *e)
+{
+	req *in = calloc(n ? n : 1, sizeof(*in));
+	if (!in)
+		return oom(e);
+	/* The cast drops const only to share `req`: uploads never write host. */
+	for (size_t i = 0; i < n; i++)
+		in[i] = (req){.handle = ups[i].handle, .offset = ups[i].offset, .len = ups[i].len,
+			      .host = (char *)ups[i].src};
+	vy_err rc = transfer(c, in, n, TO_DEVICE, e);
+	free(in);
+	return rc;
+}
+
+vy_err vy_readback_many(vy_core *c, const vy_readback *rbs, size_t n, vy_error *e)
+{
+	req *in = calloc(n ? n : 1, sizeof(*in));
+	if (!in)
+		return oom(e);
+	for (size_t i = 0; i < n; i++)
+		in[i] = (req){.handle = rbs[i].handle, .offset = rbs[i].offset, .len = rbs[i].len,
+			      .host = rbs[i].dst};
+	vy_err rc = transfer(c, in, n, TO_HOST, e);
+	free(in);
+	return rc;
+}
+
+vy_err vy_upload_whole(vy_core *c, vy_handle h, const void *src, uint64_t len, vy_error *e)
+{
+	vy_buffer_view v;
+	vy_err rc = vy_store_view(c->store, h, &v, e);
+	if (rc != VY_OK)
+		return rc;
+	if (len != v.len)
+		return vy_fail(e, VY_EINVAL, "upload exactly the buffer's length, or upload at an offset",
+			       "length drift: resident handle %llu holds %llu bytes but %llu were given",
+			       (unsigned long long)h, (unsigned long long)v.len, (unsigned long long)len);
+	vy_upload up = {.handle = h, .offset = 0, .src = src, .len = len};
+	return vy_upload_many(c, &up, 1, e);
+}
+
+/* Pin `n` handles, check each range, and take a stream: the common start of
+ * every device-side operation. */
+static vy_err device_op_begin(vy_core *c, const vy_handle *hs, const uint64_t *offs, const uint64_t *lens,
+			      size_t n, vy_buffer_view *views, const char *what, vy_error *e)
+{
+	vy_err rc = vy_store_pin_many(c->store, hs, n, views, e);
+	if (rc != VY_OK)
+		return rc;
+	for (size_t i = 0; i < n; i++) {
+		if (!vy_range_within(offs[i], lens[i], views[i].len)) {
+			vy_store_unpin_many(c->store, hs, n, NULL);
+			return vy_fail(e, VY_ERANGE, "keep offset + length within the buffer's size",
+				       "%s of %llu bytes at offset %llu overruns resident handle %llu of %llu bytes",
+				       what, (unsigned long long)lens[i], (unsigned long long)offs[i],
+				       (unsigned long long)hs[i], (unsigned long long)views[i].len);
+		}
+	}
+	return VY_OK;
+}
+
+/* Sync, give the stream back, unpin; the first failure wins. */
+static vy_err device_op_end(vy_core *c, vy_stream *s, const vy_handle *hs, size_t n, vy_err rc, vy_error *e)
+{
+	vy_error err;
+	if (s) {
+		vy_err sync = vy_core_sync(c, s, &err);
+		vy_error_keep_first(&rc, sync, e, &err);
+		if (sync == VY_OK)
+			vy_streams_release(&c->streams, s);
+	}
+	vy_error_keep_first(&rc, vy_store_unpin_many(c->store, hs, n, &err), e, &err);
+	return rc;
+}
+
+vy_err vy_fill(vy_core *c, vy_handle h, uint64_t offset, uint64_t len, uint8_t byte, vy_error *e)
+{
+	vy_buffer_view v;
+	vy_err rc = device_op_begin(c, &h, &offset, &len, 1, &v, "fill", e);
+	if (rc != VY_OK)
+		return rc;
+	vy_stream *s = NULL;
+	if (len > 0) {
+		rc = vy_streams_acquire(&c->streams, &s, e);
+		if (rc == VY_OK) {
+			rc = c->dev->ops->memset8(c->dev, s, v.ptr + offset, byte, len, e);
+			if (rc == VY_OK) {
+				vy_telemetry_add(&c->tel, memset_ops, 1);
+				vy_telemetry_add(&c->tel, memset_bytes, len);
+			}
+		}
+	}
+	return device_op_end(c, s, &h, 1, rc, e);
+}
+
+vy_err vy_clear(vy_core *c, vy_handle h, vy_error *e)
+{
+	vy_buffer_view v;
+	vy_err rc = vy_store_view(c->store, h, &v, e);
+	return rc == VY_OK ? vy_fill(c, h, 0, v.len, 0, e) : rc;
+}
+
+static vy_err copy_d2d(vy_core *c, vy_stream *s, vy_dptr dst, vy_dptr src, uint64_t len, vy_error *e)
+{
+	vy_err rc = c->dev->ops->copy_dtod(c->dev, s, dst, src, len, e);
+	if (rc == VY_OK) {
+		vy_telemetry_add(&c->tel, d2d_ops, 1);
+		vy_telemetry_add(&c->tel, d2d_bytes, len);
+	}
+	return rc;
+}
+
+vy_err vy_copy(vy_core *c, vy_handle src, uint64_t src_offset, vy_handle dst, uint64_t dst_offset, uint64_t len,
+	       vy_error *e)
+{
+	vy_handle hs[2] = {src, dst};
+	uint64_t offs[2] = {src_offset, dst_offset}, lens[2] = {len, len};
+	vy_buffer_view v[2];
+	vy_err rc = device_op_begin(c, hs, offs, lens, 2, v, "copy", e);
+	if (rc != VY_OK)
+		return rc;
+	vy_dptr from = v[0].ptr + src_offset, to = v[1].ptr + dst_offset;
+	/* Nothing to move: no driver call. */
+	if (len == 0 || from == to)
+		return device_op_end(c, NULL, hs, 2, VY_OK, e);
+	bool overlap = src == dst && (from < to ? to - from < len : from - to < len);
+	vy_handle scratch = 0;
+	vy_buffer_view sv;
+	if (overlap) {
+		/* The driver's copies may not overlap: bounce through a
+		 * scratch buffer, which the pool then keeps for next time. */
+		rc = vy_store_alloc(c->store, len, &scratch, e);
+		if (rc == VY_OK)
+			rc = vy_store_view(c->store, scratch, &sv, e);
+		if (rc != VY_OK) {
+			if (scratch)
+				vy_store_free(c->store, scratch, NULL);
+			return device_op_end(c, NULL, hs, 2, rc, e);
+		}
+	}
+	vy_stream *s = NULL;
+	rc = vy_streams_acquire(&c->streams, &s, e);
+	if (rc == VY_OK && overlap) {
+		rc = copy_d2d(c, s, sv.ptr, from, len, e);
+		if (rc == VY_OK)
+			rc = copy_d2d(c, s, to, sv.ptr, len, e);
+	} else if (rc == VY_OK) {
+		rc = copy_d2d(c, s, to, from, len, e);
+	}
+	rc = device_op_end(c, s, hs, 2, rc, e);
+	if (scratch) {
+		vy_error err;
+		vy_error_keep_first(&rc, vy_store_free(c->store, scratch, &err), e, &err);
+	}
+	return rc;
+}
