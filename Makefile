@@ -1,0 +1,58 @@
+# vyrefs: one Makefile. `make` builds, `make test` installs what is missing,
+# builds and runs every suite on the host backend, `make test-gpu` runs them
+# on the cuda backend plus the GPU-only suites.
+
+CC        ?= cc
+CUDA_HOME ?= /usr/local/cuda
+BUILD     ?= build
+
+CFLAGS   ?= -O2 -g
+CFLAGS   += -std=c17 -Wall -Wextra -Werror -pthread
+CPPFLAGS += -I. -D_GNU_SOURCE
+LDLIBS   += -ldl -pthread
+
+# The cuda backend needs only cuda.h and cudaTypedefs.h at build time; the
+# driver is loaded at run time. Without the headers it reports itself absent.
+ifneq ($(wildcard $(CUDA_HOME)/include/cuda.h),)
+CPPFLAGS += -DVY_HAVE_CUDA_H -isystem $(CUDA_HOME)/include
+endif
+
+CORE_SRC   := $(wildcard core/*.c) $(wildcard config/*.c)
+CORE_OBJ   := $(CORE_SRC:%.c=$(BUILD)/%.o)
+UNIT_SRC   := $(wildcard tests/unit/test_*.c)
+UNIT_BIN   := $(UNIT_SRC:%.c=$(BUILD)/%)
+UNIT_LIB   := $(BUILD)/tests/unit/support.o
+CORE_LIB   := $(BUILD)/libvycore.a
+
+.PHONY: all deps test test-gpu unit clean
+all: $(BUILD)/vyrefs $(UNIT_BIN)
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -MMD -MP -c -o $@ $<
+
+$(CORE_LIB): $(CORE_OBJ)
+	$(AR) rcs $@ $^
+
+$(BUILD)/vyrefs: $(BUILD)/fs/main.o $(CORE_LIB)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/tests/unit/test_%: $(BUILD)/tests/unit/test_%.o $(UNIT_LIB) $(CORE_LIB)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
+# Install what is missing (apt, as root), once per machine.
+deps:
+	@scripts/install-deps.sh
+
+test: deps
+	@$(MAKE) --no-print-directory all
+	@tests/run.sh host
+
+test-gpu:
+	@$(MAKE) --no-print-directory all
+	@tests/run.sh cuda
+
+clean:
+	rm -rf $(BUILD)
+
+-include $(CORE_OBJ:.o=.d) $(BUILD)/fs/main.d $(UNIT_SRC:%.c=$(BUILD)/%.d) $(UNIT_LIB:.o=.d)

@@ -1,0 +1,4 @@
+#ifndef VY_VERSION_H
+#define VY_VERSION_H
+#define VY_VERSION "0.1.0"
+#endif
