@@ -1,0 +1,184 @@
+/* Unit-test support. */
+#include "tests/unit/support.h"
+
+#include <stdatomic.h>
+#include <stdlib.h>
+
+int vy_test_failures;
+vy_error *vy_test_err;
+vy_error vy_test_last_error;
+
+vy_backend_kind vy_test_backend(void)
+{
+	const char *b = getenv("VY_TEST_BACKEND");
+	vy_backend_kind k = VY_BACKEND_HOST;
+	if (b && !vy_backend_parse(b, &k)) {
+		fprintf(stderr, "VY_TEST_BACKEND=%s: use host or cuda\n", b);
+		exit(2);
+	}
+	return k == VY_BACKEND_AUTO ? VY_BACKEND_HOST : k;
+}
+
+int vy_test_main(const char *suite, const vy_test_case *cases, size_t n)
+{
+	bool host = vy_test_backend() == VY_BACKEND_HOST;
+	unsigned passed = 0, failed = 0, skipped = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (cases[i].host_only && !host) {
+			printf("skip %s.%s (host backend only)\n", suite, cases[i].name);
+			skipped++;
+			continue;
+		}
+		vy_test_failures = 0;
+		cases[i].fn();
+		if (vy_test_failures) {
+			printf("FAIL %s.%s\n", suite, cases[i].name);
+			failed++;
+		} else {
+			printf("ok %s.%s\n", suite, cases[i].name);
+			passed++;
+		}
+		fflush(stdout);
+	}
+	printf("%u passed, %u failed, %u skipped\n", passed, failed, skipped);
+	return failed ? 1 : 0;
+}
+
+#define COUNT(d, field) atomic_fetch_add_explicit(&(d)->n.field, 1, memory_order_relaxed)
+
+static vy_counting_device *cnt(vy_device *d)
+{
+	return (vy_counting_device *)d;
+}
+
+static void c_close(vy_device *d)
+{
+	(void)d; /* vy_test_device_close owns the inner device */
+}
+
+static vy_err c_mem_info(vy_device *d, uint64_t *f, uint64_t *t, vy_error *e)
+{
+	COUNT(cnt(d), mem_info);
+	return cnt(d)->inner->ops->mem_info(cnt(d)->inner, f, t, e);
+}
+
+static vy_err c_alloc(vy_device *d, uint64_t bytes, vy_dptr *out, vy_error *e)
+{
+	vy_counting_device *c = cnt(d);
+	uint64_t left = atomic_load(&c->fail_allocs);
+	if (left && atomic_compare_exchange_strong(&c->fail_allocs, &left, left - 1))
+		return vy_fail(e, VY_ENOSPC, "free device memory", "test: injected out-of-memory");
+	COUNT(c, alloc);
+	return c->inner->ops->alloc(c->inner, bytes, out, e);
+}
+
+#define FORWARD(name, field, params, args)                               \
+	static vy_err c_##name params                                    \
+	{                                                                \
+		COUNT(cnt(d), field);                                    \
+		return cnt(d)->inner->ops->name args;                    \
+	}
+
+FORWARD(free, free, (vy_device *d, vy_dptr p, vy_error *e), (cnt(d)->inner, p, e))
+FORWARD(host_alloc, host_alloc, (vy_device *d, size_t n, void **out, vy_error *e), (cnt(d)->inner, n, out, e))
+FORWARD(host_free, host_free, (vy_device *d, void *p, vy_error *e), (cnt(d)->inner, p, e))
+FORWARD(stream_create, stream_create, (vy_device *d, vy_stream **out, vy_error *e), (cnt(d)->inner, out, e))
+FORWARD(stream_destroy, stream_destroy, (vy_device *d, vy_stream *s, vy_error *e), (cnt(d)->inner, s, e))
+FORWARD(stream_sync, stream_sync, (vy_device *d, vy_stream *s, vy_error *e), (cnt(d)->inner, s, e))
+FORWARD(copy_htod, copy_htod, (vy_device *d, vy_stream *s, vy_dptr dst, const void *src, uint64_t n, vy_error *e),
+	(cnt(d)->inner, s, dst, src, n, e))
+FORWARD(copy_dtoh, copy_dtoh, (vy_device *d, vy_stream *s, void *dst, vy_dptr src, uint64_t n, vy_error *e),
+	(cnt(d)->inner, s, dst, src, n, e))
+FORWARD(copy_dtod, copy_dtod, (vy_device *d, vy_stream *s, vy_dptr dst, vy_dptr src, uint64_t n, vy_error *e),
+	(cnt(d)->inner, s, dst, src, n, e))
+FORWARD(memset8, memset8, (vy_device *d, vy_stream *s, vy_dptr dst, uint8_t v, uint64_t n, vy_error *e),
+	(cnt(d)->inner, s, dst, v, n, e))
+FORWARD(event_create, event_create, (vy_device *d, vy_event **out, vy_error *e), (cnt(d)->inner, out, e))
+FORWARD(event_destroy, event_destroy, (vy_device *d, vy_event *ev, vy_error *e), (cnt(d)->inner, ev, e))
+FORWARD(event_record, event_record, (vy_device *d, vy_event *ev, vy_stream *s, vy_error *e), (cnt(d)->inner, ev, s, e))
+FORWARD(event_elapsed_us, event_elapsed, (vy_device *d, vy_event *a, vy_event *b, double *us, vy_error *e),
+	(cnt(d)->inner, a, b, us, e))
+
+static const vy_device_ops counting_ops = {
+	.close = c_close,
+	.mem_info = c_mem_info,
+	.alloc = c_alloc,
+	.free = c_free,
+	.host_alloc = c_host_alloc,
+	.host_free = c_host_free,
+	.stream_create = c_stream_create,
+	.stream_destroy = c_stream_destroy,
+	.stream_sync = c_stream_sync,
+	.copy_htod = c_copy_htod,
+	.copy_dtoh = c_copy_dtoh,
+	.copy_dtod = c_copy_dtod,
+	.memset8 = c_memset8,
+	.event_create = c_event_create,
+	.event_destroy = c_event_destroy,
+	.event_record = c_event_record,
+	.event_elapsed_us = c_event_elapsed_us,
+};
+
+vy_counting_device *vy_test_device_open(void)
+{
+	vy_device_options o = {.backend = vy_test_backend(), .ordinal = 0, .host_memory = VY_TEST_HOST_MEMORY};
+	vy_device *inner;
+	vy_error e;
+	if (vy_device_open(&o, &inner, NULL, 0, &e) != VY_OK) {
+		fprintf(stderr, "cannot open the %s backend: %s\n", vy_backend_name(o.backend), e.msg);
+		exit(2);
+	}
+	vy_counting_device *d = calloc(1, sizeof(*d));
+	if (!d) {
+		fprintf(stderr, "out of memory\n");
+		exit(2);
+	}
+	d->base.ops = &counting_ops;
+	d->base.info = inner->info;
+	d->inner = inner;
+	return d;
+}
+
+void vy_test_device_close(vy_counting_device *d)
+{
+	if (!d)
+		return;
+	vy_device_close(d->inner);
+	free(d);
+}
+
+vy_counts vy_counts_get(vy_counting_device *d)
+{
+	vy_counts c;
+#define VY_COUNT_LOAD(f) c.f = atomic_load(&d->n.f);
+	VY_COUNT_FIELDS(VY_COUNT_LOAD)
+#undef VY_COUNT_LOAD
+	return c;
+}
+
+uint64_t vy_counts_driver_calls(const vy_counts *c)
+{
+	return c->alloc + c->free + c->host_alloc + c->host_free + c->stream_create + c->stream_destroy +
+	       c->stream_sync + c->copy_htod + c->copy_dtoh + c->copy_dtod + c->memset8 + c->event_create +
+	       c->event_destroy + c->event_record + c->event_elapsed;
+}
+
+void vy_test_core_options(vy_core_options *o)
+{
+	vy_core_options_default(o);
+	o->device.backend = vy_test_backend();
+	o->device.host_memory = VY_TEST_HOST_MEMORY;
+	o->staging_chunk = 1u << 20;
+}
+
+void vy_test_fill_pattern(void *p, size_t n, unsigned seed)
+{
+	unsigned char *b = p;
+	uint32_t x = seed * 2654435761u + 12345;
+	for (size_t i = 0; i < n; i++) {
+		x ^= x << 13;
+		x ^= x >> 17;
+		x ^= x << 5;
+		b[i] = (unsigned char)(x >> 7);
+	}
+}
