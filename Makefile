@@ -21,11 +21,13 @@ CORE_SRC   := $(wildcard core/*.c) $(wildcard config/*.c)
 CORE_OBJ   := $(CORE_SRC:%.c=$(BUILD)/%.o)
 UNIT_SRC   := $(wildcard tests/unit/test_*.c)
 UNIT_BIN   := $(UNIT_SRC:%.c=$(BUILD)/%)
+GPU_SRC    := $(wildcard tests/gpu/test_*.c)
+GPU_BIN    := $(GPU_SRC:%.c=$(BUILD)/%)
 UNIT_LIB   := $(BUILD)/tests/unit/support.o
 CORE_LIB   := $(BUILD)/libvycore.a
 
 .PHONY: all deps test test-gpu unit clean
-all: $(BUILD)/vyrefs $(UNIT_BIN)
+all: $(BUILD)/vyrefs $(UNIT_BIN) $(GPU_BIN)
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -38,6 +40,9 @@ $(BUILD)/vyrefs: $(BUILD)/fs/main.o $(CORE_LIB)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/tests/unit/test_%: $(BUILD)/tests/unit/test_%.o $(UNIT_LIB) $(CORE_LIB)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/tests/gpu/test_%: $(BUILD)/tests/gpu/test_%.o $(UNIT_LIB) $(CORE_LIB)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
 # Install what is missing (apt, as root), once per machine.
@@ -55,4 +60,4 @@ test-gpu:
 clean:
 	rm -rf $(BUILD)
 
--include $(CORE_OBJ:.o=.d) $(BUILD)/fs/main.d $(UNIT_SRC:%.c=$(BUILD)/%.d) $(UNIT_LIB:.o=.d)
+-include $(CORE_OBJ:.o=.d) $(BUILD)/fs/main.d $(UNIT_SRC:%.c=$(BUILD)/%.d) $(GPU_SRC:%.c=$(BUILD)/%.d) $(UNIT_LIB:.o=.d)

@@ -54,34 +54,29 @@ static vy_err oom(vy_error *e)
 		       "cannot allocate the transfer's bookkeeping");
 }
 
-/* Keep the non-empty requests, pin their buffers, check every range. */
+/* Pin every request's buffer and check every range, empty ones too (an
+ * unknown handle is an error at any length); only non-empty ones move. */
 static vy_err batch_prepare(vy_core *c, batch *b, const req *in, size_t n, direction dir, vy_error *e)
 {
 	const char *what = dir == TO_DEVICE ? "upload" : "readback";
 	*b = (batch){0};
-	size_t m = 0;
-	for (size_t i = 0; i < n; i++) {
-		if (in[i].len == 0)
-			continue;
-		if (!in[i].host)
+	if (n == 0)
+		return VY_OK;
+	for (size_t i = 0; i < n; i++)
+		if (in[i].len && !in[i].host)
 			return vy_fail(e, VY_EINVAL, "pass a host buffer for every non-empty range",
 				       "%s request %zu has no host buffer", what, i);
-		m++;
-	}
-	if (m == 0)
-		return VY_OK;
-	b->reqs = calloc(m, sizeof(*b->reqs));
-	b->handles = calloc(m, sizeof(*b->handles));
-	b->views = calloc(m, sizeof(*b->views));
-	b->fused = calloc(m, sizeof(*b->fused));
+	b->reqs = calloc(n, sizeof(*b->reqs));
+	b->handles = calloc(n, sizeof(*b->handles));
+	b->views = calloc(n, sizeof(*b->views));
+	b->fused = calloc(n, sizeof(*b->fused));
 	if (!b->reqs || !b->handles || !b->views || !b->fused)
 		return oom(e);
 	for (size_t i = 0; i < n; i++) {
-		if (in[i].len == 0)
-			continue;
-		b->reqs[b->n] = in[i];
-		b->handles[b->n++] = in[i].handle;
+		b->reqs[i] = in[i];
+		b->handles[i] = in[i].handle;
 	}
+	b->n = n;
 	vy_err rc = vy_store_pin_many(c->store, b->handles, b->n, b->views, e);
 	if (rc != VY_OK)
 		return rc;
@@ -110,6 +105,8 @@ static void fuse_in_order(batch *b)
 	for (size_t k = 0; k < b->n; k++) {
 		req *r = &b->reqs[k];
 		uint64_t start = r->offset, end = r->offset + r->len; /* checked in prepare */
+		if (r->len == 0)
+			continue;
 		if (b->nfused && touches(&b->fused[b->nfused - 1], r->handle, start, end)) {
 			fused *f = &b->fused[b->nfused - 1];
 			f->start = start < f->start ? start : f->start;
@@ -125,8 +122,13 @@ static void fuse_in_order(batch *b)
 			fused *prev = &b->fused[b->nfused - 2], *last = &b->fused[b->nfused - 1];
 			prev->start = last->start < prev->start ? last->start : prev->start;
 			prev->end = last->end > prev->end ? last->end : prev->end;
-			for (size_t j = k + 1; j-- > 0 && b->reqs[j].fused == b->nfused - 1;)
+			for (size_t j = k + 1; j-- > 0;) {
+				if (b->reqs[j].len == 0)
+					continue;
+				if (b->reqs[j].fused != b->nfused - 1)
+					break;
 				b->reqs[j].fused = b->nfused - 2;
+			}
 			b->nfused--;
 		}
 	}
@@ -149,10 +151,12 @@ static vy_err fuse_sorted(batch *b, vy_error *e)
 	req **order = malloc(b->n * sizeof(*order));
 	if (!order)
 		return oom(e);
+	size_t m = 0;
 	for (size_t k = 0; k < b->n; k++)
-		order[k] = &b->reqs[k];
-	qsort(order, b->n, sizeof(*order), by_handle_then_offset);
-	for (size_t k = 0; k < b->n; k++) {
+		if (b->reqs[k].len)
+			order[m++] = &b->reqs[k];
+	qsort(order, m, sizeof(*order), by_handle_then_offset);
+	for (size_t k = 0; k < m; k++) {
 		req *r = order[k];
 		uint64_t start = r->offset, end = r->offset + r->len;
 		fused *f = b->nfused ? &b->fused[b->nfused - 1] : NULL;
@@ -229,6 +233,8 @@ static void pack_round(const batch *b, char *stage, uint64_t a, uint64_t z, dire
 {
 	for (size_t k = 0; k < b->n; k++) {
 		const req *r = &b->reqs[k];
+		if (r->len == 0)
+			continue;
 		uint64_t at = req_stage(b, r), lo, hi;
 		if (!clip(at, at + r->len, a, z, &lo, &hi))
 			continue;
@@ -282,13 +288,15 @@ static vy_err transfer(vy_core *c, const req *in, size_t n, direction dir, vy_er
 	batch b;
 	vy_err rc = batch_prepare(c, &b, in, n, dir, e);
 	if (rc == VY_OK && b.n > 0) {
+		/* When every request is empty nothing is staged: no stream is
+		 * taken and no driver call made. */
 		if (dir == TO_DEVICE)
 			fuse_in_order(&b);
 		else
 			rc = fuse_sorted(&b, e);
 		if (rc == VY_OK)
 			rc = lay_out_staging(&b, e);
-		if (rc == VY_OK)
+		if (rc == VY_OK && b.staged > 0)
 			rc = run_rounds(c, &b, dir, e);
 	}
 	batch_free(c, &b, &rc, e);

@@ -163,6 +163,20 @@ uint64_t vy_counts_driver_calls(const vy_counts *c)
 	       c->event_destroy + c->event_record + c->event_elapsed;
 }
 
+void vy_test_warm_streams(vy_device *d, unsigned n)
+{
+	vy_stream *s[64];
+	vy_error e;
+	unsigned made = 0;
+	for (; made < n && made < 64; made++)
+		if (d->ops->stream_create(d, &s[made], &e) != VY_OK) {
+			fprintf(stderr, "warming streams: %s\n", e.msg);
+			exit(2);
+		}
+	while (made-- > 0)
+		d->ops->stream_destroy(d, s[made], &e);
+}
+
 void vy_test_core_options(vy_core_options *o)
 {
 	vy_core_options_default(o);
