@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Install what building and testing vyrefs needs, where it is missing
+# (Debian/Ubuntu; apt needs root). Safe to run again: it only installs what
+# it does not find. The CUDA toolkit's headers (cuda.h) are not a package
+# here: they are looked for under CUDA_HOME (default /usr/local/cuda), and
+# without them the cuda backend is left out of the build.
+set -u
+
+missing=()
+have_pc() { pkg-config --exists "$1" 2>/dev/null; }
+command -v cc >/dev/null 2>&1 || missing+=(gcc)
+command -v make >/dev/null 2>&1 || missing+=(make)
+command -v pkg-config >/dev/null 2>&1 || missing+=(pkg-config)
+have_pc fuse3 || missing+=(libfuse3-dev)
+command -v fusermount3 >/dev/null 2>&1 || missing+=(fuse3)
+have_pc inih || missing+=(libinih-dev)
+have_pc libxxhash || missing+=(libxxhash-dev)
+if [ -z "${SHUNIT2:-}" ] || [ ! -r "${SHUNIT2}" ]; then
+	[ -r /usr/bin/shunit2 ] || missing+=(shunit2)
+fi
+
+if [ ${#missing[@]} -gt 0 ]; then
+	if [ "$(id -u)" != 0 ]; then
+		echo "vyrefs: missing packages: ${missing[*]} (Fix: sudo apt-get install ${missing[*]}, or run make test as root)" >&2
+		exit 1
+	fi
+	echo "installing: ${missing[*]}"
+	export DEBIAN_FRONTEND=noninteractive
+	# Install from the lists at hand; refresh them only if that fails.
+	if ! apt-get install -y -q --no-install-recommends "${missing[@]}" >/tmp/vyrefs-apt.log 2>&1; then
+		apt-get update -q >>/tmp/vyrefs-apt.log 2>&1
+		if ! apt-get install -y -q --no-install-recommends "${missing[@]}" >>/tmp/vyrefs-apt.log 2>&1; then
+			tail -n 20 /tmp/vyrefs-apt.log >&2
+			echo "vyrefs: could not install ${missing[*]} (Fix: see /tmp/vyrefs-apt.log; check the apt sources)" >&2
+			exit 1
+		fi
+	fi
+fi
+
+cuda_home=${CUDA_HOME:-/usr/local/cuda}
+if [ ! -r "$cuda_home/include/cuda.h" ]; then
+	echo "note: no $cuda_home/include/cuda.h: building without the cuda backend (the host backend works; set CUDA_HOME to a CUDA toolkit to build it in)"
+fi
+exit 0

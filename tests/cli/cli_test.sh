@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# The vyrefs command line: help, version, options, the self-check on the
+# backend under test, and clear errors (with a Fix hint) for bad input.
+VYREFS=${VYREFS:-build/vyrefs}
+backend=${VY_TEST_BACKEND:-host}
+
+test_version_prints_name_and_number() {
+	out=$("$VYREFS" --version)
+	assertEquals 0 $?
+	assertTrue "version line: $out" "[[ '$out' =~ ^vyrefs\ [0-9]+\.[0-9]+\.[0-9]+$ ]]"
+}
+
+test_help_exits_zero_and_lists_options() {
+	out=$("$VYREFS" --help)
+	assertEquals 0 $?
+	for key in backend= ordinal= host_memory= resident_budget= pool_budget= staging_cache= --self-check; do
+		assertContains "help mentions $key" "$out" "$key"
+	done
+}
+
+test_no_arguments_is_a_usage_error() {
+	"$VYREFS" >/dev/null 2>&1
+	assertEquals 2 $?
+}
+
+test_self_check_passes_on_backend_under_test() {
+	out=$("$VYREFS" --self-check -o "backend=$backend,host_memory=256M" 2>&1)
+	assertEquals "$out" 0 $?
+	assertContains "$out" "backend $backend"
+	assertContains "$out" "fused readback of 3 ranges: 1 copy, 1 sync: ok"
+	assertContains "$out" "device memory back to baseline"
+	assertContains "$out" "self-check passed"
+}
+
+test_unknown_option_key_is_refused_with_fix() {
+	err=$("$VYREFS" --self-check -o backend=host,bogus=1 2>&1 >/dev/null)
+	assertEquals 2 $?
+	assertContains "$err" "unknown option 'bogus'"
+	assertContains "$err" "(Fix: "
+}
+
+test_bad_values_are_refused_with_fix() {
+	for opt in backend=gpu ordinal=x host_memory=12Q resident_budget=0% pool_budget=-1 staging_cache=; do
+		err=$("$VYREFS" --self-check -o "$opt" 2>&1 >/dev/null)
+		assertEquals "$opt" 2 $?
+		assertContains "$opt: $err" "$err" "(Fix: "
+	done
+}
+
+test_budget_too_small_fails_cleanly() {
+	err=$("$VYREFS" --self-check -o "backend=$backend,host_memory=64M,resident_budget=5M" 2>&1 >/dev/null)
+	assertEquals 1 $?
+	assertContains "$err" "no room for"
+	assertContains "$err" "(Fix: "
+}
+
+test_cuda_without_gpu_says_what_to_do() {
+	if [ "$backend" = cuda ]; then
+		startSkipping
+	fi
+	if ldconfig -p 2>/dev/null | grep -q 'libcuda.so.1 '; then
+		startSkipping # a driver is installed: not the machine this checks
+	fi
+	err=$("$VYREFS" --self-check -o backend=cuda 2>&1 >/dev/null)
+	assertEquals 1 $?
+	assertContains "$err" "Fix: install the NVIDIA driver"
+}
+
+test_mountpoint_says_mounting_is_not_built_yet() {
+	err=$("$VYREFS" /mnt 2>&1 >/dev/null)
+	assertEquals 2 $?
+	assertContains "$err" "(Fix: "
+}
+
+. "${SHUNIT2:-/usr/bin/shunit2}"
