@@ -341,6 +341,7 @@ void vy_store_usage_get(vy_store *s, vy_store_usage *out)
 		.budget = s->budget,
 		.resident = s->resident,
 		.pooled = s->pool.bytes,
+		.pool_cap = s->pool.cap,
 		.buffers = s->live,
 	};
 	pthread_mutex_unlock(&s->lock);

@@ -44,6 +44,7 @@ typedef struct vy_store_usage {
 	uint64_t budget;   /* configured budget */
 	uint64_t resident; /* bytes in live buffers (deferred frees included) */
 	uint64_t pooled;   /* idle bytes held for reuse */
+	uint64_t pool_cap; /* idle bytes the pool may hold */
 	uint64_t buffers;  /* live buffers */
 } vy_store_usage;
 

@@ -32,6 +32,14 @@ test_self_check_passes_on_backend_under_test() {
 	assertContains "$out" "self-check passed"
 }
 
+test_self_check_with_pool_off_says_reuse_was_not_checked() {
+	out=$("$VYREFS" --self-check -o "backend=$backend,host_memory=256M,pool_budget=0" 2>&1)
+	assertEquals "$out" 0 $?
+	assertContains "$out" "pool reuse: not checked"
+	assertContains "$out" "pool_misses 3"
+	assertContains "$out" "self-check passed"
+}
+
 test_unknown_option_key_is_refused_with_fix() {
 	err=$("$VYREFS" --self-check -o backend=host,bogus=1 2>&1 >/dev/null)
 	assertEquals 2 $?
