@@ -36,7 +36,8 @@ test_self_check_with_pool_off_says_reuse_was_not_checked() {
 	out=$("$VYREFS" --self-check -o "backend=$backend,host_memory=256M,pool_budget=0" 2>&1)
 	assertEquals "$out" 0 $?
 	assertContains "$out" "pool reuse: not checked"
-	assertContains "$out" "pool_misses 3"
+	assertContains "$out" "pool_hits 0"
+	assertContains "$out" "pool_bypasses 2"
 	assertContains "$out" "self-check passed"
 }
 
