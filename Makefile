@@ -8,6 +8,11 @@ BUILD     ?= build
 
 CFLAGS   ?= -O2 -g
 CFLAGS   += -std=c17 -Wall -Wextra -Werror -pthread
+# `make SANITIZE=1 BUILD=build-san`: AddressSanitizer and UBSan, in a build
+# folder of their own.
+ifeq ($(SANITIZE),1)
+CFLAGS   += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+endif
 CPPFLAGS += -I. -D_GNU_SOURCE
 LDLIBS   += -ldl -pthread
 
