@@ -2,6 +2,7 @@
 #include "config/options.h"
 #include "config/size.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdlib.h>
@@ -30,10 +31,10 @@ vy_err vy_options_set(vy_core_options *o, const char *key, const char *value, vy
 		return VY_OK;
 	}
 	if (!strcmp(key, "ordinal")) {
-		char *end;
+		char *end = NULL;
 		errno = 0;
-		long v = strtol(value, &end, 10);
-		if (errno || end == value || *end || v < 0 || v > INT_MAX)
+		long v = isdigit((unsigned char)value[0]) ? strtol(value, &end, 10) : -1;
+		if (v < 0 || errno || *end || v > INT_MAX)
 			return bad_value(e, key, value, "use a device number from `nvidia-smi -L`, e.g. ordinal=0");
 		o->device.ordinal = (int)v;
 		return VY_OK;
@@ -50,9 +51,9 @@ vy_err vy_options_set(vy_core_options *o, const char *key, const char *value, vy
 	if (!strcmp(key, "resident_budget")) {
 		size_t len = strlen(value);
 		if (len > 1 && value[len - 1] == '%') {
-			char *end;
+			char *end = NULL;
 			errno = 0;
-			unsigned long pct = strtoul(value, &end, 10);
+			unsigned long pct = isdigit((unsigned char)value[0]) ? strtoul(value, &end, 10) : 0;
 			if (errno || end != value + len - 1 || pct < 1 || pct > 100)
 				return bad_value(e, key, value, "use a percentage from 1% to 100%, or a size such as 8G");
 			o->store.budget_bytes = 0;

@@ -3,10 +3,12 @@
  * A real backend for machines without a GPU: "device" memory is host memory
  * counted against a fixed capacity, copies are memcpy, streams complete work
  * as it is issued (so a sync only orders nothing), and events read the
- * monotonic clock. Allocations carry a header so a free of anything this
- * backend did not hand out is refused, as the driver would refuse it. */
+ * monotonic clock. Live allocations are kept in a map, so a free of
+ * anything this backend did not hand out, or a second free, is refused as the
+ * driver would refuse it, without touching that memory. */
 #include "core/device.h"
 #include "core/checked.h"
+#include "core/u64map.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -17,18 +19,13 @@
 
 /* Device allocations are 256-byte aligned, as cuMemAlloc's are. */
 #define HOST_ALIGN 256u
-#define HOST_MAGIC 0x7679726568737421ull /* "vyrehst!" */
-
-typedef struct host_header {
-	uint64_t magic;
-	uint64_t bytes;
-} host_header;
 
 typedef struct host_device {
 	vy_device base;
 	pthread_mutex_t lock;
 	uint64_t capacity;
 	uint64_t used;
+	vy_u64map live; /* pointer -> its size, stored in the value */
 } host_device;
 
 struct vy_stream {
@@ -48,6 +45,13 @@ static host_device *host_of(vy_device *d)
 static void host_close(vy_device *d)
 {
 	host_device *h = host_of(d);
+	/* Whatever the layers above left allocated goes with the device. */
+	uint64_t key;
+	void *value;
+	size_t cursor = 0;
+	while (vy_u64map_next(&h->live, &cursor, &key, &value))
+		free((void *)(uintptr_t)key);
+	vy_u64map_destroy(&h->live);
 	pthread_mutex_destroy(&h->lock);
 	free(h);
 }
@@ -66,10 +70,9 @@ static vy_err host_mem_info(vy_device *d, uint64_t *free_bytes, uint64_t *total_
 static vy_err host_alloc(vy_device *d, uint64_t bytes, vy_dptr *out, vy_error *e)
 {
 	host_device *h = host_of(d);
-	uint64_t total;
 	if (bytes == 0)
 		return vy_fail(e, VY_EINVAL, "allocate at least 1 byte", "host backend: zero-byte allocation");
-	if (!vy_add_u64(bytes, HOST_ALIGN, &total) || total > SIZE_MAX)
+	if (bytes > SIZE_MAX || bytes > (uint64_t)UINTPTR_MAX)
 		return vy_fail(e, VY_EOVERFLOW, "allocate less", "host backend: %llu bytes do not fit this machine's address space",
 			       (unsigned long long)bytes);
 	pthread_mutex_lock(&h->lock);
@@ -83,43 +86,36 @@ static vy_err host_alloc(vy_device *d, uint64_t bytes, vy_dptr *out, vy_error *e
 	h->used += bytes;
 	pthread_mutex_unlock(&h->lock);
 
-	void *base = NULL;
-	if (posix_memalign(&base, HOST_ALIGN, (size_t)total) != 0) {
-		pthread_mutex_lock(&h->lock);
+	void *p = NULL;
+	if (posix_memalign(&p, HOST_ALIGN, (size_t)bytes) != 0)
+		p = NULL;
+	pthread_mutex_lock(&h->lock);
+	if (!p || !vy_u64map_put(&h->live, (uint64_t)(uintptr_t)p, (void *)(uintptr_t)bytes)) {
 		h->used -= bytes;
 		pthread_mutex_unlock(&h->lock);
+		free(p);
 		return vy_fail(e, VY_ENOMEM, "free host memory or lower host_memory",
 			       "host backend: the machine has no %llu bytes of memory left", (unsigned long long)bytes);
 	}
-	host_header *hdr = base;
-	hdr->magic = HOST_MAGIC;
-	hdr->bytes = bytes;
-	*out = (vy_dptr)(uintptr_t)((char *)base + HOST_ALIGN);
+	pthread_mutex_unlock(&h->lock);
+	*out = (vy_dptr)(uintptr_t)p;
 	return VY_OK;
 }
 
 static vy_err host_free(vy_device *d, vy_dptr p, vy_error *e)
 {
 	host_device *h = host_of(d);
-	if (p == 0 || p % HOST_ALIGN != 0)
-		return vy_fail(e, VY_EINVAL, "free only pointers this backend allocated",
-			       "host backend: 0x%llx is not a device allocation", (unsigned long long)p);
-	host_header *hdr = (host_header *)((char *)(uintptr_t)p - HOST_ALIGN);
-	if (hdr->magic != HOST_MAGIC)
+	pthread_mutex_lock(&h->lock);
+	void *value = vy_u64map_remove(&h->live, p);
+	if (!value) {
+		pthread_mutex_unlock(&h->lock);
 		return vy_fail(e, VY_EINVAL, "free only pointers this backend allocated, once",
 			       "host backend: 0x%llx is not a live device allocation", (unsigned long long)p);
-	uint64_t bytes = hdr->bytes;
-	pthread_mutex_lock(&h->lock);
-	if (bytes > h->used) {
-		pthread_mutex_unlock(&h->lock);
-		return vy_fail(e, VY_EINTERNAL, "report this bug",
-			       "host backend: freeing %llu bytes but only %llu are in use",
-			       (unsigned long long)bytes, (unsigned long long)h->used);
 	}
-	h->used -= bytes;
+	uint64_t bytes = (uint64_t)(uintptr_t)value;
+	h->used -= bytes; /* counted in at alloc, under this lock */
 	pthread_mutex_unlock(&h->lock);
-	hdr->magic = 0;
-	free(hdr);
+	free((void *)(uintptr_t)p);
 	return VY_OK;
 }
 
@@ -283,6 +279,7 @@ vy_err vy_device_host_open(uint64_t capacity, vy_device **out, vy_error *e)
 		return vy_fail(e, VY_ENOMEM, "free host memory", "host backend: cannot create a mutex");
 	}
 	h->capacity = capacity ? capacity : host_default_capacity();
+	vy_u64map_init(&h->live);
 	h->base.ops = &host_ops;
 	vy_device_info *i = &h->base.info;
 	i->backend = "host";

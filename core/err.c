@@ -18,10 +18,15 @@ vy_err vy_fail(vy_error *e, vy_err code, const char *fix, const char *fmt, ...)
 		n = 0;
 	size_t used = (size_t)n < sizeof(e->msg) ? (size_t)n : sizeof(e->msg) - 1;
 	/* The hint is what the user acts on: if the text above it was long,
-	 * cut the text, never the hint. */
-	char hint[192];
+	 * cut the text, never the hint; a hint too long for the whole message
+	 * is cut itself but still closes its parenthesis. */
+	char hint[VY_ERROR_MSG_MAX];
 	int h = snprintf(hint, sizeof(hint), " (Fix: %s)", fix);
-	size_t hlen = h < 0 ? 0 : ((size_t)h < sizeof(hint) ? (size_t)h : sizeof(hint) - 1);
+	size_t hlen = h < 0 ? 0 : (size_t)h;
+	if (hlen >= sizeof(hint)) {
+		hlen = sizeof(hint) - 1;
+		hint[hlen - 1] = ')';
+	}
 	if (used + hlen >= sizeof(e->msg))
 		used = sizeof(e->msg) - 1 - hlen;
 	snprintf(e->msg + used, sizeof(e->msg) - used, "%s", hint);

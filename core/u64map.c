@@ -5,8 +5,10 @@
 
 static size_t slot_of(uint64_t key, size_t cap)
 {
-	/* Fibonacci hashing spreads sequential ids and sizes across slots. */
-	return (size_t)((key * 0x9E3779B97F4A7C15ull) >> 7) & (cap - 1);
+	/* Fibonacci hashing: the product's high bits depend on every bit of
+	 * the key, so sequential ids and page- or MiB-multiple sizes spread
+	 * out (low bits would cluster them). cap is a power of two >= 16. */
+	return (size_t)((key * 0x9E3779B97F4A7C15ull) >> (64 - __builtin_ctzll(cap)));
 }
 
 void vy_u64map_init(vy_u64map *m)
