@@ -31,7 +31,8 @@ GPU_BIN    := $(GPU_SRC:%.c=$(BUILD)/%)
 UNIT_LIB   := $(BUILD)/tests/unit/support.o
 CORE_LIB   := $(BUILD)/libvycore.a
 
-.PHONY: all deps test test-gpu unit clean
+.PHONY: all deps test test-gpu clean
+.SECONDARY:
 all: $(BUILD)/vyrefs $(UNIT_BIN) $(GPU_BIN)
 
 $(BUILD)/%.o: %.c
