@@ -163,6 +163,19 @@ uint64_t vy_counts_driver_calls(const vy_counts *c)
 	       c->event_destroy + c->event_record + c->event_elapsed;
 }
 
+void vy_test_expect_baseline_and_close(vy_counting_device *d, uint64_t free0)
+{
+	vy_error e;
+	uint64_t free1 = 0, total;
+	vy_counts n = vy_counts_get(d);
+	CHECK_EQ(n.alloc, n.free);
+	CHECK_EQ(n.host_alloc, n.host_free);
+	CHECK_EQ(n.stream_create, n.stream_destroy);
+	CHECK(d->base.ops->mem_info(&d->base, &free1, &total, &e) == VY_OK);
+	CHECK_EQ(free1, free0);
+	vy_test_device_close(d);
+}
+
 void vy_test_warm_streams(vy_device *d, unsigned n)
 {
 	vy_stream *s[64];

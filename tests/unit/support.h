@@ -130,6 +130,11 @@ void vy_test_device_close(vy_counting_device *d);
 uint64_t vy_counts_driver_calls(const vy_counts *c);
 vy_counts vy_counts_get(vy_counting_device *d);
 
+/* After a close: check every driver allocation, pinned buffer and stream was
+ * given back, and the device's free memory is exactly `free0` again; then
+ * close the device. */
+void vy_test_expect_baseline_and_close(vy_counting_device *d, uint64_t free0);
+
 /* Create and destroy `n` streams at once. The CUDA driver keeps the device
  * memory of the most streams a context ever had until the context goes
  * (measured on an H100, driver 580: 8 streams, 4 MiB, kept after they were

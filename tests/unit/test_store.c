@@ -33,16 +33,11 @@ static void fx_open(fixture *f, uint64_t budget, uint64_t pool_cap)
 static void fx_close(fixture *f)
 {
 	vy_error e;
-	uint64_t free1, total;
 	vy_err rc = vy_store_close(f->s, &e);
 	if (rc != VY_OK)
 		fprintf(stderr, "  close: %s\n", e.msg);
 	CHECK(rc == VY_OK);
-	vy_counts n = vy_counts_get(f->d);
-	CHECK_EQ(n.alloc, n.free);
-	CHECK(f->d->base.ops->mem_info(&f->d->base, &free1, &total, &e) == VY_OK);
-	CHECK_EQ(free1, f->free0);
-	vy_test_device_close(f->d);
+	vy_test_expect_baseline_and_close(f->d, f->free0);
 }
 
 static vy_telemetry_snapshot snap(fixture *f)

@@ -33,18 +33,11 @@ static void fx_open(fixture *f)
 static void fx_close(fixture *f)
 {
 	vy_error e;
-	uint64_t free1, total;
 	vy_err rc = vy_core_close(f->c, &e);
 	if (rc != VY_OK)
 		fprintf(stderr, "  close: %s\n", e.msg);
 	CHECK(rc == VY_OK);
-	vy_counts n = vy_counts_get(f->d);
-	CHECK_EQ(n.alloc, n.free);
-	CHECK_EQ(n.host_alloc, n.host_free);
-	CHECK_EQ(n.stream_create, n.stream_destroy);
-	CHECK(f->d->base.ops->mem_info(&f->d->base, &free1, &total, &e) == VY_OK);
-	CHECK_EQ(free1, f->free0);
-	vy_test_device_close(f->d);
+	vy_test_expect_baseline_and_close(f->d, f->free0);
 }
 
 static vy_telemetry_snapshot snap(fixture *f)
