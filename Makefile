@@ -13,7 +13,7 @@ CFLAGS   += -std=c17 -Wall -Wextra -Werror -pthread
 ifeq ($(SANITIZE),1)
 CFLAGS   += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 endif
-CPPFLAGS += -I. -D_GNU_SOURCE
+CPPFLAGS += -I. -D_GNU_SOURCE $(PKG_CFLAGS)
 LDLIBS   += -ldl -pthread
 
 # The cuda backend needs only cuda.h and cudaTypedefs.h at build time; the
@@ -24,6 +24,11 @@ endif
 
 CORE_SRC   := $(wildcard core/*.c) $(wildcard config/*.c)
 CORE_OBJ   := $(CORE_SRC:%.c=$(BUILD)/%.o)
+FS_SRC     := $(wildcard fs/*.c)
+FS_OBJ     := $(FS_SRC:%.c=$(BUILD)/%.o)
+PKGS       := fuse3 inih libxxhash
+PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 UNIT_SRC   := $(wildcard tests/unit/test_*.c)
 UNIT_BIN   := $(UNIT_SRC:%.c=$(BUILD)/%)
 GPU_SRC    := $(wildcard tests/gpu/test_*.c)
@@ -42,11 +47,11 @@ $(BUILD)/%.o: %.c
 $(CORE_LIB): $(CORE_OBJ)
 	$(AR) rcs $@ $^
 
-$(BUILD)/vyrefs: $(BUILD)/fs/main.o $(CORE_LIB)
-	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+$(BUILD)/vyrefs: $(FS_OBJ) $(CORE_LIB)
+	$(CC) $(CFLAGS) -o $@ $^ $(PKG_LIBS) $(LDLIBS)
 
 $(BUILD)/tests/unit/test_%: $(BUILD)/tests/unit/test_%.o $(UNIT_LIB) $(CORE_LIB)
-	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+	$(CC) $(CFLAGS) -o $@ $^ $(PKG_LIBS) $(LDLIBS)
 
 $(BUILD)/tests/gpu/test_%: $(BUILD)/tests/gpu/test_%.o $(UNIT_LIB) $(CORE_LIB)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
@@ -66,4 +71,4 @@ test-gpu:
 clean:
 	rm -rf $(BUILD)
 
--include $(CORE_OBJ:.o=.d) $(BUILD)/fs/main.d $(UNIT_SRC:%.c=$(BUILD)/%.d) $(GPU_SRC:%.c=$(BUILD)/%.d) $(UNIT_LIB:.o=.d)
+-include $(CORE_OBJ:.o=.d) $(FS_OBJ:.o=.d) $(UNIT_SRC:%.c=$(BUILD)/%.d) $(GPU_SRC:%.c=$(BUILD)/%.d) $(UNIT_LIB:.o=.d)

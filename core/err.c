@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 vy_err vy_fail(vy_error *e, vy_err code, const char *fix, const char *fmt, ...)
 {
@@ -31,6 +32,31 @@ vy_err vy_fail(vy_error *e, vy_err code, const char *fix, const char *fmt, ...)
 		used = sizeof(e->msg) - 1 - hlen;
 	snprintf(e->msg + used, sizeof(e->msg) - used, "%s", hint);
 	return code;
+}
+
+void vy_error_prefix(vy_error *e, const char *fmt, ...)
+{
+	if (!e)
+		return;
+	char prefix[VY_ERROR_MSG_MAX / 2];
+	va_list ap;
+	va_start(ap, fmt);
+	int p = vsnprintf(prefix, sizeof(prefix), fmt, ap);
+	va_end(ap);
+	size_t plen = p < 0 ? 0 : ((size_t)p < sizeof(prefix) ? (size_t)p : sizeof(prefix) - 1);
+	const char *hint = strstr(e->msg, " (Fix: ");
+	size_t hlen = hint ? strlen(hint) : 0, body = hint ? (size_t)(hint - e->msg) : strlen(e->msg);
+	char out[VY_ERROR_MSG_MAX];
+	size_t room = sizeof(out) - 1;
+	if (plen + hlen > room)
+		hlen = room > plen ? room - plen : 0;
+	if (plen + body + hlen > room)
+		body = room - plen - hlen;
+	memcpy(out, prefix, plen);
+	memcpy(out + plen, e->msg, body);
+	memcpy(out + plen + body, hint ? hint : "", hlen);
+	out[plen + body + hlen] = '\0';
+	memcpy(e->msg, out, sizeof(out));
 }
 
 void vy_error_keep_first(vy_err *first, vy_err rc, vy_error *dst, const vy_error *src)

@@ -34,6 +34,10 @@ typedef struct vy_error {
 vy_err vy_fail(vy_error *e, vy_err code, const char *fix, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
 
+/* Put context in front of an error's message ("FILE line 3: ..."), cutting
+ * the old text (never its Fix hint) if the whole would not fit. */
+void vy_error_prefix(vy_error *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
 /* For cleanups that go on after a failure: the first failure wins. If `rc`
  * failed and *first is still VY_OK, record rc in *first and copy `src` into
  * `dst` (may be NULL). */

@@ -15,6 +15,8 @@ have_pc fuse3 || missing+=(libfuse3-dev)
 command -v fusermount3 >/dev/null 2>&1 || missing+=(fuse3)
 have_pc inih || missing+=(libinih-dev)
 have_pc libxxhash || missing+=(libxxhash-dev)
+command -v getfattr >/dev/null 2>&1 || missing+=(attr)
+command -v rsync >/dev/null 2>&1 || missing+=(rsync)
 if [ -z "${SHUNIT2:-}" ] || [ ! -r "${SHUNIT2}" ]; then
 	[ -r /usr/bin/shunit2 ] || missing+=(shunit2)
 fi

@@ -13,7 +13,7 @@ test_version_prints_name_and_number() {
 test_help_exits_zero_and_lists_options() {
 	out=$("$VYREFS" --help)
 	assertEquals 0 $?
-	for key in backend= ordinal= host_memory= resident_budget= pool_budget= staging_cache= --self-check; do
+	for key in backend= ordinal= host_memory= resident_budget= pool_budget= staging_cache= max_write= page_cache= kernel_cache= allow_other= config= --self-check fuse.vyrefs; do
 		assertContains "help mentions $key" "$out" "$key"
 	done
 }
@@ -75,10 +75,42 @@ test_cuda_without_gpu_says_what_to_do() {
 	assertContains "$err" "Fix: install the NVIDIA driver"
 }
 
-test_mountpoint_says_mounting_is_not_built_yet() {
-	err=$("$VYREFS" /mnt 2>&1 >/dev/null)
+test_missing_mountpoint_is_refused_with_fix() {
+	err=$("$VYREFS" -o backend=host /nonexistent/vyrefs-mnt 2>&1 >/dev/null)
+	assertEquals 1 $?
+	assertContains "$err" "cannot mount on /nonexistent/vyrefs-mnt"
+	assertContains "$err" "(Fix: create the directory first"
+}
+
+test_bad_config_file_is_refused_with_line_and_fix() {
+	conf=$(mktemp)
+	printf '[vyrefs]\nbackend = host\npool_budget = lots\n' >"$conf"
+	err=$("$VYREFS" -o "config=$conf" --self-check 2>&1 >/dev/null)
 	assertEquals 2 $?
+	assertContains "$err" "$conf line 3: bad value 'lots' for pool_budget"
 	assertContains "$err" "(Fix: "
+	printf '[other]\nbackend = host\n' >"$conf"
+	err=$("$VYREFS" -o "config=$conf" --self-check 2>&1 >/dev/null)
+	assertContains "$err" "unknown section [other]"
+	rm -f "$conf"
+	err=$("$VYREFS" -o "config=$conf" --self-check 2>&1 >/dev/null)
+	assertEquals 2 $?
+	assertContains "$err" "cannot read config file"
+}
+
+test_options_override_the_config_file() {
+	conf=$(mktemp)
+	printf 'backend = cuda\nhost_memory = 64M\n' >"$conf"
+	out=$("$VYREFS" -o "config=$conf,backend=host" --self-check 2>&1)
+	assertEquals "$out" 0 $?
+	assertContains "$out" "backend host: host memory, 67108864 bytes"
+	rm -f "$conf"
+}
+
+test_unknown_mount_flag_is_refused() {
+	err=$("$VYREFS" -o backend=host,frobnicate /tmp 2>&1 >/dev/null)
+	assertEquals 2 $?
+	assertContains "$err" "unknown option 'frobnicate'"
 }
 
 . "${SHUNIT2:-/usr/bin/shunit2}"

@@ -1,7 +1,7 @@
 /* Configuration and shared plumbing: sizes as users write them, -o options
  * (every key, refusals with a Fix hint, all-or-none), error messages and
  * their errno mapping, telemetry rendering and reset. */
-#include "config/options.h"
+#include "config/config.h"
 #include "config/size.h"
 #include "core/err.h"
 #include "core/telemetry.h"
@@ -129,28 +129,28 @@ static void size_format_renders_binary_units(void)
 
 /* ---- options ---------------------------------------------------------- */
 
-static bool same_options(const vy_core_options *a, const vy_core_options *b)
+static bool same_options(const vy_config *a, const vy_config *b)
 {
-	return a->device.backend == b->device.backend && a->device.ordinal == b->device.ordinal &&
-	       a->device.host_memory == b->device.host_memory && a->store.budget_bytes == b->store.budget_bytes &&
-	       a->store.budget_percent == b->store.budget_percent && a->store.pool_cap == b->store.pool_cap &&
-	       a->staging_cache == b->staging_cache && a->staging_chunk == b->staging_chunk &&
-	       a->streams == b->streams;
+	return a->core.device.backend == b->core.device.backend && a->core.device.ordinal == b->core.device.ordinal &&
+	       a->core.device.host_memory == b->core.device.host_memory && a->core.store.budget_bytes == b->core.store.budget_bytes &&
+	       a->core.store.budget_percent == b->core.store.budget_percent && a->core.store.pool_cap == b->core.store.pool_cap &&
+	       a->core.staging_cache == b->core.staging_cache && a->core.staging_chunk == b->core.staging_chunk &&
+	       a->core.streams == b->core.streams;
 }
 
-static void defaults(vy_core_options *o)
+static void defaults(vy_config *o)
 {
 	memset(o, 0, sizeof(*o)); /* padding too, for memcmp */
-	vy_core_options_default(o);
+	vy_config_defaults(o);
 }
 
 /* Parse `list` into the defaults and compare with `want` (defaults edited). */
-static void expect_parse(const char *list, const vy_core_options *want, int line)
+static void expect_parse(const char *list, const vy_config *want, int line)
 {
-	vy_core_options o;
+	vy_config o;
 	defaults(&o);
 	vy_error e = {0};
-	vy_err rc = vy_options_parse(&o, list, &e);
+	vy_err rc = vy_config_parse_list(&o, list, &e);
 	if (rc != VY_OK || !same_options(&o, want)) {
 		fprintf(stderr, "  line %d: '%s': %s %s\n", line, list, vy_err_name(rc), e.msg);
 		vy_test_failures++;
@@ -159,68 +159,68 @@ static void expect_parse(const char *list, const vy_core_options *want, int line
 
 static void options_each_key_sets_its_field(void)
 {
-	vy_core_options w;
+	vy_config w;
 	defaults(&w);
-	CHECK_EQ(w.device.backend, VY_BACKEND_AUTO);
-	w.device.backend = VY_BACKEND_HOST;
+	CHECK_EQ(w.core.device.backend, VY_BACKEND_AUTO);
+	w.core.device.backend = VY_BACKEND_HOST;
 	expect_parse("backend=host", &w, __LINE__);
-	w.device.backend = VY_BACKEND_CUDA;
+	w.core.device.backend = VY_BACKEND_CUDA;
 	expect_parse("backend=cuda", &w, __LINE__);
-	w.device.backend = VY_BACKEND_AUTO;
+	w.core.device.backend = VY_BACKEND_AUTO;
 	expect_parse("backend=host,backend=auto", &w, __LINE__); /* the last wins */
 
 	defaults(&w);
-	w.device.ordinal = 3;
+	w.core.device.ordinal = 3;
 	expect_parse("ordinal=3", &w, __LINE__);
-	w.device.ordinal = 2147483647;
+	w.core.device.ordinal = 2147483647;
 	expect_parse("ordinal=2147483647", &w, __LINE__);
 
 	defaults(&w);
-	w.device.host_memory = 4 * GiB;
+	w.core.device.host_memory = 4 * GiB;
 	expect_parse("host_memory=4G", &w, __LINE__);
-	w.device.host_memory = 1;
+	w.core.device.host_memory = 1;
 	expect_parse("host_memory=1", &w, __LINE__);
 
 	defaults(&w);
-	w.store.budget_bytes = 8 * GiB;
-	w.store.budget_percent = 0;
+	w.core.store.budget_bytes = 8 * GiB;
+	w.core.store.budget_percent = 0;
 	expect_parse("resident_budget=8G", &w, __LINE__);
-	w.store.budget_bytes = 0;
-	w.store.budget_percent = 50;
+	w.core.store.budget_bytes = 0;
+	w.core.store.budget_percent = 50;
 	expect_parse("resident_budget=50%", &w, __LINE__);
 	/* Each form clears the other. */
 	expect_parse("resident_budget=8G,resident_budget=50%", &w, __LINE__);
-	w.store.budget_bytes = 123;
-	w.store.budget_percent = 0;
+	w.core.store.budget_bytes = 123;
+	w.core.store.budget_percent = 0;
 	expect_parse("resident_budget=50%,resident_budget=123", &w, __LINE__);
-	w.store.budget_bytes = 0;
-	w.store.budget_percent = 1;
+	w.core.store.budget_bytes = 0;
+	w.core.store.budget_percent = 1;
 	expect_parse("resident_budget=1%", &w, __LINE__);
-	w.store.budget_percent = 100;
+	w.core.store.budget_percent = 100;
 	expect_parse("resident_budget=100%", &w, __LINE__);
 
 	defaults(&w);
-	CHECK_EQ(w.store.pool_cap, VY_POOL_CAP_DEFAULT);
-	w.store.pool_cap = 0;
+	CHECK_EQ(w.core.store.pool_cap, VY_POOL_CAP_DEFAULT);
+	w.core.store.pool_cap = 0;
 	expect_parse("pool_budget=0", &w, __LINE__); /* the pool off */
-	w.store.pool_cap = 256 * MiB;
+	w.core.store.pool_cap = 256 * MiB;
 	expect_parse("pool_budget=256M", &w, __LINE__);
 
 	defaults(&w);
-	CHECK_EQ(w.staging_cache, 128 * MiB);
-	w.staging_cache = 32 * MiB;
+	CHECK_EQ(w.core.staging_cache, 128 * MiB);
+	w.core.staging_cache = 32 * MiB;
 	expect_parse("staging_cache=32MiB", &w, __LINE__);
-	w.staging_cache = 0;
+	w.core.staging_cache = 0;
 	expect_parse("staging_cache=0", &w, __LINE__);
 
 	/* All at once. */
 	defaults(&w);
-	w.device.backend = VY_BACKEND_HOST;
-	w.device.ordinal = 2;
-	w.device.host_memory = 1 * GiB;
-	w.store.budget_percent = 75;
-	w.store.pool_cap = 64 * MiB;
-	w.staging_cache = 16 * MiB;
+	w.core.device.backend = VY_BACKEND_HOST;
+	w.core.device.ordinal = 2;
+	w.core.device.host_memory = 1 * GiB;
+	w.core.store.budget_percent = 75;
+	w.core.store.pool_cap = 64 * MiB;
+	w.core.staging_cache = 16 * MiB;
 	expect_parse("backend=host,ordinal=2,host_memory=1G,resident_budget=75%,pool_budget=64M,staging_cache=16M",
 		     &w, __LINE__);
 
@@ -229,17 +229,17 @@ static void options_each_key_sets_its_field(void)
 	expect_parse("", &w, __LINE__);
 }
 
-/* vy_options_parse(list) must fail with VY_EINVAL, a Fix hint, a message
+/* vy_config_parse_list(list) must fail with VY_EINVAL, a Fix hint, a message
  * holding `names`, and leave the options byte for byte as they were. */
 static void expect_refused(const char *list, const char *names, int line)
 {
-	vy_core_options o, before;
+	vy_config o, before;
 	defaults(&o);
-	o.device.ordinal = 5; /* not only defaults */
-	o.store.budget_bytes = 3 * GiB;
+	o.core.device.ordinal = 5; /* not only defaults */
+	o.core.store.budget_bytes = 3 * GiB;
 	memcpy(&before, &o, sizeof(o));
 	vy_error e = {0};
-	vy_err rc = vy_options_parse(&o, list, &e);
+	vy_err rc = vy_config_parse_list(&o, list, &e);
 	bool ok = rc == VY_EINVAL && strstr(e.msg, "(Fix: ") && strstr(e.msg, names) &&
 		  memcmp(&o, &before, sizeof(o)) == 0;
 	if (!ok) {
@@ -294,7 +294,7 @@ static void options_are_all_or_none(void)
 	expect_refused("pool_budget=1G,staging_cache", "staging_cache", __LINE__);
 	expect_refused("resident_budget=50%,backend=gpu,ordinal=1", "gpu", __LINE__);
 	/* vy_options_set on its own also leaves a refused key's field alone. */
-	vy_core_options o, before;
+	vy_config o, before;
 	defaults(&o);
 	memcpy(&before, &o, sizeof(o));
 	static const char *const kv[][2] = {
@@ -302,12 +302,12 @@ static void options_are_all_or_none(void)
 		{"resident_budget", "x"}, {"pool_budget", "x"}, {"staging_cache", "1.5G"}, {"nope", "1"},
 	};
 	for (size_t i = 0; i < sizeof(kv) / sizeof(kv[0]); i++) {
-		MUST_FAIL(VY_EINVAL, vy_options_set(&o, kv[i][0], kv[i][1], E));
+		MUST_FAIL(VY_EINVAL, vy_config_set(&o, kv[i][0], kv[i][1], E));
 		CHECK(strstr(vy_test_last_error.msg, kv[i][0]) != NULL);
 		CHECK(memcmp(&o, &before, sizeof(o)) == 0);
 	}
-	MUST(vy_options_set(&o, "ordinal", "7", E));
-	CHECK_EQ(o.device.ordinal, 7);
+	MUST(vy_config_set(&o, "ordinal", "7", E));
+	CHECK_EQ(o.core.device.ordinal, 7);
 }
 
 /* ---- errors ----------------------------------------------------------- */

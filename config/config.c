@@ -1,0 +1,251 @@
+/* Configuration: defaults, INI files (inih), -o key=value. */
+#include "config/config.h"
+#include "config/size.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <ini.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define KEYS "backend, ordinal, host_memory, resident_budget, pool_budget, staging_cache, max_write, page_cache, " \
+	     "kernel_cache, allow_other"
+#define FIX_SIZE "write a whole number of bytes, optionally with K, M, G or T, e.g. 512M"
+#define MAX_WRITE_MIN 4096u
+#define MAX_WRITE_MAX (1u << 20) /* what the kernel's max_pages allows */
+
+void vy_config_defaults(vy_config *c)
+{
+	memset(c, 0, sizeof(*c));
+	vy_core_options_default(&c->core);
+	c->max_write = MAX_WRITE_MAX;
+	c->page_cache = true;
+	c->kernel_cache = 256ull << 20;
+	c->allow_other = false;
+}
+
+static vy_err bad_value(vy_error *e, const char *key, const char *value, const char *allowed)
+{
+	return vy_fail(e, VY_EINVAL, allowed, "bad value '%s' for %s", value, key);
+}
+
+static vy_err size_value(const char *key, const char *value, uint64_t *out, vy_error *e)
+{
+	vy_error why;
+	if (vy_size_parse(value, out, &why) != VY_OK)
+		return bad_value(e, key, value, FIX_SIZE);
+	return VY_OK;
+}
+
+static vy_err bool_value(const char *key, const char *value, bool *out, vy_error *e)
+{
+	static const char *const yes[] = {"on", "yes", "true", "1"}, *const no[] = {"off", "no", "false", "0"};
+	for (size_t i = 0; i < 4; i++) {
+		if (!strcmp(value, yes[i])) {
+			*out = true;
+			return VY_OK;
+		}
+		if (!strcmp(value, no[i])) {
+			*out = false;
+			return VY_OK;
+		}
+	}
+	return bad_value(e, key, value, "use on or off");
+}
+
+/* A whole decimal number, digits only (no sign, no spaces). */
+static bool digits(const char *s, unsigned long long max, unsigned long long *out)
+{
+	if (!isdigit((unsigned char)s[0]))
+		return false;
+	char *end;
+	errno = 0;
+	unsigned long long v = strtoull(s, &end, 10);
+	if (errno || *end || v > max)
+		return false;
+	*out = v;
+	return true;
+}
+
+static vy_err set_budget(vy_config *c, const char *key, const char *value, vy_error *e)
+{
+	size_t len = strlen(value);
+	if (len > 1 && value[len - 1] == '%') {
+		char num[32];
+		unsigned long long pct;
+		if (len - 1 >= sizeof(num))
+			return bad_value(e, key, value, "use a percentage from 1% to 100%, or a size such as 8G");
+		memcpy(num, value, len - 1);
+		num[len - 1] = '\0';
+		if (!digits(num, 100, &pct) || pct < 1)
+			return bad_value(e, key, value, "use a percentage from 1% to 100%, or a size such as 8G");
+		c->core.store.budget_bytes = 0;
+		c->core.store.budget_percent = (unsigned)pct;
+		return VY_OK;
+	}
+	uint64_t v;
+	vy_err rc = size_value(key, value, &v, e);
+	if (rc == VY_OK && v == 0)
+		return bad_value(e, key, value, "use a percentage such as 90% or a size such as 8G");
+	if (rc == VY_OK) {
+		c->core.store.budget_bytes = v;
+		c->core.store.budget_percent = 0;
+	}
+	return rc;
+}
+
+vy_err vy_config_set(vy_config *c, const char *key, const char *value, vy_error *e)
+{
+	vy_config next = *c;
+	vy_err rc;
+	unsigned long long n = 0;
+	uint64_t v = 0;
+	if (!strcmp(key, "backend")) {
+		rc = vy_backend_parse(value, &next.core.device.backend)
+			     ? VY_OK
+			     : bad_value(e, key, value, "use backend=auto, backend=cuda or backend=host");
+	} else if (!strcmp(key, "ordinal")) {
+		rc = digits(value, INT_MAX, &n) ? VY_OK
+						: bad_value(e, key, value, "use a device number from `nvidia-smi -L`, e.g. ordinal=0");
+		next.core.device.ordinal = (int)n;
+	} else if (!strcmp(key, "host_memory")) {
+		rc = size_value(key, value, &v, e);
+		if (rc == VY_OK && v == 0)
+			rc = bad_value(e, key, value, "give the host backend at least 1M, e.g. host_memory=4G");
+		next.core.device.host_memory = v;
+	} else if (!strcmp(key, "resident_budget")) {
+		rc = set_budget(&next, key, value, e);
+	} else if (!strcmp(key, "pool_budget")) {
+		rc = size_value(key, value, &next.core.store.pool_cap, e);
+		next.pool_budget_set = true;
+	} else if (!strcmp(key, "staging_cache")) {
+		rc = size_value(key, value, &next.core.staging_cache, e);
+	} else if (!strcmp(key, "max_write")) {
+		rc = size_value(key, value, &v, e);
+		if (rc == VY_OK && (v < MAX_WRITE_MIN || v > MAX_WRITE_MAX))
+			rc = bad_value(e, key, value, "use a size from 4K to 1M, e.g. max_write=1M");
+		next.max_write = v;
+	} else if (!strcmp(key, "page_cache")) {
+		rc = bool_value(key, value, &next.page_cache, e);
+	} else if (!strcmp(key, "kernel_cache")) {
+		rc = size_value(key, value, &next.kernel_cache, e);
+	} else if (!strcmp(key, "allow_other")) {
+		rc = bool_value(key, value, &next.allow_other, e);
+	} else {
+		rc = vy_fail(e, VY_EINVAL, "use one of: " KEYS, "unknown option '%s'", key);
+	}
+	if (rc == VY_OK)
+		*c = next;
+	return rc;
+}
+
+vy_err vy_config_parse_list(vy_config *c, const char *list, vy_error *e)
+{
+	char *copy = strdup(list);
+	if (!copy)
+		return vy_fail(e, VY_ENOMEM, "free host memory", "cannot copy the option list");
+	vy_config next = *c;
+	vy_err rc = VY_OK;
+	char *save = NULL;
+	for (char *item = strtok_r(copy, ",", &save); item && rc == VY_OK; item = strtok_r(NULL, ",", &save)) {
+		char *eq = strchr(item, '=');
+		if (!eq) {
+			rc = vy_fail(e, VY_EINVAL, "write options as key=value, e.g. -o backend=host",
+				     "option '%s' has no value", item);
+			break;
+		}
+		*eq = '\0';
+		rc = vy_config_set(&next, item, eq + 1, e);
+	}
+	free(copy);
+	if (rc == VY_OK)
+		*c = next;
+	return rc;
+}
+
+typedef struct ini_state {
+	vy_config next;
+	vy_error why; /* the first key's error */
+	bool failed;
+} ini_state;
+
+static int on_ini(void *user, const char *section, const char *name, const char *value)
+{
+	ini_state *s = user;
+	if (s->failed)
+		return 0;
+	if (section[0] && strcmp(section, VY_CONFIG_SECTION) != 0)
+		vy_fail(&s->why, VY_EINVAL, "put the keys in a [" VY_CONFIG_SECTION "] section, or at the top",
+			"unknown section [%s]", section);
+	else if (vy_config_set(&s->next, name, value, &s->why) == VY_OK)
+		return 1;
+	s->failed = true;
+	return 0;
+}
+
+vy_err vy_config_load_file(vy_config *c, const char *path, vy_error *e)
+{
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return vy_fail(e, errno == ENOENT ? VY_ENOENT : VY_EINVAL, "give -o config= a readable INI file",
+			       "cannot read config file %s: %s", path, strerror(errno));
+	ini_state s = {.next = *c};
+	int line = ini_parse_file(f, on_ini, &s);
+	fclose(f);
+	if (s.failed) {
+		vy_error_prefix(&s.why, "%s line %d: ", path, line);
+		if (e)
+			*e = s.why;
+		return s.why.code;
+	}
+	if (line != 0)
+		return vy_fail(e, VY_EINVAL, "write one `key = value` a line, in a [" VY_CONFIG_SECTION "] section or at the top",
+			       "%s line %d: not `key = value`", path, line);
+	*c = s.next;
+	return VY_OK;
+}
+
+/* Append to buf like snprintf would, tracking the length needed. */
+static void put(char *buf, size_t cap, size_t *at, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
+static void put(char *buf, size_t cap, size_t *at, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(*at < cap ? buf + *at : NULL, *at < cap ? cap - *at : 0, fmt, ap);
+	va_end(ap);
+	if (n > 0)
+		*at += (size_t)n;
+}
+
+size_t vy_config_format_ini(const vy_config *c, char *buf, size_t cap)
+{
+	size_t at = 0;
+	if (cap)
+		buf[0] = '\0';
+	const vy_core_options *o = &c->core;
+	put(buf, cap, &at, "[%s]\n", VY_CONFIG_SECTION);
+	put(buf, cap, &at, "backend = %s\n", vy_backend_name(o->device.backend));
+	put(buf, cap, &at, "ordinal = %d\n", o->device.ordinal);
+	if (o->device.host_memory)
+		put(buf, cap, &at, "host_memory = %llu\n", (unsigned long long)o->device.host_memory);
+	else
+		put(buf, cap, &at, "# host_memory: a quarter of RAM\n");
+	if (o->store.budget_bytes)
+		put(buf, cap, &at, "resident_budget = %llu\n", (unsigned long long)o->store.budget_bytes);
+	else
+		put(buf, cap, &at, "resident_budget = %u%%\n", o->store.budget_percent ? o->store.budget_percent : 90);
+	if (c->pool_budget_set)
+		put(buf, cap, &at, "pool_budget = %llu\n", (unsigned long long)o->store.pool_cap);
+	else
+		put(buf, cap, &at, "# pool_budget: device memory / 32\n");
+	put(buf, cap, &at, "staging_cache = %llu\n", (unsigned long long)o->staging_cache);
+	put(buf, cap, &at, "max_write = %llu\n", (unsigned long long)c->max_write);
+	put(buf, cap, &at, "page_cache = %s\n", c->page_cache ? "on" : "off");
+	put(buf, cap, &at, "kernel_cache = %llu\n", (unsigned long long)c->kernel_cache);
+	put(buf, cap, &at, "allow_other = %s\n", c->allow_other ? "on" : "off");
+	return at;
+}

@@ -1,0 +1,54 @@
+/* The effective configuration: embedded defaults, then an INI file, then
+ * `-o key=value` options, each overriding the one before.
+ *
+ * Keys (README.md documents them for users):
+ *   backend          auto | cuda | host
+ *   ordinal          which GPU
+ *   host_memory      the host backend's capacity (size)
+ *   resident_budget  size, or percent of device memory ("90%")
+ *   pool_budget      idle pooled bytes (size; 0 turns the pool off)
+ *   staging_cache    idle pinned host bytes (size)
+ *   max_write        largest FUSE write (size, 4K..1M)
+ *   page_cache       keep the kernel's page cache across opens (on | off)
+ *   kernel_cache     the CUDA JIT cache for modules (size; 0 turns it off)
+ *   allow_other      let other users reach the mount (on | off)
+ * A bad key or value is refused naming the key, the value and what is
+ * allowed, and leaves the configuration as it was. */
+#ifndef VY_CONFIG_H
+#define VY_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/core.h"
+
+#define VY_CONFIG_DEFAULT_FILE "/etc/vyrefs.conf"
+#define VY_CONFIG_SECTION "vyrefs"
+
+typedef struct vy_config {
+	vy_core_options core;
+	uint64_t max_write;
+	bool page_cache;
+	uint64_t kernel_cache;
+	bool allow_other;
+	bool pool_budget_set; /* pool_budget given (else device memory / 32) */
+} vy_config;
+
+void vy_config_defaults(vy_config *c);
+
+/* Set one key. On failure `c` is unchanged. */
+vy_err vy_config_set(vy_config *c, const char *key, const char *value, vy_error *e);
+
+/* Apply a comma-separated list of key=value pairs, all or none. */
+vy_err vy_config_parse_list(vy_config *c, const char *list, vy_error *e);
+
+/* Apply an INI file: keys at the top or in a [vyrefs] section, `#` or `;`
+ * comments. All or none; errors name the file and line. */
+vy_err vy_config_load_file(vy_config *c, const char *path, vy_error *e);
+
+/* The configuration as an INI file that vy_config_load_file reads back to
+ * the same configuration. Returns the length needed, like snprintf. */
+size_t vy_config_format_ini(const vy_config *c, char *buf, size_t cap);
+
+#endif

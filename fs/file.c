@@ -1,0 +1,199 @@
+/* File bytes on the device: capacity, zero-filled growth, copies. */
+#include "fs/file.h"
+#include "core/checked.h"
+#include "core/transfer.h"
+#include "fs/log.h"
+
+#define PAGE 4096u
+
+/* v rounded up to a page, or 0 when that does not fit. */
+static uint64_t page_up(uint64_t v)
+{
+	uint64_t r;
+	return vy_add_u64(v, PAGE - 1, &r) ? r & ~(uint64_t)(PAGE - 1) : 0;
+}
+
+/* The size plus 1/8 headroom, in pages: what a fit keeps. */
+static uint64_t fitted(uint64_t size)
+{
+	return page_up(size + size / 8);
+}
+
+void vy_file_drop(vy_fs *fs, vy_inode *in)
+{
+	if (in->buf) {
+		vy_error e;
+		if (vy_store_free(fs->core->store, in->buf, &e) != VY_OK)
+			vy_log(LOG_ERR, "inode %llu: freeing its buffer: %s", (unsigned long long)in->ino, e.msg);
+	}
+	in->buf = 0;
+	in->cap = 0;
+}
+
+/* Move the file into a buffer of `cap` bytes (>= size), keeping its bytes. */
+static vy_err rebuffer(vy_fs *fs, vy_inode *in, uint64_t cap, vy_error *e)
+{
+	vy_handle h;
+	vy_err rc = vy_store_alloc(fs->core->store, cap, &h, e);
+	if (rc != VY_OK)
+		return rc;
+	if (in->buf && in->size > 0) {
+		rc = vy_copy(fs->core, in->buf, 0, h, 0, in->size, e);
+		if (rc != VY_OK) {
+			vy_store_free(fs->core->store, h, NULL);
+			return rc;
+		}
+	}
+	vy_file_drop(fs, in);
+	in->buf = h;
+	in->cap = cap;
+	return VY_OK;
+}
+
+/* At least `need` bytes of capacity: double, or exactly what is needed when
+ * doubling does not fit the budget. */
+static vy_err reserve(vy_fs *fs, vy_inode *in, uint64_t need, vy_error *e)
+{
+	if (need <= in->cap)
+		return VY_OK;
+	uint64_t exact = page_up(need);
+	if (!exact || need > VY_FILE_MAX)
+		return vy_fail(e, VY_EOVERFLOW, "keep files under 8 EiB", "a %llu-byte file is too large",
+			       (unsigned long long)need);
+	uint64_t doubled = in->cap <= UINT64_MAX / 2 ? page_up(in->cap * 2) : 0;
+	uint64_t want = doubled > exact ? doubled : exact;
+	vy_err rc = rebuffer(fs, in, want, e);
+	if (rc == VY_ENOSPC && want > exact)
+		rc = rebuffer(fs, in, exact, e);
+	return rc;
+}
+
+/* Zero [from, to) of the buffer: bytes that become part of the file. */
+static vy_err zero(vy_fs *fs, vy_inode *in, uint64_t from, uint64_t to, vy_error *e)
+{
+	return to > from ? vy_fill(fs->core, in->buf, from, to - from, 0, e) : VY_OK;
+}
+
+vy_err vy_file_read(vy_fs *fs, vy_inode *in, uint64_t off, size_t size, void *buf, size_t *got, vy_error *e)
+{
+	*got = 0;
+	if (off >= in->size || size == 0)
+		return VY_OK;
+	uint64_t n = in->size - off < size ? in->size - off : size;
+	vy_readback rb = {.handle = in->buf, .offset = off, .dst = buf, .len = n};
+	vy_err rc = vy_readback_many(fs->core, &rb, 1, e);
+	if (rc == VY_OK)
+		*got = (size_t)n;
+	return rc;
+}
+
+vy_err vy_file_write(vy_fs *fs, vy_inode *in, uint64_t off, const void *buf, size_t size, vy_error *e)
+{
+	uint64_t end;
+	if (!vy_add_u64(off, size, &end) || end > VY_FILE_MAX)
+		return vy_fail(e, VY_EOVERFLOW, "write below 8 EiB", "a write ending past byte %llu is too far",
+			       (unsigned long long)VY_FILE_MAX);
+	if (size == 0)
+		return VY_OK;
+	vy_err rc = reserve(fs, in, end, e);
+	if (rc == VY_OK && off > in->size)
+		rc = zero(fs, in, in->size, off, e);
+	if (rc != VY_OK)
+		return rc;
+	vy_upload up = {.handle = in->buf, .offset = off, .src = buf, .len = size};
+	rc = vy_upload_many(fs->core, &up, 1, e);
+	if (rc != VY_OK)
+		return rc;
+	if (end > in->size)
+		in->size = end;
+	in->written = true;
+	return VY_OK;
+}
+
+vy_err vy_file_truncate(vy_fs *fs, vy_inode *in, uint64_t size, vy_error *e)
+{
+	if (size > VY_FILE_MAX)
+		return vy_fail(e, VY_EOVERFLOW, "keep files under 8 EiB", "a %llu-byte file is too large",
+			       (unsigned long long)size);
+	if (size > in->size) {
+		vy_err rc = reserve(fs, in, size, e);
+		if (rc == VY_OK)
+			rc = zero(fs, in, in->size, size, e);
+		if (rc != VY_OK)
+			return rc;
+		in->size = size;
+		return VY_OK;
+	}
+	in->size = size;
+	if (size == 0) {
+		vy_file_drop(fs, in);
+	} else if (in->cap / 2 > fitted(size)) {
+		/* Far larger than needed: give capacity back. If the smaller
+		 * buffer cannot be had now, the larger one serves. */
+		vy_error why;
+		if (rebuffer(fs, in, fitted(size), &why) != VY_OK)
+			vy_log(LOG_NOTICE, "inode %llu: keeping %llu bytes of capacity: %s", (unsigned long long)in->ino,
+			       (unsigned long long)in->cap, why.msg);
+	}
+	return VY_OK;
+}
+
+vy_err vy_file_allocate(vy_fs *fs, vy_inode *in, uint64_t off, uint64_t len, bool keep_size, vy_error *e)
+{
+	uint64_t end;
+	if (!vy_add_u64(off, len, &end) || end > VY_FILE_MAX)
+		return vy_fail(e, VY_EOVERFLOW, "allocate below 8 EiB", "the range ends past byte %llu",
+			       (unsigned long long)VY_FILE_MAX);
+	vy_err rc = reserve(fs, in, end, e);
+	if (rc != VY_OK || keep_size || end <= in->size)
+		return rc;
+	rc = zero(fs, in, in->size, end, e);
+	if (rc == VY_OK)
+		in->size = end;
+	return rc;
+}
+
+vy_err vy_file_copy(vy_fs *fs, vy_inode *src, uint64_t off_in, vy_inode *dst, uint64_t off_out, uint64_t len,
+		    uint64_t *copied, vy_error *e)
+{
+	*copied = 0;
+	if (off_in >= src->size || len == 0)
+		return VY_OK;
+	if (len > src->size - off_in)
+		len = src->size - off_in;
+	uint64_t end;
+	if (!vy_add_u64(off_out, len, &end) || end > VY_FILE_MAX)
+		return vy_fail(e, VY_EOVERFLOW, "copy below 8 EiB", "the copy ends past byte %llu",
+			       (unsigned long long)VY_FILE_MAX);
+	/* Room first: when src is dst, this may move the source too. */
+	vy_err rc = reserve(fs, dst, end, e);
+	if (rc == VY_OK && off_out > dst->size)
+		rc = zero(fs, dst, dst->size, off_out, e);
+	if (rc == VY_OK)
+		rc = vy_copy(fs->core, src->buf, off_in, dst->buf, off_out, len, e);
+	if (rc != VY_OK)
+		return rc;
+	if (end > dst->size)
+		dst->size = end;
+	dst->written = true;
+	*copied = len;
+	return VY_OK;
+}
+
+void vy_file_fit(vy_fs *fs, vy_inode *in)
+{
+	if (!in->written)
+		return;
+	in->written = false;
+	if (in->size == 0) {
+		vy_file_drop(fs, in);
+		return;
+	}
+	uint64_t want = fitted(in->size);
+	if (in->cap <= want)
+		return;
+	vy_error why;
+	if (rebuffer(fs, in, want, &why) != VY_OK)
+		vy_log(LOG_NOTICE, "inode %llu: keeping %llu bytes of capacity: %s", (unsigned long long)in->ino,
+		       (unsigned long long)in->cap, why.msg);
+}

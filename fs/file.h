@@ -1,0 +1,33 @@
+/* Regular files' bytes: one device buffer per file.
+ *
+ * Bytes [0, size) are the file. Capacity grows geometrically (doubling, in
+ * 4 KiB steps), so writing a file front to back costs linear time; bytes
+ * between the old end and a new one always read as zeros (the device
+ * buffer is zeroed there, never left with a pool buffer's old bytes). After
+ * a file was written, its last close fits capacity to the size plus 1/8 of
+ * headroom, so appends stay linear; truncation releases capacity when it is
+ * far larger than needed. The caller holds the inode's lock: write for
+ * changes, read for reads. */
+#ifndef VY_FILE_H
+#define VY_FILE_H
+
+#include "fs/fs.h"
+
+/* The largest file: offsets stay positive as off_t. */
+#define VY_FILE_MAX ((uint64_t)INT64_MAX)
+
+vy_err vy_file_read(vy_fs *fs, vy_inode *in, uint64_t off, size_t size, void *buf, size_t *got, vy_error *e);
+vy_err vy_file_write(vy_fs *fs, vy_inode *in, uint64_t off, const void *buf, size_t size, vy_error *e);
+vy_err vy_file_truncate(vy_fs *fs, vy_inode *in, uint64_t size, vy_error *e);
+/* Make room for [off, off+len); unless keep_size, extend the file over it. */
+vy_err vy_file_allocate(vy_fs *fs, vy_inode *in, uint64_t off, uint64_t len, bool keep_size, vy_error *e);
+/* Copy up to len bytes on the device (both locked; the same inode once);
+ * *copied says how many (fewer at the source's end). */
+vy_err vy_file_copy(vy_fs *fs, vy_inode *src, uint64_t off_in, vy_inode *dst, uint64_t off_out, uint64_t len,
+		    uint64_t *copied, vy_error *e);
+/* Fit capacity after writing (at the last close). */
+void vy_file_fit(vy_fs *fs, vy_inode *in);
+/* Free the buffer. */
+void vy_file_drop(vy_fs *fs, vy_inode *in);
+
+#endif

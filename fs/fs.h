@@ -1,0 +1,86 @@
+/* The filesystem's state: the inode table, the namespace lock, and the core
+ * that holds every file's device buffer.
+ *
+ * Locking: `ns` guards the inode table, every directory's entries and each
+ * inode's nlink, nlookup and opens (what decides an inode's lifetime). Each
+ * inode's rwlock guards its attributes and data (size, buffer, xattrs).
+ * Order: ns before an inode; two inodes in ascending ino. */
+#ifndef VY_FS_H
+#define VY_FS_H
+
+#define FUSE_USE_VERSION 312
+#include <fuse_lowlevel.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/stat.h>
+
+#include "config/config.h"
+#include "core/core.h"
+#include "core/u64map.h"
+#include "fs/dir.h"
+#include "fs/xattr.h"
+
+typedef enum vy_kind { VY_DIR, VY_FILE, VY_SYMLINK, VY_VIRTUAL } vy_kind;
+
+/* The files of .vyre/ whose content vyrefs makes. */
+typedef enum vy_virtual { VY_V_NONE, VY_V_CTL, VY_V_LOG, VY_V_STATS, VY_V_DEVICE, VY_V_CONFIG } vy_virtual;
+
+typedef struct vy_inode {
+	uint64_t ino;
+	vy_kind kind;
+	vy_virtual virt;
+	bool fixed; /* root, .vyre and its entries: not removed, renamed or changed */
+	pthread_rwlock_t lock;
+	mode_t mode;
+	uid_t uid;
+	gid_t gid;
+	struct timespec atime, mtime, ctime;
+	uint32_t nlink;   /* ns */
+	uint64_t nlookup; /* ns: the kernel's references */
+	uint32_t opens;   /* ns: open file handles */
+	/* VY_FILE: bytes [0, size) are the file; the buffer holds cap bytes. */
+	uint64_t size, cap;
+	vy_handle buf; /* 0: no buffer (empty file) */
+	bool written;  /* since the last capacity fit */
+	/* VY_DIR */
+	vy_dir dir;
+	uint64_t parent;
+	/* VY_SYMLINK */
+	char *target;
+	vy_xattrs xattrs;
+} vy_inode;
+
+typedef struct vy_fs {
+	vy_core *core;
+	vy_config cfg;
+	pthread_mutex_t ns;
+	vy_u64map inodes;
+	uint64_t next_ino;
+	uint64_t vyre_ino, modules_ino;
+	uid_t owner; /* the mounting user */
+	gid_t group;
+	struct fuse_session *se;
+} vy_fs;
+
+/* Attribute and entry timeouts for the kernel (seconds). */
+#define VY_ATTR_TIMEOUT 1.0
+
+/* Build the root and .vyre/. */
+vy_err vy_fs_init(vy_fs *fs, vy_core *core, const vy_config *cfg, vy_error *e);
+/* Free every inode and its buffer. */
+void vy_fs_destroy(vy_fs *fs);
+
+/* The inode for `ino`, or NULL. Takes and drops ns. */
+vy_inode *vy_fs_inode(vy_fs *fs, uint64_t ino);
+
+/* A new inode in the table (ns held); NULL when memory runs out. */
+vy_inode *vy_inode_new(vy_fs *fs, vy_kind kind, mode_t mode, uid_t uid, gid_t gid);
+/* Free what nothing refers to any more (ns held): the buffer once no name
+ * and no open handle is left, the inode once the kernel forgot it too. */
+void vy_inode_reap(vy_fs *fs, vy_inode *in);
+/* Fill a stat for the kernel (inode lock held, read is enough). */
+void vy_inode_stat(vy_fs *fs, vy_inode *in, struct stat *st);
+void vy_now(struct timespec *ts);
+
+#endif

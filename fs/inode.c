@@ -1,0 +1,146 @@
+/* The inode table: creation, lifetime, attributes. */
+#include "fs/fs.h"
+#include "fs/file.h"
+#include "fs/log.h"
+#include "fs/vyre.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+void vy_now(struct timespec *ts)
+{
+	clock_gettime(CLOCK_REALTIME, ts);
+}
+
+vy_inode *vy_inode_new(vy_fs *fs, vy_kind kind, mode_t mode, uid_t uid, gid_t gid)
+{
+	vy_inode *in = calloc(1, sizeof(*in));
+	if (!in)
+		return NULL;
+	if (pthread_rwlock_init(&in->lock, NULL) != 0) {
+		free(in);
+		return NULL;
+	}
+	in->ino = fs->next_ino;
+	in->kind = kind;
+	in->mode = mode;
+	in->uid = uid;
+	in->gid = gid;
+	vy_now(&in->mtime);
+	in->atime = in->ctime = in->mtime;
+	if (kind == VY_DIR)
+		vy_dir_init(&in->dir);
+	if (!vy_u64map_put(&fs->inodes, in->ino, in)) {
+		pthread_rwlock_destroy(&in->lock);
+		free(in);
+		return NULL;
+	}
+	fs->next_ino++;
+	return in;
+}
+
+static void inode_free(vy_inode *in)
+{
+	if (in->kind == VY_DIR)
+		vy_dir_destroy(&in->dir);
+	free(in->target);
+	vy_xattrs_destroy(&in->xattrs);
+	pthread_rwlock_destroy(&in->lock);
+	free(in);
+}
+
+void vy_inode_reap(vy_fs *fs, vy_inode *in)
+{
+	if (in->nlink > 0 || in->opens > 0 || in->fixed)
+		return;
+	if (in->kind == VY_FILE && in->buf) {
+		/* No name and no handle: nobody can reach the bytes again. */
+		pthread_rwlock_wrlock(&in->lock);
+		vy_file_drop(fs, in);
+		pthread_rwlock_unlock(&in->lock);
+	}
+	if (in->nlookup > 0)
+		return;
+	vy_u64map_remove(&fs->inodes, in->ino);
+	inode_free(in);
+}
+
+vy_inode *vy_fs_inode(vy_fs *fs, uint64_t ino)
+{
+	pthread_mutex_lock(&fs->ns);
+	vy_inode *in = vy_u64map_get(&fs->inodes, ino);
+	pthread_mutex_unlock(&fs->ns);
+	return in;
+}
+
+void vy_inode_stat(vy_fs *fs, vy_inode *in, struct stat *st)
+{
+	memset(st, 0, sizeof(*st));
+	st->st_ino = in->ino;
+	st->st_mode = in->mode;
+	st->st_nlink = in->nlink;
+	st->st_uid = in->uid;
+	st->st_gid = in->gid;
+	st->st_atim = in->atime;
+	st->st_mtim = in->mtime;
+	st->st_ctim = in->ctime;
+	st->st_blksize = (blksize_t)fs->cfg.max_write; /* what cp and dd size their writes by */
+	switch (in->kind) {
+	case VY_FILE:
+		st->st_size = (off_t)in->size;
+		st->st_blocks = (blkcnt_t)((in->cap + 511) / 512); /* device bytes held */
+		break;
+	case VY_SYMLINK:
+		st->st_size = (off_t)strlen(in->target);
+		break;
+	case VY_DIR:
+		st->st_size = 4096;
+		st->st_blocks = 8;
+		break;
+	case VY_VIRTUAL:
+		st->st_size = (off_t)vy_vyre_size(fs, in);
+		break;
+	}
+}
+
+vy_err vy_fs_init(vy_fs *fs, vy_core *core, const vy_config *cfg, vy_error *e)
+{
+	memset(fs, 0, sizeof(*fs));
+	fs->core = core;
+	fs->cfg = *cfg;
+	fs->next_ino = FUSE_ROOT_ID;
+	fs->owner = getuid();
+	fs->group = getgid();
+	vy_u64map_init(&fs->inodes);
+	if (pthread_mutex_init(&fs->ns, NULL) != 0)
+		return vy_fail(e, VY_ENOMEM, "free host memory", "cannot create the namespace lock");
+	vy_inode *root = vy_inode_new(fs, VY_DIR, S_IFDIR | 0755, fs->owner, fs->group);
+	if (!root) {
+		pthread_mutex_destroy(&fs->ns);
+		return vy_fail(e, VY_ENOMEM, "free host memory", "cannot allocate the root directory");
+	}
+	root->nlink = 2;
+	root->parent = root->ino;
+	root->fixed = true;
+	vy_err rc = vy_vyre_build(fs, root, e);
+	if (rc != VY_OK)
+		vy_fs_destroy(fs);
+	return rc;
+}
+
+void vy_fs_destroy(vy_fs *fs)
+{
+	uint64_t key;
+	void *value;
+	size_t cursor = 0;
+	while (vy_u64map_next(&fs->inodes, &cursor, &key, &value)) {
+		vy_inode *in = value;
+		if (in->kind == VY_FILE && in->buf)
+			vy_file_drop(fs, in);
+		inode_free(in);
+	}
+	vy_u64map_destroy(&fs->inodes);
+	pthread_mutex_destroy(&fs->ns);
+}

@@ -1,0 +1,240 @@
+/* Mount, serve, unmount; detach once mounted. */
+#include "fs/mount.h"
+#include "fs/fs.h"
+#include "fs/log.h"
+#include "fs/ops.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* The detached child tells the waiting parent how the mount went, a line at
+ * a time: "N text" a note to print, "E text" a failure, "R" ready. */
+static int report_fd = -1;
+
+static void report(char kind, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void report(char kind, const char *fmt, ...)
+{
+	char line[1024];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	if (report_fd < 0) {
+		if (kind != 'R')
+			vy_log(kind == 'E' ? LOG_ERR : LOG_NOTICE, "%s", line);
+		return;
+	}
+	char msg[1100];
+	int n = snprintf(msg, sizeof(msg), "%c %s\n", kind, line);
+	for (char *at = msg; n > 0;) {
+		ssize_t w = write(report_fd, at, (size_t)n);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			break;
+		at += w;
+		n -= (int)w;
+	}
+	if (kind != 'N') {
+		close(report_fd);
+		report_fd = -1;
+	}
+}
+
+/* The parent: print what the child reports; exit 0 once it is mounted. */
+static int wait_for_child(int fd)
+{
+	FILE *f = fdopen(fd, "r");
+	if (!f)
+		return 1;
+	char line[1200];
+	int status = 1;
+	bool said = false;
+	while (fgets(line, sizeof(line), f)) {
+		size_t len = strlen(line);
+		if (len && line[len - 1] == '\n')
+			line[len - 1] = '\0';
+		if (line[0] == 'R') {
+			status = 0;
+			said = true;
+			break;
+		}
+		fprintf(stderr, "vyrefs: %s\n", line + (len > 2 ? 2 : len));
+		if (line[0] == 'E') {
+			said = true;
+			break;
+		}
+	}
+	if (!said)
+		fprintf(stderr, "vyrefs: the mount process ended before the mount was ready "
+				"(Fix: run with -f to see why, or check the system log)\n");
+	fclose(f);
+	return status;
+}
+
+/* The JIT cache for modules: the driver reads these at cuInit. */
+static void set_kernel_cache(const vy_config *cfg)
+{
+	if (cfg->kernel_cache == 0) {
+		setenv("CUDA_CACHE_DISABLE", "1", 1);
+		return;
+	}
+	char size[32];
+	snprintf(size, sizeof(size), "%" PRIu64, cfg->kernel_cache);
+	setenv("CUDA_CACHE_MAXSIZE", size, 0);
+	if (getenv("CUDA_CACHE_PATH"))
+		return;
+	const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+	char path[4096];
+	if (xdg && xdg[0])
+		snprintf(path, sizeof(path), "%s/vyrefs", xdg);
+	else if (home && home[0])
+		snprintf(path, sizeof(path), "%s/.cache/vyrefs", home);
+	else
+		return;
+	setenv("CUDA_CACHE_PATH", path, 0); /* the driver makes it */
+}
+
+static int serve(const vy_mount_args *a)
+{
+	set_kernel_cache(&a->cfg);
+	vy_device *dev;
+	vy_error e;
+	char note[VY_NOTE_MAX];
+	if (vy_device_open(&a->cfg.core.device, &dev, note, sizeof(note), &e) != VY_OK) {
+		report('E', "%s", e.msg);
+		return 1;
+	}
+	if (note[0])
+		report('N', "%s", note);
+	uint64_t free0 = 0, free1 = 0, total;
+	vy_core *core = NULL;
+	vy_fs fs;
+	bool fs_ready = false;
+	struct fuse_session *se = NULL;
+	int status = 1;
+	if (dev->ops->mem_info(dev, &free0, &total, &e) != VY_OK || vy_core_attach(dev, &a->cfg.core, &core, &e) != VY_OK ||
+	    vy_fs_init(&fs, core, &a->cfg, &e) != VY_OK) {
+		report('E', "%s", e.msg);
+		goto out;
+	}
+	fs_ready = true;
+
+	char opts[1024];
+	snprintf(opts, sizeof(opts), "default_permissions,fsname=%s,subtype=vyrefs%s%s%s", a->source,
+		 a->cfg.allow_other ? ",allow_other" : "", a->mount_flags[0] ? "," : "", a->mount_flags);
+	char *argv[] = {"vyrefs", "-o", opts, a->debug ? "-d" : NULL, NULL};
+	struct fuse_args args = FUSE_ARGS_INIT(a->debug ? 4 : 3, argv);
+	se = fuse_session_new(&args, &vy_fs_ops, sizeof(vy_fs_ops), &fs);
+	if (!se) {
+		report('E', "cannot start a FUSE session with options %s (Fix: check the -o options)", opts);
+		goto out;
+	}
+	fs.se = se;
+	if (fuse_set_signal_handlers(se) != 0) {
+		report('E', "cannot install signal handlers (Fix: report this bug)");
+		goto out;
+	}
+	if (fuse_session_mount(se, a->mountpoint) != 0) {
+		report('E', "cannot mount on %s (Fix: check that it is an empty directory you may mount on, that /dev/fuse "
+			    "exists, and that fusermount3 is installed; allow_other needs user_allow_other in /etc/fuse.conf)",
+		       a->mountpoint);
+		fuse_remove_signal_handlers(se);
+		goto out;
+	}
+	vy_store_usage u;
+	vy_store_usage_get(core->store, &u);
+	if (!a->foreground) {
+		report('R', "ready");
+		vy_log_use_syslog(true);
+		int null = open("/dev/null", O_RDWR);
+		if (null >= 0) {
+			dup2(null, 0);
+			dup2(null, 1);
+			dup2(null, 2);
+			if (null > 2)
+				close(null);
+		}
+	}
+	vy_log(LOG_INFO, "mounted %s on %s: backend %s (%s), resident budget %" PRIu64 " bytes", a->source,
+	       a->mountpoint, dev->info.backend, dev->info.name, u.budget);
+
+	struct fuse_loop_config *loop = fuse_loop_cfg_create();
+	int rc = loop ? fuse_session_loop_mt(se, loop) : -ENOMEM;
+	if (loop)
+		fuse_loop_cfg_destroy(loop);
+	fuse_session_unmount(se);
+	fuse_remove_signal_handlers(se);
+	status = rc < 0 ? 1 : 0;
+	if (rc < 0)
+		vy_log(LOG_ERR, "the FUSE session ended with %s", strerror(-rc));
+out:
+	if (se)
+		fuse_session_destroy(se);
+	if (fs_ready)
+		vy_fs_destroy(&fs);
+	if (core && vy_core_close(core, &e) != VY_OK) {
+		vy_log(LOG_ERR, "releasing device memory: %s", e.msg);
+		status = 1;
+	}
+	if (core && dev->ops->mem_info(dev, &free1, &total, &e) == VY_OK) {
+		if (free1 == free0)
+			vy_log(LOG_INFO, "unmounted %s: device memory back to baseline (%" PRIu64 " bytes free)",
+			       a->mountpoint, free1);
+		else
+			vy_log(LOG_WARNING, "unmounted %s: %" PRIu64 " bytes free, %" PRIu64 " at mount", a->mountpoint,
+			       free1, free0);
+	}
+	vy_device_close(dev);
+	if (report_fd >= 0)
+		report('E', "the mount failed before it was ready (Fix: run with -f to see why)");
+	return status;
+}
+
+int vy_mount_run(const vy_mount_args *given)
+{
+	vy_mount_args copy = *given, *a = &copy;
+	struct stat st;
+	errno = 0;
+	if (stat(a->mountpoint, &st) != 0 || !S_ISDIR(st.st_mode)) {
+		fprintf(stderr, "vyrefs: cannot mount on %s: %s (Fix: create the directory first, e.g. mkdir -p %s)\n",
+			a->mountpoint, errno ? strerror(errno) : "not a directory", a->mountpoint);
+		return 1;
+	}
+	/* The daemon leaves the working directory: hold the mountpoint whole. */
+	char *abs = realpath(a->mountpoint, NULL);
+	if (abs)
+		a->mountpoint = abs;
+	if (a->foreground)
+		return serve(a);
+	int fds[2];
+	if (pipe(fds) != 0) {
+		fprintf(stderr, "vyrefs: cannot create a pipe: %s (Fix: run with -f)\n", strerror(errno));
+		return 1;
+	}
+	fflush(NULL);
+	pid_t pid = fork();
+	if (pid < 0) {
+		fprintf(stderr, "vyrefs: cannot fork: %s (Fix: run with -f)\n", strerror(errno));
+		return 1;
+	}
+	if (pid > 0) {
+		close(fds[1]);
+		return wait_for_child(fds[0]);
+	}
+	/* The daemon: a session of its own, no working directory held.
+	 * CUDA is first touched here, after the fork. */
+	close(fds[0]);
+	report_fd = fds[1];
+	setsid();
+	if (chdir("/") != 0)
+		report('N', "cannot change to /: %s", strerror(errno));
+	_exit(serve(a));
+}

@@ -1,0 +1,1011 @@
+/* FUSE low-level operations: namespace, attributes, data, xattrs, statfs.
+ * Core errors become errnos here (vy_err_errno); the full message of a
+ * failure the user must act on (ENOSPC, device errors) goes to the log. */
+#include "fs/ops.h"
+#include "core/transfer.h"
+#include "fs/file.h"
+#include "fs/log.h"
+#include "fs/vyre.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <linux/fs.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/statvfs.h>
+#include <sys/xattr.h>
+
+#define NAME_MAX_LEN 255
+#define INODES_MAX (1ull << 32)
+#define VYRE_XATTR_PREFIX "user.vyre."
+
+/* What an open file handle (fi->fh) holds. */
+typedef struct handle {
+	vy_inode *in;
+	char *text; /* a virtual file's content, made at open */
+	size_t len;
+} handle;
+
+static vy_fs *fs_of(fuse_req_t req)
+{
+	return fuse_req_userdata(req);
+}
+
+static handle *handle_of(struct fuse_file_info *fi)
+{
+	return (handle *)(uintptr_t)fi->fh;
+}
+
+/* Reply with a core error; say why in the log when the user must act. */
+static void reply_vy(fuse_req_t req, vy_err rc, const vy_error *e, uint64_t ino, const char *what)
+{
+	if (rc == VY_ENOSPC)
+		vy_log(LOG_WARNING, "%s (inode %" PRIu64 "): %s", what, ino, e->msg);
+	else if (rc == VY_EDEVICE || rc == VY_EINTERNAL || rc == VY_ENOMEM)
+		vy_log(LOG_ERR, "%s (inode %" PRIu64 "): %s", what, ino, e->msg);
+	fuse_reply_err(req, vy_err_errno(rc));
+}
+
+static double attr_timeout(const vy_inode *in)
+{
+	return in->kind == VY_VIRTUAL ? 0.0 : VY_ATTR_TIMEOUT; /* virtual sizes change */
+}
+
+/* Whether `in` is .vyre or lies in it. ns held. */
+static bool in_vyre(vy_fs *fs, const vy_inode *in)
+{
+	return in->ino == fs->vyre_ino || in->ino == fs->modules_ino;
+}
+
+/* A directory that may gain or lose entries, or the errno why not. ns held. */
+static int writable_dir(vy_fs *fs, vy_inode *dir)
+{
+	if (!dir)
+		return ENOENT;
+	if (dir->kind != VY_DIR)
+		return ENOTDIR;
+	if (dir->ino == fs->modules_ino)
+		return EOPNOTSUPP; /* modules arrive with the control file */
+	if (in_vyre(fs, dir))
+		return EPERM;
+	return 0;
+}
+
+/* Reply with an entry for `in`, counting the kernel's new reference. ns held. */
+static void reply_entry(fuse_req_t req, vy_fs *fs, vy_inode *in)
+{
+	struct fuse_entry_param ep;
+	memset(&ep, 0, sizeof(ep));
+	in->nlookup++;
+	pthread_rwlock_rdlock(&in->lock);
+	vy_inode_stat(fs, in, &ep.attr);
+	pthread_rwlock_unlock(&in->lock);
+	ep.ino = in->ino;
+	ep.attr_timeout = attr_timeout(in);
+	ep.entry_timeout = VY_ATTR_TIMEOUT;
+	if (fuse_reply_entry(req, &ep) != 0)
+		in->nlookup--; /* the kernel did not take it */
+}
+
+static void touch_dir(vy_inode *dir)
+{
+	pthread_rwlock_wrlock(&dir->lock);
+	vy_now(&dir->mtime);
+	dir->ctime = dir->mtime;
+	pthread_rwlock_unlock(&dir->lock);
+}
+
+static void touch_ctime(vy_inode *in)
+{
+	pthread_rwlock_wrlock(&in->lock);
+	vy_now(&in->ctime);
+	pthread_rwlock_unlock(&in->lock);
+}
+
+static void op_init(void *userdata, struct fuse_conn_info *conn)
+{
+	vy_fs *fs = userdata;
+	conn->max_write = (unsigned)fs->cfg.max_write;
+	conn->want &= ~FUSE_CAP_WRITEBACK_CACHE; /* writes reach the device before they are acknowledged */
+}
+
+static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	vy_fs *fs = fs_of(req);
+	pthread_mutex_lock(&fs->ns);
+	vy_inode *p = vy_u64map_get(&fs->inodes, parent), *in = NULL;
+	if (p && p->kind == VY_DIR) {
+		if (!strcmp(name, "."))
+			in = p;
+		else if (!strcmp(name, ".."))
+			in = vy_u64map_get(&fs->inodes, p->parent);
+		else {
+			vy_dirent *d = vy_dir_find(&p->dir, name);
+			in = d ? vy_u64map_get(&fs->inodes, d->ino) : NULL;
+		}
+	}
+	if (in)
+		reply_entry(req, fs, in);
+	else
+		fuse_reply_err(req, !p ? ENOENT : p->kind != VY_DIR ? ENOTDIR : ENOENT);
+	pthread_mutex_unlock(&fs->ns);
+}
+
+static void forget_one(vy_fs *fs, fuse_ino_t ino, uint64_t n)
+{
+	vy_inode *in = vy_u64map_get(&fs->inodes, ino);
+	if (!in)
+		return;
+	in->nlookup = n > in->nlookup ? 0 : in->nlookup - n;
+	vy_inode_reap(fs, in);
+}
+
+static void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
+{
+	vy_fs *fs = fs_of(req);
+	pthread_mutex_lock(&fs->ns);
+	forget_one(fs, ino, nlookup);
+	pthread_mutex_unlock(&fs->ns);
+	fuse_reply_none(req);
+}
+
+static void op_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *forgets)
+{
+	vy_fs *fs = fs_of(req);
+	pthread_mutex_lock(&fs->ns);
+	for (size_t i = 0; i < count; i++)
+		forget_one(fs, forgets[i].ino, forgets[i].nlookup);
+	pthread_mutex_unlock(&fs->ns);
+	fuse_reply_none(req);
+}
+
+static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	(void)fi;
+	vy_fs *fs = fs_of(req);
+	vy_inode *in = vy_fs_inode(fs, ino);
+	if (!in) {
+		fuse_reply_err(req, ENOENT);
+		return;
+	}
+	struct stat st;
+	pthread_rwlock_rdlock(&in->lock);
+	vy_inode_stat(fs, in, &st);
+	pthread_rwlock_unlock(&in->lock);
+	fuse_reply_attr(req, &st, attr_timeout(in));
+}
+
+static void set_time(struct timespec *t, const struct timespec *given, bool now)
+{
+	if (now)
+		vy_now(t);
+	else
+		*t = *given;
+}
+
+static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set, struct fuse_file_info *fi)
+{
+	(void)fi;
+	vy_fs *fs = fs_of(req);
+	vy_inode *in = vy_fs_inode(fs, ino);
+	if (!in) {
+		fuse_reply_err(req, ENOENT);
+		return;
+	}
+	if (in->fixed) {
+		/* `echo ... > .vyre/ctl` truncates on open: nothing to do. */
+		bool ctl_trunc = in->virt == VY_V_CTL && to_set == FUSE_SET_ATTR_SIZE && attr->st_size == 0;
+		if (!ctl_trunc) {
+			fuse_reply_err(req, EPERM);
+			return;
+		}
+		to_set = 0;
+	}
+	if ((to_set & FUSE_SET_ATTR_SIZE) && in->kind != VY_FILE) {
+		fuse_reply_err(req, in->kind == VY_DIR ? EISDIR : EINVAL);
+		return;
+	}
+	pthread_rwlock_wrlock(&in->lock);
+	if (to_set & FUSE_SET_ATTR_SIZE) {
+		vy_error e;
+		vy_err rc = attr->st_size < 0 ? vy_fail(&e, VY_EINVAL, "give a size of 0 or more", "negative size")
+					      : vy_file_truncate(fs, in, (uint64_t)attr->st_size, &e);
+		if (rc != VY_OK) {
+			pthread_rwlock_unlock(&in->lock);
+			reply_vy(req, rc, &e, ino, "truncate");
+			return;
+		}
+		vy_now(&in->mtime);
+	}
+	if (to_set & FUSE_SET_ATTR_MODE)
+		in->mode = (in->mode & S_IFMT) | (attr->st_mode & 07777);
+	if (to_set & FUSE_SET_ATTR_UID)
+		in->uid = attr->st_uid;
+	if (to_set & FUSE_SET_ATTR_GID)
+		in->gid = attr->st_gid;
+	if (to_set & (FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_ATIME_NOW))
+		set_time(&in->atime, &attr->st_atim, to_set & FUSE_SET_ATTR_ATIME_NOW);
+	if (to_set & (FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_MTIME_NOW))
+		set_time(&in->mtime, &attr->st_mtim, to_set & FUSE_SET_ATTR_MTIME_NOW);
+	if (to_set & FUSE_SET_ATTR_CTIME)
+		in->ctime = attr->st_ctim;
+	else if (to_set)
+		vy_now(&in->ctime);
+	struct stat st;
+	vy_inode_stat(fs, in, &st);
+	pthread_rwlock_unlock(&in->lock);
+	fuse_reply_attr(req, &st, attr_timeout(in));
+}
+
+static void op_readlink(fuse_req_t req, fuse_ino_t ino)
+{
+	vy_inode *in = vy_fs_inode(fs_of(req), ino);
+	if (!in || in->kind != VY_SYMLINK)
+		fuse_reply_err(req, in ? EINVAL : ENOENT);
+	else
+		fuse_reply_readlink(req, in->target); /* never changes */
+}
+
+/* Make a named inode in `parent`; on success the entry is replied (or, with
+ * `fi`, the entry and an open handle). */
+static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name, vy_kind kind, mode_t mode,
+		      const char *target, struct fuse_file_info *fi)
+{
+	vy_fs *fs = fs_of(req);
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	if (strlen(name) > NAME_MAX_LEN) {
+		fuse_reply_err(req, ENAMETOOLONG);
+		return;
+	}
+	char *copy = target ? strdup(target) : NULL;
+	handle *h = fi ? calloc(1, sizeof(*h)) : NULL;
+	if ((target && !copy) || (fi && !h)) {
+		free(copy);
+		free(h);
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	pthread_mutex_lock(&fs->ns);
+	vy_inode *p = vy_u64map_get(&fs->inodes, parent), *in = NULL;
+	int err = writable_dir(fs, p);
+	if (!err && vy_dir_find(&p->dir, name))
+		err = EEXIST;
+	if (!err && fs->inodes.count >= INODES_MAX)
+		err = ENOSPC;
+	gid_t gid = ctx->gid;
+	if (!err && (p->mode & S_ISGID)) {
+		gid = p->gid; /* BSD group semantics in a setgid directory */
+		if (kind == VY_DIR)
+			mode |= S_ISGID;
+	}
+	if (!err && !(in = vy_inode_new(fs, kind, mode, ctx->uid, gid)))
+		err = ENOMEM;
+	if (!err && !vy_dir_add(&p->dir, name, in->ino))
+		err = ENOMEM; /* the nameless inode is reaped below */
+	if (err) {
+		if (in) {
+			in->nlink = 0;
+			vy_inode_reap(fs, in);
+		}
+		pthread_mutex_unlock(&fs->ns);
+		free(copy);
+		free(h);
+		fuse_reply_err(req, err);
+		return;
+	}
+	in->target = copy;
+	if (kind == VY_DIR) {
+		in->nlink = 2;
+		in->parent = p->ino;
+		p->nlink++;
+	} else {
+		in->nlink = 1;
+	}
+	touch_dir(p);
+	if (fi) {
+		h->in = in;
+		in->opens++;
+		fi->fh = (uint64_t)(uintptr_t)h;
+		fi->keep_cache = fs->cfg.page_cache;
+		struct fuse_entry_param ep;
+		memset(&ep, 0, sizeof(ep));
+		in->nlookup++;
+		vy_inode_stat(fs, in, &ep.attr);
+		ep.ino = in->ino;
+		ep.attr_timeout = ep.entry_timeout = VY_ATTR_TIMEOUT;
+		if (fuse_reply_create(req, &ep, fi) != 0) {
+			in->nlookup--;
+			in->opens--;
+			free(h);
+		}
+	} else {
+		reply_entry(req, fs, in);
+	}
+	pthread_mutex_unlock(&fs->ns);
+}
+
+static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev)
+{
+	(void)rdev;
+	if (!S_ISREG(mode)) {
+		fuse_reply_err(req, EOPNOTSUPP); /* device files, fifos, sockets: not GPU buffers */
+		return;
+	}
+	make_node(req, parent, name, VY_FILE, mode, NULL, NULL);
+}
+
+static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
+{
+	make_node(req, parent, name, VY_DIR, S_IFDIR | (mode & 07777), NULL, NULL);
+}
+
+static void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char *name)
+{
+	make_node(req, parent, name, VY_SYMLINK, S_IFLNK | 0777, link, NULL);
+}
+
+static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, struct fuse_file_info *fi)
+{
+	make_node(req, parent, name, VY_FILE, S_IFREG | (mode & 07777), NULL, fi);
+}
+
+/* Remove `name` from `parent` (a file with unlink, a directory with rmdir). */
+static void remove_name(fuse_req_t req, fuse_ino_t parent, const char *name, bool dir)
+{
+	vy_fs *fs = fs_of(req);
+	pthread_mutex_lock(&fs->ns);
+	vy_inode *p = vy_u64map_get(&fs->inodes, parent);
+	vy_dirent *d = p && p->kind == VY_DIR ? vy_dir_find(&p->dir, name) : NULL;
+	vy_inode *in = d ? vy_u64map_get(&fs->inodes, d->ino) : NULL;
+	int err = 0;
+	if (!p)
+		err = ENOENT;
+	else if (p->kind != VY_DIR)
+		err = ENOTDIR;
+	else if (!in)
+		err = ENOENT;
+	else if (in->fixed)
+		err = EPERM;
+	else if (dir && in->kind != VY_DIR)
+		err = ENOTDIR;
+	else if (!dir && in->kind == VY_DIR)
+		err = EISDIR;
+	else if (dir && in->dir.count > 0)
+		err = ENOTEMPTY;
+	if (!err) {
+		vy_dir_remove(&p->dir, name);
+		if (dir) {
+			in->nlink = 0;
+			p->nlink--;
+		} else {
+			in->nlink--;
+		}
+		touch_dir(p);
+		touch_ctime(in);
+		vy_inode_reap(fs, in);
+	}
+	pthread_mutex_unlock(&fs->ns);
+	fuse_reply_err(req, err);
+}
+
+static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	remove_name(req, parent, name, false);
+}
+
+static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	remove_name(req, parent, name, true);
+}
+
+/* Whether directory `dir` is `anc` or lies under it. ns held. */
+static bool under(vy_fs *fs, vy_inode *dir, vy_inode *anc)
+{
+	for (vy_inode *at = dir;;) {
+		if (at == anc)
+			return true;
+		if (at->ino == FUSE_ROOT_ID)
+			return false;
+		at = vy_u64map_get(&fs->inodes, at->parent);
+		if (!at)
+			return false;
+	}
+}
+
+/* A directory moves from `from` to `to`: its ".." and the link counts. */
+static void reparent(vy_inode *in, vy_inode *from, vy_inode *to)
+{
+	if (in->kind != VY_DIR || from == to)
+		return;
+	in->parent = to->ino;
+	from->nlink--;
+	to->nlink++;
+}
+
+static int do_rename(vy_fs *fs, fuse_ino_t parent, const char *name, fuse_ino_t newparent, const char *newname,
+		     unsigned flags, vy_inode **gone)
+{
+	if (flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE) || (flags & RENAME_NOREPLACE && flags & RENAME_EXCHANGE))
+		return EINVAL;
+	if (strlen(newname) > NAME_MAX_LEN)
+		return ENAMETOOLONG;
+	vy_inode *p = vy_u64map_get(&fs->inodes, parent), *np = vy_u64map_get(&fs->inodes, newparent);
+	int err = writable_dir(fs, p);
+	if (!err)
+		err = writable_dir(fs, np);
+	if (err)
+		return err;
+	vy_dirent *d = vy_dir_find(&p->dir, name), *nd = vy_dir_find(&np->dir, newname);
+	vy_inode *in = d ? vy_u64map_get(&fs->inodes, d->ino) : NULL;
+	vy_inode *target = nd ? vy_u64map_get(&fs->inodes, nd->ino) : NULL;
+	if (!in)
+		return ENOENT;
+	if (in->fixed || (target && target->fixed))
+		return EPERM;
+	if (in->kind == VY_DIR && under(fs, np, in))
+		return EINVAL; /* into itself */
+	if (flags & RENAME_EXCHANGE) {
+		if (!target)
+			return ENOENT;
+		if (target->kind == VY_DIR && under(fs, p, target))
+			return EINVAL;
+		d->ino = target->ino;
+		nd->ino = in->ino;
+		reparent(in, p, np);
+		reparent(target, np, p);
+		touch_ctime(target);
+	} else {
+		if (target && (flags & RENAME_NOREPLACE))
+			return EEXIST;
+		if (target == in)
+			return 0; /* two names of one file: POSIX says do nothing */
+		if (target) {
+			if (in->kind == VY_DIR && target->kind != VY_DIR)
+				return ENOTDIR;
+			if (in->kind != VY_DIR && target->kind == VY_DIR)
+				return EISDIR;
+			if (target->kind == VY_DIR && target->dir.count > 0)
+				return ENOTEMPTY;
+			/* Take over the target's entry: no allocation, so
+			 * nothing can fail past this point. */
+			nd->ino = in->ino;
+			if (target->kind == VY_DIR) {
+				target->nlink = 0;
+				np->nlink--;
+			} else {
+				target->nlink--;
+			}
+			touch_ctime(target);
+			*gone = target;
+		} else if (!vy_dir_add(&np->dir, newname, in->ino)) {
+			return ENOMEM;
+		}
+		vy_dir_remove(&p->dir, name);
+		reparent(in, p, np);
+	}
+	touch_ctime(in);
+	touch_dir(p);
+	if (np != p)
+		touch_dir(np);
+	return 0;
+}
+
+static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
+		      const char *newname, unsigned int flags)
+{
+	vy_fs *fs = fs_of(req);
+	vy_inode *gone = NULL;
+	pthread_mutex_lock(&fs->ns);
+	int err = do_rename(fs, parent, name, newparent, newname, flags, &gone);
+	if (gone)
+		vy_inode_reap(fs, gone);
+	pthread_mutex_unlock(&fs->ns);
+	fuse_reply_err(req, err);
+}
+
+static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
+{
+	vy_fs *fs = fs_of(req);
+	if (strlen(newname) > NAME_MAX_LEN) {
+		fuse_reply_err(req, ENAMETOOLONG);
+		return;
+	}
+	pthread_mutex_lock(&fs->ns);
+	vy_inode *in = vy_u64map_get(&fs->inodes, ino), *np = vy_u64map_get(&fs->inodes, newparent);
+	int err = writable_dir(fs, np);
+	if (!err && !in)
+		err = ENOENT;
+	else if (!err && (in->kind == VY_DIR || in->fixed))
+		err = EPERM;
+	else if (!err && vy_dir_find(&np->dir, newname))
+		err = EEXIST;
+	else if (!err && in->nlink == UINT32_MAX)
+		err = EMLINK;
+	else if (!err && !vy_dir_add(&np->dir, newname, in->ino))
+		err = ENOMEM;
+	if (err) {
+		fuse_reply_err(req, err);
+	} else {
+		in->nlink++;
+		touch_ctime(in);
+		touch_dir(np);
+		reply_entry(req, fs, in);
+	}
+	pthread_mutex_unlock(&fs->ns);
+}
+
+static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	vy_fs *fs = fs_of(req);
+	vy_inode *in = vy_fs_inode(fs, ino);
+	if (!in) {
+		fuse_reply_err(req, ENOENT);
+		return;
+	}
+	if (in->kind == VY_DIR) {
+		fuse_reply_err(req, EISDIR);
+		return;
+	}
+	bool writing = (fi->flags & O_ACCMODE) != O_RDONLY;
+	if (in->kind == VY_VIRTUAL && writing && in->virt != VY_V_CTL) {
+		fuse_reply_err(req, EPERM); /* .vyre's files are vyrefs's to write */
+		return;
+	}
+	handle *h = calloc(1, sizeof(*h));
+	if (!h) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	h->in = in;
+	if (in->kind == VY_VIRTUAL) {
+		h->text = vy_vyre_render(fs, in, &h->len);
+		if (!h->text) {
+			free(h);
+			fuse_reply_err(req, ENOMEM);
+			return;
+		}
+		fi->direct_io = 1; /* made anew at each open: never cached */
+	} else {
+		fi->keep_cache = fs->cfg.page_cache;
+	}
+	fi->fh = (uint64_t)(uintptr_t)h;
+	pthread_mutex_lock(&fs->ns);
+	in->opens++;
+	pthread_mutex_unlock(&fs->ns);
+	if (fuse_reply_open(req, fi) != 0) {
+		pthread_mutex_lock(&fs->ns);
+		in->opens--;
+		vy_inode_reap(fs, in);
+		pthread_mutex_unlock(&fs->ns);
+		free(h->text);
+		free(h);
+	}
+}
+
+static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi)
+{
+	vy_fs *fs = fs_of(req);
+	handle *h = handle_of(fi);
+	vy_inode *in = h->in;
+	if (off < 0) {
+		fuse_reply_err(req, EINVAL);
+		return;
+	}
+	if (in->kind == VY_VIRTUAL) {
+		size_t at = (uint64_t)off < h->len ? (size_t)off : h->len;
+		fuse_reply_buf(req, h->text + at, h->len - at < size ? h->len - at : size);
+		return;
+	}
+	if (in->kind != VY_FILE) {
+		fuse_reply_err(req, EISDIR);
+		return;
+	}
+	char *buf = malloc(size ? size : 1);
+	if (!buf) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	vy_error e;
+	size_t got = 0;
+	pthread_rwlock_rdlock(&in->lock);
+	vy_err rc = vy_file_read(fs, in, (uint64_t)off, size, buf, &got, &e);
+	pthread_rwlock_unlock(&in->lock);
+	if (rc == VY_OK)
+		fuse_reply_buf(req, buf, got);
+	else
+		reply_vy(req, rc, &e, ino, "read");
+	free(buf);
+}
+
+static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
+		     struct fuse_file_info *fi)
+{
+	vy_fs *fs = fs_of(req);
+	vy_inode *in = handle_of(fi)->in;
+	if (in->kind == VY_VIRTUAL) {
+		/* The control language arrives with the control file. */
+		vy_log(LOG_NOTICE, "write to .vyre/ctl refused: dispatch sequences are not built yet");
+		fuse_reply_err(req, EOPNOTSUPP);
+		return;
+	}
+	if (off < 0) {
+		fuse_reply_err(req, EINVAL);
+		return;
+	}
+	vy_error e;
+	pthread_rwlock_wrlock(&in->lock);
+	vy_err rc = vy_file_write(fs, in, (uint64_t)off, buf, size, &e);
+	if (rc == VY_OK) {
+		vy_now(&in->mtime);
+		in->ctime = in->mtime;
+	}
+	pthread_rwlock_unlock(&in->lock);
+	if (rc == VY_OK)
+		fuse_reply_write(req, size);
+	else
+		reply_vy(req, rc, &e, ino, "write");
+}
+
+static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	(void)ino;
+	(void)fi;
+	fuse_reply_err(req, 0); /* writes are on the device when acknowledged */
+}
+
+static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	(void)ino;
+	vy_fs *fs = fs_of(req);
+	handle *h = handle_of(fi);
+	vy_inode *in = h->in;
+	pthread_mutex_lock(&fs->ns);
+	bool last = --in->opens == 0;
+	pthread_mutex_unlock(&fs->ns);
+	if (last && in->kind == VY_FILE) {
+		/* Outside ns: fitting copies the file on the device. */
+		pthread_rwlock_wrlock(&in->lock);
+		vy_file_fit(fs, in);
+		pthread_rwlock_unlock(&in->lock);
+	}
+	pthread_mutex_lock(&fs->ns);
+	vy_inode_reap(fs, in);
+	pthread_mutex_unlock(&fs->ns);
+	free(h->text);
+	free(h);
+	fuse_reply_err(req, 0);
+}
+
+static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
+{
+	(void)ino;
+	(void)datasync;
+	(void)fi;
+	fuse_reply_err(req, 0); /* nothing is held back: each write was synced */
+}
+
+static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	vy_inode *in = vy_fs_inode(fs_of(req), ino);
+	if (!in || in->kind != VY_DIR)
+		fuse_reply_err(req, in ? ENOTDIR : ENOENT);
+	else
+		fuse_reply_open(req, fi);
+}
+
+/* readdir offsets: 1 after ".", 2 after "..", 2 + cookie after an entry. */
+static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi)
+{
+	(void)fi;
+	vy_fs *fs = fs_of(req);
+	char *buf = malloc(size ? size : 1);
+	if (!buf) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	size_t used = 0;
+	pthread_mutex_lock(&fs->ns);
+	vy_inode *d = vy_u64map_get(&fs->inodes, ino);
+	if (!d || d->kind != VY_DIR) {
+		pthread_mutex_unlock(&fs->ns);
+		free(buf);
+		fuse_reply_err(req, d ? ENOTDIR : ENOENT);
+		return;
+	}
+	struct stat st;
+	memset(&st, 0, sizeof(st));
+	if (off < 1) {
+		st.st_ino = d->ino;
+		st.st_mode = S_IFDIR;
+		size_t n = fuse_add_direntry(req, buf + used, size - used, ".", &st, 1);
+		if (n > size - used)
+			goto full;
+		used += n;
+		off = 1;
+	}
+	if (off < 2) {
+		st.st_ino = d->parent;
+		st.st_mode = S_IFDIR;
+		size_t n = fuse_add_direntry(req, buf + used, size - used, "..", &st, 2);
+		if (n > size - used)
+			goto full;
+		used += n;
+		off = 2;
+	}
+	for (const vy_dirent *e = vy_dir_next(&d->dir, (uint64_t)off - 2); e; e = vy_dir_next(&d->dir, e->cookie)) {
+		vy_inode *in = vy_u64map_get(&fs->inodes, e->ino);
+		st.st_ino = e->ino;
+		st.st_mode = in ? in->mode & S_IFMT : 0;
+		size_t n = fuse_add_direntry(req, buf + used, size - used, e->name, &st, (off_t)(e->cookie + 2));
+		if (n > size - used)
+			break;
+		used += n;
+	}
+full:
+	pthread_mutex_unlock(&fs->ns);
+	fuse_reply_buf(req, buf, used);
+	free(buf);
+}
+
+static void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	(void)ino;
+	(void)fi;
+	fuse_reply_err(req, 0);
+}
+
+static void op_statfs(fuse_req_t req, fuse_ino_t ino)
+{
+	(void)ino;
+	vy_fs *fs = fs_of(req);
+	vy_store_usage u;
+	vy_store_usage_get(fs->core->store, &u);
+	/* Pooled bytes are free: an allocation reclaims them. */
+	uint64_t used = u.resident < u.budget ? u.resident : u.budget;
+	struct statvfs sv;
+	memset(&sv, 0, sizeof(sv));
+	sv.f_bsize = 4096;
+	sv.f_frsize = 4096;
+	sv.f_blocks = u.budget / 4096;
+	sv.f_bfree = sv.f_bavail = (u.budget - used) / 4096;
+	pthread_mutex_lock(&fs->ns);
+	sv.f_files = INODES_MAX;
+	sv.f_ffree = sv.f_favail = INODES_MAX - fs->inodes.count;
+	pthread_mutex_unlock(&fs->ns);
+	sv.f_namemax = NAME_MAX_LEN;
+	fuse_reply_statfs(req, &sv);
+}
+
+/* user.vyre.* read-only attributes of a file with a buffer. */
+static const char *const vyre_xattrs[] = {"user.vyre.handle", "user.vyre.capacity", "user.vyre.device_ptr"};
+
+static bool vyre_xattr(const vy_fs *fs, const vy_inode *in, const char *name, char *out, size_t cap)
+{
+	(void)fs;
+	if (in->kind != VY_FILE || !in->buf)
+		return false;
+	vy_buffer_view v;
+	if (!strcmp(name, vyre_xattrs[0]))
+		snprintf(out, cap, "%" PRIu64, in->buf);
+	else if (!strcmp(name, vyre_xattrs[1]))
+		snprintf(out, cap, "%" PRIu64, in->cap);
+	else if (!strcmp(name, vyre_xattrs[2]) && vy_store_view(fs->core->store, in->buf, &v, NULL) == VY_OK)
+		snprintf(out, cap, "0x%" PRIx64, v.ptr);
+	else
+		return false;
+	return true;
+}
+
+static int xattr_name_ok(const char *name)
+{
+	if (!strncmp(name, VYRE_XATTR_PREFIX, strlen(VYRE_XATTR_PREFIX)))
+		return EPERM; /* vyrefs's own, read-only */
+	if (strncmp(name, "user.", 5) != 0)
+		return EOPNOTSUPP; /* only the user namespace is stored */
+	return 0;
+}
+
+static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value, size_t size,
+			int flags)
+{
+	vy_inode *in = vy_fs_inode(fs_of(req), ino);
+	int err = in ? xattr_name_ok(name) : ENOENT;
+	if (!err && in->fixed)
+		err = EPERM;
+	if (!err) {
+		pthread_rwlock_wrlock(&in->lock);
+		err = vy_xattrs_set(&in->xattrs, name, value, size, flags);
+		if (!err)
+			vy_now(&in->ctime);
+		pthread_rwlock_unlock(&in->lock);
+	}
+	fuse_reply_err(req, err);
+}
+
+static void reply_sized(fuse_req_t req, const void *data, size_t len, size_t size)
+{
+	if (size == 0)
+		fuse_reply_xattr(req, len);
+	else if (len > size)
+		fuse_reply_err(req, ERANGE);
+	else
+		fuse_reply_buf(req, data, len);
+}
+
+static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
+{
+	vy_fs *fs = fs_of(req);
+	vy_inode *in = vy_fs_inode(fs, ino);
+	if (!in) {
+		fuse_reply_err(req, ENOENT);
+		return;
+	}
+	char small[32];
+	pthread_rwlock_rdlock(&in->lock);
+	if (vyre_xattr(fs, in, name, small, sizeof(small))) {
+		pthread_rwlock_unlock(&in->lock);
+		reply_sized(req, small, strlen(small), size);
+		return;
+	}
+	const vy_xattr *a = vy_xattrs_get(&in->xattrs, name);
+	if (a)
+		reply_sized(req, a->value, a->size, size);
+	else
+		fuse_reply_err(req, ENODATA);
+	pthread_rwlock_unlock(&in->lock);
+}
+
+static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
+{
+	vy_fs *fs = fs_of(req);
+	vy_inode *in = vy_fs_inode(fs, ino);
+	if (!in) {
+		fuse_reply_err(req, ENOENT);
+		return;
+	}
+	pthread_rwlock_rdlock(&in->lock);
+	size_t own = vy_xattrs_list(&in->xattrs, NULL, 0), extra = 0;
+	bool vyre = in->kind == VY_FILE && in->buf;
+	if (vyre)
+		for (size_t i = 0; i < 3; i++)
+			extra += strlen(vyre_xattrs[i]) + 1;
+	char *buf = malloc(own + extra + 1);
+	if (!buf) {
+		pthread_rwlock_unlock(&in->lock);
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	vy_xattrs_list(&in->xattrs, buf, own);
+	size_t at = own;
+	if (vyre)
+		for (size_t i = 0; i < 3; i++) {
+			memcpy(buf + at, vyre_xattrs[i], strlen(vyre_xattrs[i]) + 1);
+			at += strlen(vyre_xattrs[i]) + 1;
+		}
+	pthread_rwlock_unlock(&in->lock);
+	reply_sized(req, buf, at, size);
+	free(buf);
+}
+
+static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
+{
+	vy_inode *in = vy_fs_inode(fs_of(req), ino);
+	int err = in ? xattr_name_ok(name) : ENOENT;
+	if (!err && in->fixed)
+		err = EPERM;
+	if (!err) {
+		pthread_rwlock_wrlock(&in->lock);
+		err = vy_xattrs_remove(&in->xattrs, name);
+		if (!err)
+			vy_now(&in->ctime);
+		pthread_rwlock_unlock(&in->lock);
+	}
+	fuse_reply_err(req, err);
+}
+
+static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off_t len, struct fuse_file_info *fi)
+{
+	vy_fs *fs = fs_of(req);
+	vy_inode *in = handle_of(fi)->in;
+	if (mode & ~FALLOC_FL_KEEP_SIZE) {
+		fuse_reply_err(req, EOPNOTSUPP); /* punching holes, zero/collapse/insert range */
+		return;
+	}
+	if (in->kind != VY_FILE) {
+		fuse_reply_err(req, ENODEV);
+		return;
+	}
+	if (off < 0 || len <= 0) {
+		fuse_reply_err(req, EINVAL);
+		return;
+	}
+	vy_error e;
+	pthread_rwlock_wrlock(&in->lock);
+	uint64_t before = in->size;
+	vy_err rc = vy_file_allocate(fs, in, (uint64_t)off, (uint64_t)len, mode & FALLOC_FL_KEEP_SIZE, &e);
+	if (rc == VY_OK && in->size != before) {
+		vy_now(&in->mtime);
+		in->ctime = in->mtime;
+	}
+	pthread_rwlock_unlock(&in->lock);
+	if (rc == VY_OK)
+		fuse_reply_err(req, 0);
+	else
+		reply_vy(req, rc, &e, ino, "fallocate");
+}
+
+static void op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in, struct fuse_file_info *fi_in,
+			       fuse_ino_t ino_out, off_t off_out, struct fuse_file_info *fi_out, size_t len, int flags)
+{
+	vy_fs *fs = fs_of(req);
+	vy_inode *src = handle_of(fi_in)->in, *dst = handle_of(fi_out)->in;
+	if (flags != 0 || off_in < 0 || off_out < 0) {
+		fuse_reply_err(req, EINVAL);
+		return;
+	}
+	if (src->kind != VY_FILE || dst->kind != VY_FILE) {
+		fuse_reply_err(req, EOPNOTSUPP); /* the kernel falls back to read and write */
+		return;
+	}
+	/* Two inodes lock in ino order; one inode once. */
+	if (src == dst) {
+		pthread_rwlock_wrlock(&dst->lock);
+	} else if (src->ino < dst->ino) {
+		pthread_rwlock_rdlock(&src->lock);
+		pthread_rwlock_wrlock(&dst->lock);
+	} else {
+		pthread_rwlock_wrlock(&dst->lock);
+		pthread_rwlock_rdlock(&src->lock);
+	}
+	vy_error e;
+	uint64_t copied = 0;
+	vy_err rc = vy_file_copy(fs, src, (uint64_t)off_in, dst, (uint64_t)off_out, len, &copied, &e);
+	if (rc == VY_OK && copied) {
+		vy_now(&dst->mtime);
+		dst->ctime = dst->mtime;
+	}
+	if (src != dst)
+		pthread_rwlock_unlock(&src->lock);
+	pthread_rwlock_unlock(&dst->lock);
+	(void)ino_in;
+	if (rc == VY_OK)
+		fuse_reply_write(req, (size_t)copied);
+	else
+		reply_vy(req, rc, &e, ino_out, "copy_file_range");
+}
+
+const struct fuse_lowlevel_ops vy_fs_ops = {
+	.init = op_init,
+	.lookup = op_lookup,
+	.forget = op_forget,
+	.forget_multi = op_forget_multi,
+	.getattr = op_getattr,
+	.setattr = op_setattr,
+	.readlink = op_readlink,
+	.mknod = op_mknod,
+	.mkdir = op_mkdir,
+	.unlink = op_unlink,
+	.rmdir = op_rmdir,
+	.symlink = op_symlink,
+	.rename = op_rename,
+	.link = op_link,
+	.open = op_open,
+	.read = op_read,
+	.write = op_write,
+	.flush = op_flush,
+	.release = op_release,
+	.fsync = op_fsync,
+	.opendir = op_opendir,
+	.readdir = op_readdir,
+	.releasedir = op_releasedir,
+	.statfs = op_statfs,
+	.setxattr = op_setxattr,
+	.getxattr = op_getxattr,
+	.listxattr = op_listxattr,
+	.removexattr = op_removexattr,
+	.create = op_create,
+	.fallocate = op_fallocate,
+	.copy_file_range = op_copy_file_range,
+};

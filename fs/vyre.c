@@ -1,0 +1,146 @@
+/* .vyre/: the control directory and the text of its files. */
+#include "fs/vyre.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static vy_inode *add(vy_fs *fs, vy_inode *dir, const char *name, vy_kind kind, vy_virtual virt, mode_t mode)
+{
+	vy_inode *in = vy_inode_new(fs, kind, mode, fs->owner, fs->group);
+	if (!in)
+		return NULL;
+	if (!vy_dir_add(&dir->dir, name, in->ino))
+		return NULL; /* vy_fs_destroy frees the inode with the table */
+	in->virt = virt;
+	in->fixed = true;
+	in->nlink = kind == VY_DIR ? 2 : 1;
+	if (kind == VY_DIR) {
+		in->parent = dir->ino;
+		dir->nlink++;
+	}
+	return in;
+}
+
+vy_err vy_vyre_build(vy_fs *fs, vy_inode *root, vy_error *e)
+{
+	vy_inode *v = add(fs, root, VY_VYRE_NAME, VY_DIR, VY_V_NONE, S_IFDIR | 0755);
+	vy_inode *m = v ? add(fs, v, "modules", VY_DIR, VY_V_NONE, S_IFDIR | 0700) : NULL;
+	if (!v || !m || !add(fs, v, "ctl", VY_VIRTUAL, VY_V_CTL, S_IFREG | 0600) ||
+	    !add(fs, v, "log", VY_VIRTUAL, VY_V_LOG, S_IFREG | 0444) ||
+	    !add(fs, v, "stats", VY_VIRTUAL, VY_V_STATS, S_IFREG | 0444) ||
+	    !add(fs, v, "device", VY_VIRTUAL, VY_V_DEVICE, S_IFREG | 0444) ||
+	    !add(fs, v, "config", VY_VIRTUAL, VY_V_CONFIG, S_IFREG | 0444))
+		return vy_fail(e, VY_ENOMEM, "free host memory", "cannot build the .vyre directory");
+	fs->vyre_ino = v->ino;
+	fs->modules_ino = m->ino;
+	return VY_OK;
+}
+
+typedef struct text {
+	char *buf;
+	size_t len, cap;
+	bool failed;
+} text;
+
+static void add_text(text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void add_text(text *t, const char *fmt, ...)
+{
+	for (int tries = 0; tries < 2 && !t->failed; tries++) {
+		va_list ap;
+		va_start(ap, fmt);
+		int n = vsnprintf(t->buf ? t->buf + t->len : NULL, t->buf ? t->cap - t->len : 0, fmt, ap);
+		va_end(ap);
+		if (n < 0) {
+			t->failed = true;
+			return;
+		}
+		if (t->buf && (size_t)n < t->cap - t->len) {
+			t->len += (size_t)n;
+			return;
+		}
+		size_t cap = (t->cap ? t->cap : 1024) * 2 + (size_t)n;
+		char *b = realloc(t->buf, cap);
+		if (!b) {
+			t->failed = true;
+			return;
+		}
+		t->buf = b;
+		t->cap = cap;
+	}
+}
+
+static void render_stats(vy_fs *fs, text *t)
+{
+	vy_telemetry_snapshot s;
+	vy_telemetry_snapshot_take(&fs->core->tel, &s);
+	size_t need = vy_telemetry_format(&s, NULL, 0);
+	char *body = malloc(need + 1);
+	if (!body) {
+		t->failed = true;
+		return;
+	}
+	vy_telemetry_format(&s, body, need + 1);
+	add_text(t, "%s", body);
+	free(body);
+	vy_store_usage u;
+	vy_store_usage_get(fs->core->store, &u);
+	add_text(t, "budget_bytes %" PRIu64 "\n", u.budget);
+}
+
+static void render_device(vy_fs *fs, text *t)
+{
+	const vy_device_info *i = &fs->core->dev->info;
+	uint64_t free_b = 0, total = 0;
+	vy_error e;
+	fs->core->dev->ops->mem_info(fs->core->dev, &free_b, &total, &e);
+	add_text(t, "backend %s\nname %s\nordinal %d\n", i->backend, i->name, i->ordinal);
+	add_text(t, "compute_capability %d.%d\ndriver_version %d\nmultiprocessors %d\n", i->cc_major, i->cc_minor,
+		 i->driver_version, i->multiprocessors);
+	add_text(t, "memory_total %" PRIu64 "\nmemory_free %" PRIu64 "\n", total, free_b);
+	add_text(t, "max_threads_per_block %d\nmax_block %d,%d,%d\nmax_grid %d,%d,%d\nmax_shared_per_block %d\n",
+		 i->max_threads_per_block, i->max_block[0], i->max_block[1], i->max_block[2], i->max_grid[0],
+		 i->max_grid[1], i->max_grid[2], i->max_shared_per_block);
+}
+
+char *vy_vyre_render(vy_fs *fs, vy_inode *in, size_t *len)
+{
+	text t = {0};
+	switch (in->virt) {
+	case VY_V_STATS:
+		render_stats(fs, &t);
+		break;
+	case VY_V_DEVICE:
+		render_device(fs, &t);
+		break;
+	case VY_V_CONFIG: {
+		size_t need = vy_config_format_ini(&fs->cfg, NULL, 0);
+		t.buf = malloc(need + 1);
+		if (t.buf)
+			t.len = vy_config_format_ini(&fs->cfg, t.buf, need + 1);
+		t.failed = !t.buf;
+		break;
+	}
+	case VY_V_CTL:
+	case VY_V_LOG:
+	case VY_V_NONE:
+		break;
+	}
+	if (t.failed) {
+		free(t.buf);
+		return NULL;
+	}
+	if (!t.buf)
+		t.buf = calloc(1, 1);
+	*len = t.len;
+	return t.buf;
+}
+
+size_t vy_vyre_size(vy_fs *fs, vy_inode *in)
+{
+	size_t len = 0;
+	free(vy_vyre_render(fs, in, &len));
+	return len;
+}

@@ -1,0 +1,101 @@
+/* Per-inode extended attributes: a small array, searched by name. */
+#include "fs/xattr.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/xattr.h>
+
+void vy_xattrs_destroy(vy_xattrs *x)
+{
+	for (size_t i = 0; i < x->n; i++) {
+		free(x->v[i].name);
+		free(x->v[i].value);
+	}
+	free(x->v);
+	memset(x, 0, sizeof(*x));
+}
+
+static vy_xattr *find(const vy_xattrs *x, const char *name)
+{
+	for (size_t i = 0; i < x->n; i++)
+		if (!strcmp(x->v[i].name, name))
+			return &x->v[i];
+	return NULL;
+}
+
+const vy_xattr *vy_xattrs_get(const vy_xattrs *x, const char *name)
+{
+	return find(x, name);
+}
+
+int vy_xattrs_set(vy_xattrs *x, const char *name, const void *value, size_t size, int flags)
+{
+	if (size > VY_XATTR_VALUE_MAX)
+		return E2BIG;
+	vy_xattr *a = find(x, name);
+	if (a && (flags & XATTR_CREATE))
+		return EEXIST;
+	if (!a && (flags & XATTR_REPLACE))
+		return ENODATA;
+	size_t name_len = strlen(name) + 1;
+	size_t bytes = x->bytes - (a ? a->size + name_len : 0) + size + name_len;
+	if (bytes > VY_XATTR_TOTAL_MAX)
+		return ENOSPC;
+	void *copy = malloc(size ? size : 1);
+	if (!copy)
+		return ENOMEM;
+	memcpy(copy, value, size);
+	if (!a) {
+		if (x->n == x->cap) {
+			size_t cap = x->cap ? x->cap * 2 : 4;
+			vy_xattr *v = realloc(x->v, cap * sizeof(*v));
+			if (!v) {
+				free(copy);
+				return ENOMEM;
+			}
+			x->v = v;
+			x->cap = cap;
+		}
+		char *n = strdup(name);
+		if (!n) {
+			free(copy);
+			return ENOMEM;
+		}
+		a = &x->v[x->n++];
+		*a = (vy_xattr){.name = n};
+	}
+	free(a->value);
+	a->value = copy;
+	a->size = size;
+	x->bytes = bytes;
+	return 0;
+}
+
+int vy_xattrs_remove(vy_xattrs *x, const char *name)
+{
+	vy_xattr *a = find(x, name);
+	if (!a)
+		return ENODATA;
+	x->bytes -= a->size + strlen(a->name) + 1;
+	free(a->name);
+	free(a->value);
+	*a = x->v[--x->n];
+	return 0;
+}
+
+size_t vy_xattrs_list(const vy_xattrs *x, char *buf, size_t cap)
+{
+	size_t need = 0;
+	for (size_t i = 0; i < x->n; i++)
+		need += strlen(x->v[i].name) + 1;
+	if (need <= cap) {
+		size_t at = 0;
+		for (size_t i = 0; i < x->n; i++) {
+			size_t len = strlen(x->v[i].name) + 1;
+			memcpy(buf + at, x->v[i].name, len);
+			at += len;
+		}
+	}
+	return need;
+}
