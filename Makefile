@@ -36,9 +36,9 @@ GPU_BIN    := $(GPU_SRC:%.c=$(BUILD)/%)
 UNIT_LIB   := $(BUILD)/tests/unit/support.o
 CORE_LIB   := $(BUILD)/libvycore.a
 
-.PHONY: all deps test test-gpu clean
+.PHONY: all deps test test-gpu install uninstall clean
 .SECONDARY:
-all: $(BUILD)/vyrefs $(UNIT_BIN) $(GPU_BIN)
+all: $(BUILD)/vyrefs $(UNIT_BIN) $(GPU_BIN) $(BUILD)/tests/fs/renameat2
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -56,6 +56,10 @@ $(BUILD)/tests/unit/test_%: $(BUILD)/tests/unit/test_%.o $(UNIT_LIB) $(CORE_LIB)
 $(BUILD)/tests/gpu/test_%: $(BUILD)/tests/gpu/test_%.o $(UNIT_LIB) $(CORE_LIB)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
+$(BUILD)/tests/fs/renameat2: tests/fs/renameat2.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $<
+
 # Install what is missing (apt, as root), once per machine.
 deps:
 	@scripts/install-deps.sh
@@ -67,6 +71,15 @@ test: deps
 test-gpu:
 	@$(MAKE) --no-print-directory all
 	@tests/run.sh cuda
+
+# /usr/local/bin is on the PATH mount(8) gives mount.fuse3, so fstab's
+# `fuse.vyrefs` entries find it there.
+PREFIX ?= /usr/local
+install: $(BUILD)/vyrefs
+	install -D -m 755 $(BUILD)/vyrefs $(DESTDIR)$(PREFIX)/bin/vyrefs
+
+uninstall:
+	rm -f $(DESTDIR)$(PREFIX)/bin/vyrefs
 
 clean:
 	rm -rf $(BUILD)

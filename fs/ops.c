@@ -865,27 +865,19 @@ static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 		fuse_reply_err(req, ENOENT);
 		return;
 	}
+	/* user.vyre.* are read by name and not listed: listed, cp -a,
+	 * rsync -X and tar --xattrs would try to copy them and fail. */
 	pthread_rwlock_rdlock(&in->lock);
-	size_t own = vy_xattrs_list(&in->xattrs, NULL, 0), extra = 0;
-	bool vyre = in->kind == VY_FILE && in->buf;
-	if (vyre)
-		for (size_t i = 0; i < 3; i++)
-			extra += strlen(vyre_xattrs[i]) + 1;
-	char *buf = malloc(own + extra + 1);
+	size_t len = vy_xattrs_list(&in->xattrs, NULL, 0);
+	char *buf = malloc(len + 1);
 	if (!buf) {
 		pthread_rwlock_unlock(&in->lock);
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	vy_xattrs_list(&in->xattrs, buf, own);
-	size_t at = own;
-	if (vyre)
-		for (size_t i = 0; i < 3; i++) {
-			memcpy(buf + at, vyre_xattrs[i], strlen(vyre_xattrs[i]) + 1);
-			at += strlen(vyre_xattrs[i]) + 1;
-		}
+	vy_xattrs_list(&in->xattrs, buf, len);
 	pthread_rwlock_unlock(&in->lock);
-	reply_sized(req, buf, at, size);
+	reply_sized(req, buf, len, size);
 	free(buf);
 }
 

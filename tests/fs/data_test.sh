@@ -1,0 +1,180 @@
+#!/usr/bin/env bash
+# File bytes on the device through a real mount: round trips, ranged reads,
+# appends, sparse writes, truncation, fallocate, device-side cp, parallel
+# writers, ENOSPC, and every byte released at unmount.
+. tests/fs/lib.sh
+WORK=""
+
+setUp() {
+	WORK=$(mktemp -d /tmp/vyrefs-work.XXXXXX)
+	mount_vyrefs || fail "mount"
+}
+
+oneTimeTearDown() { :; }
+
+tearDown() {
+	unmount_vyrefs
+	rm -rf "$WORK"
+	if [ -n "$VY_LOG" ]; then rm -f "$VY_LOG"; fi
+}
+
+test_round_trips_are_byte_exact() {
+	for size in 0 1 4095 4096 1048583 67108864; do
+		make_data "$WORK/src" "$size"
+		cp "$WORK/src" "$MNT/f$size" || fail "cp $size"
+		assertEquals "size $size" "$size" "$(stat -c %s "$MNT/f$size")"
+		cmp "$WORK/src" "$MNT/f$size" || fail "cmp $size"
+		assertEquals "sha $size" "$(sha256sum <"$WORK/src")" "$(sha256sum <"$MNT/f$size")"
+	done
+	# Every byte written went to the device, in max_write pieces at most.
+	assertEquals "h2d bytes" $((0 + 1 + 4095 + 4096 + 1048583 + 67108864)) "$(stat_of h2d_bytes)"
+}
+
+test_ranged_reads_at_odd_offsets() {
+	make_data "$WORK/src" 3000017
+	cp "$WORK/src" "$MNT/f"
+	for range in "0 1" "1 4095" "4095 2" "4097 65537" "1048575 3" "2999999 18" "3000000 17"; do
+		set -- $range
+		want=$(tail -c +$(($1 + 1)) "$WORK/src" | head -c "$2" | sha256sum)
+		got=$(dd if="$MNT/f" iflag=skip_bytes,count_bytes skip="$1" count="$2" status=none | sha256sum)
+		assertEquals "range $1+$2" "$want" "$got"
+	done
+	# Past the end: nothing.
+	assertEquals 0 "$(dd if="$MNT/f" iflag=skip_bytes skip=3000017 status=none | wc -c)"
+	# One small read moves only what is needed: at most one max_read page run.
+	before=$(stat_of d2h_bytes)
+	dd if="$MNT/f" of=/dev/null iflag=direct bs=4096 skip=100 count=1 status=none
+	assertEquals "d2h for one 4K direct read" 4096 $(($(stat_of d2h_bytes) - before))
+}
+
+test_append_adds_at_the_end() {
+	printf 'one\n' >"$MNT/log"
+	printf 'two\n' >>"$MNT/log"
+	for i in $(seq 3 50); do echo "line $i" >>"$MNT/log"; done
+	assertEquals "one" "$(head -n 1 "$MNT/log")"
+	assertEquals "two" "$(sed -n 2p "$MNT/log")"
+	assertEquals "line 50" "$(tail -n 1 "$MNT/log")"
+	assertEquals 50 "$(wc -l <"$MNT/log")"
+}
+
+test_sparse_writes_read_zeros_in_the_gap() {
+	printf 'head' >"$MNT/s"
+	printf 'tail' | dd of="$MNT/s" bs=1 seek=1000000 conv=notrunc status=none
+	assertEquals 1000004 "$(stat -c %s "$MNT/s")"
+	assertEquals "head" "$(head -c 4 "$MNT/s")"
+	assertEquals "tail" "$(tail -c 4 "$MNT/s")"
+	zeros=$(dd if="$MNT/s" iflag=skip_bytes,count_bytes skip=4 count=999996 status=none | tr -d '\0' | wc -c)
+	assertEquals "gap is zeros" 0 "$zeros"
+}
+
+test_truncate_up_and_down() {
+	make_data "$WORK/src" 200000
+	cp "$WORK/src" "$MNT/t"
+	truncate -s 100000 "$MNT/t"
+	assertEquals 100000 "$(stat -c %s "$MNT/t")"
+	cmp -n 100000 "$WORK/src" "$MNT/t" || fail "kept bytes"
+	truncate -s 300000 "$MNT/t"
+	assertEquals 300000 "$(stat -c %s "$MNT/t")"
+	cmp -n 100000 "$WORK/src" "$MNT/t" || fail "kept bytes after growing"
+	# The old bytes past 100000 must not come back: zeros.
+	assertEquals 0 "$(tail -c 200000 "$MNT/t" | tr -d '\0' | wc -c)"
+	truncate -s 0 "$MNT/t"
+	assertEquals 0 "$(stat -c %s "$MNT/t")"
+	assertEquals 0 "$(stat_of resident_bytes)"
+	truncate -s 64M "$MNT/y"
+	assertEquals 67108864 "$(stat -c %s "$MNT/y")"
+	assertEquals 0 "$(tr -d '\0' <"$MNT/y" | wc -c)"
+	assertEquals "truncate moved no host bytes" 200000 "$(stat_of h2d_bytes)"
+}
+
+# A freed buffer goes to the pool and comes back for the next file: its old
+# bytes must never show.
+test_reused_buffers_never_show_old_bytes() {
+	head -c 1048576 /dev/zero | tr '\0' '\377' >"$WORK/ones"
+	for i in 1 2 3; do
+		cp "$WORK/ones" "$MNT/a$i"
+		rm "$MNT/a$i"
+		truncate -s 1048576 "$MNT/b$i"
+		assertEquals "b$i is zeros" 0 "$(tr -d '\0' <"$MNT/b$i" | wc -c)"
+		printf 'x' | dd of="$MNT/c$i" bs=1 seek=1048575 status=none
+		assertEquals "c$i gap is zeros" 1 "$(tr -d '\0' <"$MNT/c$i" | wc -c)"
+	done
+	assertTrue "the pool served some" "[ $(stat_of pool_hits) -gt 0 ]"
+}
+
+test_fallocate_modes() {
+	fallocate -l 1000000 "$MNT/fa" || fail "fallocate"
+	assertEquals 1000000 "$(stat -c %s "$MNT/fa")"
+	assertEquals 0 "$(tr -d '\0' <"$MNT/fa" | wc -c)"
+	printf 'abc' >"$MNT/fk"
+	fallocate --keep-size -l 4000000 "$MNT/fk" || fail "keep size"
+	assertEquals 3 "$(stat -c %s "$MNT/fk")"
+	assertTrue "capacity reserved" "[ $(stat -c %b "$MNT/fk") -ge 7812 ]"
+	err=$(fallocate --zero-range -o 0 -l 4096 "$MNT/fa" 2>&1)
+	assertNotEquals 0 $?
+	assertContains "$err" "Operation not supported"
+	fallocate --punch-hole -o 0 -l 4096 "$MNT/fa" 2>/dev/null
+	assertNotEquals "punching holes is refused" 0 $?
+	assertEquals 1000000 "$(stat -c %s "$MNT/fa")"
+}
+
+test_cp_inside_the_mount_stays_on_the_device() {
+	make_data "$WORK/src" 5000000
+	cp "$WORK/src" "$MNT/w"
+	h2d=$(stat_of h2d_bytes)
+	d2d=$(stat_of d2d_bytes)
+	cp "$MNT/w" "$MNT/w2"
+	cmp "$WORK/src" "$MNT/w2" || fail "copy differs"
+	assertEquals "no host-to-device bytes" "$h2d" "$(stat_of h2d_bytes)"
+	assertTrue "device-to-device bytes" "[ $(($(stat_of d2d_bytes) - d2d)) -ge 5000000 ]"
+}
+
+test_parallel_writers_lose_nothing() {
+	for i in $(seq 8); do make_data "$WORK/p$i" $((1048576 + i * 4099)); done
+	pids=""
+	for i in $(seq 8); do
+		cp "$WORK/p$i" "$MNT/p$i" &
+		pids="$pids $!"
+	done
+	wait $pids # not a bare wait: vyrefs is a child of this shell too
+	for i in $(seq 8); do cmp "$WORK/p$i" "$MNT/p$i" || fail "p$i"; done
+	# Disjoint ranges of one file, written at once.
+	make_data "$WORK/big" 8388608
+	truncate -s 8388608 "$MNT/one"
+	pids=""
+	for i in $(seq 0 7); do
+		dd if="$WORK/big" of="$MNT/one" bs=1M skip=$i seek=$i count=1 conv=notrunc status=none &
+		pids="$pids $!"
+	done
+	wait $pids
+	assertEquals "$(sha256sum <"$WORK/big")" "$(sha256sum <"$MNT/one")"
+}
+
+test_enospc_is_clean_and_says_why() {
+	unmount_vyrefs
+	mount_vyrefs "resident_budget=8M,pool_budget=0" || fail "mount"
+	dd if=/dev/zero of="$MNT/big" bs=1M count=16 status=none 2>"$WORK/err"
+	assertNotEquals "dd must fail" 0 $?
+	assertContains "$(cat "$WORK/err")" "No space left on device"
+	assertContains "$(cat "$VY_LOG")" "no room for"
+	assertContains "$(cat "$VY_LOG")" "(Fix: "
+	size=$(stat -c %s "$MNT/big")
+	assertTrue "some bytes landed" "[ $size -gt 0 ] && [ $size -le 8388608 ]"
+	assertEquals "what landed is intact" 0 "$(tr -d '\0' <"$MNT/big" | wc -c)"
+	rm "$MNT/big"
+	assertEquals 0 "$(stat_of resident_bytes)"
+	dd if=/dev/zero of="$MNT/again" bs=1M count=4 status=none || fail "room again after rm"
+	avail=$(df -B1 --output=size "$MNT" | tail -n 1 | tr -d " ")
+	assertEquals "df shows the budget" 8388608 "$avail"
+}
+
+test_unmount_releases_every_byte() {
+	make_data "$WORK/src" 3000000
+	cp "$WORK/src" "$MNT/k1"
+	cp "$MNT/k1" "$MNT/k2"
+	rm "$MNT/k1"
+	unmount_vyrefs
+	assertReleased
+}
+
+. "${SHUNIT2:-/usr/bin/shunit2}"

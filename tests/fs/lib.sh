@@ -1,0 +1,66 @@
+# Shared by the fs suites: mount vyrefs on a fresh directory, read its
+# stats, unmount and check it released every device byte. Sourced.
+VYREFS=${VYREFS:-build/vyrefs}
+BUILD=${BUILD:-build}
+backend=${VY_TEST_BACKEND:-host}
+MNT=""
+VY_PID=""
+VY_LOG=""
+
+# mount_vyrefs [OPTIONS]: in the foreground, in the background, so the test
+# has its pid and its log; returns once the mount is there.
+mount_vyrefs() {
+	MNT=$(mktemp -d /tmp/vyrefs-mnt.XXXXXX)
+	chmod 755 "$MNT"
+	VY_LOG=$(mktemp /tmp/vyrefs-log.XXXXXX)
+	local opts="backend=$backend,host_memory=1G${1:+,$1}"
+	"$VYREFS" -f -o "$opts" "$MNT" 2>"$VY_LOG" &
+	VY_PID=$!
+	for _ in $(seq 100); do
+		mountpoint -q "$MNT" && return 0
+		kill -0 "$VY_PID" 2>/dev/null || break
+		sleep 0.05
+	done
+	echo "mount failed:"; cat "$VY_LOG"
+	return 1
+}
+
+# unmount_vyrefs: unmount, wait for the process, and check its last words.
+unmount_vyrefs() {
+	[ -n "$MNT" ] || return 0
+	fusermount3 -u "$MNT" 2>/dev/null || umount "$MNT" 2>/dev/null || umount -l "$MNT" 2>/dev/null
+	for _ in $(seq 200); do
+		kill -0 "$VY_PID" 2>/dev/null || break
+		sleep 0.05
+	done
+	if kill -0 "$VY_PID" 2>/dev/null; then
+		kill -9 "$VY_PID" 2>/dev/null
+		fail "vyrefs did not exit after unmount"
+	fi
+	wait "$VY_PID" 2>/dev/null
+	VY_STATUS=$?
+	rmdir "$MNT" 2>/dev/null
+	MNT=""
+}
+
+# The value of a key in .vyre/stats.
+stat_of() {
+	awk -v k="$1" '$1 == k { print $2 }' "$MNT/.vyre/stats"
+}
+
+# Bytes of pseudo-random data, the same for the same seed.
+make_data() { # FILE BYTES SEED
+	head -c "$2" /dev/urandom >"$1"
+}
+
+# A clean exit that released every device byte.
+assertReleased() {
+	assertEquals "exit status" 0 "$VY_STATUS"
+	assertContains "$(cat "$VY_LOG")" "device memory back to baseline"
+}
+
+tearDown() {
+	unmount_vyrefs
+	if [ -n "$VY_LOG" ]; then rm -f "$VY_LOG"; fi
+	VY_LOG=""
+}

@@ -1,0 +1,142 @@
+#!/usr/bin/env bash
+# The mount's life: detaching once ready, mount(8) and fstab, signals,
+# read-only mounts, configuration precedence, refusals before mounting.
+. tests/fs/lib.sh
+D=""
+
+setUp() {
+	D=$(mktemp -d /tmp/vyrefs-mnt.XXXXXX)
+	chmod 755 "$D"
+}
+
+tearDown() {
+	if mountpoint -q "$D" 2>/dev/null; then
+		fusermount3 -u "$D" 2>/dev/null || umount -l "$D"
+	fi
+	for _ in $(seq 100); do pgrep -f "vyrefs.*$D" >/dev/null || break; sleep 0.05; done
+	rmdir "$D" 2>/dev/null
+	unmount_vyrefs
+	if [ -n "$VY_LOG" ]; then rm -f "$VY_LOG"; fi
+}
+
+wait_gone() { # wait for the daemon serving $1 to exit
+	for _ in $(seq 200); do pgrep -f "vyrefs.*$1" >/dev/null || return 0; sleep 0.05; done
+	return 1
+}
+
+test_daemon_returns_once_the_mount_is_ready() {
+	"$VYREFS" -o "backend=$backend,host_memory=256M" "$D"
+	assertEquals "exit status" 0 $?
+	assertTrue "mounted when vyrefs returns" "mountpoint -q '$D'"
+	printf 'hello' >"$D/f"
+	assertEquals "hello" "$(cat "$D/f")"
+	assertContains "$(grep " $D " /proc/mounts)" "fuse.vyrefs"
+	assertNotContains "allow_other is off by default" "$(grep " $D " /proc/mounts)" "allow_other"
+	umount "$D" || fail "umount"
+	assertTrue "the daemon exits after umount" "wait_gone '$D'"
+}
+
+# fstab's `vyrefs /mnt/gpu fuse.vyrefs defaults,... 0 0` runs mount(8),
+# which runs mount.fuse3, which runs `vyrefs SOURCE MOUNTPOINT -o ...` found
+# on a fixed PATH (/usr/local/sbin first). In a private mount namespace a
+# directory holding vyrefs covers /usr/local/sbin, so the system is left
+# untouched.
+test_mount_t_fuse_vyrefs_as_fstab_does() {
+	bindir=$(mktemp -d)
+	ln -s "$(realpath "$VYREFS")" "$bindir/vyrefs"
+	out=$(unshare -m --propagation private sh -c "
+		mount --bind '$bindir' /usr/local/sbin &&
+		mount -t fuse.vyrefs gpu0 '$D' -o 'defaults,noatime,backend=$backend,host_memory=256M,_netdev,x-systemd.automount' &&
+		grep ' $D ' /proc/mounts &&
+		cat '$D/.vyre/config' &&
+		printf 'via fstab' >'$D/f' && cat '$D/f' && echo &&
+		umount '$D'" 2>&1)
+	assertEquals "$out" 0 $?
+	rm -rf "$bindir"
+	assertContains "$out" "gpu0 $D fuse.vyrefs"
+	assertContains "$out" "noatime"
+	assertContains "$out" "backend = $backend"
+	assertContains "$out" "via fstab"
+	assertTrue "wait_gone '$D'"
+}
+
+# The old form, `mount -t fuse /path/to/vyrefs#SOURCE`, needs no PATH.
+test_mount_t_fuse_with_a_full_path() {
+	mount -t fuse "$(realpath "$VYREFS")#gpu1" "$D" -o "backend=$backend,host_memory=256M" || fail "mount"
+	assertContains "$(grep " $D " /proc/mounts)" "gpu1 $D fuse.vyrefs"
+	printf 'ok' >"$D/f"
+	assertEquals "ok" "$(cat "$D/f")"
+	umount "$D" || fail "umount"
+	assertTrue "wait_gone '$D'"
+}
+
+test_sigterm_unmounts_cleanly() {
+	mount_vyrefs || fail "mount"
+	printf 'x' >"$MNT/f"
+	kill -TERM "$VY_PID"
+	for _ in $(seq 100); do kill -0 "$VY_PID" 2>/dev/null || break; sleep 0.05; done
+	assertFalse "unmounted" "mountpoint -q '$MNT'"
+	wait "$VY_PID"
+	VY_STATUS=$?
+	assertReleased
+	rmdir "$MNT"
+	MNT=""
+}
+
+test_read_only_mount_refuses_writes() {
+	mount_vyrefs "ro" || fail "mount"
+	(printf 'x' >"$MNT/f") 2>"$MNT.err"
+	assertNotEquals 0 $?
+	assertContains "$(cat "$MNT.err")" "Read-only file system"
+	rm -f "$MNT.err"
+	assertContains "$(cat "$MNT/.vyre/stats")" "resident_bytes 0"
+}
+
+test_config_file_then_options() {
+	conf=$(mktemp)
+	printf '[vyrefs]\nbackend = %s\nhost_memory = 128M\npool_budget = 2M\nmax_write = 256K\n' "$backend" >"$conf"
+	mount_vyrefs "config=$conf,pool_budget=3M" || fail "mount"
+	cfg=$(cat "$MNT/.vyre/config")
+	assertContains "$cfg" "pool_budget = 3145728"  # -o wins
+	assertContains "$cfg" "max_write = 262144"     # from the file
+	assertContains "$cfg" "host_memory = 1073741824" # lib.sh's -o wins over the file
+	rm -f "$conf"
+	# What .vyre/config shows reads back as the same configuration.
+	cp "$MNT/.vyre/config" "$D/../vyrefs-roundtrip.conf"
+	out=$("$VYREFS" -o "config=$D/../vyrefs-roundtrip.conf" --self-check 2>&1)
+	assertEquals "$out" 0 $?
+	rm -f "$D/../vyrefs-roundtrip.conf"
+}
+
+test_bad_option_fails_before_mounting() {
+	err=$("$VYREFS" -o "backend=$backend,pool_budget=many" "$D" 2>&1)
+	assertEquals 2 $?
+	assertContains "$err" "bad value 'many' for pool_budget"
+	assertFalse "nothing mounted" "mountpoint -q '$D'"
+}
+
+test_cuda_backend_without_gpu_refuses_to_mount() {
+	if [ "$backend" = cuda ] || ldconfig -p 2>/dev/null | grep -q 'libcuda.so.1 '; then
+		startSkipping
+	fi
+	err=$("$VYREFS" -o backend=cuda "$D" 2>&1)
+	assertEquals 1 $?
+	assertContains "$err" "no CUDA driver"
+	assertContains "$err" "(Fix: "
+	assertFalse "nothing mounted" "mountpoint -q '$D'"
+	assertFalse "no daemon left" "pgrep -f 'vyrefs.*$D'"
+}
+
+test_auto_backend_says_once_which_it_chose() {
+	if [ "$backend" = cuda ]; then
+		startSkipping
+	fi
+	err=$("$VYREFS" -o host_memory=64M "$D" 2>&1)
+	assertEquals 0 $?
+	assertContains "$err" "using the host backend"
+	assertEquals "said once" 1 "$(printf '%s\n' "$err" | grep -c 'using the host backend')"
+	umount "$D"
+	wait_gone "$D"
+}
+
+. "${SHUNIT2:-/usr/bin/shunit2}"

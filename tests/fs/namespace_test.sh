@@ -1,0 +1,225 @@
+#!/usr/bin/env bash
+# Names, links, attributes and xattrs as POSIX users expect them, and the
+# .vyre/ control directory's protections.
+. tests/fs/lib.sh
+RENAME=${BUILD}/tests/fs/renameat2
+WORK=""
+
+setUp() {
+	WORK=$(mktemp -d /tmp/vyrefs-work.XXXXXX)
+	mount_vyrefs || fail "mount"
+}
+
+tearDown() {
+	unmount_vyrefs
+	rm -rf "$WORK"
+	if [ -n "$VY_LOG" ]; then rm -f "$VY_LOG"; fi
+}
+
+test_directories_list_create_and_remove() {
+	mkdir -p "$MNT/a/b/c" || fail "mkdir -p"
+	for i in $(seq 1 300); do : >"$MNT/a/f$i"; done
+	assertEquals 301 "$(ls "$MNT/a" | wc -l)"
+	assertEquals 301 "$(find "$MNT/a" -mindepth 1 -maxdepth 1 | sort -u | wc -l)"
+	assertEquals "nlink of a dir: 2 + subdirs" 3 "$(stat -c %h "$MNT/a")"
+	rmdir "$MNT/a" 2>/dev/null
+	assertNotEquals "non-empty rmdir fails" 0 $?
+	for i in $(seq 1 300 | shuf); do rm "$MNT/a/f$i"; done
+	assertEquals 1 "$(ls "$MNT/a" | wc -l)"
+	rm -r "$MNT/a" || fail "rm -r"
+	assertFalse "[ -e '$MNT/a' ]"
+	assertEquals ".vyre only" ".vyre" "$(ls -A "$MNT")"
+	mkdir "$MNT/d" && mkdir "$MNT/d" 2>/dev/null
+	assertNotEquals "mkdir of an existing name fails" 0 $?
+	long=$(printf 'n%.0s' $(seq 256))
+	touch "$MNT/$long" 2>/dev/null
+	assertNotEquals "names over 255 bytes are refused" 0 $?
+}
+
+test_rename_moves_and_replaces() {
+	printf 'A' >"$MNT/a"
+	printf 'B' >"$MNT/b"
+	mv "$MNT/a" "$MNT/c"
+	assertEquals "A" "$(cat "$MNT/c")"
+	assertFalse "[ -e '$MNT/a' ]"
+	mv -f "$MNT/c" "$MNT/b" # over an existing file: its buffer is freed
+	assertEquals "A" "$(cat "$MNT/b")"
+	assertEquals "one file left" 1 "$(stat_of resident_buffers)"
+	mkdir -p "$MNT/d1/sub" "$MNT/d2"
+	mv "$MNT/d1/sub" "$MNT/d2/"
+	assertTrue "[ -d '$MNT/d2/sub' ]"
+	assertEquals 2 "$(stat -c %h "$MNT/d1")"
+	assertEquals 3 "$(stat -c %h "$MNT/d2")"
+	mv "$MNT/d2" "$MNT/d2/sub/x" 2>/dev/null
+	assertNotEquals "a directory cannot move into itself" 0 $?
+	mkdir "$MNT/e" && : >"$MNT/e/x"
+	mv -T "$MNT/d1" "$MNT/e" 2>/dev/null
+	assertNotEquals "over a non-empty directory fails" 0 $?
+}
+
+test_rename_noreplace_and_exchange() {
+	printf '1' >"$MNT/x"
+	printf '2' >"$MNT/y"
+	assertEquals "EEXIST" "$("$RENAME" "$MNT/x" "$MNT/y" noreplace)"
+	assertEquals "1" "$(cat "$MNT/x")"
+	"$RENAME" "$MNT/x" "$MNT/y" exchange || fail "exchange"
+	assertEquals "2" "$(cat "$MNT/x")"
+	assertEquals "1" "$(cat "$MNT/y")"
+	mkdir "$MNT/dir"
+	"$RENAME" "$MNT/x" "$MNT/dir" exchange || fail "exchange file and dir"
+	assertTrue "[ -d '$MNT/x' ] && [ -f '$MNT/dir' ]"
+	assertEquals "ENOENT" "$("$RENAME" "$MNT/x" "$MNT/none" exchange)"
+	"$RENAME" "$MNT/y" "$MNT/z" noreplace || fail "noreplace to a free name"
+	assertEquals "1" "$(cat "$MNT/z")"
+}
+
+test_hard_links_share_one_buffer() {
+	printf 'shared' >"$MNT/h1"
+	ln "$MNT/h1" "$MNT/h2"
+	assertEquals 2 "$(stat -c %h "$MNT/h1")"
+	assertEquals "$(stat -c %i "$MNT/h1")" "$(stat -c %i "$MNT/h2")"
+	printf '!' >>"$MNT/h2"
+	assertEquals "shared!" "$(cat "$MNT/h1")"
+	rm "$MNT/h1"
+	assertEquals "shared!" "$(cat "$MNT/h2")"
+	assertEquals 1 "$(stat -c %h "$MNT/h2")"
+	mkdir "$MNT/dd"
+	ln "$MNT/dd" "$MNT/dd2" 2>/dev/null
+	assertNotEquals "no hard links to directories" 0 $?
+}
+
+test_symlinks() {
+	printf 'target' >"$MNT/t"
+	ln -s t "$MNT/l"
+	ln -s /nonexistent/place "$MNT/dangling"
+	assertEquals "t" "$(readlink "$MNT/l")"
+	assertEquals "target" "$(cat "$MNT/l")"
+	assertEquals "/nonexistent/place" "$(readlink "$MNT/dangling")"
+	assertEquals "symbolic link" "$(stat -c %F "$MNT/l")"
+	assertEquals 1 "$(stat -c %s "$MNT/l")"
+}
+
+test_unlink_while_open_frees_at_last_close() {
+	head -c 1000000 /dev/urandom >"$WORK/src"
+	cp "$WORK/src" "$MNT/open"
+	exec 7<"$MNT/open"
+	rm "$MNT/open"
+	assertFalse "[ -e '$MNT/open' ]"
+	assertEquals "the buffer lives while open" 1 "$(stat_of resident_buffers)"
+	assertEquals "$(sha256sum <"$WORK/src")" "$(sha256sum <&7)"
+	exec 7<&-
+	sleep 0.2 # release arrives after close returns
+	assertEquals "freed at last close" 0 "$(stat_of resident_buffers)"
+	assertEquals 0 "$(stat_of resident_bytes)"
+}
+
+test_mode_owner_and_times_are_kept() {
+	printf 'data' >"$WORK/p"
+	chmod 640 "$WORK/p"
+	chown 1234:5678 "$WORK/p"
+	touch -d '2001-02-03 04:05:06.789' "$WORK/p"
+	cp -p "$WORK/p" "$MNT/p"
+	assertEquals "$(stat -c '%a %u %g %Y %y' "$WORK/p")" "$(stat -c '%a %u %g %Y %y' "$MNT/p")"
+	chmod 4711 "$MNT/p"
+	assertEquals 4711 "$(stat -c %a "$MNT/p")"
+	# tar keeps the same on the way in and out.
+	mkdir -p "$WORK/tree/sub"
+	printf 'x' >"$WORK/tree/sub/f"
+	chmod 700 "$WORK/tree/sub"
+	touch -d '1999-12-31 23:59:59.25' "$WORK/tree/sub/f" "$WORK/tree/sub" "$WORK/tree"
+	tar --format=posix -C "$WORK" -cf - tree | tar -C "$MNT" -xpf - || fail "tar in"
+	assertEquals "$(cd "$WORK" && find tree -printf '%p %m %U %G %T@\n' | sort)" \
+		"$(cd "$MNT" && find tree -printf '%p %m %U %G %T@\n' | sort)"
+	rsync -a "$WORK/tree/" "$MNT/synced/" || fail "rsync"
+	assertEquals "$(cd "$WORK/tree" && find . -printf '%p %m %T@ %s\n' | sort)" \
+		"$(cd "$MNT/synced" && find . -printf '%p %m %T@ %s\n' | sort)"
+}
+
+test_user_xattrs_and_vyre_xattrs() {
+	printf 'abc' >"$MNT/x"
+	setfattr -n user.color -v blue "$MNT/x" || fail "setfattr"
+	assertEquals "blue" "$(getfattr --absolute-names --only-values -n user.color "$MNT/x")"
+	names=$(getfattr --absolute-names -d -m '' "$MNT/x" 2>/dev/null)
+	assertContains "$names" 'user.color="blue"'
+	# vyrefs's own are read by name; unlisted, so cp -a and rsync -X
+	# do not try to copy them.
+	assertNotContains "$names" "user.vyre."
+	cap=$(getfattr --absolute-names --only-values -n user.vyre.capacity "$MNT/x")
+	assertTrue "capacity >= size" "[ $cap -ge 3 ]"
+	handle=$(getfattr --absolute-names --only-values -n user.vyre.handle "$MNT/x")
+	assertTrue "a handle id" "[ $handle -ge 1 ]"
+	ptr=$(getfattr --absolute-names --only-values -n user.vyre.device_ptr "$MNT/x")
+	assertTrue "a device pointer: $ptr" "[[ $ptr =~ ^0x[0-9a-f]+$ ]]"
+	: >"$MNT/empty"
+	getfattr --absolute-names -n user.vyre.handle "$MNT/empty" >/dev/null 2>&1
+	assertNotEquals "an empty file has no buffer" 0 $?
+	setfattr -n user.vyre.handle -v 7 "$MNT/x" 2>/dev/null
+	assertNotEquals "user.vyre.* is read-only" 0 $?
+	setfattr -n trusted.x -v 1 "$MNT/x" 2>/dev/null
+	assertNotEquals "only user.* is stored" 0 $?
+	setfattr -x user.color "$MNT/x" || fail "remove"
+	getfattr --absolute-names -n user.color "$MNT/x" >/dev/null 2>&1
+	assertNotEquals "removed" 0 $?
+	printf 'y' >"$MNT/y"
+	setfattr -n user.k -v v "$MNT/y"
+	err=$(cp -a "$MNT/y" "$MNT/z" 2>&1)
+	assertEquals "cp -a is clean" "" "$err"
+	assertEquals "v" "$(getfattr --absolute-names --only-values -n user.k "$MNT/z")"
+}
+
+test_vyre_directory_is_protected() {
+	V="$MNT/.vyre"
+	assertEquals "config ctl device log modules stats" "$(ls "$V" | tr '\n' ' ' | sed 's/ $//')"
+	assertEquals "600 444 444 444 700 755" \
+		"$(stat -c %a "$V/ctl" "$V/stats" "$V/device" "$V/config" "$V/modules" "$V" | tr '\n' ' ' | sed 's/ $//')"
+	rm -f "$V/stats" 2>/dev/null
+	assertTrue "stats stays" "[ -e '$V/stats' ]"
+	rm -rf "$V" 2>/dev/null
+	assertTrue ".vyre stays" "[ -d '$V' ]"
+	mv "$V" "$MNT/elsewhere" 2>/dev/null
+	assertNotEquals "cannot rename .vyre" 0 $?
+	(echo 1 >"$V/stats") 2>/dev/null
+	assertNotEquals "stats cannot be written" 0 $?
+	touch "$V/new" 2>/dev/null
+	assertNotEquals "nothing new in .vyre" 0 $?
+	chmod 777 "$V/ctl" 2>/dev/null
+	assertNotEquals "no chmod" 0 $?
+	assertContains "$(cat "$V/device")" "backend $backend"
+	assertContains "$(cat "$V/config")" "backend = $backend"
+	assertContains "$(cat "$V/stats")" "resident_bytes 0"
+	assertContains "$(cat "$V/stats")" "budget_bytes "
+	printf 'x' >"$MNT/f"
+	assertContains "$(cat "$V/stats")" "resident_buffers 1"
+}
+
+test_df_shows_the_budget_and_use() {
+	line=$(df -B1 --output=size,used,avail "$MNT" | tail -n 1)
+	set -- $line
+	budget=$(stat_of budget_bytes)
+	assertEquals "size is the budget (in 4K blocks)" $((budget / 4096 * 4096)) "$1"
+	truncate -s 32M "$MNT/big"
+	set -- $(df -B1 --output=size,used,avail "$MNT" | tail -n 1)
+	assertTrue "used counts the file" "[ $2 -ge 33554432 ]"
+}
+
+test_other_users_cannot_enter_without_allow_other() {
+	printf 'secret' >"$MNT/f"
+	out=$(setpriv --reuid=65534 --regid=65534 --clear-groups cat "$MNT/f" 2>&1)
+	assertNotEquals "nobody is kept out" 0 $?
+}
+
+test_permissions_are_enforced_with_allow_other() {
+	unmount_vyrefs
+	mount_vyrefs "allow_other=on" || fail "mount"
+	printf 'readable' >"$MNT/pub"
+	chmod 644 "$MNT/pub"
+	as_nobody="setpriv --reuid=65534 --regid=65534 --clear-groups"
+	assertEquals "readable" "$($as_nobody cat "$MNT/pub")"
+	$as_nobody sh -c "echo x >>'$MNT/pub'" 2>/dev/null
+	assertNotEquals "others cannot write a 644 file" 0 $?
+	$as_nobody cat "$MNT/.vyre/ctl" 2>/dev/null
+	assertNotEquals "ctl is the mounting user's" 0 $?
+	assertContains "$($as_nobody cat "$MNT/.vyre/stats")" "resident_bytes"
+}
+
+. "${SHUNIT2:-/usr/bin/shunit2}"
