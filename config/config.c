@@ -21,6 +21,7 @@ void vy_config_defaults(vy_config *c)
 {
 	memset(c, 0, sizeof(*c));
 	vy_core_options_default(&c->core);
+	c->core.store.budget_percent = 90; /* what the store assumes, said */
 	c->max_write = MAX_WRITE_MAX;
 	c->page_cache = true;
 	c->kernel_cache = 256ull << 20;
@@ -237,7 +238,7 @@ size_t vy_config_format_ini(const vy_config *c, char *buf, size_t cap)
 	if (o->store.budget_bytes)
 		put(buf, cap, &at, "resident_budget = %llu\n", (unsigned long long)o->store.budget_bytes);
 	else
-		put(buf, cap, &at, "resident_budget = %u%%\n", o->store.budget_percent ? o->store.budget_percent : 90);
+		put(buf, cap, &at, "resident_budget = %u%%\n", o->store.budget_percent);
 	if (c->pool_budget_set)
 		put(buf, cap, &at, "pool_budget = %llu\n", (unsigned long long)o->store.pool_cap);
 	else

@@ -9,6 +9,7 @@
 
 #include <errno.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #define KiB (1ull << 10)
 #define MiB (1ull << 20)
@@ -310,6 +311,116 @@ static void options_are_all_or_none(void)
 	CHECK_EQ(o.core.device.ordinal, 7);
 }
 
+/* ---- config files and the fs keys -------------------------------------- */
+
+static char *write_temp(const char *text)
+{
+	static char path[64];
+	snprintf(path, sizeof(path), "/tmp/vyrefs-conf.XXXXXX");
+	int fd = mkstemp(path);
+	if (fd < 0)
+		return NULL;
+	FILE *f = fdopen(fd, "w");
+	fputs(text, f);
+	fclose(f);
+	return path;
+}
+
+static void config_fs_keys_and_defaults(void)
+{
+	vy_config c;
+	vy_config_defaults(&c);
+	CHECK_EQ(c.max_write, 1u << 20);
+	CHECK(c.page_cache);
+	CHECK(!c.allow_other);
+	CHECK_EQ(c.kernel_cache, 256ull << 20);
+	MUST(vy_config_parse_list(&c, "max_write=128K,page_cache=off,allow_other=on,kernel_cache=0", E));
+	CHECK_EQ(c.max_write, 128u << 10);
+	CHECK(!c.page_cache);
+	CHECK(c.allow_other);
+	CHECK_EQ(c.kernel_cache, 0);
+	MUST_FAIL(VY_EINVAL, vy_config_set(&c, "max_write", "2M", E));
+	CHECK(strstr(vy_test_last_error.msg, "4K to 1M") != NULL);
+	MUST_FAIL(VY_EINVAL, vy_config_set(&c, "max_write", "1K", E));
+	MUST_FAIL(VY_EINVAL, vy_config_set(&c, "page_cache", "maybe", E));
+	CHECK(strstr(vy_test_last_error.msg, "on or off") != NULL);
+	CHECK_EQ(c.max_write, 128u << 10);
+}
+
+static void config_file_sections_and_comments(void)
+{
+	const char *path = write_temp("# vyrefs settings\n; another comment\nbackend = host\n\n[vyrefs]\n"
+				      "pool_budget = 16M\nresident_budget = 40%\nallow_other = yes\n");
+	CHECK(path != NULL);
+	if (!path)
+		return;
+	vy_config c;
+	vy_config_defaults(&c);
+	MUST(vy_config_load_file(&c, path, E));
+	CHECK_EQ(c.core.device.backend, VY_BACKEND_HOST);
+	CHECK_EQ(c.core.store.pool_cap, 16u << 20);
+	CHECK(c.pool_budget_set);
+	CHECK_EQ(c.core.store.budget_percent, 40);
+	CHECK(c.allow_other);
+	unlink(path);
+}
+
+static void config_file_errors_name_file_and_line(void)
+{
+	static const struct {
+		const char *text, *want;
+	} bad[] = {
+		{"backend = host\nmax_write = 9G\n", "line 2: bad value '9G' for max_write"},
+		{"[other]\nbackend = host\n", "line 2: unknown section [other]"},
+		{"backend = host\nthis line has no equals sign\n", "line 2: not `key = value`"},
+		{"bogus = 1\n", "line 1: unknown option 'bogus'"},
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		const char *path = write_temp(bad[i].text);
+		CHECK(path != NULL);
+		if (!path)
+			continue;
+		vy_config c, before;
+		vy_config_defaults(&c);
+		before = c;
+		MUST_FAIL(VY_EINVAL, vy_config_load_file(&c, path, E));
+		if (!strstr(vy_test_last_error.msg, bad[i].want) || !strstr(vy_test_last_error.msg, path)) {
+			fprintf(stderr, "  case %zu: %s\n", i, vy_test_last_error.msg);
+			vy_test_failures++;
+		}
+		CHECK(memcmp(&c, &before, sizeof(c)) == 0); /* all or none */
+		unlink(path);
+	}
+	vy_config c;
+	vy_config_defaults(&c);
+	MUST_FAIL(VY_ENOENT, vy_config_load_file(&c, "/nonexistent/vyrefs.conf", E));
+}
+
+/* What .vyre/config shows loads back to the same configuration. */
+static void config_ini_round_trips(void)
+{
+	vy_config c, back;
+	vy_config_defaults(&c);
+	MUST(vy_config_parse_list(&c, "backend=cuda,ordinal=3,host_memory=2G,resident_budget=12G,pool_budget=64M,"
+				      "staging_cache=32M,max_write=512K,page_cache=off,kernel_cache=1G,allow_other=on",
+				  E));
+	for (int round = 0; round < 2; round++) {
+		size_t need = vy_config_format_ini(&c, NULL, 0);
+		char *text = malloc(need + 1);
+		CHECK(text != NULL);
+		if (!text)
+			return;
+		CHECK_EQ(vy_config_format_ini(&c, text, need + 1), need);
+		const char *path = write_temp(text);
+		free(text);
+		vy_config_defaults(&back);
+		MUST(vy_config_load_file(&back, path, E));
+		unlink(path);
+		CHECK(memcmp(&c, &back, sizeof(c)) == 0);
+		vy_config_defaults(&c); /* and the defaults, with their comments */
+	}
+}
+
 /* ---- errors ----------------------------------------------------------- */
 
 static void fail_formats_message_and_hint(void)
@@ -587,6 +698,10 @@ int main(void)
 		TEST_CASE(options_are_all_or_none),
 		TEST_CASE(fail_formats_message_and_hint),
 		TEST_CASE(long_message_keeps_the_whole_hint),
+		TEST_CASE(config_fs_keys_and_defaults),
+		TEST_CASE(config_file_sections_and_comments),
+		TEST_CASE(config_file_errors_name_file_and_line),
+		TEST_CASE(config_ini_round_trips),
 		TEST_CASE(errno_mapping),
 		TEST_CASE(error_names),
 		TEST_CASE(keep_first_keeps_the_first_failure),
