@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# GPU-only mount checks: device memory seen from outside the process
+# (nvidia-smi) grows with files and is back to its value before the mount
+# once vyrefs exits; a large file round-trips byte-exact.
+. tests/fs/lib.sh
+
+gpu_used_mib() {
+	nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -i 0 | tr -d ' '
+}
+
+test_driver_memory_back_to_before_the_mount() {
+	before=$(gpu_used_mib)
+	mount_vyrefs "backend=cuda" || fail "mount"
+	head -c $((1024 * 1024 * 1024)) /dev/zero >"$MNT/gig" || fail "write 1 GiB"
+	during=$(gpu_used_mib)
+	assertTrue "1 GiB file shows on the GPU: $before -> $during MiB" "[ $((during - before)) -ge 1024 ]"
+	unmount_vyrefs
+	assertReleased
+	after=$(gpu_used_mib)
+	assertEquals "MiB used on the GPU before the mount and after" "$before" "$after"
+}
+
+test_large_file_round_trip_on_the_gpu() {
+	mount_vyrefs "backend=cuda" || fail "mount"
+	src=$(mktemp /tmp/vyrefs-big.XXXXXX)
+	head -c $((768 * 1024 * 1024 + 12345)) /dev/urandom >"$src"
+	cp "$src" "$MNT/big" || fail "cp in"
+	assertEquals "$(sha256sum <"$src")" "$(sha256sum <"$MNT/big")"
+	cp "$MNT/big" "$MNT/big2"
+	cmp "$src" "$MNT/big2" || fail "device copy differs"
+	assertContains "$(cat "$MNT/.vyre/device")" "backend cuda"
+	rm -f "$src"
+}
+
+. "${SHUNIT2:-/usr/bin/shunit2}"
