@@ -54,11 +54,14 @@ run_sh() {
 		return
 	fi
 	fails=$(awk '/^test_/ { t = $1 } /^(ASSERT|ERROR)/ && t != "" && !(t in bad) { bad[t] = 1; n++ } END { print n + 0 }' "$out")
+	skips=$(awk '/^test_/ { t = $1 } /^(ASSERT|ERROR)/ { bad[t] = 1 } /^SKIPPED/ { s[t] = 1 } END { for (t in s) if (!(t in bad)) n++; print n + 0 }' "$out")
 	[ $rc != 0 ] && [ "$fails" = 0 ] && fails=1
-	passed=$((passed + ran - fails))
+	passed=$((passed + ran - fails - skips))
 	failed=$((failed + fails))
+	skipped=$((skipped + skips))
 	[ "$fails" != 0 ] && grep -B1 '^ASSERT\|^ERROR' "$out"
-	echo "$name: $ran run, $fails failed"
+	grep -B1 '^SKIPPED' "$out" | grep -v '^--' | paste - - | sed 's/^/  skip /'
+	echo "$name: $ran run, $fails failed, $skips skipped"
 }
 
 for bin in "$build"/tests/unit/test_*; do

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The vyrefs command line: help, version, options, the self-check on the
 # backend under test, and clear errors (with a Fix hint) for bad input.
+. tests/skip.sh
 VYREFS=${VYREFS:-build/vyrefs}
 backend=${VY_TEST_BACKEND:-host}
 
@@ -64,11 +65,8 @@ test_budget_too_small_fails_cleanly() {
 }
 
 test_cuda_without_gpu_says_what_to_do() {
-	if [ "$backend" = cuda ]; then
-		startSkipping
-	fi
-	if ldconfig -p 2>/dev/null | grep -q 'libcuda.so.1 '; then
-		startSkipping # a driver is installed: not the machine this checks
+	if [ "$backend" = cuda ] || ldconfig -p 2>/dev/null | grep -q 'libcuda.so.1 '; then
+		skip_test "a CUDA driver is installed: this checks machines without one"
 	fi
 	err=$("$VYREFS" --self-check -o backend=cuda 2>&1 >/dev/null)
 	assertEquals 1 $?

@@ -1,5 +1,6 @@
 # Shared by the fs suites: mount vyrefs on a fresh directory, read its
 # stats, unmount and check it released every device byte. Sourced.
+. tests/skip.sh
 VYREFS=${VYREFS:-build/vyrefs}
 BUILD=${BUILD:-build}
 backend=${VY_TEST_BACKEND:-host}

@@ -41,7 +41,14 @@ test_daemon_returns_once_the_mount_is_ready() {
 # on a fixed PATH (/usr/local/sbin first). In a private mount namespace a
 # directory holding vyrefs covers /usr/local/sbin, so the system is left
 # untouched.
+# mount(8) runs its helpers from /sbin and /usr/sbin only.
+need_mount_helper() {
+	[ -x /sbin/mount.fuse3 ] || [ -x /usr/sbin/mount.fuse3 ] || skip_test "needs mount.fuse3 in /sbin (fuse3)"
+}
+
 test_mount_t_fuse_vyrefs_as_fstab_does() {
+	need_mount_helper
+	need unshare
 	bindir=$(mktemp -d)
 	ln -s "$(realpath "$VYREFS")" "$bindir/vyrefs"
 	out=$(unshare -m --propagation private sh -c "
@@ -62,6 +69,7 @@ test_mount_t_fuse_vyrefs_as_fstab_does() {
 
 # The old form, `mount -t fuse /path/to/vyrefs#SOURCE`, needs no PATH.
 test_mount_t_fuse_with_a_full_path() {
+	need_mount_helper
 	mount -t fuse "$(realpath "$VYREFS")#gpu1" "$D" -o "backend=$backend,host_memory=256M" || fail "mount"
 	assertContains "$(grep " $D " /proc/mounts)" "gpu1 $D fuse.vyrefs"
 	printf 'ok' >"$D/f"
@@ -117,7 +125,7 @@ test_bad_option_fails_before_mounting() {
 
 test_cuda_backend_without_gpu_refuses_to_mount() {
 	if [ "$backend" = cuda ] || ldconfig -p 2>/dev/null | grep -q 'libcuda.so.1 '; then
-		startSkipping
+		skip_test "a CUDA driver is installed: this checks machines without one"
 	fi
 	err=$("$VYREFS" -o backend=cuda "$D" 2>&1)
 	assertEquals 1 $?
@@ -129,7 +137,7 @@ test_cuda_backend_without_gpu_refuses_to_mount() {
 
 test_auto_backend_says_once_which_it_chose() {
 	if [ "$backend" = cuda ]; then
-		startSkipping
+		skip_test "auto picks the GPU here (tests/gpu checks that)"
 	fi
 	err=$("$VYREFS" -o host_memory=64M "$D" 2>&1)
 	assertEquals 0 $?
