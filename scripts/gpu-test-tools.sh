@@ -13,7 +13,12 @@ fetch)
 	;;
 install)
 	for deb in "$tools"/*.deb; do [ -e "$deb" ] && dpkg -x "$deb" /tmp/root; done
-	# mount(8) runs helpers from /sbin only: this machine is throwaway.
+	# mount(8) runs helpers from /sbin, with a clean environment (no
+	# LD_LIBRARY_PATH): register the unpacked libraries and link the helper.
+	# This machine is throwaway.
+	echo /tmp/root/lib/x86_64-linux-gnu >/etc/ld.so.conf.d/vyrefs-test.conf
+	echo /tmp/root/usr/lib/x86_64-linux-gnu >>/etc/ld.so.conf.d/vyrefs-test.conf
+	ldconfig
 	for helper in mount.fuse3 mount.fuse; do
 		[ -e /sbin/$helper ] || ln -sf /tmp/root/sbin/mount.fuse3 /sbin/$helper
 	done
