@@ -30,6 +30,18 @@ test_round_trips_are_byte_exact() {
 	assertEquals "h2d bytes" $((0 + 1 + 4095 + 4096 + 1048583 + 67108864)) "$(stat_of h2d_bytes)"
 }
 
+# Growing by doubling keeps a front-to-back write linear: the device copies
+# made while growing add up to less than the file, plus one fit at close.
+test_sequential_write_grows_in_linear_time() {
+	make_data "$WORK/src" 100000000
+	d2d=$(stat_of d2d_bytes)
+	dd if="$WORK/src" of="$MNT/grow" bs=64K status=none || fail "dd"
+	moved=$(($(stat_of d2d_bytes) - d2d))
+	assertTrue "growth copied $moved bytes for a 100 MB file" "[ $moved -le 200000000 ]"
+	assertTrue "fitted at close: $(stat -c %b "$MNT/grow") blocks" "[ $(stat -c %b "$MNT/grow") -le $((100000000 * 9 / 8 / 512 + 8)) ]"
+	cmp "$WORK/src" "$MNT/grow" || fail "content"
+}
+
 test_ranged_reads_at_odd_offsets() {
 	make_data "$WORK/src" 3000017
 	cp "$WORK/src" "$MNT/f"
@@ -148,6 +160,25 @@ test_parallel_writers_lose_nothing() {
 	done
 	wait $pids
 	assertEquals "$(sha256sum <"$WORK/big")" "$(sha256sum <"$MNT/one")"
+}
+
+test_readers_and_writers_at_once() {
+	make_data "$WORK/stable" 3000000
+	cp "$WORK/stable" "$MNT/stable"
+	want=$(sha256sum <"$WORK/stable")
+	for i in $(seq 4); do make_data "$WORK/w$i" 2000000; done
+	pids=""
+	for i in $(seq 4); do
+		(for _ in 1 2 3; do sha256sum <"$MNT/stable"; done >"$WORK/r$i") &
+		pids="$pids $!"
+		(for k in 1 2 3; do cp "$WORK/w$i" "$MNT/w$i.$k"; done) &
+		pids="$pids $!"
+	done
+	wait $pids
+	for i in $(seq 4); do
+		assertEquals "reader $i saw the file whole each time" 3 "$(grep -c "$want" "$WORK/r$i")"
+		for k in 1 2 3; do cmp "$WORK/w$i" "$MNT/w$i.$k" || fail "w$i.$k"; done
+	done
 }
 
 test_enospc_is_clean_and_says_why() {

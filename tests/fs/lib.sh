@@ -15,7 +15,8 @@ mount_vyrefs() {
 	chmod 755 "$MNT"
 	VY_LOG=$(mktemp /tmp/vyrefs-log.XXXXXX)
 	local opts="backend=$backend,host_memory=1G${1:+,$1}"
-	"$VYREFS" -f -o "$opts" "$MNT" 2>"$VY_LOG" &
+	# A background job starts with SIGINT ignored; a terminal's would not.
+	env --default-signal=INT "$VYREFS" -f -o "$opts" "$MNT" 2>"$VY_LOG" &
 	VY_PID=$!
 	for _ in $(seq 100); do
 		mountpoint -q "$MNT" && return 0

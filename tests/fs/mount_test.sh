@@ -78,17 +78,19 @@ test_mount_t_fuse_with_a_full_path() {
 	assertTrue "wait_gone '$D'"
 }
 
-test_sigterm_unmounts_cleanly() {
-	mount_vyrefs || fail "mount"
-	printf 'x' >"$MNT/f"
-	kill -TERM "$VY_PID"
-	for _ in $(seq 100); do kill -0 "$VY_PID" 2>/dev/null || break; sleep 0.05; done
-	assertFalse "unmounted" "mountpoint -q '$MNT'"
-	wait "$VY_PID"
-	VY_STATUS=$?
-	assertReleased
-	rmdir "$MNT"
-	MNT=""
+test_sigterm_and_sigint_unmount_cleanly() {
+	for sig in TERM INT; do
+		mount_vyrefs || fail "mount"
+		printf 'x' >"$MNT/f"
+		kill -$sig "$VY_PID"
+		for _ in $(seq 100); do kill -0 "$VY_PID" 2>/dev/null || break; sleep 0.05; done
+		assertFalse "unmounted by SIG$sig" "mountpoint -q '$MNT'"
+		wait "$VY_PID"
+		VY_STATUS=$?
+		assertReleased
+		rmdir "$MNT"
+		MNT=""
+	done
 }
 
 test_read_only_mount_refuses_writes() {
