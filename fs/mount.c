@@ -133,6 +133,7 @@ static int serve(const vy_mount_args *a)
 	char *argv[] = {"vyrefs", "-o", opts, a->debug ? "-d" : NULL, NULL};
 	struct fuse_args args = FUSE_ARGS_INIT(a->debug ? 4 : 3, argv);
 	se = fuse_session_new(&args, &vy_fs_ops, sizeof(vy_fs_ops), &fs);
+	fuse_opt_free_args(&args);
 	if (!se) {
 		report('E', "cannot start a FUSE session with options %s (Fix: check the -o options)", opts);
 		goto out;
@@ -212,8 +213,11 @@ int vy_mount_run(const vy_mount_args *given)
 	char *abs = realpath(a->mountpoint, NULL);
 	if (abs)
 		a->mountpoint = abs;
-	if (a->foreground)
-		return serve(a);
+	if (a->foreground) {
+		int status = serve(a);
+		free(abs);
+		return status;
+	}
 	int fds[2];
 	if (pipe(fds) != 0) {
 		fprintf(stderr, "vyrefs: cannot create a pipe: %s (Fix: run with -f)\n", strerror(errno));
@@ -227,6 +231,7 @@ int vy_mount_run(const vy_mount_args *given)
 	}
 	if (pid > 0) {
 		close(fds[1]);
+		free(abs);
 		return wait_for_child(fds[0]);
 	}
 	/* The daemon: a session of its own, no working directory held.
@@ -236,5 +241,7 @@ int vy_mount_run(const vy_mount_args *given)
 	setsid();
 	if (chdir("/") != 0)
 		report('N', "cannot change to /: %s", strerror(errno));
-	_exit(serve(a));
+	int status = serve(a);
+	free(abs);
+	_exit(status);
 }

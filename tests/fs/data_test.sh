@@ -15,7 +15,7 @@ oneTimeTearDown() { :; }
 tearDown() {
 	unmount_vyrefs
 	rm -rf "$WORK"
-	if [ -n "$VY_LOG" ]; then rm -f "$VY_LOG"; fi
+	if [ -n "$VY_LOG" ] && [ -z "${VY_KEEP_LOGS:-}" ]; then rm -f "$VY_LOG"; fi
 }
 
 test_round_trips_are_byte_exact() {

@@ -63,6 +63,6 @@ assertReleased() {
 
 tearDown() {
 	unmount_vyrefs
-	if [ -n "$VY_LOG" ]; then rm -f "$VY_LOG"; fi
+	if [ -n "$VY_LOG" ] && [ -z "${VY_KEEP_LOGS:-}" ]; then rm -f "$VY_LOG"; fi
 	VY_LOG=""
 }

@@ -16,7 +16,7 @@ tearDown() {
 	for _ in $(seq 100); do pgrep -f "vyrefs.*$D" >/dev/null || break; sleep 0.05; done
 	rmdir "$D" 2>/dev/null
 	unmount_vyrefs
-	if [ -n "$VY_LOG" ]; then rm -f "$VY_LOG"; fi
+	if [ -n "$VY_LOG" ] && [ -z "${VY_KEEP_LOGS:-}" ]; then rm -f "$VY_LOG"; fi
 }
 
 wait_gone() { # wait for the daemon serving $1 to exit

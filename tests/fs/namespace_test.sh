@@ -13,7 +13,7 @@ setUp() {
 tearDown() {
 	unmount_vyrefs
 	rm -rf "$WORK"
-	if [ -n "$VY_LOG" ]; then rm -f "$VY_LOG"; fi
+	if [ -n "$VY_LOG" ] && [ -z "${VY_KEEP_LOGS:-}" ]; then rm -f "$VY_LOG"; fi
 }
 
 test_directories_list_create_and_remove() {
