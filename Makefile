@@ -33,7 +33,7 @@ UNIT_SRC   := $(wildcard tests/unit/test_*.c)
 UNIT_BIN   := $(UNIT_SRC:%.c=$(BUILD)/%)
 GPU_SRC    := $(wildcard tests/gpu/test_*.c)
 GPU_BIN    := $(GPU_SRC:%.c=$(BUILD)/%)
-UNIT_LIB   := $(BUILD)/tests/unit/support.o
+UNIT_LIB   := $(BUILD)/tests/unit/support.o $(BUILD)/fs/dir.o $(BUILD)/fs/xattr.o
 CORE_LIB   := $(BUILD)/libvycore.a
 
 .PHONY: all deps test test-gpu install uninstall clean
@@ -54,7 +54,7 @@ $(BUILD)/tests/unit/test_%: $(BUILD)/tests/unit/test_%.o $(UNIT_LIB) $(CORE_LIB)
 	$(CC) $(CFLAGS) -o $@ $^ $(PKG_LIBS) $(LDLIBS)
 
 $(BUILD)/tests/gpu/test_%: $(BUILD)/tests/gpu/test_%.o $(UNIT_LIB) $(CORE_LIB)
-	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+	$(CC) $(CFLAGS) -o $@ $^ $(PKG_LIBS) $(LDLIBS)
 
 $(BUILD)/tests/fs/renameat2: tests/fs/renameat2.c
 	@mkdir -p $(dir $@)

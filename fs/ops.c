@@ -695,6 +695,21 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 		fuse_reply_open(req, fi);
 }
 
+/* Add one entry to a readdir reply; false once the buffer is full. */
+static bool add_dirent(fuse_req_t req, char *buf, size_t size, size_t *used, const char *name, uint64_t ino,
+		       mode_t type, off_t next)
+{
+	struct stat st;
+	memset(&st, 0, sizeof(st));
+	st.st_ino = ino;
+	st.st_mode = type;
+	size_t n = fuse_add_direntry(req, buf + *used, size - *used, name, &st, next);
+	if (n > size - *used)
+		return false;
+	*used += n;
+	return true;
+}
+
 /* readdir offsets: 1 after ".", 2 after "..", 2 + cookie after an entry. */
 static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi)
 {
@@ -714,36 +729,17 @@ static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, s
 		fuse_reply_err(req, d ? ENOTDIR : ENOENT);
 		return;
 	}
-	struct stat st;
-	memset(&st, 0, sizeof(st));
-	if (off < 1) {
-		st.st_ino = d->ino;
-		st.st_mode = S_IFDIR;
-		size_t n = fuse_add_direntry(req, buf + used, size - used, ".", &st, 1);
-		if (n > size - used)
-			goto full;
-		used += n;
-		off = 1;
-	}
-	if (off < 2) {
-		st.st_ino = d->parent;
-		st.st_mode = S_IFDIR;
-		size_t n = fuse_add_direntry(req, buf + used, size - used, "..", &st, 2);
-		if (n > size - used)
-			goto full;
-		used += n;
-		off = 2;
-	}
-	for (const vy_dirent *e = vy_dir_next(&d->dir, (uint64_t)off - 2); e; e = vy_dir_next(&d->dir, e->cookie)) {
+	bool room = true;
+	if (off < 1)
+		room = add_dirent(req, buf, size, &used, ".", d->ino, S_IFDIR, 1);
+	if (room && off < 2)
+		room = add_dirent(req, buf, size, &used, "..", d->parent, S_IFDIR, 2);
+	for (const vy_dirent *e = vy_dir_next(&d->dir, off < 2 ? 0 : (uint64_t)off - 2); room && e;
+	     e = vy_dir_next(&d->dir, e->cookie)) {
 		vy_inode *in = vy_u64map_get(&fs->inodes, e->ino);
-		st.st_ino = e->ino;
-		st.st_mode = in ? in->mode & S_IFMT : 0;
-		size_t n = fuse_add_direntry(req, buf + used, size - used, e->name, &st, (off_t)(e->cookie + 2));
-		if (n > size - used)
-			break;
-		used += n;
+		room = add_dirent(req, buf, size, &used, e->name, e->ino, in ? in->mode & S_IFMT : 0,
+				  (off_t)(e->cookie + 2));
 	}
-full:
 	pthread_mutex_unlock(&fs->ns);
 	fuse_reply_buf(req, buf, used);
 	free(buf);
