@@ -51,6 +51,15 @@ typedef struct vy_inode {
 	vy_xattrs xattrs;
 } vy_inode;
 
+/* An open file (fi->fh). Listed in the fs: the kernel sends RELEASE
+ * asynchronously and may drop the last ones at unmount. */
+typedef struct vy_open {
+	vy_inode *in;
+	char *text; /* a virtual file's content, made at open */
+	size_t len;
+	struct vy_open *prev, *next; /* ns */
+} vy_open;
+
 typedef struct vy_fs {
 	vy_core *core;
 	vy_config cfg;
@@ -58,6 +67,7 @@ typedef struct vy_fs {
 	vy_u64map inodes;
 	uint64_t next_ino;
 	uint64_t vyre_ino, modules_ino;
+	vy_open *opens; /* every open file, ns */
 	uid_t owner; /* the mounting user */
 	gid_t group;
 	struct fuse_session *se;
@@ -79,6 +89,10 @@ vy_inode *vy_inode_new(vy_fs *fs, vy_kind kind, mode_t mode, uid_t uid, gid_t gi
 /* Free what nothing refers to any more (ns held): the buffer once no name
  * and no open handle is left, the inode once the kernel forgot it too. */
 void vy_inode_reap(vy_fs *fs, vy_inode *in);
+/* Track an open file / stop tracking it and free it (ns held). */
+void vy_open_add(vy_fs *fs, vy_open *o);
+void vy_open_free(vy_fs *fs, vy_open *o);
+
 /* Fill a stat for the kernel (inode lock held, read is enough). */
 void vy_inode_stat(vy_fs *fs, vy_inode *in, struct stat *st);
 void vy_now(struct timespec *ts);

@@ -67,6 +67,27 @@ void vy_inode_reap(vy_fs *fs, vy_inode *in)
 	inode_free(in);
 }
 
+void vy_open_add(vy_fs *fs, vy_open *o)
+{
+	o->prev = NULL;
+	o->next = fs->opens;
+	if (fs->opens)
+		fs->opens->prev = o;
+	fs->opens = o;
+}
+
+void vy_open_free(vy_fs *fs, vy_open *o)
+{
+	if (o->prev)
+		o->prev->next = o->next;
+	else
+		fs->opens = o->next;
+	if (o->next)
+		o->next->prev = o->prev;
+	free(o->text);
+	free(o);
+}
+
 vy_inode *vy_fs_inode(vy_fs *fs, uint64_t ino)
 {
 	pthread_mutex_lock(&fs->ns);
@@ -132,6 +153,8 @@ vy_err vy_fs_init(vy_fs *fs, vy_core *core, const vy_config *cfg, vy_error *e)
 
 void vy_fs_destroy(vy_fs *fs)
 {
+	while (fs->opens) /* releases the kernel did not send */
+		vy_open_free(fs, fs->opens);
 	uint64_t key;
 	void *value;
 	size_t cursor = 0;

@@ -21,21 +21,14 @@
 #define INODES_MAX (1ull << 32)
 #define VYRE_XATTR_PREFIX "user.vyre."
 
-/* What an open file handle (fi->fh) holds. */
-typedef struct handle {
-	vy_inode *in;
-	char *text; /* a virtual file's content, made at open */
-	size_t len;
-} handle;
-
 static vy_fs *fs_of(fuse_req_t req)
 {
 	return fuse_req_userdata(req);
 }
 
-static handle *handle_of(struct fuse_file_info *fi)
+static vy_open *handle_of(struct fuse_file_info *fi)
 {
-	return (handle *)(uintptr_t)fi->fh;
+	return (vy_open *)(uintptr_t)fi->fh;
 }
 
 /* Reply with a core error; say why in the log when the user must act. */
@@ -260,7 +253,7 @@ static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name, vy_ki
 		return;
 	}
 	char *copy = target ? strdup(target) : NULL;
-	handle *h = fi ? calloc(1, sizeof(*h)) : NULL;
+	vy_open *h = fi ? calloc(1, sizeof(*h)) : NULL;
 	if ((target && !copy) || (fi && !h)) {
 		free(copy);
 		free(h);
@@ -307,6 +300,7 @@ static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name, vy_ki
 	if (fi) {
 		h->in = in;
 		in->opens++;
+		vy_open_add(fs, h);
 		fi->fh = (uint64_t)(uintptr_t)h;
 		fi->keep_cache = fs->cfg.page_cache;
 		struct fuse_entry_param ep;
@@ -318,7 +312,7 @@ static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name, vy_ki
 		if (fuse_reply_create(req, &ep, fi) != 0) {
 			in->nlookup--;
 			in->opens--;
-			free(h);
+			vy_open_free(fs, h);
 		}
 	} else {
 		reply_entry(req, fs, in);
@@ -553,7 +547,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fuse_reply_err(req, EPERM); /* .vyre's files are vyrefs's to write */
 		return;
 	}
-	handle *h = calloc(1, sizeof(*h));
+	vy_open *h = calloc(1, sizeof(*h));
 	if (!h) {
 		fuse_reply_err(req, ENOMEM);
 		return;
@@ -573,21 +567,21 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	fi->fh = (uint64_t)(uintptr_t)h;
 	pthread_mutex_lock(&fs->ns);
 	in->opens++;
+	vy_open_add(fs, h);
 	pthread_mutex_unlock(&fs->ns);
 	if (fuse_reply_open(req, fi) != 0) {
 		pthread_mutex_lock(&fs->ns);
 		in->opens--;
+		vy_open_free(fs, h);
 		vy_inode_reap(fs, in);
 		pthread_mutex_unlock(&fs->ns);
-		free(h->text);
-		free(h);
 	}
 }
 
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi)
 {
 	vy_fs *fs = fs_of(req);
-	handle *h = handle_of(fi);
+	vy_open *h = handle_of(fi);
 	vy_inode *in = h->in;
 	if (off < 0) {
 		fuse_reply_err(req, EINVAL);
@@ -659,7 +653,7 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 {
 	(void)ino;
 	vy_fs *fs = fs_of(req);
-	handle *h = handle_of(fi);
+	vy_open *h = handle_of(fi);
 	vy_inode *in = h->in;
 	pthread_mutex_lock(&fs->ns);
 	bool last = --in->opens == 0;
@@ -671,10 +665,9 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 		pthread_rwlock_unlock(&in->lock);
 	}
 	pthread_mutex_lock(&fs->ns);
+	vy_open_free(fs, h);
 	vy_inode_reap(fs, in);
 	pthread_mutex_unlock(&fs->ns);
-	free(h->text);
-	free(h);
 	fuse_reply_err(req, 0);
 }
 
