@@ -21,6 +21,19 @@ typedef uint64_t vy_dptr;
 typedef struct vy_device vy_device;
 typedef struct vy_stream vy_stream; /* opaque, owned by the backend */
 typedef struct vy_event vy_event;   /* opaque, owned by the backend */
+typedef struct vy_module vy_module; /* a loaded PTX/cubin/fatbin image */
+typedef struct vy_function vy_function; /* a kernel entry of a module */
+
+#define VY_PARAMS_MAX 256
+
+/* What launching a kernel must respect. */
+typedef struct vy_function_info {
+	size_t nparams;
+	size_t param_size[VY_PARAMS_MAX];
+	int max_threads;     /* per block, for this kernel */
+	int static_shared;   /* bytes the kernel declares itself */
+	int max_dynamic_shared;
+} vy_function_info;
 
 typedef enum vy_backend_kind {
 	VY_BACKEND_AUTO = 0,
@@ -63,6 +76,16 @@ typedef struct vy_device_ops {
 	vy_err (*event_record)(vy_device *d, vy_event *ev, vy_stream *s, vy_error *e);
 	/* Microseconds between two recorded, completed events. */
 	vy_err (*event_elapsed_us)(vy_device *d, vy_event *start, vy_event *end, double *us, vy_error *e);
+	/* Load a PTX (NUL-terminated), cubin or fatbin image. `log` receives
+	 * the JIT's error and info log (NUL-terminated, maybe empty). */
+	vy_err (*module_load)(vy_device *d, const void *image, size_t len, vy_module **out, char *log, size_t log_cap,
+			      vy_error *e);
+	vy_err (*module_unload)(vy_device *d, vy_module *m, vy_error *e);
+	vy_err (*function_get)(vy_device *d, vy_module *m, const char *name, vy_function **out, vy_error *e);
+	vy_err (*function_info)(vy_device *d, vy_function *f, vy_function_info *out, vy_error *e);
+	/* Queue a launch; args[i] points at parameter i's bytes. */
+	vy_err (*launch)(vy_device *d, vy_stream *s, vy_function *f, const unsigned grid[3], const unsigned block[3],
+			 unsigned shared, void **args, vy_error *e);
 } vy_device_ops;
 
 struct vy_device {

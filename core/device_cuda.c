@@ -57,7 +57,13 @@ vy_err vy_device_cuda_open(int ordinal, vy_device **out, vy_error *e)
 	X(EventCreate, "cuEventCreate", PFN_cuEventCreate_v2000)                \
 	X(EventDestroy, "cuEventDestroy", PFN_cuEventDestroy_v4000)             \
 	X(EventRecord, "cuEventRecord", PFN_cuEventRecord_v2000)                \
-	X(EventElapsedTime, "cuEventElapsedTime", PFN_cuEventElapsedTime_v2000)
+	X(EventElapsedTime, "cuEventElapsedTime", PFN_cuEventElapsedTime_v2000) \
+	X(ModuleLoadDataEx, "cuModuleLoadDataEx", PFN_cuModuleLoadDataEx_v2010)  \
+	X(ModuleUnload, "cuModuleUnload", PFN_cuModuleUnload_v2000)             \
+	X(ModuleGetFunction, "cuModuleGetFunction", PFN_cuModuleGetFunction_v2000) \
+	X(FuncGetParamInfo, "cuFuncGetParamInfo", PFN_cuFuncGetParamInfo_v12040) \
+	X(FuncGetAttribute, "cuFuncGetAttribute", PFN_cuFuncGetAttribute_v2020) \
+	X(LaunchKernel, "cuLaunchKernel", PFN_cuLaunchKernel_v4000)
 
 typedef struct cuda_api {
 #define CUDA_FIELD(field, symbol, type) type field;
@@ -279,6 +285,98 @@ static vy_err cuda_event_elapsed_us(vy_device *d, vy_event *start, vy_event *end
 	return VY_OK;
 }
 
+static vy_err cuda_module_load(vy_device *d, const void *image, size_t len, vy_module **out, char *log,
+			       size_t log_cap, vy_error *e)
+{
+	cuda_device *c = cuda_of(d);
+	CU_CURRENT(c, e);
+	/* PTX is text the driver reads up to its NUL; binaries carry their
+	 * own length. A copy with a NUL after it serves both. */
+	char *copy = malloc(len + 1);
+	if (!copy)
+		return vy_fail(e, VY_ENOMEM, "free host memory", "cannot copy a %zu-byte module", len);
+	memcpy(copy, image, len);
+	copy[len] = '\0';
+	enum { HALF = 8192 };
+	static _Thread_local char info[HALF], error[HALF];
+	info[0] = error[0] = '\0';
+	CUjit_option opts[] = {CU_JIT_INFO_LOG_BUFFER, CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES, CU_JIT_ERROR_LOG_BUFFER,
+			       CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES, CU_JIT_LOG_VERBOSE};
+	void *vals[] = {info, (void *)(uintptr_t)HALF, error, (void *)(uintptr_t)HALF, (void *)(uintptr_t)1};
+	CUmodule m = NULL;
+	CUresult rc = c->api.ModuleLoadDataEx(&m, copy, 5, opts, vals);
+	free(copy);
+	if (log && log_cap)
+		snprintf(log, log_cap, "%s%s%s", error, error[0] && info[0] ? "\n" : "", info);
+	if (rc != CUDA_SUCCESS) {
+		vy_error why;
+		cuda_fail(c, rc, "cuModuleLoadDataEx", &why);
+		return vy_fail(e, VY_EINVAL, "fix the module (its JIT log says where), or build it for this GPU",
+			       "the module does not load: %s%s%.200s", why.msg, error[0] ? ": " : "", error);
+	}
+	*out = (vy_module *)m;
+	return VY_OK;
+}
+
+static vy_err cuda_module_unload(vy_device *d, vy_module *m, vy_error *e)
+{
+	cuda_device *c = cuda_of(d);
+	CU_CURRENT(c, e);
+	CU_CALL(c, e, ModuleUnload, ((CUmodule)m));
+	return VY_OK;
+}
+
+static vy_err cuda_function_get(vy_device *d, vy_module *m, const char *name, vy_function **out, vy_error *e)
+{
+	cuda_device *c = cuda_of(d);
+	CU_CURRENT(c, e);
+	CUfunction f = NULL;
+	CUresult rc = c->api.ModuleGetFunction(&f, (CUmodule)m, name);
+	if (rc == CUDA_ERROR_NOT_FOUND)
+		return vy_fail(e, VY_ENOENT, "name an entry the module defines (.entry in PTX, extern \"C\" __global__ in CUDA C)",
+			       "the module has no kernel '%s'", name);
+	if (rc != CUDA_SUCCESS)
+		return cuda_fail(c, rc, "cuModuleGetFunction", e);
+	*out = (vy_function *)f;
+	return VY_OK;
+}
+
+static vy_err cuda_function_info(vy_device *d, vy_function *f, vy_function_info *out, vy_error *e)
+{
+	cuda_device *c = cuda_of(d);
+	CU_CURRENT(c, e);
+	memset(out, 0, sizeof(*out));
+	/* The driver answers CUDA_ERROR_INVALID_VALUE past the last one. */
+	for (size_t i = 0;; i++) {
+		size_t offset = 0, size = 0;
+		CUresult rc = c->api.FuncGetParamInfo((CUfunction)f, i, &offset, &size);
+		if (rc == CUDA_ERROR_INVALID_VALUE)
+			break;
+		if (rc != CUDA_SUCCESS)
+			return cuda_fail(c, rc, "cuFuncGetParamInfo", e);
+		if (i == VY_PARAMS_MAX)
+			return vy_fail(e, VY_ENOTSUP, "use a kernel with at most 256 parameters",
+				       "the kernel has more than %d parameters", VY_PARAMS_MAX);
+		out->param_size[i] = size;
+		out->nparams = i + 1;
+	}
+	CU_CALL(c, e, FuncGetAttribute, (&out->max_threads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, (CUfunction)f));
+	CU_CALL(c, e, FuncGetAttribute, (&out->static_shared, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, (CUfunction)f));
+	CU_CALL(c, e, FuncGetAttribute,
+		(&out->max_dynamic_shared, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (CUfunction)f));
+	return VY_OK;
+}
+
+static vy_err cuda_launch(vy_device *d, vy_stream *s, vy_function *f, const unsigned grid[3], const unsigned block[3],
+			  unsigned shared, void **args, vy_error *e)
+{
+	cuda_device *c = cuda_of(d);
+	CU_CURRENT(c, e);
+	CU_CALL(c, e, LaunchKernel,
+		((CUfunction)f, grid[0], grid[1], grid[2], block[0], block[1], block[2], shared, (CUstream)s, args, NULL));
+	return VY_OK;
+}
+
 static const vy_device_ops cuda_ops = {
 	.close = cuda_close,
 	.mem_info = cuda_mem_info,
@@ -297,6 +395,11 @@ static const vy_device_ops cuda_ops = {
 	.event_destroy = cuda_event_destroy,
 	.event_record = cuda_event_record,
 	.event_elapsed_us = cuda_event_elapsed_us,
+	.module_load = cuda_module_load,
+	.module_unload = cuda_module_unload,
+	.function_get = cuda_function_get,
+	.function_info = cuda_function_info,
+	.launch = cuda_launch,
 };
 
 /* Load the driver and resolve every entry point for the driver's version. */

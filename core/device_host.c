@@ -239,6 +239,68 @@ static vy_err host_event_elapsed_us(vy_device *d, vy_event *start, vy_event *end
 	return VY_OK;
 }
 
+#define FIX_CUDA "mount with -o backend=cuda on a machine with an NVIDIA GPU"
+
+/* Modules are kept (a copy of the image) but not compiled: there is no
+ * device to run them. */
+struct vy_module {
+	size_t len;
+};
+
+static vy_err host_module_load(vy_device *d, const void *image, size_t len, vy_module **out, char *log, size_t log_cap,
+			       vy_error *e)
+{
+	(void)d;
+	(void)image;
+	vy_module *m = calloc(1, sizeof(*m));
+	if (!m)
+		return vy_fail(e, VY_ENOMEM, "free host memory", "host backend: cannot record a module");
+	m->len = len;
+	if (log && log_cap)
+		snprintf(log, log_cap, "host backend: module of %zu bytes kept, not compiled; launching needs the cuda backend\n",
+			 len);
+	*out = m;
+	return VY_OK;
+}
+
+static vy_err host_module_unload(vy_device *d, vy_module *m, vy_error *e)
+{
+	(void)d;
+	(void)e;
+	free(m);
+	return VY_OK;
+}
+
+static vy_err host_function_get(vy_device *d, vy_module *m, const char *name, vy_function **out, vy_error *e)
+{
+	(void)d;
+	(void)m;
+	(void)out;
+	return vy_fail(e, VY_ENOTSUP, FIX_CUDA, "kernel '%s' cannot run on the host backend: launching needs the cuda backend",
+		       name);
+}
+
+static vy_err host_function_info(vy_device *d, vy_function *f, vy_function_info *out, vy_error *e)
+{
+	(void)d;
+	(void)f;
+	(void)out;
+	return vy_fail(e, VY_ENOTSUP, FIX_CUDA, "the host backend has no kernels: launching needs the cuda backend");
+}
+
+static vy_err host_launch(vy_device *d, vy_stream *s, vy_function *f, const unsigned grid[3], const unsigned block[3],
+			  unsigned shared, void **args, vy_error *e)
+{
+	(void)d;
+	(void)s;
+	(void)f;
+	(void)grid;
+	(void)block;
+	(void)shared;
+	(void)args;
+	return vy_fail(e, VY_ENOTSUP, FIX_CUDA, "the host backend cannot launch kernels: launching needs the cuda backend");
+}
+
 static const vy_device_ops host_ops = {
 	.close = host_close,
 	.mem_info = host_mem_info,
@@ -257,6 +319,11 @@ static const vy_device_ops host_ops = {
 	.event_destroy = host_event_destroy,
 	.event_record = host_event_record,
 	.event_elapsed_us = host_event_elapsed_us,
+	.module_load = host_module_load,
+	.module_unload = host_module_unload,
+	.function_get = host_function_get,
+	.function_info = host_function_info,
+	.launch = host_launch,
 };
 
 /* A quarter of physical memory: room to work without starving the machine. */

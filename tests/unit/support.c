@@ -99,6 +99,19 @@ FORWARD(event_record, event_record, (vy_device *d, vy_event *ev, vy_stream *s, v
 FORWARD(event_elapsed_us, event_elapsed, (vy_device *d, vy_event *a, vy_event *b, double *us, vy_error *e),
 	(cnt(d)->inner, a, b, us, e))
 
+FORWARD(module_load, module_load,
+	(vy_device *d, const void *image, size_t len, vy_module **out, char *log, size_t cap, vy_error *e),
+	(cnt(d)->inner, image, len, out, log, cap, e))
+FORWARD(module_unload, module_unload, (vy_device *d, vy_module *m, vy_error *e), (cnt(d)->inner, m, e))
+FORWARD(function_get, function_get, (vy_device *d, vy_module *m, const char *name, vy_function **out, vy_error *e),
+	(cnt(d)->inner, m, name, out, e))
+FORWARD(function_info, function_info, (vy_device *d, vy_function *f, vy_function_info *out, vy_error *e),
+	(cnt(d)->inner, f, out, e))
+FORWARD(launch, launch,
+	(vy_device *d, vy_stream *s, vy_function *f, const unsigned grid[3], const unsigned block[3], unsigned shared,
+	 void **args, vy_error *e),
+	(cnt(d)->inner, s, f, grid, block, shared, args, e))
+
 static const vy_device_ops counting_ops = {
 	.close = c_close,
 	.mem_info = c_mem_info,
@@ -117,6 +130,11 @@ static const vy_device_ops counting_ops = {
 	.event_destroy = c_event_destroy,
 	.event_record = c_event_record,
 	.event_elapsed_us = c_event_elapsed_us,
+	.module_load = c_module_load,
+	.module_unload = c_module_unload,
+	.function_get = c_function_get,
+	.function_info = c_function_info,
+	.launch = c_launch,
 };
 
 vy_counting_device *vy_test_device_open(void)
@@ -160,7 +178,8 @@ uint64_t vy_counts_driver_calls(const vy_counts *c)
 {
 	return c->alloc + c->free + c->host_alloc + c->host_free + c->stream_create + c->stream_destroy +
 	       c->stream_sync + c->copy_htod + c->copy_dtoh + c->copy_dtod + c->memset8 + c->event_create +
-	       c->event_destroy + c->event_record + c->event_elapsed;
+	       c->event_destroy + c->event_record + c->event_elapsed + c->module_load + c->module_unload +
+	       c->function_get + c->function_info + c->launch;
 }
 
 void vy_test_expect_baseline_and_close(vy_counting_device *d, uint64_t free0)
