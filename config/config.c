@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #define KEYS "backend, ordinal, host_memory, resident_budget, pool_budget, staging_cache, max_write, page_cache, " \
 	     "kernel_cache, allow_other"
@@ -193,6 +194,12 @@ vy_err vy_config_load_file(vy_config *c, const char *path, vy_error *e)
 	if (!f)
 		return vy_fail(e, errno == ENOENT ? VY_ENOENT : VY_EINVAL, "give -o config= a readable INI file",
 			       "cannot read config file %s: %s", path, strerror(errno));
+	struct stat st;
+	if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
+		fclose(f);
+		return vy_fail(e, VY_EINVAL, "give -o config= a regular INI file", "config file %s is not a regular file",
+			       path);
+	}
 	ini_state s = {.next = *c};
 	int line = ini_parse_file(f, on_ini, &s);
 	fclose(f);
@@ -203,7 +210,9 @@ vy_err vy_config_load_file(vy_config *c, const char *path, vy_error *e)
 		return s.why.code;
 	}
 	if (line != 0)
-		return vy_fail(e, VY_EINVAL, "write one `key = value` a line, in a [" VY_CONFIG_SECTION "] section or at the top",
+		return vy_fail(e, VY_EINVAL,
+			       "write one `key = value` a line (at most 200 characters), in a [" VY_CONFIG_SECTION
+			       "] section or at the top",
 			       "%s line %d: not `key = value`", path, line);
 	*c = s.next;
 	return VY_OK;

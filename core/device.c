@@ -53,6 +53,24 @@ vy_err vy_device_open(const vy_device_options *opt, vy_device **out, char *note,
 	return vy_device_host_open(opt->host_memory, out, e);
 }
 
+vy_err vy_device_warm_streams(vy_device *d, unsigned n, vy_error *e)
+{
+	enum { MAX = 64 };
+	vy_stream *s[MAX];
+	unsigned made = 0;
+	vy_err rc = VY_OK;
+	for (; made < n && made < MAX; made++) {
+		rc = d->ops->stream_create(d, &s[made], e);
+		if (rc != VY_OK)
+			break;
+	}
+	while (made-- > 0) {
+		vy_error err;
+		vy_error_keep_first(&rc, d->ops->stream_destroy(d, s[made], &err), e, &err);
+	}
+	return rc;
+}
+
 void vy_device_close(vy_device *d)
 {
 	if (d)

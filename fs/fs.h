@@ -2,9 +2,12 @@
  * that holds every file's device buffer.
  *
  * Locking: `ns` guards the inode table, every directory's entries and each
- * inode's nlink, nlookup and opens (what decides an inode's lifetime). Each
- * inode's rwlock guards its attributes and data (size, buffer, xattrs).
- * Order: ns before an inode; two inodes in ascending ino. */
+ * inode's nlink (written under ns, read anywhere), nlookup and opens (what
+ * decides an inode's lifetime). Each inode's rwlock guards its data (size,
+ * buffer, xattrs) and may be held across device work; its `meta` mutex
+ * guards mode, owner and times and is never held for long, so namespace
+ * changes never wait on a file's data. Order: ns, then inode rwlocks (two
+ * in ascending ino), then meta. */
 #ifndef VY_FS_H
 #define VY_FS_H
 
@@ -30,13 +33,14 @@ typedef struct vy_inode {
 	uint64_t ino;
 	vy_kind kind;
 	vy_virtual virt;
-	bool fixed; /* root, .vyre and its entries: not removed, renamed or changed */
+	bool fixed; /* root, .vyre and its entries: not removed or renamed */
 	pthread_rwlock_t lock;
+	pthread_mutex_t meta;
 	mode_t mode;
 	uid_t uid;
 	gid_t gid;
 	struct timespec atime, mtime, ctime;
-	uint32_t nlink;   /* ns */
+	_Atomic uint32_t nlink; /* written under ns */
 	uint64_t nlookup; /* ns: the kernel's references */
 	uint32_t opens;   /* ns: open file handles */
 	/* VY_FILE: bytes [0, size) are the file; the buffer holds cap bytes. */
@@ -95,6 +99,10 @@ void vy_open_free(vy_fs *fs, vy_open *o);
 
 /* Fill a stat for the kernel (inode lock held, read is enough). */
 void vy_inode_stat(vy_fs *fs, vy_inode *in, struct stat *st);
+/* ctime (and mtime too, when `modified`) is now. */
+void vy_inode_touch(vy_inode *in, bool modified);
+/* S_IFDIR, S_IFREG or S_IFLNK: fixed at creation, read without locks. */
+mode_t vy_inode_type(const vy_inode *in);
 void vy_now(struct timespec *ts);
 
 #endif

@@ -23,6 +23,11 @@ vy_inode *vy_inode_new(vy_fs *fs, vy_kind kind, mode_t mode, uid_t uid, gid_t gi
 		free(in);
 		return NULL;
 	}
+	if (pthread_mutex_init(&in->meta, NULL) != 0) {
+		pthread_rwlock_destroy(&in->lock);
+		free(in);
+		return NULL;
+	}
 	in->ino = fs->next_ino;
 	in->kind = kind;
 	in->mode = mode;
@@ -33,6 +38,7 @@ vy_inode *vy_inode_new(vy_fs *fs, vy_kind kind, mode_t mode, uid_t uid, gid_t gi
 	if (kind == VY_DIR)
 		vy_dir_init(&in->dir);
 	if (!vy_u64map_put(&fs->inodes, in->ino, in)) {
+		pthread_mutex_destroy(&in->meta);
 		pthread_rwlock_destroy(&in->lock);
 		free(in);
 		return NULL;
@@ -47,6 +53,7 @@ static void inode_free(vy_inode *in)
 		vy_dir_destroy(&in->dir);
 	free(in->target);
 	vy_xattrs_destroy(&in->xattrs);
+	pthread_mutex_destroy(&in->meta);
 	pthread_rwlock_destroy(&in->lock);
 	free(in);
 }
@@ -100,13 +107,15 @@ void vy_inode_stat(vy_fs *fs, vy_inode *in, struct stat *st)
 {
 	memset(st, 0, sizeof(*st));
 	st->st_ino = in->ino;
-	st->st_mode = in->mode;
 	st->st_nlink = in->nlink;
+	pthread_mutex_lock(&in->meta);
+	st->st_mode = in->mode;
 	st->st_uid = in->uid;
 	st->st_gid = in->gid;
 	st->st_atim = in->atime;
 	st->st_mtim = in->mtime;
 	st->st_ctim = in->ctime;
+	pthread_mutex_unlock(&in->meta);
 	st->st_blksize = (blksize_t)fs->cfg.max_write; /* what cp and dd size their writes by */
 	switch (in->kind) {
 	case VY_FILE:
@@ -124,6 +133,26 @@ void vy_inode_stat(vy_fs *fs, vy_inode *in, struct stat *st)
 		st->st_size = (off_t)vy_vyre_size(fs, in);
 		break;
 	}
+}
+
+void vy_inode_touch(vy_inode *in, bool modified)
+{
+	pthread_mutex_lock(&in->meta);
+	vy_now(&in->ctime);
+	if (modified)
+		in->mtime = in->ctime;
+	pthread_mutex_unlock(&in->meta);
+}
+
+mode_t vy_inode_type(const vy_inode *in)
+{
+	switch (in->kind) {
+	case VY_DIR: return S_IFDIR;
+	case VY_SYMLINK: return S_IFLNK;
+	case VY_FILE:
+	case VY_VIRTUAL: break;
+	}
+	return S_IFREG;
 }
 
 vy_err vy_fs_init(vy_fs *fs, vy_core *core, const vy_config *cfg, vy_error *e)

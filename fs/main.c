@@ -194,8 +194,8 @@ int main(int argc, char **argv)
 		if (npos == 2)
 			c.m.source = pos[0]; /* mount(8) passes SOURCE MOUNTPOINT */
 		c.m.mountpoint = pos[npos - 1];
-		if (strchr(c.m.source, ',')) {
-			fprintf(stderr, "vyrefs: the source name '%s' has a comma (Fix: name it without commas)\n",
+		if (!c.m.source[0] || strchr(c.m.source, ',')) {
+			fprintf(stderr, "vyrefs: the source name '%s' is empty or has a comma (Fix: name it, without commas)\n",
 				c.m.source);
 			rc = 2;
 		} else {

@@ -120,7 +120,9 @@ static int serve(const vy_mount_args *a)
 	bool fs_ready = false;
 	struct fuse_session *se = NULL;
 	int status = 1;
-	if (dev->ops->mem_info(dev, &free0, &total, &e) != VY_OK || vy_core_attach(dev, &a->cfg.core, &core, &e) != VY_OK ||
+	/* The baseline comes after the driver's own stream memory is there. */
+	if (vy_device_warm_streams(dev, a->cfg.core.streams, &e) != VY_OK ||
+	    dev->ops->mem_info(dev, &free0, &total, &e) != VY_OK || vy_core_attach(dev, &a->cfg.core, &core, &e) != VY_OK ||
 	    vy_fs_init(&fs, core, &a->cfg, &e) != VY_OK) {
 		report('E', "%s", e.msg);
 		goto out;
@@ -219,7 +221,7 @@ int vy_mount_run(const vy_mount_args *given)
 		return status;
 	}
 	int fds[2];
-	if (pipe(fds) != 0) {
+	if (pipe2(fds, O_CLOEXEC) != 0) {
 		fprintf(stderr, "vyrefs: cannot create a pipe: %s (Fix: run with -f)\n", strerror(errno));
 		return 1;
 	}

@@ -82,21 +82,6 @@ static void reply_entry(fuse_req_t req, vy_fs *fs, vy_inode *in)
 		in->nlookup--; /* the kernel did not take it */
 }
 
-static void touch_dir(vy_inode *dir)
-{
-	pthread_rwlock_wrlock(&dir->lock);
-	vy_now(&dir->mtime);
-	dir->ctime = dir->mtime;
-	pthread_rwlock_unlock(&dir->lock);
-}
-
-static void touch_ctime(vy_inode *in)
-{
-	pthread_rwlock_wrlock(&in->lock);
-	vy_now(&in->ctime);
-	pthread_rwlock_unlock(&in->lock);
-}
-
 static void op_init(void *userdata, struct fuse_conn_info *conn)
 {
 	vy_fs *fs = userdata;
@@ -187,8 +172,8 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 		fuse_reply_err(req, ENOENT);
 		return;
 	}
-	if (in->fixed) {
-		/* `echo ... > .vyre/ctl` truncates on open: nothing to do. */
+	if (in->fixed && in->ino != FUSE_ROOT_ID) {
+		/* `echo ... > .vyre/ctl` may truncate it: nothing to do. */
 		bool ctl_trunc = in->virt == VY_V_CTL && to_set == FUSE_SET_ATTR_SIZE && attr->st_size == 0;
 		if (!ctl_trunc) {
 			fuse_reply_err(req, EPERM);
@@ -200,18 +185,20 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 		fuse_reply_err(req, in->kind == VY_DIR ? EISDIR : EINVAL);
 		return;
 	}
-	pthread_rwlock_wrlock(&in->lock);
 	if (to_set & FUSE_SET_ATTR_SIZE) {
 		vy_error e;
+		pthread_rwlock_wrlock(&in->lock);
 		vy_err rc = attr->st_size < 0 ? vy_fail(&e, VY_EINVAL, "give a size of 0 or more", "negative size")
 					      : vy_file_truncate(fs, in, (uint64_t)attr->st_size, &e);
+		pthread_rwlock_unlock(&in->lock);
 		if (rc != VY_OK) {
-			pthread_rwlock_unlock(&in->lock);
 			reply_vy(req, rc, &e, ino, "truncate");
 			return;
 		}
-		vy_now(&in->mtime);
 	}
+	pthread_mutex_lock(&in->meta);
+	if (to_set & FUSE_SET_ATTR_SIZE)
+		vy_now(&in->mtime);
 	if (to_set & FUSE_SET_ATTR_MODE)
 		in->mode = (in->mode & S_IFMT) | (attr->st_mode & 07777);
 	if (to_set & FUSE_SET_ATTR_UID)
@@ -226,7 +213,9 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 		in->ctime = attr->st_ctim;
 	else if (to_set)
 		vy_now(&in->ctime);
+	pthread_mutex_unlock(&in->meta);
 	struct stat st;
+	pthread_rwlock_rdlock(&in->lock);
 	vy_inode_stat(fs, in, &st);
 	pthread_rwlock_unlock(&in->lock);
 	fuse_reply_attr(req, &st, attr_timeout(in));
@@ -235,10 +224,19 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 static void op_readlink(fuse_req_t req, fuse_ino_t ino)
 {
 	vy_inode *in = vy_fs_inode(fs_of(req), ino);
-	if (!in || in->kind != VY_SYMLINK)
+	if (!in || in->kind != VY_SYMLINK) {
 		fuse_reply_err(req, in ? EINVAL : ENOENT);
-	else
-		fuse_reply_readlink(req, in->target); /* never changes */
+		return;
+	}
+	/* Reply from memory of our own: once the reply is out, the inode
+	 * may be forgotten and freed. */
+	char *target = strdup(in->target);
+	if (!target) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	fuse_reply_readlink(req, target);
+	free(target);
 }
 
 /* Make a named inode in `parent`; on success the entry is replied (or, with
@@ -268,10 +266,14 @@ static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name, vy_ki
 	if (!err && fs->inodes.count >= INODES_MAX)
 		err = ENOSPC;
 	gid_t gid = ctx->gid;
-	if (!err && (p->mode & S_ISGID)) {
-		gid = p->gid; /* BSD group semantics in a setgid directory */
-		if (kind == VY_DIR)
-			mode |= S_ISGID;
+	if (!err) {
+		pthread_mutex_lock(&p->meta);
+		if (p->mode & S_ISGID) {
+			gid = p->gid; /* BSD group semantics in a setgid directory */
+			if (kind == VY_DIR)
+				mode |= S_ISGID;
+		}
+		pthread_mutex_unlock(&p->meta);
 	}
 	if (!err && !(in = vy_inode_new(fs, kind, mode, ctx->uid, gid)))
 		err = ENOMEM;
@@ -296,7 +298,7 @@ static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name, vy_ki
 	} else {
 		in->nlink = 1;
 	}
-	touch_dir(p);
+	vy_inode_touch(p, true);
 	if (fi) {
 		h->in = in;
 		in->opens++;
@@ -376,8 +378,8 @@ static void remove_name(fuse_req_t req, fuse_ino_t parent, const char *name, boo
 		} else {
 			in->nlink--;
 		}
-		touch_dir(p);
-		touch_ctime(in);
+		vy_inode_touch(p, true);
+		vy_inode_touch(in, false);
 		vy_inode_reap(fs, in);
 	}
 	pthread_mutex_unlock(&fs->ns);
@@ -449,7 +451,7 @@ static int do_rename(vy_fs *fs, fuse_ino_t parent, const char *name, fuse_ino_t 
 		nd->ino = in->ino;
 		reparent(in, p, np);
 		reparent(target, np, p);
-		touch_ctime(target);
+		vy_inode_touch(target, false);
 	} else {
 		if (target && (flags & RENAME_NOREPLACE))
 			return EEXIST;
@@ -471,7 +473,7 @@ static int do_rename(vy_fs *fs, fuse_ino_t parent, const char *name, fuse_ino_t 
 			} else {
 				target->nlink--;
 			}
-			touch_ctime(target);
+			vy_inode_touch(target, false);
 			*gone = target;
 		} else if (!vy_dir_add(&np->dir, newname, in->ino)) {
 			return ENOMEM;
@@ -479,10 +481,10 @@ static int do_rename(vy_fs *fs, fuse_ino_t parent, const char *name, fuse_ino_t 
 		vy_dir_remove(&p->dir, name);
 		reparent(in, p, np);
 	}
-	touch_ctime(in);
-	touch_dir(p);
+	vy_inode_touch(in, false);
+	vy_inode_touch(p, true);
 	if (np != p)
-		touch_dir(np);
+		vy_inode_touch(np, true);
 	return 0;
 }
 
@@ -523,8 +525,8 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const 
 		fuse_reply_err(req, err);
 	} else {
 		in->nlink++;
-		touch_ctime(in);
-		touch_dir(np);
+		vy_inode_touch(in, false);
+		vy_inode_touch(np, true);
 		reply_entry(req, fs, in);
 	}
 	pthread_mutex_unlock(&fs->ns);
@@ -546,6 +548,19 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	if (in->kind == VY_VIRTUAL && writing && in->virt != VY_V_CTL) {
 		fuse_reply_err(req, EPERM); /* .vyre's files are vyrefs's to write */
 		return;
+	}
+	if (in->kind == VY_FILE && writing && (fi->flags & O_TRUNC)) {
+		/* libfuse asks the kernel for atomic O_TRUNC: no SETATTR
+		 * follows, the open itself truncates. */
+		vy_error e;
+		pthread_rwlock_wrlock(&in->lock);
+		vy_err rc = in->size ? vy_file_truncate(fs, in, 0, &e) : VY_OK;
+		pthread_rwlock_unlock(&in->lock);
+		if (rc != VY_OK) {
+			reply_vy(req, rc, &e, ino, "truncate at open");
+			return;
+		}
+		vy_inode_touch(in, true);
 	}
 	vy_open *h = calloc(1, sizeof(*h));
 	if (!h) {
@@ -588,8 +603,17 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, stru
 		return;
 	}
 	if (in->kind == VY_VIRTUAL) {
+		/* A copy: the handle may be released the moment the reply is in. */
 		size_t at = (uint64_t)off < h->len ? (size_t)off : h->len;
-		fuse_reply_buf(req, h->text + at, h->len - at < size ? h->len - at : size);
+		size_t n = h->len - at < size ? h->len - at : size;
+		char *copy = malloc(n ? n : 1);
+		if (!copy) {
+			fuse_reply_err(req, ENOMEM);
+			return;
+		}
+		memcpy(copy, h->text + at, n);
+		fuse_reply_buf(req, copy, n);
+		free(copy);
 		return;
 	}
 	if (in->kind != VY_FILE) {
@@ -631,11 +655,9 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 	vy_error e;
 	pthread_rwlock_wrlock(&in->lock);
 	vy_err rc = vy_file_write(fs, in, (uint64_t)off, buf, size, &e);
-	if (rc == VY_OK) {
-		vy_now(&in->mtime);
-		in->ctime = in->mtime;
-	}
 	pthread_rwlock_unlock(&in->lock);
+	if (rc == VY_OK)
+		vy_inode_touch(in, true);
 	if (rc == VY_OK)
 		fuse_reply_write(req, size);
 	else
@@ -656,9 +678,9 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	vy_open *h = handle_of(fi);
 	vy_inode *in = h->in;
 	pthread_mutex_lock(&fs->ns);
-	bool last = --in->opens == 0;
+	bool last = --in->opens == 0, named = in->nlink > 0;
 	pthread_mutex_unlock(&fs->ns);
-	if (last && in->kind == VY_FILE) {
+	if (last && named && in->kind == VY_FILE) {
 		/* Outside ns: fitting copies the file on the device. */
 		pthread_rwlock_wrlock(&in->lock);
 		vy_file_fit(fs, in);
@@ -730,7 +752,7 @@ static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, s
 	for (const vy_dirent *e = vy_dir_next(&d->dir, off < 2 ? 0 : (uint64_t)off - 2); room && e;
 	     e = vy_dir_next(&d->dir, e->cookie)) {
 		vy_inode *in = vy_u64map_get(&fs->inodes, e->ino);
-		room = add_dirent(req, buf, size, &used, e->name, e->ino, in ? in->mode & S_IFMT : 0,
+		room = add_dirent(req, buf, size, &used, e->name, e->ino, in ? vy_inode_type(in) : 0,
 				  (off_t)(e->cookie + 2));
 	}
 	pthread_mutex_unlock(&fs->ns);
@@ -801,14 +823,14 @@ static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const 
 {
 	vy_inode *in = vy_fs_inode(fs_of(req), ino);
 	int err = in ? xattr_name_ok(name) : ENOENT;
-	if (!err && in->fixed)
+	if (!err && in->fixed && in->ino != FUSE_ROOT_ID)
 		err = EPERM;
 	if (!err) {
 		pthread_rwlock_wrlock(&in->lock);
 		err = vy_xattrs_set(&in->xattrs, name, value, size, flags);
-		if (!err)
-			vy_now(&in->ctime);
 		pthread_rwlock_unlock(&in->lock);
+		if (!err)
+			vy_inode_touch(in, false);
 	}
 	fuse_reply_err(req, err);
 }
@@ -838,12 +860,20 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
 		reply_sized(req, small, strlen(small), size);
 		return;
 	}
+	/* Copy, unlock, then reply: after the reply the inode may go. */
 	const vy_xattr *a = vy_xattrs_get(&in->xattrs, name);
-	if (a)
-		reply_sized(req, a->value, a->size, size);
-	else
-		fuse_reply_err(req, ENODATA);
+	size_t len = a ? a->size : 0;
+	void *copy = a ? malloc(len ? len : 1) : NULL;
+	if (copy)
+		memcpy(copy, a->value, len);
 	pthread_rwlock_unlock(&in->lock);
+	if (!a)
+		fuse_reply_err(req, ENODATA);
+	else if (!copy)
+		fuse_reply_err(req, ENOMEM);
+	else
+		reply_sized(req, copy, len, size);
+	free(copy);
 }
 
 static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
@@ -874,14 +904,14 @@ static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 {
 	vy_inode *in = vy_fs_inode(fs_of(req), ino);
 	int err = in ? xattr_name_ok(name) : ENOENT;
-	if (!err && in->fixed)
+	if (!err && in->fixed && in->ino != FUSE_ROOT_ID)
 		err = EPERM;
 	if (!err) {
 		pthread_rwlock_wrlock(&in->lock);
 		err = vy_xattrs_remove(&in->xattrs, name);
-		if (!err)
-			vy_now(&in->ctime);
 		pthread_rwlock_unlock(&in->lock);
+		if (!err)
+			vy_inode_touch(in, false);
 	}
 	fuse_reply_err(req, err);
 }
@@ -906,11 +936,10 @@ static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, of
 	pthread_rwlock_wrlock(&in->lock);
 	uint64_t before = in->size;
 	vy_err rc = vy_file_allocate(fs, in, (uint64_t)off, (uint64_t)len, mode & FALLOC_FL_KEEP_SIZE, &e);
-	if (rc == VY_OK && in->size != before) {
-		vy_now(&in->mtime);
-		in->ctime = in->mtime;
-	}
+	bool grew = in->size != before;
 	pthread_rwlock_unlock(&in->lock);
+	if (rc == VY_OK && grew)
+		vy_inode_touch(in, true);
 	if (rc == VY_OK)
 		fuse_reply_err(req, 0);
 	else
@@ -930,6 +959,9 @@ static void op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in, 
 		fuse_reply_err(req, EOPNOTSUPP); /* the kernel falls back to read and write */
 		return;
 	}
+	/* The reply's count is 32 bits wide: copy at most that, in pages. */
+	if (len > (UINT32_MAX & ~(size_t)4095))
+		len = UINT32_MAX & ~(size_t)4095;
 	/* Two inodes lock in ino order; one inode once. */
 	if (src == dst) {
 		pthread_rwlock_wrlock(&dst->lock);
@@ -943,13 +975,11 @@ static void op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in, 
 	vy_error e;
 	uint64_t copied = 0;
 	vy_err rc = vy_file_copy(fs, src, (uint64_t)off_in, dst, (uint64_t)off_out, len, &copied, &e);
-	if (rc == VY_OK && copied) {
-		vy_now(&dst->mtime);
-		dst->ctime = dst->mtime;
-	}
 	if (src != dst)
 		pthread_rwlock_unlock(&src->lock);
 	pthread_rwlock_unlock(&dst->lock);
+	if (rc == VY_OK && copied)
+		vy_inode_touch(dst, true);
 	(void)ino_in;
 	if (rc == VY_OK)
 		fuse_reply_write(req, (size_t)copied);

@@ -94,6 +94,9 @@ test_bad_config_file_is_refused_with_line_and_fix() {
 	err=$("$VYREFS" -o "config=$conf" --self-check 2>&1 >/dev/null)
 	assertEquals 2 $?
 	assertContains "$err" "cannot read config file"
+	err=$("$VYREFS" -o "config=/tmp" --self-check 2>&1 >/dev/null)
+	assertEquals 2 $?
+	assertContains "$err" "not a regular file"
 }
 
 test_options_override_the_config_file() {

@@ -65,6 +65,20 @@ test_ranged_reads_at_odd_offsets() {
 	assertEquals "d2h for one 4K direct read" 4096 $(($(stat_of d2h_bytes) - before))
 }
 
+# O_TRUNC truncates at open (libfuse asks for atomic O_TRUNC: no SETATTR).
+test_shorter_overwrite_truncates() {
+	printf 'abcdefgh' >"$MNT/o"
+	printf 'x' >"$MNT/o"
+	assertEquals "x" "$(cat "$MNT/o")"
+	assertEquals 1 "$(stat -c %s "$MNT/o")"
+	head -c 2000000 /dev/urandom >"$MNT/o"
+	printf 'short' >"$MNT/o"
+	assertEquals "short" "$(cat "$MNT/o")"
+	: >"$MNT/o"
+	assertEquals 0 "$(stat -c %s "$MNT/o")"
+	assertEquals "no buffer once empty" 0 "$(stat_of resident_bytes)"
+}
+
 test_append_adds_at_the_end() {
 	printf 'one\n' >"$MNT/log"
 	printf 'two\n' >>"$MNT/log"

@@ -136,6 +136,23 @@ test_mode_owner_and_times_are_kept() {
 		"$(cd "$MNT/synced" && find . -printf '%p %m %T@ %s\n' | sort)"
 }
 
+# The root takes attributes like any directory: tar -p, rsync -a and cp -a
+# into the mount root set its mode and times.
+test_root_takes_attributes() {
+	chmod 1777 "$MNT" || fail "chmod root"
+	assertEquals 1777 "$(stat -c %a "$MNT")"
+	touch -d '2002-02-02 02:02:02' "$MNT" || fail "touch root"
+	assertEquals "2002-02-02 02:02:02.000000000 +0000" "$(TZ=UTC stat -c %y "$MNT")"
+	mkdir -p "$WORK/src/d" && printf 'r' >"$WORK/src/d/f"
+	cp -a "$WORK/src/." "$MNT/" || fail "cp -a into the root"
+	tar -C "$WORK/src" -cf - . | tar -C "$MNT" -xpf - || fail "tar -xp into the root"
+	if need rsync; then
+		rsync -a "$WORK/src/" "$MNT/" || fail "rsync -a into the root"
+	fi
+	rmdir "$MNT" 2>/dev/null
+	assertTrue "still mounted" "mountpoint -q '$MNT'"
+}
+
 test_user_xattrs_and_vyre_xattrs() {
 	need getfattr setfattr || return 0
 	printf 'abc' >"$MNT/x"

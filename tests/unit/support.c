@@ -197,16 +197,11 @@ void vy_test_expect_baseline_and_close(vy_counting_device *d, uint64_t free0)
 
 void vy_test_warm_streams(vy_device *d, unsigned n)
 {
-	vy_stream *s[64];
 	vy_error e;
-	unsigned made = 0;
-	for (; made < n && made < 64; made++)
-		if (d->ops->stream_create(d, &s[made], &e) != VY_OK) {
-			fprintf(stderr, "warming streams: %s\n", e.msg);
-			exit(2);
-		}
-	while (made-- > 0)
-		d->ops->stream_destroy(d, s[made], &e);
+	if (vy_device_warm_streams(d, n, &e) != VY_OK) {
+		fprintf(stderr, "warming streams: %s\n", e.msg);
+		exit(2);
+	}
 }
 
 void vy_test_core_options(vy_core_options *o)

@@ -136,11 +136,7 @@ vy_counts vy_counts_get(vy_counting_device *d);
  * close the device. */
 void vy_test_expect_baseline_and_close(vy_counting_device *d, uint64_t free0);
 
-/* Create and destroy `n` streams at once. The CUDA driver keeps the device
- * memory of the most streams a context ever had until the context goes
- * (measured on an H100, driver 580: 8 streams, 4 MiB, kept after they were
- * destroyed), so a test that compares free device memory warms that
- * high-water mark first, as many streams as the core may use. */
+/* vy_device_warm_streams, exiting on failure (see core/device.h). */
 void vy_test_warm_streams(vy_device *d, unsigned n);
 
 /* Core options for tests: the backend under test, small staging chunks so
