@@ -22,7 +22,7 @@ ifneq ($(wildcard $(CUDA_HOME)/include/cuda.h),)
 CPPFLAGS += -DVY_HAVE_CUDA_H -isystem $(CUDA_HOME)/include
 endif
 
-CORE_SRC   := $(wildcard core/*.c) $(wildcard config/*.c)
+CORE_SRC   := $(wildcard core/*.c) $(wildcard config/*.c) $(wildcard ctl/*.c)
 CORE_OBJ   := $(CORE_SRC:%.c=$(BUILD)/%.o)
 FS_SRC     := $(wildcard fs/*.c)
 FS_OBJ     := $(FS_SRC:%.c=$(BUILD)/%.o)
@@ -36,7 +36,7 @@ GPU_BIN    := $(GPU_SRC:%.c=$(BUILD)/%)
 UNIT_LIB   := $(BUILD)/tests/unit/support.o $(BUILD)/fs/dir.o $(BUILD)/fs/xattr.o
 CORE_LIB   := $(BUILD)/libvycore.a
 
-.PHONY: all deps test test-gpu install uninstall clean
+.PHONY: all deps test test-gpu fuzz install uninstall clean
 .SECONDARY:
 all: $(BUILD)/vyrefs $(UNIT_BIN) $(GPU_BIN) $(BUILD)/tests/fs/renameat2
 
@@ -59,6 +59,23 @@ $(BUILD)/tests/gpu/test_%: $(BUILD)/tests/gpu/test_%.o $(UNIT_LIB) $(CORE_LIB)
 $(BUILD)/tests/fs/renameat2: tests/fs/renameat2.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $<
+
+# The parser under libFuzzer (clang), with AddressSanitizer and UBSan, for
+# FUZZ_SECONDS; any crash, leak or sanitizer report fails.
+FUZZ_SECONDS ?= 60
+FUZZ_SRC     := ctl/parse.c config/size.c core/err.c
+$(BUILD)/fuzz/fuzz_ctl_parse: tests/fuzz/fuzz_ctl_parse.c $(FUZZ_SRC) ctl/parse.h ctl/plan.h
+	@mkdir -p $(dir $@)
+	clang -std=c17 -g -O1 -I. -D_GNU_SOURCE -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+		-o $@ tests/fuzz/fuzz_ctl_parse.c $(FUZZ_SRC)
+
+fuzz: $(BUILD)/fuzz/fuzz_ctl_parse
+	@mkdir -p $(BUILD)/fuzz/corpus
+	@$(BUILD)/fuzz/fuzz_ctl_parse -max_total_time=$(FUZZ_SECONDS) -max_len=4096 -timeout=10 \
+		-artifact_prefix=$(BUILD)/fuzz/ -print_final_stats=1 $(BUILD)/fuzz/corpus tests/fuzz/corpus \
+		>$(BUILD)/fuzz/log 2>&1; rc=$$?; tail -n 6 $(BUILD)/fuzz/log; \
+		if [ $$rc != 0 ]; then echo "fuzz: FAILED (exit $$rc); see $(BUILD)/fuzz/log and $(BUILD)/fuzz/crash-*"; fi; \
+		exit $$rc
 
 # Install what is missing (apt, as root), once per machine.
 deps:

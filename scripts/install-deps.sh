@@ -15,6 +15,7 @@ have_pc fuse3 || missing+=(libfuse3-dev)
 command -v fusermount3 >/dev/null 2>&1 || missing+=(fuse3)
 have_pc inih || missing+=(libinih-dev)
 have_pc libxxhash || missing+=(libxxhash-dev)
+command -v clang >/dev/null 2>&1 || missing+=(clang)
 command -v getfattr >/dev/null 2>&1 || missing+=(attr)
 command -v rsync >/dev/null 2>&1 || missing+=(rsync)
 if [ -z "${SHUNIT2:-}" ] || [ ! -r "${SHUNIT2}" ]; then
@@ -36,6 +37,27 @@ if [ ${#missing[@]} -gt 0 ]; then
 			echo "vyrefs: could not install ${missing[*]} (Fix: see /tmp/vyrefs-apt.log; check the apt sources)" >&2
 			exit 1
 		fi
+	fi
+fi
+
+# `make fuzz` needs clang's libFuzzer runtime, which Debian only recommends.
+fuzzer_links() {
+	local dir
+	dir=$(mktemp -d) || return 1
+	printf '#include <stddef.h>\n#include <stdint.h>\nint LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) { (void)d; (void)n; return 0; }\n' >"$dir/f.c"
+	clang -fsanitize=fuzzer "$dir/f.c" -o "$dir/f" >/dev/null 2>&1
+	local rc=$?
+	rm -rf "$dir"
+	return $rc
+}
+if command -v clang >/dev/null 2>&1 && ! fuzzer_links; then
+	major=$(clang --version | sed -n 's/.*clang version \([0-9]*\).*/\1/p' | head -n 1)
+	if [ "$(id -u)" = 0 ] && [ -n "$major" ]; then
+		echo "installing: libclang-rt-$major-dev"
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "libclang-rt-$major-dev" \
+			>>/tmp/vyrefs-apt.log 2>&1 || echo "note: no libFuzzer runtime: make fuzz will not build (Fix: apt-get install libclang-rt-$major-dev)"
+	else
+		echo "note: no libFuzzer runtime for clang (Fix: sudo apt-get install libclang-rt-${major:-NN}-dev)"
 	fi
 fi
 
