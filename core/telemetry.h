@@ -32,6 +32,8 @@
 	X(staging_hits, COUNTER)     /* pinned buffers served from the cache */ \
 	X(staging_misses, COUNTER)   /* pinned buffers allocated anew */        \
 	X(launches, COUNTER)         /* kernel launches */                      \
+	X(sequences, COUNTER)        /* control-file sequences run */           \
+	X(steps, COUNTER)            /* their steps, repeats counted */         \
 	X(device_time_us, COUNTER)   /* device time measured by events */       \
 	X(resident_bytes, GAUGE)     /* bytes in live buffers */                \
 	X(resident_buffers, GAUGE)   /* live buffers */                         \

@@ -1,0 +1,40 @@
+/* Running a parsed sequence: look up and lock its files, validate every
+ * step against them and the device (all or nothing), then run the steps in
+ * order on one stream with one synchronization, timed by device events. */
+#ifndef VY_EXEC_H
+#define VY_EXEC_H
+
+#include "core/core.h"
+#include "ctl/modules.h"
+#include "ctl/parse.h"
+
+/* Most steps one sequence may run (repeats counted): a bound, so a typo
+ * like `repeat 99999999999` is refused rather than running for days. */
+#define VY_CTL_MAX_STEPS 10000000ull
+
+/* How the executor reaches files; the filesystem provides it. */
+typedef struct vy_ctl_files {
+	void *ctx;
+	/* A regular file by path (relative to the mount root): an opaque
+	 * reference and its inode number; errors say what is wrong. */
+	vy_err (*lookup)(void *ctx, const char *path, void **file, uint64_t *ino, vy_error *e);
+	/* Hold a file against resizing for the run (called in ino order). */
+	void (*lock)(void *ctx, void *file);
+	void (*unlock)(void *ctx, void *file);
+	/* Its buffer and size, while locked (handle 0: an empty file). */
+	void (*state)(void *ctx, void *file, vy_handle *handle, uint64_t *size);
+	/* The device may have written the file: drop cached pages. */
+	void (*written)(void *ctx, void *file, uint64_t ino);
+	/* The file's reference is no longer needed. */
+	void (*release)(void *ctx, void *file);
+} vy_ctl_files;
+
+typedef struct vy_ctl_result {
+	uint64_t steps;
+	double device_us, wall_us;
+} vy_ctl_result;
+
+vy_err vy_ctl_run(vy_core *core, vy_modules *mods, const vy_ctl_files *files, const vy_ctl_plan *plan,
+		  vy_ctl_result *res, vy_ctl_error *err);
+
+#endif

@@ -1,0 +1,210 @@
+/* Module registry: name -> loaded module, kernels cached, uses counted. */
+#include "ctl/modules.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define LOG_MAX 16384
+
+typedef struct kernel {
+	char *name;
+	vy_function *f;
+	vy_function_info info;
+	struct kernel *next;
+} kernel;
+
+typedef struct module {
+	char *name;
+	vy_module *mod; /* NULL: the last load failed (the log says why) */
+	char *log;
+	unsigned busy;  /* sequences using it now */
+	kernel *kernels;
+	struct module *next;
+} module;
+
+struct vy_modules {
+	pthread_mutex_t lock;
+	vy_device *dev;
+	module *list;
+};
+
+vy_err vy_modules_open(vy_device *dev, vy_modules **out, vy_error *e)
+{
+	vy_modules *m = calloc(1, sizeof(*m));
+	if (!m || pthread_mutex_init(&m->lock, NULL) != 0) {
+		free(m);
+		return vy_fail(e, VY_ENOMEM, "free host memory", "cannot allocate the module registry");
+	}
+	m->dev = dev;
+	*out = m;
+	return VY_OK;
+}
+
+static void drop_code(vy_modules *m, module *mod)
+{
+	for (kernel *k = mod->kernels, *next; k; k = next) {
+		next = k->next;
+		free(k->name);
+		free(k);
+	}
+	mod->kernels = NULL;
+	if (mod->mod)
+		m->dev->ops->module_unload(m->dev, mod->mod, NULL);
+	mod->mod = NULL;
+}
+
+void vy_modules_close(vy_modules *m)
+{
+	if (!m)
+		return;
+	for (module *mod = m->list, *next; mod; mod = next) {
+		next = mod->next;
+		drop_code(m, mod);
+		free(mod->name);
+		free(mod->log);
+		free(mod);
+	}
+	pthread_mutex_destroy(&m->lock);
+	free(m);
+}
+
+static module *find(vy_modules *m, const char *name)
+{
+	for (module *mod = m->list; mod; mod = mod->next)
+		if (!strcmp(mod->name, name))
+			return mod;
+	return NULL;
+}
+
+static vy_err busy(const char *name, vy_error *e)
+{
+	return vy_fail(e, VY_EBUSY, "wait for the running sequence to finish",
+		       "module '%s' is in use by a running sequence", name);
+}
+
+vy_err vy_modules_load(vy_modules *m, const char *name, const void *image, size_t len, vy_error *e)
+{
+	char *log = malloc(LOG_MAX);
+	if (!log)
+		return vy_fail(e, VY_ENOMEM, "free host memory", "cannot allocate a JIT log");
+	log[0] = '\0';
+	pthread_mutex_lock(&m->lock);
+	module *mod = find(m, name);
+	vy_err rc = VY_OK;
+	if (mod && mod->busy) {
+		rc = busy(name, e);
+		goto out;
+	}
+	if (!mod) {
+		mod = calloc(1, sizeof(*mod));
+		if (!mod || !(mod->name = strdup(name))) {
+			free(mod);
+			rc = vy_fail(e, VY_ENOMEM, "free host memory", "cannot record module '%s'", name);
+			goto out;
+		}
+		mod->next = m->list;
+		m->list = mod;
+	}
+	drop_code(m, mod);
+	vy_module *loaded = NULL;
+	rc = m->dev->ops->module_load(m->dev, image, len, &loaded, log, LOG_MAX, e);
+	mod->mod = rc == VY_OK ? loaded : NULL;
+	free(mod->log);
+	mod->log = log;
+	log = NULL;
+out:
+	pthread_mutex_unlock(&m->lock);
+	free(log);
+	return rc;
+}
+
+vy_err vy_modules_unload(vy_modules *m, const char *name, vy_error *e)
+{
+	pthread_mutex_lock(&m->lock);
+	vy_err rc = VY_OK;
+	module **p = &m->list;
+	while (*p && strcmp((*p)->name, name) != 0)
+		p = &(*p)->next;
+	module *mod = *p;
+	if (mod && mod->busy) {
+		rc = busy(name, e);
+	} else if (mod) {
+		*p = mod->next;
+		drop_code(m, mod);
+		free(mod->name);
+		free(mod->log);
+		free(mod);
+	}
+	pthread_mutex_unlock(&m->lock);
+	return rc;
+}
+
+char *vy_modules_log(vy_modules *m, const char *name)
+{
+	pthread_mutex_lock(&m->lock);
+	module *mod = find(m, name);
+	char *log = mod && mod->log ? strdup(mod->log) : NULL;
+	pthread_mutex_unlock(&m->lock);
+	return log;
+}
+
+bool vy_modules_loaded(vy_modules *m, const char *name)
+{
+	pthread_mutex_lock(&m->lock);
+	module *mod = find(m, name);
+	bool loaded = mod && mod->mod;
+	pthread_mutex_unlock(&m->lock);
+	return loaded;
+}
+
+vy_err vy_modules_get(vy_modules *m, const char *module_name, const char *entry, vy_function **f,
+		      vy_function_info *info, vy_error *e)
+{
+	pthread_mutex_lock(&m->lock);
+	vy_err rc = VY_OK;
+	module *mod = find(m, module_name);
+	if (!mod || !mod->mod) {
+		rc = vy_fail(e, VY_ENOENT,
+			     mod ? "fix the module and copy it again (modules/NAME.log has the JIT log)"
+				 : "copy the module into .vyre/modules/ first, e.g. cp saxpy.ptx .vyre/modules/",
+			     mod ? "module '%s' did not load" : "no module '%s'", module_name);
+		goto out;
+	}
+	kernel *k = mod->kernels;
+	while (k && strcmp(k->name, entry) != 0)
+		k = k->next;
+	if (!k) {
+		kernel *n = calloc(1, sizeof(*n));
+		if (!n || !(n->name = strdup(entry))) {
+			free(n);
+			rc = vy_fail(e, VY_ENOMEM, "free host memory", "cannot record kernel '%s'", entry);
+			goto out;
+		}
+		rc = m->dev->ops->function_get(m->dev, mod->mod, entry, &n->f, e);
+		if (rc == VY_OK)
+			rc = m->dev->ops->function_info(m->dev, n->f, &n->info, e);
+		if (rc != VY_OK) {
+			free(n->name);
+			free(n);
+			goto out;
+		}
+		n->next = mod->kernels;
+		mod->kernels = k = n;
+	}
+	*f = k->f;
+	*info = k->info;
+	mod->busy++;
+out:
+	pthread_mutex_unlock(&m->lock);
+	return rc;
+}
+
+void vy_modules_put(vy_modules *m, const char *name)
+{
+	pthread_mutex_lock(&m->lock);
+	module *mod = find(m, name);
+	if (mod && mod->busy)
+		mod->busy--;
+	pthread_mutex_unlock(&m->lock);
+}

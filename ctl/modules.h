@@ -1,0 +1,32 @@
+/* The module registry: kernel modules by name (a file in .vyre/modules/
+ * without its extension), loaded through the device, each with its JIT log.
+ * A module a running sequence uses cannot be unloaded or replaced (EBUSY).
+ * Thread-safe. */
+#ifndef VY_MODULES_H
+#define VY_MODULES_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "core/device.h"
+
+typedef struct vy_modules vy_modules;
+
+vy_err vy_modules_open(vy_device *dev, vy_modules **out, vy_error *e);
+void vy_modules_close(vy_modules *m);
+
+/* Load (or replace) module `name` from an image. The JIT log is kept for
+ * vy_modules_log whether or not the load worked. */
+vy_err vy_modules_load(vy_modules *m, const char *name, const void *image, size_t len, vy_error *e);
+vy_err vy_modules_unload(vy_modules *m, const char *name, vy_error *e);
+/* The JIT log of the last load of `name` (malloc'd), or NULL if none. */
+char *vy_modules_log(vy_modules *m, const char *name);
+bool vy_modules_loaded(vy_modules *m, const char *name);
+
+/* A kernel for a sequence: found, described, and its module held in use
+ * until vy_modules_put. */
+vy_err vy_modules_get(vy_modules *m, const char *module, const char *entry, vy_function **f, vy_function_info *info,
+		      vy_error *e);
+void vy_modules_put(vy_modules *m, const char *module);
+
+#endif
