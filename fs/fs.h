@@ -21,13 +21,19 @@
 #include "config/config.h"
 #include "core/core.h"
 #include "core/u64map.h"
+#include "ctl/modules.h"
 #include "fs/dir.h"
 #include "fs/xattr.h"
 
-typedef enum vy_kind { VY_DIR, VY_FILE, VY_SYMLINK, VY_VIRTUAL } vy_kind;
+/* VY_MODULE: a file in .vyre/modules/, kept in host memory (it is code for
+ * the JIT, not a GPU buffer). */
+typedef enum vy_kind { VY_DIR, VY_FILE, VY_SYMLINK, VY_VIRTUAL, VY_MODULE } vy_kind;
 
 /* The files of .vyre/ whose content vyrefs makes. */
-typedef enum vy_virtual { VY_V_NONE, VY_V_CTL, VY_V_LOG, VY_V_STATS, VY_V_DEVICE, VY_V_CONFIG } vy_virtual;
+typedef enum vy_virtual {
+	VY_V_NONE, VY_V_CTL, VY_V_LOG, VY_V_STATS, VY_V_DEVICE, VY_V_CONFIG,
+	VY_V_MODLOG, /* modules/NAME.log: the JIT log of module NAME (target) */
+} vy_virtual;
 
 typedef struct vy_inode {
 	uint64_t ino;
@@ -50,8 +56,11 @@ typedef struct vy_inode {
 	/* VY_DIR */
 	vy_dir dir;
 	uint64_t parent;
-	/* VY_SYMLINK */
+	/* VY_SYMLINK: the link; VY_MODULE and VY_V_MODLOG: the module name */
 	char *target;
+	/* VY_MODULE: the image */
+	char *data;
+	size_t dlen;
 	vy_xattrs xattrs;
 } vy_inode;
 
@@ -61,8 +70,19 @@ typedef struct vy_open {
 	vy_inode *in;
 	char *text; /* a virtual file's content, made at open */
 	size_t len;
+	/* .vyre/ctl: text that waits for the rest of its statement, the next
+	 * line's number, and the reply of the last sequence (read once). */
+	char *pending;
+	size_t plen;
+	int next_line;
+	char *reply;
+	size_t reply_len, reply_pos;
+	bool written; /* a module written through this handle: load at flush */
+	pthread_mutex_t ctl; /* one sequence at a time through one open file */
 	struct vy_open *prev, *next; /* ns */
 } vy_open;
+
+#define VY_LOG_KEEP 256
 
 typedef struct vy_fs {
 	vy_core *core;
@@ -72,6 +92,11 @@ typedef struct vy_fs {
 	uint64_t next_ino;
 	uint64_t vyre_ino, modules_ino;
 	vy_open *opens; /* every open file, ns */
+	vy_modules *modules;
+	pthread_mutex_t log_lock; /* the sequence log and numbering */
+	char *log[VY_LOG_KEEP];  /* a ring, oldest at log_head */
+	size_t log_head, log_count;
+	uint64_t next_seq;
 	uid_t owner; /* the mounting user */
 	gid_t group;
 	struct fuse_session *se;
@@ -93,6 +118,8 @@ vy_inode *vy_inode_new(vy_fs *fs, vy_kind kind, mode_t mode, uid_t uid, gid_t gi
 /* Free what nothing refers to any more (ns held): the buffer once no name
  * and no open handle is left, the inode once the kernel forgot it too. */
 void vy_inode_reap(vy_fs *fs, vy_inode *in);
+/* A new open file for `in` (not yet tracked); NULL without memory. */
+vy_open *vy_open_new(vy_inode *in);
 /* Track an open file / stop tracking it and free it (ns held). */
 void vy_open_add(vy_fs *fs, vy_open *o);
 void vy_open_free(vy_fs *fs, vy_open *o);

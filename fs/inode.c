@@ -1,5 +1,6 @@
 /* The inode table: creation, lifetime, attributes. */
 #include "fs/fs.h"
+#include "fs/ctl_file.h"
 #include "fs/file.h"
 #include "fs/log.h"
 #include "fs/vyre.h"
@@ -52,6 +53,7 @@ static void inode_free(vy_inode *in)
 	if (in->kind == VY_DIR)
 		vy_dir_destroy(&in->dir);
 	free(in->target);
+	free(in->data);
 	vy_xattrs_destroy(&in->xattrs);
 	pthread_mutex_destroy(&in->meta);
 	pthread_rwlock_destroy(&in->lock);
@@ -74,6 +76,20 @@ void vy_inode_reap(vy_fs *fs, vy_inode *in)
 	inode_free(in);
 }
 
+vy_open *vy_open_new(vy_inode *in)
+{
+	vy_open *o = calloc(1, sizeof(*o));
+	if (!o)
+		return NULL;
+	if (pthread_mutex_init(&o->ctl, NULL) != 0) {
+		free(o);
+		return NULL;
+	}
+	o->in = in;
+	o->next_line = 1;
+	return o;
+}
+
 void vy_open_add(vy_fs *fs, vy_open *o)
 {
 	o->prev = NULL;
@@ -91,7 +107,10 @@ void vy_open_free(vy_fs *fs, vy_open *o)
 		fs->opens = o->next;
 	if (o->next)
 		o->next->prev = o->prev;
+	pthread_mutex_destroy(&o->ctl);
 	free(o->text);
+	free(o->pending);
+	free(o->reply);
 	free(o);
 }
 
@@ -132,6 +151,10 @@ void vy_inode_stat(vy_fs *fs, vy_inode *in, struct stat *st)
 	case VY_VIRTUAL:
 		st->st_size = (off_t)vy_vyre_size(fs, in);
 		break;
+	case VY_MODULE:
+		st->st_size = (off_t)in->dlen;
+		st->st_blocks = (blkcnt_t)((in->dlen + 511) / 512);
+		break;
 	}
 }
 
@@ -150,7 +173,8 @@ mode_t vy_inode_type(const vy_inode *in)
 	case VY_DIR: return S_IFDIR;
 	case VY_SYMLINK: return S_IFLNK;
 	case VY_FILE:
-	case VY_VIRTUAL: break;
+	case VY_VIRTUAL:
+	case VY_MODULE: break;
 	}
 	return S_IFREG;
 }
@@ -174,7 +198,11 @@ vy_err vy_fs_init(vy_fs *fs, vy_core *core, const vy_config *cfg, vy_error *e)
 	root->nlink = 2;
 	root->parent = root->ino;
 	root->fixed = true;
-	vy_err rc = vy_vyre_build(fs, root, e);
+	vy_err rc = pthread_mutex_init(&fs->log_lock, NULL) == 0
+			    ? vy_modules_open(core->dev, &fs->modules, e)
+			    : vy_fail(e, VY_ENOMEM, "free host memory", "cannot create the log's lock");
+	if (rc == VY_OK)
+		rc = vy_vyre_build(fs, root, e);
 	if (rc != VY_OK)
 		vy_fs_destroy(fs);
 	return rc;
@@ -195,4 +223,8 @@ void vy_fs_destroy(vy_fs *fs)
 	}
 	vy_u64map_destroy(&fs->inodes);
 	pthread_mutex_destroy(&fs->ns);
+	vy_modules_close(fs->modules);
+	fs->modules = NULL;
+	vy_ctlfile_log_free(fs);
+	pthread_mutex_destroy(&fs->log_lock);
 }

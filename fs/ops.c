@@ -2,6 +2,8 @@
  * Core errors become errnos here (vy_err_errno); the full message of a
  * failure the user must act on (ENOSPC, device errors) goes to the log. */
 #include "fs/ops.h"
+#include "fs/ctl_file.h"
+#include "fs/moddir.h"
 #include "core/transfer.h"
 #include "fs/file.h"
 #include "fs/log.h"
@@ -46,12 +48,6 @@ static double attr_timeout(const vy_inode *in)
 	return in->kind == VY_VIRTUAL ? 0.0 : VY_ATTR_TIMEOUT; /* virtual sizes change */
 }
 
-/* Whether `in` is .vyre or lies in it. ns held. */
-static bool in_vyre(vy_fs *fs, const vy_inode *in)
-{
-	return in->ino == fs->vyre_ino || in->ino == fs->modules_ino;
-}
-
 /* A directory that may gain or lose entries, or the errno why not. ns held. */
 static int writable_dir(vy_fs *fs, vy_inode *dir)
 {
@@ -59,11 +55,9 @@ static int writable_dir(vy_fs *fs, vy_inode *dir)
 		return ENOENT;
 	if (dir->kind != VY_DIR)
 		return ENOTDIR;
-	if (dir->ino == fs->modules_ino)
-		return EOPNOTSUPP; /* modules arrive with the control file */
-	if (in_vyre(fs, dir))
+	if (dir->ino == fs->vyre_ino)
 		return EPERM;
-	return 0;
+	return 0; /* modules/ takes module files only: make_node checks */
 }
 
 /* Reply with an entry for `in`, counting the kernel's new reference. ns held. */
@@ -181,11 +175,16 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 		}
 		to_set = 0;
 	}
-	if ((to_set & FUSE_SET_ATTR_SIZE) && in->kind != VY_FILE) {
+	if ((to_set & FUSE_SET_ATTR_SIZE) && in->kind == VY_MODULE) {
+		int err = attr->st_size < 0 ? EINVAL : vy_moddir_truncate(in, (uint64_t)attr->st_size);
+		if (err) {
+			fuse_reply_err(req, err);
+			return;
+		}
+	} else if ((to_set & FUSE_SET_ATTR_SIZE) && in->kind != VY_FILE) {
 		fuse_reply_err(req, in->kind == VY_DIR ? EISDIR : EINVAL);
 		return;
-	}
-	if (to_set & FUSE_SET_ATTR_SIZE) {
+	} else if (to_set & FUSE_SET_ATTR_SIZE) {
 		vy_error e;
 		pthread_rwlock_wrlock(&in->lock);
 		vy_err rc = attr->st_size < 0 ? vy_fail(&e, VY_EINVAL, "give a size of 0 or more", "negative size")
@@ -251,7 +250,7 @@ static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name, vy_ki
 		return;
 	}
 	char *copy = target ? strdup(target) : NULL;
-	vy_open *h = fi ? calloc(1, sizeof(*h)) : NULL;
+	vy_open *h = fi ? vy_open_new(NULL) : NULL;
 	if ((target && !copy) || (fi && !h)) {
 		free(copy);
 		free(h);
@@ -261,6 +260,11 @@ static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name, vy_ki
 	pthread_mutex_lock(&fs->ns);
 	vy_inode *p = vy_u64map_get(&fs->inodes, parent), *in = NULL;
 	int err = writable_dir(fs, p);
+	char *module = NULL;
+	if (!err && p->ino == fs->modules_ino) {
+		err = kind == VY_FILE ? vy_moddir_name(name, &module) : EPERM;
+		kind = VY_MODULE;
+	}
 	if (!err && vy_dir_find(&p->dir, name))
 		err = EEXIST;
 	if (!err && fs->inodes.count >= INODES_MAX)
@@ -286,11 +290,12 @@ static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name, vy_ki
 		}
 		pthread_mutex_unlock(&fs->ns);
 		free(copy);
+		free(module);
 		free(h);
 		fuse_reply_err(req, err);
 		return;
 	}
-	in->target = copy;
+	in->target = module ? module : copy;
 	if (kind == VY_DIR) {
 		in->nlink = 2;
 		in->parent = p->ino;
@@ -370,6 +375,10 @@ static void remove_name(fuse_req_t req, fuse_ino_t parent, const char *name, boo
 		err = EISDIR;
 	else if (dir && in->dir.count > 0)
 		err = ENOTEMPTY;
+	else if (in->virt == VY_V_MODLOG)
+		err = EPERM; /* goes with its module */
+	else if (in->kind == VY_MODULE)
+		err = vy_moddir_forget(fs, p, in); /* EBUSY while a sequence uses it */
 	if (!err) {
 		vy_dir_remove(&p->dir, name);
 		if (dir) {
@@ -433,6 +442,8 @@ static int do_rename(vy_fs *fs, fuse_ino_t parent, const char *name, fuse_ino_t 
 		err = writable_dir(fs, np);
 	if (err)
 		return err;
+	if (p->ino == fs->modules_ino || np->ino == fs->modules_ino)
+		return EPERM; /* a module's name is what launches use: copy anew */
 	vy_dirent *d = vy_dir_find(&p->dir, name), *nd = vy_dir_find(&np->dir, newname);
 	vy_inode *in = d ? vy_u64map_get(&fs->inodes, d->ino) : NULL;
 	vy_inode *target = nd ? vy_u64map_get(&fs->inodes, nd->ino) : NULL;
@@ -513,7 +524,8 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const 
 	int err = writable_dir(fs, np);
 	if (!err && !in)
 		err = ENOENT;
-	else if (!err && (in->kind == VY_DIR || in->fixed))
+	else if (!err && (in->kind == VY_DIR || in->fixed || in->kind == VY_MODULE || in->kind == VY_VIRTUAL ||
+			  np->ino == fs->modules_ino))
 		err = EPERM;
 	else if (!err && vy_dir_find(&np->dir, newname))
 		err = EEXIST;
@@ -549,6 +561,10 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fuse_reply_err(req, EPERM); /* .vyre's files are vyrefs's to write */
 		return;
 	}
+	if (in->kind == VY_MODULE && writing && (fi->flags & O_TRUNC) && vy_moddir_truncate(in, 0) != 0) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
 	if (in->kind == VY_FILE && writing && (fi->flags & O_TRUNC)) {
 		/* libfuse asks the kernel for atomic O_TRUNC: no SETATTR
 		 * follows, the open itself truncates. */
@@ -562,12 +578,11 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		}
 		vy_inode_touch(in, true);
 	}
-	vy_open *h = calloc(1, sizeof(*h));
+	vy_open *h = vy_open_new(in);
 	if (!h) {
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	h->in = in;
 	if (in->kind == VY_VIRTUAL) {
 		h->text = vy_vyre_render(fs, in, &h->len);
 		if (!h->text) {
@@ -602,6 +617,12 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, stru
 		fuse_reply_err(req, EINVAL);
 		return;
 	}
+	if (in->virt == VY_V_CTL) {
+		/* The reply of this file's last sequence, once; not by offset. */
+		char reply[4096];
+		fuse_reply_buf(req, reply, vy_ctlfile_read(h, reply, size < sizeof(reply) ? size : sizeof(reply)));
+		return;
+	}
 	if (in->kind == VY_VIRTUAL) {
 		/* A copy: the handle may be released the moment the reply is in. */
 		size_t at = (uint64_t)off < h->len ? (size_t)off : h->len;
@@ -616,11 +637,16 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, stru
 		free(copy);
 		return;
 	}
-	if (in->kind != VY_FILE) {
+	if (in->kind != VY_FILE && in->kind != VY_MODULE) {
 		fuse_reply_err(req, EISDIR);
 		return;
 	}
 	char *buf = malloc(size ? size : 1);
+	if (buf && in->kind == VY_MODULE) {
+		fuse_reply_buf(req, buf, vy_moddir_read(in, (uint64_t)off, buf, size));
+		free(buf);
+		return;
+	}
 	if (!buf) {
 		fuse_reply_err(req, ENOMEM);
 		return;
@@ -643,13 +669,27 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 	vy_fs *fs = fs_of(req);
 	vy_inode *in = handle_of(fi)->in;
 	if (in->kind == VY_VIRTUAL) {
-		/* The control language arrives with the control file. */
-		vy_log(LOG_NOTICE, "write to .vyre/ctl refused: dispatch sequences are not built yet");
-		fuse_reply_err(req, EOPNOTSUPP);
+		int err = vy_ctlfile_write(fs, handle_of(fi), buf, size, fuse_req_ctx(req)->pid);
+		if (err)
+			fuse_reply_err(req, err);
+		else
+			fuse_reply_write(req, size);
 		return;
 	}
 	if (off < 0) {
 		fuse_reply_err(req, EINVAL);
+		return;
+	}
+	if (in->kind == VY_MODULE) {
+		int err = vy_moddir_write(in, (uint64_t)off, buf, size);
+		if (!err) {
+			handle_of(fi)->written = true;
+			vy_inode_touch(in, true);
+		}
+		if (err)
+			fuse_reply_err(req, err);
+		else
+			fuse_reply_write(req, size);
 		return;
 	}
 	vy_error e;
@@ -667,8 +707,17 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	(void)ino;
-	(void)fi;
-	fuse_reply_err(req, 0); /* writes are on the device when acknowledged */
+	vy_open *h = handle_of(fi);
+	/* File writes are on the device when acknowledged; the control file
+	 * may hold an unfinished statement, an error at close. */
+	int err = 0;
+	if (h->in->virt == VY_V_CTL) {
+		err = vy_ctlfile_flush(fs_of(req), h, fuse_req_ctx(req)->pid);
+	} else if (h->in->kind == VY_MODULE && h->written) {
+		h->written = false;
+		err = vy_moddir_load(fs_of(req), h->in); /* a module that does not load fails the close */
+	}
+	fuse_reply_err(req, err);
 }
 
 static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)

@@ -1,5 +1,6 @@
 /* .vyre/: the control directory and the text of its files. */
 #include "fs/vyre.h"
+#include "fs/ctl_file.h"
 
 #include <inttypes.h>
 #include <stdarg.h>
@@ -123,8 +124,15 @@ char *vy_vyre_render(vy_fs *fs, vy_inode *in, size_t *len)
 		t.failed = !t.buf;
 		break;
 	}
-	case VY_V_CTL:
 	case VY_V_LOG:
+		t.buf = vy_ctlfile_log(fs, &t.len);
+		t.failed = !t.buf;
+		break;
+	case VY_V_MODLOG:
+		t.buf = vy_modules_log(fs->modules, in->target);
+		t.len = t.buf ? strlen(t.buf) : 0;
+		break;
+	case VY_V_CTL: /* read per open file: vy_ctlfile_read */
 	case VY_V_NONE:
 		break;
 	}

@@ -1,0 +1,279 @@
+/* The control file: text in, sequences run, replies and a log out. */
+#include "fs/ctl_file.h"
+#include "ctl/exec.h"
+#include "fs/log.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define PENDING_MAX (1u << 20) /* unfinished text one open file may hold */
+
+/* ---- the executor's view of files --------------------------------------- */
+
+static vy_err files_lookup(void *ctx, const char *path, void **file, uint64_t *ino, vy_error *e)
+{
+	vy_fs *fs = ctx;
+	char *copy = strdup(path);
+	if (!copy)
+		return vy_fail(e, VY_ENOMEM, "free host memory", "cannot copy a path");
+	pthread_mutex_lock(&fs->ns);
+	vy_inode *at = vy_u64map_get(&fs->inodes, FUSE_ROOT_ID);
+	vy_err rc = VY_OK;
+	char *save = NULL;
+	for (char *part = strtok_r(copy, "/", &save); part && rc == VY_OK; part = strtok_r(NULL, "/", &save)) {
+		if (!strcmp(part, ".") || !strcmp(part, "..")) {
+			rc = vy_fail(e, VY_EINVAL, "name files from the mount root without . or ..",
+				     "path '%s' has . or ..", path);
+		} else if (at->kind != VY_DIR) {
+			rc = vy_fail(e, VY_EINVAL, "name a file under directories only", "'%s': not a directory on the way",
+				     path);
+		} else {
+			vy_dirent *d = vy_dir_find(&at->dir, part);
+			at = d ? vy_u64map_get(&fs->inodes, d->ino) : NULL;
+			if (!at)
+				rc = vy_fail(e, VY_ENOENT, "create it first (paths are relative to the mount root)",
+					     "no file '%s'", path);
+		}
+	}
+	if (rc == VY_OK && at->kind != VY_FILE)
+		rc = vy_fail(e, VY_EINVAL, "name a regular file: only those hold buffers", "'%s' is not a regular file",
+			     path);
+	if (rc == VY_OK) {
+		at->opens++; /* held like an open file until released */
+		*file = at;
+		*ino = at->ino;
+	}
+	pthread_mutex_unlock(&fs->ns);
+	free(copy);
+	return rc;
+}
+
+static void files_lock(void *ctx, void *file)
+{
+	(void)ctx;
+	pthread_rwlock_rdlock(&((vy_inode *)file)->lock);
+}
+
+static void files_unlock(void *ctx, void *file)
+{
+	(void)ctx;
+	pthread_rwlock_unlock(&((vy_inode *)file)->lock);
+}
+
+static void files_state(void *ctx, void *file, vy_handle *handle, uint64_t *size)
+{
+	(void)ctx;
+	vy_inode *in = file;
+	*handle = in->buf;
+	*size = in->size;
+}
+
+static void files_written(void *ctx, void *file, uint64_t ino)
+{
+	vy_fs *fs = ctx;
+	vy_inode_touch(file, true);
+	/* The kernel may hold pages of the old bytes: drop them. -ENOENT
+	 * means it holds nothing of this inode. */
+	if (fs->se)
+		fuse_lowlevel_notify_inval_inode(fs->se, ino, 0, 0);
+}
+
+static void files_release(void *ctx, void *file)
+{
+	vy_fs *fs = ctx;
+	pthread_mutex_lock(&fs->ns);
+	((vy_inode *)file)->opens--;
+	vy_inode_reap(fs, file);
+	pthread_mutex_unlock(&fs->ns);
+}
+
+/* ---- replies and the log ------------------------------------------------ */
+
+static int errno_of(vy_err rc)
+{
+	switch (rc) {
+	case VY_OK: return 0;
+	case VY_ENOSPC: return ENOSPC;
+	case VY_EBUSY: return EBUSY;
+	case VY_EDEVICE:
+	case VY_EINTERNAL: return EIO;
+	case VY_ENOMEM: return ENOMEM;
+	default: return EINVAL; /* bad input of any kind */
+	}
+}
+
+static void log_line(vy_fs *fs, uint64_t seq, pid_t pid, const char *outcome)
+{
+	char when[32];
+	time_t now = time(NULL);
+	struct tm tm;
+	strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&now, &tm));
+	char *line = NULL;
+	if (asprintf(&line, "seq=%" PRIu64 " time=%s pid=%d %s\n", seq, when, (int)pid, outcome) < 0)
+		return;
+	pthread_mutex_lock(&fs->log_lock);
+	size_t slot = (fs->log_head + fs->log_count) % VY_LOG_KEEP;
+	if (fs->log_count == VY_LOG_KEEP) { /* full: the oldest goes */
+		free(fs->log[fs->log_head]);
+		fs->log_head = (fs->log_head + 1) % VY_LOG_KEEP;
+		fs->log_count--;
+	}
+	fs->log[slot] = line;
+	fs->log_count++;
+	pthread_mutex_unlock(&fs->log_lock);
+}
+
+static uint64_t next_seq(vy_fs *fs)
+{
+	pthread_mutex_lock(&fs->log_lock);
+	uint64_t seq = ++fs->next_seq;
+	pthread_mutex_unlock(&fs->log_lock);
+	return seq;
+}
+
+/* Set the open file's reply (and log it). */
+static void answer(vy_fs *fs, vy_open *h, uint64_t seq, pid_t pid, vy_err rc, const vy_ctl_error *err,
+		   const vy_ctl_result *res)
+{
+	char *text = NULL, *outcome = NULL;
+	int n;
+	if (rc == VY_OK) {
+		n = asprintf(&outcome, "ok steps=%" PRIu64 " device_us=%.0f wall_us=%.0f", res->steps, res->device_us,
+			     res->wall_us);
+		if (n >= 0)
+			n = asprintf(&text, "ok seq=%" PRIu64 " steps=%" PRIu64 " device_us=%.0f wall_us=%.0f\n", seq,
+				     res->steps, res->device_us, res->wall_us);
+	} else {
+		n = asprintf(&outcome, "error line %d: %s", err->line, err->e.msg);
+		if (n >= 0)
+			n = asprintf(&text, "error seq=%" PRIu64 " line %d: %s\n", seq, err->line, err->e.msg);
+	}
+	if (n < 0) {
+		free(outcome);
+		return;
+	}
+	free(h->reply);
+	h->reply = text;
+	h->reply_len = (size_t)n;
+	h->reply_pos = 0;
+	log_line(fs, seq, pid, outcome);
+	free(outcome);
+	if (rc != VY_OK)
+		vy_log(LOG_NOTICE, ".vyre/ctl: %s", err->e.msg);
+}
+
+static void drop_pending(vy_open *h, size_t used)
+{
+	for (size_t i = 0; i < used; i++)
+		h->next_line += h->pending[i] == '\n';
+	memmove(h->pending, h->pending + used, h->plen - used);
+	h->plen -= used;
+}
+
+int vy_ctlfile_write(vy_fs *fs, vy_open *h, const char *buf, size_t size, pid_t pid)
+{
+	pthread_mutex_lock(&h->ctl);
+	int result = 0;
+	if (h->plen + size > PENDING_MAX) {
+		vy_ctl_error err = {.line = h->next_line};
+		vy_fail(&err.e, VY_EINVAL, "end statements with a newline; a sequence may hold at most 1 MiB of text",
+			"unfinished text over 1 MiB");
+		answer(fs, h, next_seq(fs), pid, VY_EINVAL, &err, NULL);
+		drop_pending(h, h->plen);
+		result = EINVAL;
+		goto out;
+	}
+	char *p = realloc(h->pending, h->plen + size + 1);
+	if (!p) {
+		result = ENOMEM;
+		goto out;
+	}
+	h->pending = p;
+	memcpy(h->pending + h->plen, buf, size);
+	h->plen += size;
+	vy_ctl_plan plan;
+	vy_ctl_error err;
+	size_t used = 0;
+	vy_err rc = vy_ctl_parse(h->pending, h->plen, h->next_line, &plan, &used, &err);
+	if (rc == VY_OK && plan.ngroups == 0) {
+		drop_pending(h, used); /* blanks and comments, or waiting text */
+		vy_ctl_plan_free(&plan);
+		goto out;
+	}
+	uint64_t seq = next_seq(fs);
+	vy_ctl_result res = {0};
+	if (rc == VY_OK) {
+		vy_ctl_files files = {.ctx = fs, .lookup = files_lookup, .lock = files_lock, .unlock = files_unlock,
+				      .state = files_state, .written = files_written, .release = files_release};
+		rc = vy_ctl_run(fs->core, fs->modules, &files, &plan, &res, &err);
+	}
+	vy_ctl_plan_free(&plan);
+	answer(fs, h, seq, pid, rc, &err, &res);
+	drop_pending(h, used);
+	result = errno_of(rc);
+out:
+	pthread_mutex_unlock(&h->ctl);
+	return result;
+}
+
+int vy_ctlfile_flush(vy_fs *fs, vy_open *h, pid_t pid)
+{
+	pthread_mutex_lock(&h->ctl);
+	int result = 0;
+	if (h->plen) {
+		vy_ctl_error err;
+		vy_err rc = vy_ctl_parse_leftover(h->pending, h->plen, h->next_line, &err);
+		if (rc != VY_OK) {
+			answer(fs, h, next_seq(fs), pid, rc, &err, NULL);
+			result = errno_of(rc);
+		}
+		drop_pending(h, h->plen);
+	}
+	pthread_mutex_unlock(&h->ctl);
+	return result;
+}
+
+size_t vy_ctlfile_read(vy_open *h, char *buf, size_t size)
+{
+	pthread_mutex_lock(&h->ctl);
+	size_t n = 0;
+	if (h->reply && h->reply_pos < h->reply_len) {
+		n = h->reply_len - h->reply_pos < size ? h->reply_len - h->reply_pos : size;
+		memcpy(buf, h->reply + h->reply_pos, n);
+		h->reply_pos += n;
+	}
+	pthread_mutex_unlock(&h->ctl);
+	return n;
+}
+
+char *vy_ctlfile_log(vy_fs *fs, size_t *len)
+{
+	pthread_mutex_lock(&fs->log_lock);
+	size_t total = 0;
+	for (size_t i = 0; i < fs->log_count; i++)
+		total += strlen(fs->log[(fs->log_head + i) % VY_LOG_KEEP]);
+	char *text = malloc(total + 1);
+	if (text) {
+		size_t at = 0;
+		for (size_t i = 0; i < fs->log_count; i++) {
+			const char *line = fs->log[(fs->log_head + i) % VY_LOG_KEEP];
+			memcpy(text + at, line, strlen(line));
+			at += strlen(line);
+		}
+		text[at] = '\0';
+		*len = at;
+	}
+	pthread_mutex_unlock(&fs->log_lock);
+	return text;
+}
+
+void vy_ctlfile_log_free(vy_fs *fs)
+{
+	for (size_t i = 0; i < fs->log_count; i++)
+		free(fs->log[(fs->log_head + i) % VY_LOG_KEEP]);
+	fs->log_count = 0;
+}

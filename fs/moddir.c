@@ -1,0 +1,147 @@
+/* Module files: bytes in host memory, loaded at close. */
+#include "fs/moddir.h"
+#include "fs/log.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const extensions[] = {".ptx", ".cubin", ".fatbin"};
+
+int vy_moddir_name(const char *name, char **module)
+{
+	size_t len = strlen(name);
+	for (size_t i = 0; i < sizeof(extensions) / sizeof(extensions[0]); i++) {
+		size_t ext = strlen(extensions[i]);
+		if (len > ext && !strcmp(name + len - ext, extensions[i])) {
+			if (strchr(name, '.') != name + len - ext) {
+				vy_log(LOG_NOTICE, "modules/%s refused: a module name has no dots (launch names MODULE.ENTRY)",
+				       name);
+				return EINVAL;
+			}
+			*module = strndup(name, len - ext);
+			return *module ? 0 : ENOMEM;
+		}
+	}
+	vy_log(LOG_NOTICE, "modules/%s refused: name modules NAME.ptx, NAME.cubin or NAME.fatbin", name);
+	return EINVAL;
+}
+
+static int resize(vy_inode *in, uint64_t size)
+{
+	if (size > VY_MODULE_MAX)
+		return EFBIG;
+	if (size > in->dlen) {
+		char *d = realloc(in->data, size);
+		if (!d)
+			return ENOMEM;
+		memset(d + in->dlen, 0, size - in->dlen);
+		in->data = d;
+	}
+	in->dlen = size;
+	return 0;
+}
+
+int vy_moddir_write(vy_inode *in, uint64_t off, const char *buf, size_t size)
+{
+	pthread_rwlock_wrlock(&in->lock);
+	int err = off > VY_MODULE_MAX || size > VY_MODULE_MAX - off ? EFBIG : 0;
+	if (!err && off + size > in->dlen)
+		err = resize(in, off + size);
+	if (!err)
+		memcpy(in->data + off, buf, size);
+	pthread_rwlock_unlock(&in->lock);
+	return err;
+}
+
+size_t vy_moddir_read(vy_inode *in, uint64_t off, char *buf, size_t size)
+{
+	pthread_rwlock_rdlock(&in->lock);
+	size_t n = off < in->dlen ? (in->dlen - off < size ? in->dlen - off : size) : 0;
+	memcpy(buf, in->data + off, n);
+	pthread_rwlock_unlock(&in->lock);
+	return n;
+}
+
+int vy_moddir_truncate(vy_inode *in, uint64_t size)
+{
+	pthread_rwlock_wrlock(&in->lock);
+	int err = resize(in, size);
+	pthread_rwlock_unlock(&in->lock);
+	return err;
+}
+
+/* modules/NAME.log for module NAME: made at its first load. ns held. */
+static void ensure_log(vy_fs *fs, vy_inode *dir, const char *module)
+{
+	char name[300];
+	snprintf(name, sizeof(name), "%s.log", module);
+	if (vy_dir_find(&dir->dir, name))
+		return;
+	vy_inode *log = vy_inode_new(fs, VY_VIRTUAL, S_IFREG | 0444, fs->owner, fs->group);
+	char *target = strdup(module);
+	if (!log || !target || !vy_dir_add(&dir->dir, name, log->ino)) {
+		free(target);
+		if (log)
+			vy_inode_reap(fs, log);
+		return; /* the log is a help, not a promise */
+	}
+	log->virt = VY_V_MODLOG;
+	log->target = target;
+	log->nlink = 1;
+}
+
+/* The name under which `in` stands in `dir`, or NULL. ns held. */
+static const char *name_of(vy_inode *dir, vy_inode *in)
+{
+	for (const vy_dirent *e = vy_dir_next(&dir->dir, 0); e; e = vy_dir_next(&dir->dir, e->cookie))
+		if (e->ino == in->ino)
+			return e->name;
+	return NULL;
+}
+
+int vy_moddir_load(vy_fs *fs, vy_inode *in)
+{
+	pthread_rwlock_rdlock(&in->lock);
+	vy_error e;
+	vy_err rc = in->dlen ? vy_modules_load(fs->modules, in->target, in->data, in->dlen, &e)
+			     : vy_fail(&e, VY_EINVAL, "copy a PTX, cubin or fatbin file", "module '%s' is empty", in->target);
+	pthread_rwlock_unlock(&in->lock);
+	pthread_mutex_lock(&fs->ns);
+	vy_inode *dir = vy_u64map_get(&fs->inodes, fs->modules_ino);
+	ensure_log(fs, dir, in->target);
+	if (rc != VY_OK && rc != VY_EBUSY) {
+		/* Not loaded, so not listed: its log stays to say why. */
+		const char *name = name_of(dir, in);
+		if (name) {
+			char *copy = strdup(name);
+			if (copy && vy_dir_remove(&dir->dir, copy))
+				in->nlink--;
+			free(copy);
+			vy_inode_reap(fs, in);
+		}
+	}
+	pthread_mutex_unlock(&fs->ns);
+	if (rc == VY_OK)
+		return 0;
+	vy_log(LOG_NOTICE, "module %s: %s", in->target, e.msg);
+	return rc == VY_EBUSY ? EBUSY : EINVAL;
+}
+
+int vy_moddir_forget(vy_fs *fs, vy_inode *dir, vy_inode *in)
+{
+	vy_error e;
+	if (vy_modules_unload(fs->modules, in->target, &e) != VY_OK)
+		return EBUSY;
+	char name[300];
+	snprintf(name, sizeof(name), "%s.log", in->target);
+	vy_dirent *d = vy_dir_find(&dir->dir, name);
+	vy_inode *log = d ? vy_u64map_get(&fs->inodes, d->ino) : NULL;
+	if (log) {
+		vy_dir_remove(&dir->dir, name);
+		log->nlink = 0;
+		vy_inode_reap(fs, log);
+	}
+	return 0;
+}

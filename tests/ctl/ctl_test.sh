@@ -1,0 +1,162 @@
+#!/usr/bin/env bash
+# The control file on a real mount: fill, clear, copy and repeat results
+# checked byte for byte; errors as write errors with a readable reply; the
+# log; all-or-nothing validation; page cache dropped after device writes.
+. tests/fs/lib.sh
+CTL=""
+
+setUp() {
+	mount_vyrefs || fail "mount"
+	CTL="$MNT/.vyre/ctl"
+}
+
+# Write a sequence in one write() and print the reply read back from the
+# same open file.
+run_seq() {
+	python3 - "$CTL" "$1" <<'PY'
+import os, sys
+fd = os.open(sys.argv[1], os.O_RDWR)
+try:
+    os.write(fd, sys.argv[2].encode())
+    status = "written"
+except OSError as e:
+    status = "write error: " + os.strerror(e.errno)
+print(status)
+print(os.read(fd, 4096).decode(), end="")
+try:
+    os.close(fd)
+except OSError as e:
+    print("close error: " + os.strerror(e.errno))
+PY
+}
+
+test_fill_clear_copy_results() {
+	truncate -s 64 "$MNT/a"
+	printf 'abcdefgh' >"$MNT/b"
+	echo 'fill a 0x41' >"$CTL" || fail "fill"
+	assertEquals "$(printf 'A%.0s' $(seq 64))" "$(cat "$MNT/a")"
+	echo 'fill a 0x42 8 4' >"$CTL"
+	assertEquals "AAAAAAAABBBBAAAA" "$(head -c 16 "$MNT/a")"
+	echo 'copy b a 2 1 3' >"$CTL"
+	assertEquals "AcdeAAAABBBBAAAA" "$(head -c 16 "$MNT/a")"
+	echo 'copy b a' >"$CTL"
+	assertEquals "abcdefghBBBBAAAA" "$(head -c 16 "$MNT/a")"
+	echo 'clear a' >"$CTL"
+	assertEquals " 00 00 00 00" "$(od -An -tx1 -N4 "$MNT/a")"
+	assertEquals 0 "$(tr -d '\0' <"$MNT/a" | wc -c)"
+	assertEquals "fills and clears move no host bytes" 8 "$(stat_of h2d_bytes)"
+}
+
+test_repeat_runs_its_steps_n_times_with_one_sync() {
+	truncate -s 4096 "$MNT/r"
+	syncs=$(stat_of syncs)
+	out=$(run_seq $'repeat 1000\nfill r 7 0 16\ncopy r r 0 2048 16\nend\n')
+	assertContains "$out" "written"
+	assertContains "$out" "ok seq="
+	assertContains "$out" "steps=2000"
+	assertEquals "one sync for the sequence" $((syncs + 1)) "$(stat_of syncs)"
+	assertEquals 2000 "$(stat_of steps)"
+	assertEquals 32 "$(tr -d '\0' <"$MNT/r" | wc -c)"
+}
+
+test_errors_are_write_errors_with_a_reply() {
+	truncate -s 16 "$MNT/a"
+	out=$(run_seq $'fill a 1\nfill a 256\n')
+	assertContains "$out" "write error: Invalid argument"
+	assertContains "$out" "error seq="
+	assertContains "$out" "line 2: bad byte '256'"
+	assertContains "$out" "(Fix: "
+	assertEquals "nothing of the refused sequence ran" 0 "$(tr -d '\0' <"$MNT/a" | wc -c)"
+	out=$(run_seq $'fill a 1\nfill a 1 10 10\n')
+	assertContains "$out" "line 2: 10 bytes at offset 10 do not fit 'a' of 16 bytes"
+	assertEquals "validation is all or nothing" 0 "$(tr -d '\0' <"$MNT/a" | wc -c)"
+	out=$(run_seq $'repeat 2\n')
+	assertContains "an open repeat waits, then fails at close: $out" "$out" "close error: Invalid argument"
+	for bad in 'bogus a' 'fill missing 1' 'fill .vyre/stats 1' 'end' 'launch k grid=1 block=1' \
+		'launch m.k grid=1 block=1' 'copy a a 0 4 8' 'repeat 99999999999
+fill a 1
+end'; do
+		out=$(run_seq "$bad"$'\n')
+		assertContains "$bad: $out" "$out" "error seq="
+		assertContains "$bad" "$out" "(Fix: "
+	done
+	(echo 'fill a 300' >"$CTL") 2>"$MNT.err"
+	assertContains "$(cat "$MNT.err")" "Invalid argument"
+	rm -f "$MNT.err"
+}
+
+test_empty_file_has_no_buffer_to_fill() {
+	: >"$MNT/empty"
+	out=$(run_seq $'fill empty 1\n')
+	assertContains "$out" "'empty' is empty: it has no device buffer"
+}
+
+test_statements_wait_for_the_rest_of_the_line() {
+	truncate -s 8 "$MNT/p"
+	out=$(python3 - "$CTL" <<'PY'
+import os, sys
+fd = os.open(sys.argv[1], os.O_RDWR)
+os.write(fd, b"fill p 0x4")       # a partial line waits
+first = os.read(fd, 4096)
+os.write(fd, b"1\nrepeat 2\n")    # completes the fill; the repeat waits
+second = os.read(fd, 4096).decode()
+os.write(fd, b"fill p 0x43 0 2\nend\n")
+third = os.read(fd, 4096).decode()
+os.close(fd)
+print(repr(first), second.strip(), "|", third.strip())
+PY
+)
+	assertContains "$out" "b''"
+	assertContains "$out" "steps=1"
+	assertContains "$out" "steps=2"
+	assertEquals "CCAAAAAA" "$(cat "$MNT/p")"
+}
+
+test_unfinished_text_at_close_is_an_error() {
+	truncate -s 8 "$MNT/u"
+	out=$(python3 - "$CTL" <<'PY'
+import os, sys
+fd = os.open(sys.argv[1], os.O_WRONLY)
+os.write(fd, b"repeat 3\nfill u 1\n")
+try:
+    os.close(fd)
+    print("closed")
+except OSError as e:
+    print("close error:", os.strerror(e.errno))
+PY
+)
+	assertContains "$out" "close error: Invalid argument"
+	assertContains "$(tail -n 1 "$MNT/.vyre/log")" "unfinished at close"
+	assertEquals 0 "$(tr -d '\0' <"$MNT/u" | wc -c)"
+}
+
+test_log_keeps_outcomes_with_pid_and_time() {
+	truncate -s 8 "$MNT/l"
+	echo 'fill l 1' >"$CTL"
+	echo 'fill l 999' >"$CTL" 2>/dev/null
+	log=$(cat "$MNT/.vyre/log")
+	assertEquals 2 "$(printf '%s\n' "$log" | wc -l)"
+	assertTrue "first ok: $log" "printf '%s\n' \"\$log\" | head -n 1 | grep -Eq '^seq=1 time=[0-9T:-]+Z pid=[0-9]+ ok steps=1 device_us=[0-9]+ wall_us=[0-9]+$'"
+	assertContains "$(printf '%s\n' "$log" | tail -n 1)" "seq=2"
+	assertContains "$(printf '%s\n' "$log" | tail -n 1)" "error line 1: bad byte '999'"
+}
+
+test_launch_on_host_names_the_cuda_backend() {
+	[ "$backend" = host ] || skip_test "the host backend's refusal"
+	truncate -s 64 "$MNT/y"
+	printf '.version 8.0\n.target sm_90\n.address_size 64\n' >"$MNT/.vyre/modules/k.ptx" || fail "module copy"
+	out=$(run_seq $'launch k.k grid=1 block=1 y\n')
+	assertContains "$out" "write error"
+	assertContains "$out" "cuda backend"
+}
+
+test_ctl_is_the_mounting_users_alone() {
+	need setpriv || return 0
+	unmount_vyrefs
+	mount_vyrefs "allow_other=on" || fail "mount"
+	setpriv --reuid=65534 --regid=65534 --clear-groups sh -c "echo 'clear x' >'$MNT/.vyre/ctl'" 2>/dev/null
+	assertNotEquals "another user cannot dispatch" 0 $?
+	assertEquals 600 "$(stat -c %a "$MNT/.vyre/ctl")"
+}
+
+. "${SHUNIT2:-/usr/bin/shunit2}"
