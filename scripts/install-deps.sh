@@ -16,6 +16,7 @@ command -v fusermount3 >/dev/null 2>&1 || missing+=(fuse3)
 have_pc inih || missing+=(libinih-dev)
 have_pc libxxhash || missing+=(libxxhash-dev)
 command -v clang >/dev/null 2>&1 || missing+=(clang)
+command -v python3 >/dev/null 2>&1 || missing+=(python3)
 command -v getfattr >/dev/null 2>&1 || missing+=(attr)
 command -v rsync >/dev/null 2>&1 || missing+=(rsync)
 if [ -z "${SHUNIT2:-}" ] || [ ! -r "${SHUNIT2}" ]; then
