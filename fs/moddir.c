@@ -108,21 +108,22 @@ int vy_moddir_load(vy_fs *fs, vy_inode *in)
 	vy_err rc = in->dlen ? vy_modules_load(fs->modules, in->target, in->data, in->dlen, &e)
 			     : vy_fail(&e, VY_EINVAL, "copy a PTX, cubin or fatbin file", "module '%s' is empty", in->target);
 	pthread_rwlock_unlock(&in->lock);
+	char *gone = NULL;
 	pthread_mutex_lock(&fs->ns);
 	vy_inode *dir = vy_u64map_get(&fs->inodes, fs->modules_ino);
 	ensure_log(fs, dir, in->target);
 	if (rc != VY_OK && rc != VY_EBUSY) {
 		/* Not loaded, so not listed: its log stays to say why. */
 		const char *name = name_of(dir, in);
-		if (name) {
-			char *copy = strdup(name);
-			if (copy && vy_dir_remove(&dir->dir, copy))
-				in->nlink--;
-			free(copy);
-			vy_inode_reap(fs, in);
-		}
+		gone = name ? strdup(name) : NULL;
+		if (gone && vy_dir_remove(&dir->dir, gone))
+			in->nlink--;
+		vy_inode_reap(fs, in);
 	}
 	pthread_mutex_unlock(&fs->ns);
+	if (gone && fs->se) /* the kernel may remember the name: forget it */
+		fuse_lowlevel_notify_inval_entry(fs->se, fs->modules_ino, gone, strlen(gone));
+	free(gone);
 	if (rc == VY_OK)
 		return 0;
 	vy_log(LOG_NOTICE, "module %s: %s", in->target, e.msg);
