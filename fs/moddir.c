@@ -101,6 +101,30 @@ static const char *name_of(vy_inode *dir, vy_inode *in)
 	return NULL;
 }
 
+/* Take a module file out of modules/ (it is not loaded), and out of the
+ * kernel's dentry cache. */
+static void unlist(vy_fs *fs, vy_inode *in)
+{
+	char *gone = NULL;
+	pthread_mutex_lock(&fs->ns);
+	vy_inode *dir = vy_u64map_get(&fs->inodes, fs->modules_ino);
+	const char *name = name_of(dir, in);
+	gone = name ? strdup(name) : NULL;
+	if (gone && vy_dir_remove(&dir->dir, gone))
+		in->nlink--;
+	vy_inode_reap(fs, in);
+	pthread_mutex_unlock(&fs->ns);
+	if (gone && fs->se)
+		fuse_lowlevel_notify_inval_entry(fs->se, fs->modules_ino, gone, strlen(gone));
+	free(gone);
+}
+
+void vy_moddir_closed(vy_fs *fs, vy_inode *in)
+{
+	if (in->nlink > 0 && !vy_modules_loaded(fs->modules, in->target))
+		unlist(fs, in);
+}
+
 int vy_moddir_load(vy_fs *fs, vy_inode *in)
 {
 	pthread_rwlock_rdlock(&in->lock);
@@ -108,22 +132,11 @@ int vy_moddir_load(vy_fs *fs, vy_inode *in)
 	vy_err rc = in->dlen ? vy_modules_load(fs->modules, in->target, in->data, in->dlen, &e)
 			     : vy_fail(&e, VY_EINVAL, "copy a PTX, cubin or fatbin file", "module '%s' is empty", in->target);
 	pthread_rwlock_unlock(&in->lock);
-	char *gone = NULL;
 	pthread_mutex_lock(&fs->ns);
-	vy_inode *dir = vy_u64map_get(&fs->inodes, fs->modules_ino);
-	ensure_log(fs, dir, in->target);
-	if (rc != VY_OK && rc != VY_EBUSY) {
-		/* Not loaded, so not listed: its log stays to say why. */
-		const char *name = name_of(dir, in);
-		gone = name ? strdup(name) : NULL;
-		if (gone && vy_dir_remove(&dir->dir, gone))
-			in->nlink--;
-		vy_inode_reap(fs, in);
-	}
+	ensure_log(fs, vy_u64map_get(&fs->inodes, fs->modules_ino), in->target);
 	pthread_mutex_unlock(&fs->ns);
-	if (gone && fs->se) /* the kernel may remember the name: forget it */
-		fuse_lowlevel_notify_inval_entry(fs->se, fs->modules_ino, gone, strlen(gone));
-	free(gone);
+	if (rc != VY_OK && rc != VY_EBUSY)
+		unlist(fs, in); /* not loaded, so not listed: its log says why */
 	if (rc == VY_OK)
 		return 0;
 	vy_log(LOG_NOTICE, "module %s: %s", in->target, e.msg);

@@ -19,6 +19,9 @@ size_t vy_moddir_read(vy_inode *in, uint64_t off, char *buf, size_t size);
 int vy_moddir_truncate(vy_inode *in, uint64_t size);
 /* At close after writing: load it. 0, or an errno for close(). */
 int vy_moddir_load(vy_fs *fs, vy_inode *in);
+/* At the last close: a module file that never loaded (say, created empty)
+ * leaves the listing too. */
+void vy_moddir_closed(vy_fs *fs, vy_inode *in);
 /* Before its name goes (ns held): unload it and drop its log. 0 or EBUSY. */
 int vy_moddir_forget(vy_fs *fs, vy_inode *dir, vy_inode *in);
 

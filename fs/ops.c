@@ -729,6 +729,8 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	pthread_mutex_lock(&fs->ns);
 	bool last = --in->opens == 0, named = in->nlink > 0;
 	pthread_mutex_unlock(&fs->ns);
+	if (last && named && in->kind == VY_MODULE)
+		vy_moddir_closed(fs, in);
 	if (last && named && in->kind == VY_FILE) {
 		/* Outside ns: fitting copies the file on the device. */
 		pthread_rwlock_wrlock(&in->lock);

@@ -150,6 +150,31 @@ test_launch_on_host_names_the_cuda_backend() {
 	assertContains "$out" "cuda backend"
 }
 
+test_module_files_in_modules_dir() {
+	M="$MNT/.vyre/modules"
+	printf '.version 8.0\n' >"$M/k.ptx" || fail "module file"
+	assertEquals "k.log k.ptx" "$(ls "$M" | tr '\n' ' ' | sed 's/ $//')"
+	assertEquals ".version 8.0" "$(cat "$M/k.ptx")"
+	if [ "$backend" = host ]; then
+		assertContains "$(cat "$M/k.log")" "kept, not compiled"
+	fi
+	(printf 'x' >"$M/notes.txt") 2>/dev/null
+	assertNotEquals "only .ptx, .cubin, .fatbin" 0 $?
+	(printf 'x' >"$M/a.b.ptx") 2>/dev/null
+	assertNotEquals "module names have no dots" 0 $?
+	mkdir "$M/sub" 2>/dev/null
+	assertNotEquals "no directories in modules/" 0 $?
+	mv "$M/k.ptx" "$M/j.ptx" 2>/dev/null
+	assertNotEquals "modules are not renamed" 0 $?
+	rm "$M/k.log" 2>/dev/null
+	assertNotEquals "a log goes with its module" 0 $?
+	rm "$M/k.ptx" || fail "rm module"
+	assertEquals "" "$(ls "$M")"
+	: >"$M/e.ptx"
+	for _ in $(seq 50); do [ -e "$M/e.ptx" ] || break; sleep 0.05; done # RELEASE is asynchronous
+	assertFalse "an empty module never loads, so it is not listed" "[ -e '$M/e.ptx' ]"
+}
+
 test_ctl_is_the_mounting_users_alone() {
 	need setpriv || return 0
 	unmount_vyrefs

@@ -35,6 +35,17 @@ test_module_loads_and_lists() {
 	cmp "$FIX/kernels.ptx" "$MNT/.vyre/modules/kernels.ptx" || fail "module bytes"
 }
 
+# The driver's JIT cache (kernel_cache) goes to $XDG_CACHE_HOME/vyrefs, so a
+# remount loads the module without compiling it again.
+test_jit_cache_is_kept_per_user() {
+	unmount_vyrefs
+	cache=$(mktemp -d)
+	XDG_CACHE_HOME=$cache mount_vyrefs "backend=cuda" || fail "mount"
+	cp "$FIX/kernels.ptx" "$MNT/.vyre/modules/kernels.ptx" || fail "module load"
+	assertTrue "the JIT cache has entries" "[ -n \"\$(find '$cache/vyrefs' -type f 2>/dev/null | head -n 1)\" ]"
+	rm -rf "$cache"
+}
+
 test_saxpy_over_files() {
 	floats "$MNT/x" $N 'i % 1000'
 	floats "$MNT/y" $N '1.0'
