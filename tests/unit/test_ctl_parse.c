@@ -191,6 +191,7 @@ static void extremes_do_not_break_it(void)
 	free(text);
 	CHECK_EQ(parse("repeat 18446744073709551615\nfill a 1\nfill b 1\nend\n"), VY_OK);
 	CHECK_EQ(vy_ctl_plan_steps(&plan), UINT64_MAX); /* saturates, no wrap */
+	vy_ctl_plan_free(&plan);
 	CHECK_EQ(vy_ctl_parse("fill a 1\n\0x\n", 12, 1, &plan, &used, &perr), VY_EINVAL);
 	vy_ctl_plan_free(&plan);
 }
