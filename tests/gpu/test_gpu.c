@@ -2,6 +2,7 @@
  * the device's real scale, large transfers through multi-chunk staging, more
  * threads than streams, and the driver's free memory back to its baseline. */
 #include "core/transfer.h"
+#include "ctl/modules.h"
 #include "tests/unit/support.h"
 
 #include <pthread.h>
@@ -211,6 +212,38 @@ static void events_time_device_work(void)
 	vy_device_close(d);
 }
 
+/* A module held by a sequence (vy_modules_get) cannot be unloaded or
+ * replaced; once put back it can. Kernel parameters come from the driver. */
+static void module_in_use_is_busy(void)
+{
+	vy_device *d;
+	MUST(vy_device_cuda_open(0, &d, E));
+	vy_modules *m;
+	MUST(vy_modules_open(d, &m, E));
+	FILE *f = fopen("tests/gpu/fixtures/kernels.ptx", "rb");
+	CHECK(f != NULL);
+	if (!f)
+		return;
+	static char ptx[65536];
+	size_t n = fread(ptx, 1, sizeof(ptx), f);
+	fclose(f);
+	MUST(vy_modules_load(m, "kernels", ptx, n, E));
+	vy_function *fn;
+	vy_function_info info;
+	MUST(vy_modules_get(m, "kernels", "saxpy", &fn, &info, E));
+	CHECK_EQ(info.nparams, 4);
+	CHECK(info.param_size[0] == 8 && info.param_size[1] == 8 && info.param_size[2] == 4 && info.param_size[3] == 4);
+	CHECK(info.max_threads >= 256);
+	MUST_FAIL(VY_EBUSY, vy_modules_unload(m, "kernels", E));
+	MUST_FAIL(VY_EBUSY, vy_modules_load(m, "kernels", ptx, n, E));
+	vy_modules_put(m, "kernels");
+	MUST_FAIL(VY_ENOENT, vy_modules_get(m, "kernels", "nothere", &fn, &info, E));
+	MUST(vy_modules_unload(m, "kernels", E));
+	CHECK(!vy_modules_loaded(m, "kernels"));
+	vy_modules_close(m);
+	vy_device_close(d);
+}
+
 int main(void)
 {
 	if (vy_test_backend() != VY_BACKEND_CUDA) {
@@ -223,6 +256,7 @@ int main(void)
 		TEST_CASE(fill_of_a_gigabyte_moves_no_host_bytes),
 		TEST_CASE(more_threads_than_streams),
 		TEST_CASE(events_time_device_work),
+		TEST_CASE(module_in_use_is_busy),
 	};
 	return vy_test_main("gpu", cases, sizeof(cases) / sizeof(cases[0]));
 }
