@@ -1,6 +1,7 @@
 /* Running a sequence: bind files, validate, enqueue, one sync. */
 #include "ctl/exec.h"
 #include "core/checked.h"
+#include "core/grow.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -43,18 +44,6 @@ static vy_err oom(run *r)
 	return vy_fail(&r->err->e, VY_ENOMEM, "free host memory", "cannot hold the sequence");
 }
 
-static bool grow(void **v, size_t *cap, size_t n, size_t elem)
-{
-	if (n < *cap)
-		return true;
-	size_t c = *cap ? *cap * 2 : 8;
-	void *p = realloc(*v, c * elem);
-	if (!p)
-		return false;
-	*v = p;
-	*cap = c;
-	return true;
-}
 
 /* Look a path up and note which bound file it is. */
 static vy_err bind_path(run *r, const char *path)
@@ -70,13 +59,13 @@ static vy_err bind_path(run *r, const char *path)
 	if (i < r->nb) {
 		r->files->release(r->files->ctx, file); /* already bound */
 	} else {
-		if (!grow((void **)&r->b, &r->capb, r->nb, sizeof(*r->b))) {
+		if (!vy_grow((void **)&r->b, &r->capb, r->nb, sizeof(*r->b))) {
 			r->files->release(r->files->ctx, file);
 			return oom(r);
 		}
 		r->b[r->nb++] = (bound){.file = file, .ino = ino};
 	}
-	if (!grow((void **)&r->refs, &r->caprefs, r->nrefs, sizeof(*r->refs)))
+	if (!vy_grow((void **)&r->refs, &r->caprefs, r->nrefs, sizeof(*r->refs)))
 		return oom(r);
 	r->refs[r->nrefs++] = i;
 	return VY_OK;

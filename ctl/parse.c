@@ -2,6 +2,7 @@
 #include "ctl/parse.h"
 #include "config/size.h"
 #include "core/checked.h"
+#include "core/grow.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -340,18 +341,6 @@ static vy_err parse_copy(line_tokens *t, vy_ctl_step *s, vy_error *e)
 	return VY_OK;
 }
 
-static bool grow(void **v, size_t *cap, size_t n, size_t elem)
-{
-	if (n < *cap)
-		return true;
-	size_t c = *cap ? *cap * 2 : 8;
-	void *p = realloc(*v, c * elem);
-	if (!p)
-		return false;
-	*v = p;
-	*cap = c;
-	return true;
-}
 
 vy_err vy_ctl_parse(const char *text, size_t len, int first_line, vy_ctl_plan *out, size_t *consumed,
 		    vy_ctl_error *err)
@@ -390,7 +379,7 @@ vy_err vy_ctl_parse(const char *text, size_t len, int first_line, vy_ctl_plan *o
 					     "repeat inside repeat");
 			else if (t.n != 2 || !parse_u64(t.tok[1], &n))
 				rc = vy_fail(e, VY_EINVAL, "write repeat N, N a whole number", "bad repeat");
-			else if (!grow((void **)&out->groups, &out->cap_groups, out->ngroups, sizeof(*out->groups)))
+			else if (!vy_grow((void **)&out->groups, &out->cap_groups, out->ngroups, sizeof(*out->groups)))
 				rc = vy_fail(e, VY_ENOMEM, "free host memory", "cannot hold a repeat");
 			else {
 				out->groups[out->ngroups++] = (vy_ctl_group){.times = n, .first = out->nsteps, .line = line};
@@ -409,9 +398,9 @@ vy_err vy_ctl_parse(const char *text, size_t len, int first_line, vy_ctl_plan *o
 			}
 		} else if (!strcmp(stmt, "launch") || !strcmp(stmt, "fill") || !strcmp(stmt, "clear") ||
 			   !strcmp(stmt, "copy")) {
-			if (!grow((void **)&out->steps, &out->cap_steps, out->nsteps, sizeof(*out->steps)) ||
+			if (!vy_grow((void **)&out->steps, &out->cap_steps, out->nsteps, sizeof(*out->steps)) ||
 			    (!in_repeat &&
-			     !grow((void **)&out->groups, &out->cap_groups, out->ngroups, sizeof(*out->groups)))) {
+			     !vy_grow((void **)&out->groups, &out->cap_groups, out->ngroups, sizeof(*out->groups)))) {
 				rc = vy_fail(e, VY_ENOMEM, "free host memory", "cannot hold the sequence");
 			} else {
 				vy_ctl_step *s = &out->steps[out->nsteps++];
