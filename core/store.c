@@ -347,14 +347,6 @@ void vy_store_usage_get(vy_store *s, vy_store_usage *out)
 	pthread_mutex_unlock(&s->lock);
 }
 
-vy_err vy_store_trim(vy_store *s, vy_error *e)
-{
-	pthread_mutex_lock(&s->lock);
-	vy_err rc = vy_pool_drain(&s->pool, e);
-	pthread_mutex_unlock(&s->lock);
-	return rc;
-}
-
 void vy_store_test_set_next_id(vy_store *s, vy_handle next)
 {
 	pthread_mutex_lock(&s->lock);

@@ -72,10 +72,6 @@ uint32_t vy_store_inflight(vy_store *s, vy_handle h);
 
 void vy_store_usage_get(vy_store *s, vy_store_usage *out);
 
-/* Drop every idle pooled buffer (e.g. to give memory back to other
- * processes). */
-vy_err vy_store_trim(vy_store *s, vy_error *e);
-
 /* Tests only: continue handle ids from `next`, to reach the end of the id
  * space without 2^64 allocations. */
 void vy_store_test_set_next_id(vy_store *s, vy_handle next);

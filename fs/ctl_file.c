@@ -93,17 +93,13 @@ static void files_release(void *ctx, void *file)
 
 /* ---- replies and the log ------------------------------------------------ */
 
+/* The core's errno, except that every refusal of the sequence itself (an
+ * unknown file or module, a range, a launch the backend cannot run) is
+ * EINVAL, as the design gives write() four classes. */
 static int errno_of(vy_err rc)
 {
-	switch (rc) {
-	case VY_OK: return 0;
-	case VY_ENOSPC: return ENOSPC;
-	case VY_EBUSY: return EBUSY;
-	case VY_EDEVICE:
-	case VY_EINTERNAL: return EIO;
-	case VY_ENOMEM: return ENOMEM;
-	default: return EINVAL; /* bad input of any kind */
-	}
+	int err = vy_err_errno(rc);
+	return err == 0 || err == ENOSPC || err == EBUSY || err == EIO || err == ENOMEM ? err : EINVAL;
 }
 
 static void log_line(vy_fs *fs, uint64_t seq, pid_t pid, const char *outcome)
