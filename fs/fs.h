@@ -128,6 +128,10 @@ void vy_open_free(vy_fs *fs, vy_open *o);
 void vy_inode_stat(vy_fs *fs, vy_inode *in, struct stat *st);
 /* ctime (and mtime too, when `modified`) is now. */
 void vy_inode_touch(vy_inode *in, bool modified);
+/* A regular file's bytes changed through `req`: times, and suid/sgid
+ * dropped as the kernel leaves that to us (fs/session.h). True when the
+ * mode changed: the kernel's cached attributes must go. */
+bool vy_inode_wrote(vy_inode *in, fuse_req_t req);
 /* S_IFDIR, S_IFREG or S_IFLNK: fixed at creation, read without locks. */
 mode_t vy_inode_type(const vy_inode *in);
 void vy_now(struct timespec *ts);

@@ -1,5 +1,6 @@
 /* The inode table: creation, lifetime, attributes. */
 #include "fs/fs.h"
+#include "fs/session.h"
 #include "fs/ctl_file.h"
 #include "fs/file.h"
 #include "fs/log.h"
@@ -165,6 +166,17 @@ void vy_inode_touch(vy_inode *in, bool modified)
 	if (modified)
 		in->mtime = in->ctime;
 	pthread_mutex_unlock(&in->meta);
+}
+
+bool vy_inode_wrote(vy_inode *in, fuse_req_t req)
+{
+	pthread_mutex_lock(&in->meta);
+	vy_now(&in->ctime);
+	in->mtime = in->ctime;
+	mode_t was = in->mode;
+	in->mode = vy_session_kill_suid(req, in->mode);
+	pthread_mutex_unlock(&in->meta);
+	return in->mode != was;
 }
 
 mode_t vy_inode_type(const vy_inode *in)

@@ -3,6 +3,7 @@
 #include "fs/fs.h"
 #include "fs/log.h"
 #include "fs/ops.h"
+#include "fs/session.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -145,7 +146,7 @@ static int serve(const vy_mount_args *a)
 		report('E', "cannot install signal handlers (Fix: report this bug)");
 		goto out;
 	}
-	if (fuse_session_mount(se, a->mountpoint) != 0) {
+	if (vy_session_mount(se, a->mountpoint) != 0) {
 		report('E', "cannot mount on %s (Fix: check that it is an empty directory you may mount on, that /dev/fuse "
 			    "exists, and that fusermount3 is installed; allow_other needs user_allow_other in /etc/fuse.conf)",
 		       a->mountpoint);
@@ -169,10 +170,7 @@ static int serve(const vy_mount_args *a)
 	vy_log(LOG_INFO, "mounted %s on %s: backend %s (%s), resident budget %" PRIu64 " bytes", a->source,
 	       a->mountpoint, dev->info.backend, dev->info.name, u.budget);
 
-	struct fuse_loop_config *loop = fuse_loop_cfg_create();
-	int rc = loop ? fuse_session_loop_mt(se, loop) : -ENOMEM;
-	if (loop)
-		fuse_loop_cfg_destroy(loop);
+	int rc = vy_session_loop(se);
 	fuse_session_unmount(se);
 	fuse_remove_signal_handlers(se);
 	status = rc < 0 ? 1 : 0;

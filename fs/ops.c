@@ -2,6 +2,7 @@
  * Core errors become errnos here (vy_err_errno); the full message of a
  * failure the user must act on (ENOSPC, device errors) goes to the log. */
 #include "fs/ops.h"
+#include "fs/session.h"
 #include "fs/ctl_file.h"
 #include "fs/moddir.h"
 #include "core/transfer.h"
@@ -76,11 +77,19 @@ static void reply_entry(fuse_req_t req, vy_fs *fs, vy_inode *in)
 		in->nlookup--; /* the kernel did not take it */
 }
 
+/* After a write, truncate or copy into a file: times, and suid/sgid dropped
+ * (the kernel leaves that to us); its cached mode goes before the reply, so
+ * no stale set-user-ID survives the write. */
+static void wrote(fuse_req_t req, vy_inode *in)
+{
+	if (vy_inode_wrote(in, req))
+		fuse_lowlevel_notify_inval_inode(fs_of(req)->se, in->ino, -1, 0);
+}
+
 static void op_init(void *userdata, struct fuse_conn_info *conn)
 {
 	vy_fs *fs = userdata;
-	conn->max_write = (unsigned)fs->cfg.max_write;
-	conn->want &= ~FUSE_CAP_WRITEBACK_CACHE; /* writes reach the device before they are acknowledged */
+	vy_session_conn(conn, fs->cfg.max_write);
 }
 
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
@@ -196,8 +205,10 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 		}
 	}
 	pthread_mutex_lock(&in->meta);
-	if (to_set & FUSE_SET_ATTR_SIZE)
+	if (to_set & FUSE_SET_ATTR_SIZE) {
 		vy_now(&in->mtime);
+		in->mode = vy_session_kill_suid(req, in->mode); /* the reply carries it */
+	}
 	if (to_set & FUSE_SET_ATTR_MODE)
 		in->mode = (in->mode & S_IFMT) | (attr->st_mode & 07777);
 	if (to_set & FUSE_SET_ATTR_UID)
@@ -576,7 +587,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 			reply_vy(req, rc, &e, ino, "truncate at open");
 			return;
 		}
-		vy_inode_touch(in, true);
+		wrote(req, in);
 	}
 	vy_open *h = vy_open_new(in);
 	if (!h) {
@@ -697,7 +708,7 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 	vy_err rc = vy_file_write(fs, in, (uint64_t)off, buf, size, &e);
 	pthread_rwlock_unlock(&in->lock);
 	if (rc == VY_OK)
-		vy_inode_touch(in, true);
+		wrote(req, in);
 	if (rc == VY_OK)
 		fuse_reply_write(req, size);
 	else
@@ -990,7 +1001,7 @@ static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, of
 	bool grew = in->size != before;
 	pthread_rwlock_unlock(&in->lock);
 	if (rc == VY_OK && grew)
-		vy_inode_touch(in, true);
+		wrote(req, in);
 	if (rc == VY_OK)
 		fuse_reply_err(req, 0);
 	else
@@ -1030,7 +1041,7 @@ static void op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in, 
 		pthread_rwlock_unlock(&src->lock);
 	pthread_rwlock_unlock(&dst->lock);
 	if (rc == VY_OK && copied)
-		vy_inode_touch(dst, true);
+		wrote(req, dst);
 	(void)ino_in;
 	if (rc == VY_OK)
 		fuse_reply_write(req, (size_t)copied);

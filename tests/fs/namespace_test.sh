@@ -243,4 +243,25 @@ test_permissions_are_enforced_with_allow_other() {
 	assertContains "$($as_nobody cat "$MNT/.vyre/stats")" "resident_bytes"
 }
 
+test_writes_by_others_drop_suid_and_sgid() {
+	# The kernel leaves this to vyrefs (FUSE_HANDLE_KILLPRIV_V2, which also
+	# spares every write an xattr round trip): a write or truncate by a
+	# user other than root drops set-user-ID, and set-group-ID with group
+	# execute; stat sees it at once.
+	need setpriv || return 0
+	unmount_vyrefs
+	mount_vyrefs "allow_other=on" || fail "mount"
+	as_nobody="setpriv --reuid=65534 --regid=65534 --clear-groups"
+	printf 'x' >"$MNT/s"
+	chmod 6777 "$MNT/s"
+	$as_nobody sh -c "echo y >>'$MNT/s'" || fail "nobody appends"
+	assertEquals "write by nobody" "-rwxrwxrwx" "$(stat -c %A "$MNT/s")"
+	chmod 2767 "$MNT/s"
+	$as_nobody truncate -s 1 "$MNT/s" || fail "nobody truncates"
+	assertEquals "sgid without group x stays" "-rwxrwSrwx" "$(stat -c %A "$MNT/s")"
+	chmod 4777 "$MNT/s"
+	echo z >>"$MNT/s"
+	assertEquals "root's write keeps suid" "-rwsrwxrwx" "$(stat -c %A "$MNT/s")"
+}
+
 . "${SHUNIT2:-/usr/bin/shunit2}"
