@@ -15,6 +15,7 @@
 #define VY_TELEMETRY_FIELDS(X)                                                 \
 	X(h2d_bytes, COUNTER)        /* bytes copied host -> device */          \
 	X(h2d_ops, COUNTER)          /* driver copies host -> device */         \
+	X(wb_copies, COUNTER)        /* of them, write-behind slots (fs) */     \
 	X(d2h_bytes, COUNTER)        /* bytes copied device -> host */          \
 	X(d2h_ops, COUNTER)          /* driver copies device -> host */         \
 	X(d2d_bytes, COUNTER)        /* bytes copied device -> device */        \

@@ -106,22 +106,28 @@ static int by_ino(const void *a, const void *b)
 
 /* Lock in ino order (the fs's lock order), then read each file's state.
  * Sorting moves files, so the references are rebuilt through inos. */
-static void lock_all(run *r)
+static vy_err lock_all(run *r, vy_error *e)
 {
 	uint64_t *inos = malloc((r->nrefs ? r->nrefs : 1) * sizeof(*inos));
-	for (size_t i = 0; inos && i < r->nrefs; i++)
+	if (!inos)
+		return vy_fail(e, VY_ENOMEM, "free host memory", "cannot allocate the sequence's file list");
+	for (size_t i = 0; i < r->nrefs; i++)
 		inos[i] = r->b[r->refs[i]].ino;
 	qsort(r->b, r->nb, sizeof(*r->b), by_ino);
-	for (size_t i = 0; inos && i < r->nrefs; i++)
+	for (size_t i = 0; i < r->nrefs; i++)
 		for (size_t k = 0; k < r->nb; k++)
 			if (r->b[k].ino == inos[i])
 				r->refs[i] = k;
 	free(inos);
+	vy_err rc = VY_OK;
 	for (size_t i = 0; i < r->nb; i++) {
 		r->files->lock(r->files->ctx, r->b[i].file);
 		r->b[i].locked = true;
-		r->files->state(r->files->ctx, r->b[i].file, &r->b[i].handle, &r->b[i].size);
+		vy_error why;
+		vy_err st = r->files->state(r->files->ctx, r->b[i].file, &r->b[i].handle, &r->b[i].size, &why);
+		vy_error_keep_first(&rc, st, e, &why);
 	}
+	return rc;
 }
 
 static bound *ref(run *r, size_t step, size_t k)
@@ -410,8 +416,9 @@ vy_err vy_ctl_run(vy_core *core, vy_modules *mods, const vy_ctl_files *files, co
 	if (rc == VY_OK)
 		rc = bind_all(&r);
 	if (rc == VY_OK) {
-		lock_all(&r);
-		rc = validate(&r);
+		rc = lock_all(&r, &err->e);
+		if (rc == VY_OK)
+			rc = validate(&r);
 	}
 	if (rc == VY_OK)
 		rc = pin_all(&r);

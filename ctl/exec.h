@@ -21,8 +21,10 @@ typedef struct vy_ctl_files {
 	/* Hold a file against resizing for the run (called in ino order). */
 	void (*lock)(void *ctx, void *file);
 	void (*unlock)(void *ctx, void *file);
-	/* Its buffer and size, while locked (handle 0: an empty file). */
-	void (*state)(void *ctx, void *file, vy_handle *handle, uint64_t *size);
+	/* Its buffer and size, while locked (handle 0: an empty file), with
+	 * every byte written to it on the device; or why the file's bytes
+	 * cannot be trusted. */
+	vy_err (*state)(void *ctx, void *file, vy_handle *handle, uint64_t *size, vy_error *e);
 	/* The device may have written the file: drop cached pages. */
 	void (*written)(void *ctx, void *file, uint64_t ino);
 	/* The file's reference is no longer needed. */

@@ -1,5 +1,6 @@
 /* The control file: text in, sequences run, replies and a log out. */
 #include "fs/ctl_file.h"
+#include "fs/wbehind.h"
 #include "ctl/exec.h"
 #include "fs/log.h"
 
@@ -64,12 +65,12 @@ static void files_unlock(void *ctx, void *file)
 	pthread_rwlock_unlock(&((vy_inode *)file)->lock);
 }
 
-static void files_state(void *ctx, void *file, vy_handle *handle, uint64_t *size)
+static vy_err files_state(void *ctx, void *file, vy_handle *handle, uint64_t *size, vy_error *e)
 {
-	(void)ctx;
 	vy_inode *in = file;
 	*handle = in->buf;
 	*size = in->size;
+	return vy_wbehind_settle(ctx, in, e); /* kernels see every written byte */
 }
 
 static void files_written(void *ctx, void *file, uint64_t ino)

@@ -3,6 +3,7 @@
 #include "core/checked.h"
 #include "core/transfer.h"
 #include "fs/log.h"
+#include "fs/wbehind.h"
 
 #define PAGE 4096u
 
@@ -19,7 +20,7 @@ static uint64_t fitted(uint64_t size)
 	return page_up(size + size / 8);
 }
 
-void vy_file_drop(vy_fs *fs, vy_inode *in)
+static void free_buffer(vy_fs *fs, vy_inode *in)
 {
 	if (in->buf) {
 		vy_error e;
@@ -30,11 +31,21 @@ void vy_file_drop(vy_fs *fs, vy_inode *in)
 	in->cap = 0;
 }
 
+void vy_file_drop(vy_fs *fs, vy_inode *in)
+{
+	vy_wbehind_free(fs, in); /* settles: no copy may land in a freed buffer */
+	free_buffer(fs, in);
+}
+
 /* Move the file into a buffer of `cap` bytes (>= size), keeping its bytes. */
 static vy_err rebuffer(vy_fs *fs, vy_inode *in, uint64_t cap, vy_error *e)
 {
 	vy_handle h;
-	vy_err rc = vy_store_alloc(fs->core->store, cap, &h, e);
+	/* Copies in flight name the old buffer; gathered bytes not yet queued
+	 * go to the new one when they are. */
+	vy_err rc = vy_wbehind_quiesce(fs, in, e);
+	if (rc == VY_OK)
+		rc = vy_store_alloc(fs->core->store, cap, &h, e);
 	if (rc != VY_OK)
 		return rc;
 	if (in->buf && in->size > 0) {
@@ -44,7 +55,7 @@ static vy_err rebuffer(vy_fs *fs, vy_inode *in, uint64_t cap, vy_error *e)
 			return rc;
 		}
 	}
-	vy_file_drop(fs, in);
+	free_buffer(fs, in);
 	in->buf = h;
 	in->cap = cap;
 	return VY_OK;
@@ -77,11 +88,12 @@ static vy_err zero(vy_fs *fs, vy_inode *in, uint64_t from, uint64_t to, vy_error
 vy_err vy_file_read(vy_fs *fs, vy_inode *in, uint64_t off, size_t size, void *buf, size_t *got, vy_error *e)
 {
 	*got = 0;
-	if (off >= in->size || size == 0)
-		return VY_OK;
+	vy_err rc = vy_wbehind_settle(fs, in, e);
+	if (rc != VY_OK || off >= in->size || size == 0)
+		return rc;
 	uint64_t n = in->size - off < size ? in->size - off : size;
 	vy_readback rb = {.handle = in->buf, .offset = off, .dst = buf, .len = n};
-	vy_err rc = vy_readback_many(fs->core, &rb, 1, e);
+	rc = vy_readback_many(fs->core, &rb, 1, e);
 	if (rc == VY_OK)
 		*got = (size_t)n;
 	return rc;
@@ -100,8 +112,13 @@ vy_err vy_file_write(vy_fs *fs, vy_inode *in, uint64_t off, const void *buf, siz
 		rc = zero(fs, in, in->size, off, e);
 	if (rc != VY_OK)
 		return rc;
-	vy_upload up = {.handle = in->buf, .offset = off, .src = buf, .len = size};
-	rc = vy_upload_many(fs->core, &up, 1, e);
+	bool gathered = false;
+	if (fs->cfg.write_behind)
+		rc = vy_wbehind_write(fs, in, off, buf, size, &gathered, e);
+	if (rc == VY_OK && !gathered) {
+		vy_upload up = {.handle = in->buf, .offset = off, .src = buf, .len = size};
+		rc = vy_upload_many(fs->core, &up, 1, e);
+	}
 	if (rc != VY_OK)
 		return rc;
 	if (end > in->size)
@@ -112,6 +129,9 @@ vy_err vy_file_write(vy_fs *fs, vy_inode *in, uint64_t off, const void *buf, siz
 
 vy_err vy_file_truncate(vy_fs *fs, vy_inode *in, uint64_t size, vy_error *e)
 {
+	vy_err settled = vy_wbehind_settle(fs, in, e);
+	if (settled != VY_OK)
+		return settled;
 	if (size > VY_FILE_MAX)
 		return vy_fail(e, VY_EOVERFLOW, "keep files under 8 EiB", "a %llu-byte file is too large",
 			       (unsigned long long)size);
@@ -157,8 +177,11 @@ vy_err vy_file_copy(vy_fs *fs, vy_inode *src, uint64_t off_in, vy_inode *dst, ui
 		    uint64_t *copied, vy_error *e)
 {
 	*copied = 0;
-	if (off_in >= src->size || len == 0)
-		return VY_OK;
+	vy_err rc = vy_wbehind_settle(fs, src, e);
+	if (rc == VY_OK && dst != src)
+		rc = vy_wbehind_settle(fs, dst, e);
+	if (rc != VY_OK || off_in >= src->size || len == 0)
+		return rc;
 	if (len > src->size - off_in)
 		len = src->size - off_in;
 	uint64_t end;
@@ -166,7 +189,7 @@ vy_err vy_file_copy(vy_fs *fs, vy_inode *src, uint64_t off_in, vy_inode *dst, ui
 		return vy_fail(e, VY_EOVERFLOW, "copy below 8 EiB", "the copy ends past byte %llu",
 			       (unsigned long long)VY_FILE_MAX);
 	/* Room first: when src is dst, this may move the source too. */
-	vy_err rc = reserve(fs, dst, end, e);
+	rc = reserve(fs, dst, end, e);
 	if (rc == VY_OK && off_out > dst->size)
 		rc = zero(fs, dst, dst->size, off_out, e);
 	if (rc == VY_OK)
@@ -178,6 +201,11 @@ vy_err vy_file_copy(vy_fs *fs, vy_inode *src, uint64_t off_in, vy_inode *dst, ui
 	dst->written = true;
 	*copied = len;
 	return VY_OK;
+}
+
+vy_err vy_file_settle(vy_fs *fs, vy_inode *in, vy_error *e)
+{
+	return vy_wbehind_settle(fs, in, e);
 }
 
 void vy_file_fit(vy_fs *fs, vy_inode *in)

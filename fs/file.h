@@ -25,6 +25,9 @@ vy_err vy_file_allocate(vy_fs *fs, vy_inode *in, uint64_t off, uint64_t len, boo
  * *copied says how many (fewer at the source's end). */
 vy_err vy_file_copy(vy_fs *fs, vy_inode *src, uint64_t off_in, vy_inode *dst, uint64_t off_out, uint64_t len,
 		    uint64_t *copied, vy_error *e);
+/* Every byte written so far on the device (write-behind, wbehind.h); an
+ * error if some never got there. For flush and fsync. */
+vy_err vy_file_settle(vy_fs *fs, vy_inode *in, vy_error *e);
 /* Fit capacity after writing (at the last close). */
 void vy_file_fit(vy_fs *fs, vy_inode *in);
 /* Free the buffer. */

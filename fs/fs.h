@@ -14,6 +14,7 @@
 #define FUSE_USE_VERSION 312
 #include <fuse_lowlevel.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/stat.h>
@@ -53,6 +54,7 @@ typedef struct vy_inode {
 	uint64_t size, cap;
 	vy_handle buf; /* 0: no buffer (empty file) */
 	bool written;  /* since the last capacity fit */
+	struct vy_wbehind *wb; /* write-behind slots (wbehind.h), or NULL */
 	/* VY_DIR */
 	vy_dir dir;
 	uint64_t parent;
@@ -100,6 +102,7 @@ typedef struct vy_fs {
 	uid_t owner; /* the mounting user */
 	gid_t group;
 	struct fuse_session *se;
+	_Atomic unsigned wb_slots; /* write-behind slots held, all files */
 } vy_fs;
 
 /* Attribute and entry timeouts for the kernel (seconds). */

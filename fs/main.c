@@ -35,6 +35,8 @@ static void usage(FILE *to)
 		"     staging_cache=SIZE       pinned host bytes cached (default 128M)\n"
 		"     max_write=SIZE           largest write request, 4K..1M (default 1M)\n"
 		"     page_cache=on|off        keep the kernel page cache across opens (on)\n"
+		"     write_behind=on|off      acknowledge small writes once gathered in pinned\n"
+		"                              memory; copy failures show at close/fsync (on)\n"
 		"     kernel_cache=SIZE        CUDA JIT cache for modules (256M; 0 disables)\n"
 		"     allow_other=on|off       let other users in (off; needs user_allow_other\n"
 		"                              in /etc/fuse.conf for non-root mounts)\n"

@@ -715,12 +715,29 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 		reply_vy(req, rc, &e, ino, "write");
 }
 
+/* A regular file's gathered writes on the device (write-behind), and the
+ * reply: 0, or the error that lost some of them. */
+static void settle_and_reply(fuse_req_t req, fuse_ino_t ino, vy_inode *in, const char *what)
+{
+	vy_error e;
+	pthread_rwlock_rdlock(&in->lock);
+	vy_err rc = vy_file_settle(fs_of(req), in, &e);
+	pthread_rwlock_unlock(&in->lock);
+	if (rc == VY_OK)
+		fuse_reply_err(req, 0);
+	else
+		reply_vy(req, rc, &e, ino, what);
+}
+
 static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	(void)ino;
 	vy_open *h = handle_of(fi);
-	/* File writes are on the device when acknowledged; the control file
-	 * may hold an unfinished statement, an error at close. */
+	/* Writes gathered behind are copied now, so close reports a failure;
+	 * the control file may hold an unfinished statement, an error too. */
+	if (h->in->kind == VY_FILE) {
+		settle_and_reply(req, ino, h->in, "close");
+		return;
+	}
 	int err = 0;
 	if (h->in->virt == VY_V_CTL) {
 		err = vy_ctlfile_flush(fs_of(req), h, fuse_req_ctx(req)->pid);
@@ -757,10 +774,12 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 
 static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
 {
-	(void)ino;
 	(void)datasync;
-	(void)fi;
-	fuse_reply_err(req, 0); /* nothing is held back: each write was synced */
+	vy_inode *in = handle_of(fi)->in;
+	if (in->kind == VY_FILE)
+		settle_and_reply(req, ino, in, "fsync");
+	else
+		fuse_reply_err(req, 0);
 }
 
 static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)

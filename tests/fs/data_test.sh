@@ -201,6 +201,41 @@ test_readers_and_writers_at_once() {
 	done
 }
 
+# Write-behind: 4 KiB writes gather in 4 MiB pinned slots, so 3072 writes
+# are 3 device copies, counted exactly; with write_behind=off, 3072.
+test_write_behind_gathers_small_writes() {
+	make_data "$WORK/src" $((12 << 20))
+	local ops0 bytes0 wb0
+	ops0=$(stat_of h2d_ops) bytes0=$(stat_of h2d_bytes) wb0=$(stat_of wb_copies)
+	dd if="$WORK/src" of="$MNT/wb" bs=4K status=none || fail "dd"
+	assertEquals "slot copies" 3 $(($(stat_of wb_copies) - wb0))
+	assertEquals "driver copies" 3 $(($(stat_of h2d_ops) - ops0))
+	assertEquals "bytes" $((12 << 20)) $(($(stat_of h2d_bytes) - bytes0))
+	cmp "$WORK/src" "$MNT/wb" || fail "content"
+	unmount_vyrefs
+	mount_vyrefs "write_behind=off" || fail "mount"
+	dd if="$WORK/src" of="$MNT/wb" bs=4K status=none || fail "dd"
+	assertEquals "write_behind=off: one copy a write" 3072 "$(stat_of h2d_ops)"
+	assertEquals 0 "$(stat_of wb_copies)"
+	cmp "$WORK/src" "$MNT/wb" || fail "content"
+}
+
+# Gathered bytes are on the device before anything looks at them: a read
+# through another open file, and a control sequence, while the writer still
+# holds the file open; a fill lands after the write before it.
+test_reads_and_sequences_see_gathered_writes() {
+	exec 3>"$MNT/g"
+	printf 'abcdef' >&3
+	assertEquals "read while the writer is open" "abcdef" "$(cat "$MNT/g")"
+	printf 'ghi' >&3
+	echo "fill g 120 0 1" >"$MNT/.vyre/ctl" || fail "fill"
+	assertEquals "the fill comes after the gathered write" "xbcdefghi" "$(cat "$MNT/g")"
+	printf 'jk' >&3
+	sync "$MNT/g" 2>/dev/null || python3 -c "import os; os.fsync(3)" || fail "fsync"
+	exec 3>&-
+	assertEquals "xbcdefghijk" "$(cat "$MNT/g")"
+}
+
 test_enospc_is_clean_and_says_why() {
 	unmount_vyrefs
 	mount_vyrefs "resident_budget=8M,pool_budget=0" || fail "mount"

@@ -48,11 +48,13 @@ static void t_unlock(void *ctx, void *f)
 	((tfile *)f)->locks--;
 }
 
-static void t_state(void *ctx, void *f, vy_handle *h, uint64_t *size)
+static vy_err t_state(void *ctx, void *f, vy_handle *h, uint64_t *size, vy_error *e)
 {
 	(void)ctx;
+	(void)e;
 	*h = ((tfile *)f)->h;
 	*size = ((tfile *)f)->size;
+	return VY_OK;
 }
 
 static void t_written(void *ctx, void *f, uint64_t ino)

@@ -1,0 +1,236 @@
+/* Write-behind slots of one file (see wbehind.h). */
+#include "fs/wbehind.h"
+#include "core/checked.h"
+#include "fs/log.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct wb_slot {
+	vy_staging_buf buf; /* ptr NULL: no slot held */
+	uint64_t start, len;
+	vy_stream *stream; /* non-NULL: its copy is in flight */
+	vy_handle pinned;  /* the buffer it copies into, pinned in flight */
+	uint64_t order;    /* when it was queued: oldest completes first */
+} wb_slot;
+
+struct vy_wbehind {
+	pthread_mutex_t lock; /* settle runs under the inode's read lock too */
+	wb_slot slot[2];
+	int filling; /* the slot gathering writes, or -1 */
+	uint64_t queued;
+	vy_err err; /* sticky: a copy that failed */
+	vy_error why;
+};
+
+static vy_err sticky(struct vy_wbehind *wb, vy_error *e)
+{
+	if (e)
+		*e = wb->why;
+	return wb->err;
+}
+
+static void fail_sticky(struct vy_wbehind *wb, vy_inode *in, vy_err rc, const vy_error *why)
+{
+	if (wb->err != VY_OK)
+		return;
+	wb->err = rc;
+	wb->why = *why;
+	vy_log(LOG_ERR, "inode %llu: written bytes did not reach the device: %s", (unsigned long long)in->ino,
+	       why->msg);
+}
+
+/* Wait for the slot's copy and drop its pin. */
+static void complete(vy_fs *fs, vy_inode *in, struct vy_wbehind *wb, wb_slot *s)
+{
+	if (!s->stream)
+		return;
+	vy_error why;
+	vy_err rc = vy_core_sync(fs->core, s->stream, &why);
+	if (rc == VY_OK)
+		vy_streams_release(&fs->core->streams, s->stream);
+	else
+		fail_sticky(wb, in, rc, &why); /* the stream's state is unknown: not reused */
+	s->stream = NULL;
+	if (vy_store_unpin_many(fs->core->store, &s->pinned, 1, &why) != VY_OK)
+		fail_sticky(wb, in, VY_EINTERNAL, &why);
+	s->len = 0;
+}
+
+static bool overlaps(const wb_slot *a, const wb_slot *b)
+{
+	return a->start < b->start + b->len && b->start < a->start + a->len;
+}
+
+/* Queue the slot's copy. A copy in flight over the same bytes lands first:
+ * two streams do not order their work. */
+static void queue(vy_fs *fs, vy_inode *in, struct vy_wbehind *wb, wb_slot *s)
+{
+	if (s->len == 0)
+		return;
+	wb_slot *other = &wb->slot[s == &wb->slot[0]];
+	if (other->stream && overlaps(s, other))
+		complete(fs, in, wb, other);
+	vy_core *c = fs->core;
+	vy_buffer_view v;
+	vy_error why;
+	vy_err rc = vy_store_pin_many(c->store, &in->buf, 1, &v, &why);
+	if (rc == VY_OK && !vy_range_within(s->start, s->len, v.len)) {
+		vy_store_unpin_many(c->store, &in->buf, 1, NULL);
+		rc = vy_fail(&why, VY_ERANGE, "report this bug", "gathered bytes [%llu, +%llu) lie outside the %llu-byte buffer",
+			     (unsigned long long)s->start, (unsigned long long)s->len, (unsigned long long)v.len);
+	}
+	if (rc != VY_OK) {
+		fail_sticky(wb, in, rc, &why);
+		s->len = 0;
+		return;
+	}
+	s->pinned = in->buf;
+	rc = vy_streams_acquire(&c->streams, &s->stream, &why);
+	if (rc == VY_OK)
+		rc = c->dev->ops->copy_htod(c->dev, s->stream, v.ptr + s->start, s->buf.ptr, s->len, &why);
+	if (rc == VY_OK) {
+		vy_telemetry_add(&c->tel, h2d_ops, 1);
+		vy_telemetry_add(&c->tel, h2d_bytes, s->len);
+		vy_telemetry_add(&c->tel, wb_copies, 1);
+		s->order = ++wb->queued;
+		return;
+	}
+	fail_sticky(wb, in, rc, &why);
+	if (s->stream)
+		complete(fs, in, wb, s); /* fences what may have been queued */
+	else
+		vy_store_unpin_many(c->store, &s->pinned, 1, NULL);
+	s->len = 0;
+}
+
+static void release(vy_fs *fs, wb_slot *s)
+{
+	if (!s->buf.ptr)
+		return;
+	vy_staging_release(fs->core->staging, &s->buf);
+	s->buf.ptr = NULL;
+	atomic_fetch_sub(&fs->wb_slots, 1);
+}
+
+/* Take a pinned slot, within the fs-wide cap. */
+static bool acquire(vy_fs *fs, wb_slot *s)
+{
+	if (s->buf.ptr)
+		return true;
+	if (atomic_fetch_add(&fs->wb_slots, 1) >= VY_WB_SLOTS) {
+		atomic_fetch_sub(&fs->wb_slots, 1);
+		return false;
+	}
+	vy_error why;
+	if (vy_staging_acquire(fs->core->staging, VY_WB_SLOT, &s->buf, &why) != VY_OK) {
+		atomic_fetch_sub(&fs->wb_slots, 1);
+		s->buf.ptr = NULL;
+		return false;
+	}
+	return true;
+}
+
+/* wb locked: everything gathered on the device, slots given back. */
+static vy_err settle_locked(vy_fs *fs, vy_inode *in, struct vy_wbehind *wb, vy_error *e)
+{
+	if (wb->filling >= 0)
+		queue(fs, in, wb, &wb->slot[wb->filling]);
+	wb->filling = -1;
+	int first = wb->slot[0].order <= wb->slot[1].order ? 0 : 1;
+	complete(fs, in, wb, &wb->slot[first]);
+	complete(fs, in, wb, &wb->slot[!first]);
+	release(fs, &wb->slot[0]);
+	release(fs, &wb->slot[1]);
+	return sticky(wb, e);
+}
+
+vy_err vy_wbehind_quiesce(vy_fs *fs, vy_inode *in, vy_error *e)
+{
+	struct vy_wbehind *wb = in->wb;
+	if (!wb)
+		return VY_OK;
+	pthread_mutex_lock(&wb->lock);
+	int first = wb->slot[0].order <= wb->slot[1].order ? 0 : 1;
+	complete(fs, in, wb, &wb->slot[first]);
+	complete(fs, in, wb, &wb->slot[!first]);
+	vy_err rc = sticky(wb, e);
+	pthread_mutex_unlock(&wb->lock);
+	return rc;
+}
+
+vy_err vy_wbehind_settle(vy_fs *fs, vy_inode *in, vy_error *e)
+{
+	struct vy_wbehind *wb = in->wb;
+	if (!wb)
+		return VY_OK;
+	pthread_mutex_lock(&wb->lock);
+	vy_err rc = settle_locked(fs, in, wb, e);
+	pthread_mutex_unlock(&wb->lock);
+	return rc;
+}
+
+vy_err vy_wbehind_write(vy_fs *fs, vy_inode *in, uint64_t off, const void *src, size_t len, bool *taken,
+			vy_error *e)
+{
+	*taken = false;
+	if (!in->wb) {
+		if (len > VY_WB_SLOT / 2)
+			return VY_OK;
+		in->wb = calloc(1, sizeof(*in->wb));
+		if (!in->wb)
+			return VY_OK; /* the direct path needs no state */
+		pthread_mutex_init(&in->wb->lock, NULL);
+		in->wb->filling = -1;
+	}
+	struct vy_wbehind *wb = in->wb;
+	pthread_mutex_lock(&wb->lock);
+	vy_err rc = sticky(wb, e);
+	if (rc != VY_OK || len > VY_WB_SLOT / 2)
+		goto direct;
+	if (wb->filling >= 0) {
+		wb_slot *s = &wb->slot[wb->filling];
+		if (off == s->start + s->len && s->len + len <= VY_WB_SLOT) {
+			memcpy((char *)s->buf.ptr + s->len, src, len);
+			s->len += len;
+			if (s->len == VY_WB_SLOT) {
+				queue(fs, in, wb, s);
+				wb->filling = -1;
+			}
+			*taken = true;
+			goto out;
+		}
+		queue(fs, in, wb, s);
+		wb->filling = -1;
+	}
+	/* The slot not in flight, else the one queued first, once done. */
+	int k = !wb->slot[0].stream ? 0 : !wb->slot[1].stream ? 1 : wb->slot[0].order < wb->slot[1].order ? 0 : 1;
+	wb_slot *s = &wb->slot[k];
+	complete(fs, in, wb, s);
+	rc = sticky(wb, e);
+	if (rc != VY_OK || !acquire(fs, s))
+		goto direct;
+	memcpy(s->buf.ptr, src, len);
+	s->start = off;
+	s->len = len;
+	wb->filling = k;
+	*taken = true;
+	goto out;
+direct:
+	/* The caller's upload must come after every gathered byte. */
+	if (rc == VY_OK)
+		rc = settle_locked(fs, in, wb, e);
+out:
+	pthread_mutex_unlock(&wb->lock);
+	return rc;
+}
+
+void vy_wbehind_free(vy_fs *fs, vy_inode *in)
+{
+	if (!in->wb)
+		return;
+	vy_wbehind_settle(fs, in, NULL);
+	pthread_mutex_destroy(&in->wb->lock);
+	free(in->wb);
+	in->wb = NULL;
+}
