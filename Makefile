@@ -35,10 +35,16 @@ GPU_SRC    := $(wildcard tests/gpu/test_*.c)
 GPU_BIN    := $(GPU_SRC:%.c=$(BUILD)/%)
 UNIT_LIB   := $(BUILD)/tests/unit/support.o $(BUILD)/fs/dir.o $(BUILD)/fs/xattr.o
 CORE_LIB   := $(BUILD)/libvycore.a
+# bench/: the null FUSE fs, the timed loops, the store's pool figures, and
+# (with cuda.h) the raw driver program.
+BENCH_BIN  := $(BUILD)/bench/nullfs $(BUILD)/bench/vybench $(BUILD)/bench/poolbench
+ifneq ($(wildcard $(CUDA_HOME)/include/cuda.h),)
+BENCH_BIN  += $(BUILD)/bench/cudaraw
+endif
 
-.PHONY: all deps test test-gpu fuzz install uninstall clean
+.PHONY: all deps test test-gpu bench fuzz install uninstall clean
 .SECONDARY:
-all: $(BUILD)/vyrefs $(UNIT_BIN) $(GPU_BIN) $(BUILD)/tests/fs/renameat2
+all: $(BUILD)/vyrefs $(UNIT_BIN) $(GPU_BIN) $(BUILD)/tests/fs/renameat2 $(BENCH_BIN)
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -59,6 +65,20 @@ $(BUILD)/tests/gpu/test_%: $(BUILD)/tests/gpu/test_%.o $(UNIT_LIB) $(CORE_LIB)
 $(BUILD)/tests/fs/renameat2: tests/fs/renameat2.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $<
+
+$(BUILD)/bench/nullfs: $(BUILD)/bench/nullfs.o $(BUILD)/fs/session.o
+	$(CC) $(CFLAGS) -o $@ $^ $(PKG_LIBS) $(LDLIBS)
+
+$(BUILD)/bench/poolbench: $(BUILD)/bench/poolbench.o $(CORE_LIB)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/bench/%: $(BUILD)/bench/%.o
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
+# On the GPU machine: every figure beside its baseline, into bench/out/
+# (BENCH_BACKEND=host BENCH_QUICK=1 for a smoke check anywhere).
+bench: all
+	@bench/run.sh
 
 # The parser under libFuzzer (clang), with AddressSanitizer and UBSan, for
 # FUZZ_SECONDS; any crash, leak or sanitizer report fails.
@@ -101,4 +121,4 @@ uninstall:
 clean:
 	rm -rf $(BUILD)
 
--include $(CORE_OBJ:.o=.d) $(FS_OBJ:.o=.d) $(UNIT_SRC:%.c=$(BUILD)/%.d) $(GPU_SRC:%.c=$(BUILD)/%.d) $(UNIT_LIB:.o=.d)
+-include $(CORE_OBJ:.o=.d) $(FS_OBJ:.o=.d) $(BENCH_BIN:%=%.d) $(UNIT_SRC:%.c=$(BUILD)/%.d) $(GPU_SRC:%.c=$(BUILD)/%.d) $(UNIT_LIB:.o=.d)

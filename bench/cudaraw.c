@@ -1,0 +1,195 @@
+/* bench/cudaraw: the raw CUDA driver figures vyrefs is measured against, on
+ * the same machine in the same run. Straight driver calls, none of vyrefs:
+ *   cudaraw PTX   prints `key value` lines:
+ *     raw.h2d_gbps, raw.d2h_gbps      pinned 256 MiB copies on one stream
+ *     raw.launch_sync_us              one launch of PTX's `noop` + stream sync
+ *     raw.launch_async_us             per launch in 1000 launches + one sync
+ *     raw.alloc_free_us               cuMemAlloc + cuMemFree of 1 MiB
+ * The driver is loaded with dlopen, as vyrefs loads it, so this builds on a
+ * machine without one. */
+#include <cuda.h>
+#include <dlfcn.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define COPY_BYTES (256u << 20)
+
+static struct {
+	CUresult (*Init)(unsigned);
+	CUresult (*DriverGetVersion)(int *);
+	CUresult (*DeviceGet)(CUdevice *, int);
+	CUresult (*DeviceGetName)(char *, int, CUdevice);
+	CUresult (*DevicePrimaryCtxRetain)(CUcontext *, CUdevice);
+	CUresult (*CtxSetCurrent)(CUcontext);
+	CUresult (*StreamCreate)(CUstream *, unsigned);
+	CUresult (*StreamSynchronize)(CUstream);
+	CUresult (*MemAlloc)(CUdeviceptr *, size_t);
+	CUresult (*MemFree)(CUdeviceptr);
+	CUresult (*MemHostAlloc)(void **, size_t, unsigned);
+	CUresult (*MemcpyHtoDAsync)(CUdeviceptr, const void *, size_t, CUstream);
+	CUresult (*MemcpyDtoHAsync)(void *, CUdeviceptr, size_t, CUstream);
+	CUresult (*ModuleLoadData)(CUmodule *, const void *);
+	CUresult (*ModuleGetFunction)(CUfunction *, CUmodule, const char *);
+	CUresult (*LaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+				 CUstream, void **, void **);
+} cu;
+
+static void check(CUresult rc, const char *what)
+{
+	if (rc != CUDA_SUCCESS) {
+		fprintf(stderr, "cudaraw: %s failed with CUresult %d (Fix: check nvidia-smi and the driver)\n", what,
+			(int)rc);
+		exit(1);
+	}
+}
+
+static void load(void *lib, void **slot, const char *name)
+{
+	*slot = dlsym(lib, name);
+	if (!*slot) {
+		fprintf(stderr, "cudaraw: libcuda.so.1 lacks %s (Fix: update the NVIDIA driver)\n", name);
+		exit(1);
+	}
+}
+
+static double now_us(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec * 1e6 + (double)t.tv_nsec / 1e3;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* The median of n samples (sorts them). */
+static double median(double *v, size_t n)
+{
+	qsort(v, n, sizeof(*v), cmp_double);
+	return v[n / 2];
+}
+
+static char *read_file(const char *path)
+{
+	FILE *f = fopen(path, "rb");
+	if (!f) {
+		fprintf(stderr, "cudaraw: cannot open %s (Fix: pass bench/noop.ptx)\n", path);
+		exit(1);
+	}
+	char *text = calloc(1, 1 << 20);
+	size_t n = text ? fread(text, 1, (1 << 20) - 1, f) : 0;
+	fclose(f);
+	if (!n) {
+		fprintf(stderr, "cudaraw: %s is empty or unreadable (Fix: pass bench/noop.ptx)\n", path);
+		exit(1);
+	}
+	return text;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc != 2) {
+		fprintf(stderr, "usage: cudaraw bench/noop.ptx\n");
+		return 2;
+	}
+	void *lib = dlopen("libcuda.so.1", RTLD_NOW);
+	if (!lib) {
+		fprintf(stderr, "cudaraw: no CUDA driver here: %s (Fix: run on the GPU machine)\n", dlerror());
+		return 1;
+	}
+	load(lib, (void **)&cu.Init, "cuInit");
+	load(lib, (void **)&cu.DriverGetVersion, "cuDriverGetVersion");
+	load(lib, (void **)&cu.DeviceGet, "cuDeviceGet");
+	load(lib, (void **)&cu.DeviceGetName, "cuDeviceGetName");
+	load(lib, (void **)&cu.DevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain");
+	load(lib, (void **)&cu.CtxSetCurrent, "cuCtxSetCurrent");
+	load(lib, (void **)&cu.StreamCreate, "cuStreamCreate");
+	load(lib, (void **)&cu.StreamSynchronize, "cuStreamSynchronize");
+	load(lib, (void **)&cu.MemAlloc, "cuMemAlloc_v2");
+	load(lib, (void **)&cu.MemFree, "cuMemFree_v2");
+	load(lib, (void **)&cu.MemHostAlloc, "cuMemHostAlloc");
+	load(lib, (void **)&cu.MemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2");
+	load(lib, (void **)&cu.MemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2");
+	load(lib, (void **)&cu.ModuleLoadData, "cuModuleLoadData");
+	load(lib, (void **)&cu.ModuleGetFunction, "cuModuleGetFunction");
+	load(lib, (void **)&cu.LaunchKernel, "cuLaunchKernel");
+
+	CUdevice dev;
+	CUcontext ctx;
+	CUstream s;
+	int version = 0;
+	char name[256];
+	check(cu.Init(0), "cuInit");
+	check(cu.DriverGetVersion(&version), "cuDriverGetVersion");
+	check(cu.DeviceGet(&dev, 0), "cuDeviceGet");
+	check(cu.DeviceGetName(name, sizeof(name), dev), "cuDeviceGetName");
+	check(cu.DevicePrimaryCtxRetain(&ctx, dev), "cuDevicePrimaryCtxRetain");
+	check(cu.CtxSetCurrent(ctx), "cuCtxSetCurrent");
+	check(cu.StreamCreate(&s, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+	printf("raw.device %s\nraw.cuda_driver_api %d\n", name, version);
+
+	/* Pinned copies: best of 5 rounds of 8 copies of 256 MiB. */
+	void *host;
+	CUdeviceptr d;
+	check(cu.MemHostAlloc(&host, COPY_BYTES, 0), "cuMemHostAlloc");
+	check(cu.MemAlloc(&d, COPY_BYTES), "cuMemAlloc");
+	memset(host, 0x5a, COPY_BYTES);
+	for (int dir = 0; dir < 2; dir++) {
+		double best = 0;
+		for (int round = 0; round < 5; round++) {
+			double t0 = now_us();
+			for (int i = 0; i < 8; i++)
+				check(dir == 0 ? cu.MemcpyHtoDAsync(d, host, COPY_BYTES, s)
+					       : cu.MemcpyDtoHAsync(host, d, COPY_BYTES, s),
+				      "a pinned copy");
+			check(cu.StreamSynchronize(s), "cuStreamSynchronize");
+			double gbps = 8.0 * COPY_BYTES / ((now_us() - t0) * 1e3);
+			best = gbps > best ? gbps : best;
+		}
+		printf("%s %.2f\n", dir == 0 ? "raw.h2d_gbps" : "raw.d2h_gbps", best);
+	}
+	check(cu.MemFree(d), "cuMemFree");
+
+	CUmodule mod;
+	CUfunction fn;
+	char *ptx = read_file(argv[1]);
+	check(cu.ModuleLoadData(&mod, ptx), "cuModuleLoadData");
+	free(ptx);
+	check(cu.ModuleGetFunction(&fn, mod, "noop"), "cuModuleGetFunction(noop)");
+
+	enum { SYNC_N = 20000, ROUNDS = 50, BATCH = 1000, ALLOC_N = 2000 };
+	static double sample[SYNC_N];
+	for (int i = 0; i < 1000; i++) /* warm up */
+		check(cu.LaunchKernel(fn, 1, 1, 1, 1, 1, 1, 0, s, NULL, NULL), "cuLaunchKernel");
+	check(cu.StreamSynchronize(s), "cuStreamSynchronize");
+	for (int i = 0; i < SYNC_N; i++) {
+		double t0 = now_us();
+		check(cu.LaunchKernel(fn, 1, 1, 1, 1, 1, 1, 0, s, NULL, NULL), "cuLaunchKernel");
+		check(cu.StreamSynchronize(s), "cuStreamSynchronize");
+		sample[i] = now_us() - t0;
+	}
+	printf("raw.launch_sync_us %.2f\n", median(sample, SYNC_N));
+	for (int r = 0; r < ROUNDS; r++) {
+		double t0 = now_us();
+		for (int i = 0; i < BATCH; i++)
+			check(cu.LaunchKernel(fn, 1, 1, 1, 1, 1, 1, 0, s, NULL, NULL), "cuLaunchKernel");
+		check(cu.StreamSynchronize(s), "cuStreamSynchronize");
+		sample[r] = (now_us() - t0) / BATCH;
+	}
+	printf("raw.launch_async_us %.3f\n", median(sample, ROUNDS));
+	for (int i = 0; i < ALLOC_N; i++) {
+		CUdeviceptr p;
+		double t0 = now_us();
+		check(cu.MemAlloc(&p, 1u << 20), "cuMemAlloc");
+		check(cu.MemFree(p), "cuMemFree");
+		sample[i] = now_us() - t0;
+	}
+	printf("raw.alloc_free_us %.2f\n", median(sample, ALLOC_N));
+	return 0;
+}

@@ -1,0 +1,218 @@
+#!/usr/bin/env python3
+"""Turn bench/out/results.txt into the figures section of BENCHMARKS.md and
+a plot of sequential throughput against block size.
+
+usage: report.py RESULTS OUTDIR [--doc docs/BENCHMARKS.md --png docs/bench-throughput.png]
+
+Writes OUTDIR/figures.md and OUTDIR/throughput.png (when matplotlib is
+there). With --doc, replaces the text between the figures markers of that
+file; with --png, copies the plot there. Every ratio is vyrefs over its
+baseline from the same run."""
+import shutil
+import sys
+
+BEGIN, END = "<!-- figures:begin -->", "<!-- figures:end -->"
+BLOCKS = ["4K", "16K", "64K", "256K", "1M", "4M"]
+TARGETS = ["vyrefs", "nullfs", "tmpfs"]
+NAMES = {"vyrefs": "vyrefs", "nullfs": "null FUSE", "tmpfs": "tmpfs"}
+
+
+def load(path):
+    r = {}
+    with open(path) as f:
+        for line in f:
+            key, _, value = line.rstrip("\n").partition(" ")
+            if key:
+                r[key] = value
+    return r
+
+
+def num(r, key):
+    try:
+        return float(r[key])
+    except (KeyError, ValueError):
+        return None
+
+
+def ratio(a, b):
+    return None if a is None or b is None or b == 0 else a / b
+
+
+def fmt(v, digits=2):
+    return "n/a" if v is None else ("%.*f" % (digits, v))
+
+
+def verdict(value, target, at_least):
+    if value is None:
+        return "not measured"
+    ok = value >= target if at_least else value <= target
+    return "**met**" if ok else "**missed**"
+
+
+def build(r):
+    out = []
+    targets = []  # (what, measured ratio, target text, verdict)
+    add = out.append
+    add("Device: %s, driver %s. Kernel %s; CPU %s." % (
+        r.get("meta.gpu", "none (backend %s)" % r.get("meta.backend")), r.get("meta.driver", "n/a"),
+        r.get("meta.kernel"), r.get("meta.cpu")))
+    add("Run %s at commit `%s`%s; fio: %s." % (
+        r.get("meta.date"), r.get("meta.commit"),
+        " (BENCH_QUICK: smoke sizes, not figures)" if r.get("meta.quick") == "1" else "", r.get("meta.fio")))
+    add("")
+
+    if "raw.h2d_gbps" in r:
+        add("### Raw driver baselines (bench/cudaraw.c)")
+        add("")
+        add("| figure | value |")
+        add("| --- | --- |")
+        for key, what in [("raw.h2d_gbps", "pinned H2D, GB/s"), ("raw.d2h_gbps", "pinned D2H, GB/s"),
+                          ("raw.launch_sync_us", "launch + sync, µs"), ("raw.launch_async_us", "async launch, µs each of 1000"),
+                          ("raw.alloc_free_us", "cuMemAlloc + cuMemFree 1 MiB, µs")]:
+            add("| %s | %s |" % (what, r.get(key, "n/a")))
+        add("")
+
+    add("### Sequential, dd, single stream (GB/s)")
+    add("")
+    add("| bs | vyrefs write | null FUSE write | ratio | tmpfs write | vyrefs read | null FUSE read | ratio | tmpfs read |")
+    add("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    worst = {"write": None, "read": None}
+    for bs in BLOCKS:
+        row = [bs]
+        for rw in ("write", "read"):
+            v, n, t = (num(r, "dd.%s.%s.%s" % (x, rw, bs)) for x in TARGETS)
+            q = ratio(v, n)
+            if q is not None:
+                worst[rw] = q if worst[rw] is None else min(worst[rw], q)
+            row += [fmt(v), fmt(n), fmt(q), fmt(t)]
+        add("| " + " | ".join(row) + " |")
+    add("")
+    for rw in ("write", "read"):
+        targets.append(("dd sequential %s, worst block size" % rw, worst[rw], "≥ 0.9", verdict(worst[rw], 0.9, True)))
+
+    if "fio.vyrefs.seq.write" in r:
+        add("### fio sequential, bs 1M: one job on one file, and 8 jobs on 8 files (GB/s)")
+        add("")
+        add("| workload | vyrefs | null FUSE | ratio | tmpfs |")
+        add("| --- | --- | --- | --- | --- |")
+        for kind, label in (("seq", "1 job"), ("par8", "8 jobs")):
+            for rw in ("write", "read"):
+                v, n, t = (num(r, "fio.%s.%s.%s" % (x, kind, rw)) for x in TARGETS)
+                q = ratio(v, n)
+                add("| %s %s | %s | %s | %s | %s |" % (label, rw, fmt(v), fmt(n), fmt(q), fmt(t)))
+                targets.append(("fio %s %s" % (label, rw), q, "≥ 0.9", verdict(q, 0.9, True)))
+        add("")
+        add("### Random 4 KiB reads, fio, direct=1, io_uring")
+        add("")
+        add("| iodepth, jobs | vyrefs IOPS | null FUSE IOPS | ratio | tmpfs IOPS | vyrefs p50 / p99 µs | null FUSE p50 / p99 µs |")
+        add("| --- | --- | --- | --- | --- | --- | --- |")
+        for qd in (1, 32):
+            for j in (1, 4):
+                k = "fio.%%s.rand.qd%d.j%d.%%s" % (qd, j)
+                v, n, t = (num(r, k % (x, "iops")) for x in TARGETS)
+                q = ratio(v, n)
+                add("| %d, %d | %s | %s | %s | %s | %s / %s | %s / %s |" % (
+                    qd, j, fmt(v, 0), fmt(n, 0), fmt(q), fmt(t, 0),
+                    r.get(k % ("vyrefs", "p50_us"), "n/a"), r.get(k % ("vyrefs", "p99_us"), "n/a"),
+                    r.get(k % ("nullfs", "p50_us"), "n/a"), r.get(k % ("nullfs", "p99_us"), "n/a")))
+                targets.append(("random 4K reads, iodepth %d, %d jobs" % (qd, j), q, "≥ 0.8", verdict(q, 0.8, True)))
+        add("")
+
+    add("### Control file")
+    add("")
+    add("| figure | vyrefs | baseline | ratio |")
+    add("| --- | --- | --- | --- |")
+    rtt_n, rtt_v = num(r, "rtt.nullfs_us"), num(r, "rtt.vyrefs_us")
+    add("| 1-byte write round trip, µs | %s | null FUSE %s | %s |" % (fmt(rtt_v), fmt(rtt_n), fmt(ratio(rtt_v, rtt_n))))
+    launch, sync = num(r, "ctl.launch_us"), num(r, "raw.launch_sync_us")
+    base = None if rtt_n is None or sync is None else rtt_n + sync
+    q = ratio(launch, base)
+    add("| one launch per write, with its reply read, µs | %s | null FUSE write + raw launch+sync = %s | %s |" % (
+        fmt(launch), fmt(base), fmt(q)))
+    targets.append(("ctl launch with reply vs FUSE round trip + launch+sync", q, "≤ 1.5", verdict(q, 1.5, False)))
+    step, async_ = num(r, "ctl.repeat1000_step_us"), num(r, "raw.launch_async_us")
+    q = ratio(step, async_)
+    add("| per step of `repeat 1000`, µs | %s | raw async launch %s | %s |" % (fmt(step, 3), fmt(async_, 3), fmt(q)))
+    targets.append(("ctl repeat 1000, per step vs raw async launch", q, "≤ 1.2", verdict(q, 1.2, False)))
+    add("| `fill` of 1 GiB, GB/s | %s | (a device memset) | |" % fmt(num(r, "ctl.fill_gbps"), 1))
+    add("")
+
+    add("### Allocation")
+    add("")
+    pooled, raw_alloc = num(r, "store.pool_alloc_free_us"), num(r, "raw.alloc_free_us")
+    q = ratio(pooled, raw_alloc)
+    add("| figure | value |")
+    add("| --- | --- |")
+    add("| store alloc + free of 1 MiB, pool reuse, µs | %s |" % fmt(pooled, 3))
+    add("| store alloc + free of 1 MiB, no pool, µs | %s |" % fmt(num(r, "store.nopool_alloc_free_us")))
+    add("| raw cuMemAlloc + cuMemFree of 1 MiB, µs | %s |" % fmt(raw_alloc))
+    add("| pool reuse / raw | %s |" % fmt(q, 4))
+    for x in ("vyrefs", "vyrefs_nopool", "nullfs", "tmpfs"):
+        add("| create, truncate 1 MiB, close, unlink: %s, ops/s | %s |" % (
+            x.replace("_nopool", " with pool_budget=0").replace("nullfs", "null FUSE"), r.get("churn.%s.ops" % x, "n/a")))
+    add("| pool hit rate over the vyrefs churn | %s |" % r.get("churn.vyrefs.pool_hit_rate", "n/a"))
+    add("")
+    targets.append(("pooled allocation vs cuMemAlloc + cuMemFree", q, "≤ 0.05", verdict(q, 0.05, False)))
+
+    add("### `cp` of a 1 GiB file inside the mount (GB/s)")
+    add("")
+    add("| vyrefs | null FUSE | tmpfs |")
+    add("| --- | --- | --- |")
+    add("| %s | %s | %s |" % tuple(r.get("cp.%s.gbps" % x, "n/a") for x in TARGETS))
+    add("")
+
+    head = ["### Targets", "", "| target | measured ratio | goal | |", "| --- | --- | --- | --- |"]
+    head += ["| %s | %s | %s | %s |" % (w, fmt(q), g, v) for w, q, g, v in targets]
+    return "\n".join(out[:3] + head + [""] + out[3:]) + "\n"
+
+
+def plot(r, path):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("report: no matplotlib; no plot", file=sys.stderr)
+        return False
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), sharey=True)
+    x = range(len(BLOCKS))
+    for ax, rw in zip(axes, ("write", "read")):
+        for t, style in zip(TARGETS, ("o-", "s--", "^:")):
+            ax.plot(x, [num(r, "dd.%s.%s.%s" % (t, rw, bs)) or 0 for bs in BLOCKS], style, label=NAMES[t])
+        ax.set_xticks(list(x))
+        ax.set_xticklabels(BLOCKS)
+        ax.set_yscale("log")
+        ax.set_xlabel("dd block size")
+        ax.set_title("sequential %s, %s" % (rw, "4 GiB" if r.get("meta.quick") != "1" else "smoke"))
+        ax.grid(True, which="both", alpha=0.3)
+    axes[0].set_ylabel("GB/s")
+    axes[0].legend()
+    fig.suptitle("%s, commit %s" % (r.get("meta.gpu", r.get("meta.backend")), r.get("meta.commit")))
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    return True
+
+
+def main(argv):
+    if len(argv) not in (3, 5, 7):
+        sys.exit(__doc__)
+    r = load(argv[1])
+    outdir = argv[2]
+    opts = dict(zip(argv[3::2], argv[4::2]))
+    text = build(r)
+    with open(outdir + "/figures.md", "w") as f:
+        f.write(text)
+    have_plot = plot(r, outdir + "/throughput.png")
+    if "--doc" in opts:
+        with open(opts["--doc"]) as f:
+            doc = f.read()
+        a, b = doc.index(BEGIN) + len(BEGIN), doc.index(END)
+        with open(opts["--doc"], "w") as f:
+            f.write(doc[:a] + "\n" + text + doc[b:])
+    if "--png" in opts and have_plot:
+        shutil.copy(outdir + "/throughput.png", opts["--png"])
+    print("report: %s/figures.md%s" % (outdir, " and throughput.png" if have_plot else ""))
+
+
+if __name__ == "__main__":
+    main(sys.argv)

@@ -1,0 +1,230 @@
+#!/usr/bin/env bash
+# `make bench`: vyrefs measured side by side with its baselines in one run.
+#   targets   vyrefs (BENCH_BACKEND), the null FUSE fs (bench/nullfs.c, same
+#             libfuse settings), tmpfs; raw driver figures (bench/cudaraw.c)
+#   output    bench/out/results.txt (`key value`), raw logs beside it, then
+#             bench/report.py writes bench/out/BENCHMARKS.md and the plot.
+# BENCH_BACKEND=cuda|host (default: cuda when nvidia-smi sees a GPU).
+# BENCH_QUICK=1 shrinks every size for a smoke check (any backend).
+set -euo pipefail
+here=$(cd "$(dirname "$0")/.." && pwd)
+cd "$here"
+BUILD=${BUILD:-build}
+BIN=$BUILD/bench
+OUT=${BENCH_OUT:-bench/out}
+BACKEND=${BENCH_BACKEND:-$(nvidia-smi -L >/dev/null 2>&1 && echo cuda || echo host)}
+QUICK=${BENCH_QUICK:-0}
+FIO=${FIO:-$(command -v fio || echo .device/tools/fio)}
+RES=$OUT/results.txt
+mkdir -p "$OUT"
+: >"$RES"
+: >"$OUT/log.txt"
+
+if [ "$QUICK" = 1 ]; then
+	SEQ=$((64 << 20)) PAR=$((16 << 20)) RAND=$((64 << 20)) RUNTIME=1 N=200 CP=$((64 << 20))
+else
+	SEQ=$((4 << 30)) PAR=$((1 << 30)) RAND=$((1 << 30)) RUNTIME=5 N=5000 CP=$((1 << 30))
+fi
+BLOCKS="4K 16K 64K 256K 1M 4M"
+
+put() { echo "$1 $2" | tee -a "$RES"; }
+log() { echo "== $*" >>"$OUT/log.txt"; }
+bytes_of() { numfmt --from=iec "$1"; }
+gbps() { awk -v b="$1" -v s="$2" 'BEGIN { printf "%.3f", b / s / 1e9 }'; }
+drop_caches() { sync; echo 3 >/proc/sys/vm/drop_caches 2>/dev/null || true; }
+
+ROOT=$(mktemp -d /tmp/vybench.XXXXXX)
+declare -A MNT PID
+cleanup() {
+	for t in "${!MNT[@]}"; do
+		mountpoint -q "${MNT[$t]}" && { fusermount3 -u "${MNT[$t]}" 2>/dev/null || umount "${MNT[$t]}"; }
+	done
+	for p in "${PID[@]}"; do wait "$p" 2>/dev/null || true; done
+	rm -rf "$ROOT"
+}
+trap cleanup EXIT
+
+wait_mounted() {
+	for _ in $(seq 200); do
+		mountpoint -q "$1" && return 0
+		kill -0 "$2" 2>/dev/null || break
+		sleep 0.05
+	done
+	echo "bench: $1 did not mount; see $OUT/log.txt" >&2
+	return 1
+}
+
+# mount_target NAME [vyrefs -o options]
+mount_target() {
+	local t=$1 m=$ROOT/$1
+	mkdir -p "$m"
+	case $t in
+	tmpfs) mount -t tmpfs -o size=80% tmpfs "$m" ;;
+	nullfs)
+		env --default-signal=INT "$BIN/nullfs" "$m" >>"$OUT/log.txt" 2>&1 &
+		PID[$t]=$!
+		wait_mounted "$m" "${PID[$t]}"
+		;;
+	*)
+		env --default-signal=INT "$BUILD/vyrefs" -f -o "backend=$BACKEND${2:+,$2}" "$m" >>"$OUT/log.txt" 2>&1 &
+		PID[$t]=$!
+		wait_mounted "$m" "${PID[$t]}"
+		;;
+	esac
+	MNT[$t]=$m
+}
+
+unmount_target() {
+	local t=$1
+	umount "${MNT[$t]}"
+	[ -n "${PID[$t]:-}" ] && { wait "${PID[$t]}" || { echo "bench: $t exited non-zero" >&2; return 1; }; }
+	unset "MNT[$t]" "PID[$t]"
+}
+
+meta() {
+	put meta.date "$(date -u +%Y-%m-%dT%H:%MZ)"
+	put meta.commit "$(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD 2>/dev/null || echo +dirty)"
+	put meta.backend "$BACKEND"
+	put meta.quick "$QUICK"
+	put meta.kernel "$(uname -r)"
+	put meta.cpu "$(awk -F': ' '/model name/ { print $2; exit }' /proc/cpuinfo) x$(nproc)"
+	if [ "$BACKEND" = cuda ]; then
+		put meta.gpu "$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)"
+		put meta.driver "$(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -1)"
+	fi
+	put meta.fio "$("$FIO" --version 2>/dev/null || echo none)"
+}
+
+# dd: sequential write (with a final fsync) then read after dropping caches.
+seq_dd() {
+	local t=$1 f=${MNT[$1]}/seq bs n out
+	for bs in $BLOCKS; do
+		n=$((SEQ / $(bytes_of "$bs")))
+		log "dd $t write bs=$bs"
+		out=$(dd if=/dev/zero of="$f" bs="$bs" count="$n" conv=fsync 2>&1 | tee -a "$OUT/log.txt" | tail -1)
+		put "dd.$t.write.$bs" "$(gbps "$SEQ" "$(echo "$out" | awk -F, '{ print $3 }' | awk '{ print $1 }')")"
+		drop_caches
+		log "dd $t read bs=$bs"
+		out=$(dd if="$f" of=/dev/null bs="$bs" 2>&1 | tee -a "$OUT/log.txt" | tail -1)
+		put "dd.$t.read.$bs" "$(gbps "$SEQ" "$(echo "$out" | awk -F, '{ print $3 }' | awk '{ print $1 }')")"
+		rm -f "$f"
+	done
+}
+
+# fio JSON -> figures, through a small python reader.
+fio_json() { python3 bench/fio_figures.py "$@"; }
+
+fio_run() { # NAME ARGS...: run fio, keep its JSON under OUT
+	local name=$1
+	shift
+	log "fio $name $*"
+	"$FIO" --output-format=json --output="$OUT/fio-$name.json" --fallocate=none "$@" >>"$OUT/log.txt" 2>&1
+}
+
+seq_fio() {
+	local t=$1 d=${MNT[$1]} rw
+	for rw in write read; do
+		[ $rw = read ] && drop_caches
+		fio_run "$t-seq-$rw" --name=seq --directory="$d" --rw=$rw --bs=1M --size=$SEQ --ioengine=psync --end_fsync=1
+		put "fio.$t.seq.$rw" "$(fio_json "$OUT/fio-$t-seq-$rw.json" $rw gbps)"
+	done
+	for rw in write read; do
+		[ $rw = read ] && drop_caches
+		fio_run "$t-par8-$rw" --name=par --directory="$d" --rw=$rw --bs=1M --size=$PAR --numjobs=8 \
+			--ioengine=psync --end_fsync=1 --group_reporting
+		put "fio.$t.par8.$rw" "$(fio_json "$OUT/fio-$t-par8-$rw.json" $rw gbps)"
+	done
+	rm -f "$d"/seq.* "$d"/par.*
+}
+
+rand_fio() {
+	local t=$1 f=${MNT[$1]}/rand qd j
+	fio_run "$t-rand-layout" --name=layout --filename="$f" --rw=write --bs=1M --size=$RAND --ioengine=psync
+	for qd in 1 32; do
+		for j in 1 4; do
+			if fio_run "$t-rand-qd$qd-j$j" --name=rand --filename="$f" --rw=randread --bs=4k --size=$RAND \
+				--direct=1 --ioengine=io_uring --iodepth=$qd --numjobs=$j --group_reporting \
+				--time_based --runtime=$RUNTIME; then
+				for k in iops p50_us p99_us; do
+					put "fio.$t.rand.qd$qd.j$j.$k" "$(fio_json "$OUT/fio-$t-rand-qd$qd-j$j.json" read $k)"
+				done
+			else
+				put "fio.$t.rand.qd$qd.j$j.iops" "n/a"
+			fi
+		done
+	done
+	rm -f "$f"
+}
+
+churn() { # TARGET [KEY]
+	local t=$1 key=${2:-$1}
+	put "churn.$key.ops" "$("$BIN/vybench" churn "${MNT[$t]}" $((N * 4)) 1048576)"
+}
+
+copy_in_mount() {
+	local t=$1 d=${MNT[$1]} t0 t1
+	dd if=/dev/zero of="$d/cp-src" bs=1M count=$((CP >> 20)) conv=fsync status=none
+	t0=$(date +%s%N)
+	cp "$d/cp-src" "$d/cp-dst"
+	t1=$(date +%s%N)
+	cmp -s "$d/cp-src" "$d/cp-dst" || { echo "bench: cp in $t made a different file" >&2; return 1; }
+	put "cp.$t.gbps" "$(gbps "$CP" "$(awk -v a="$t0" -v b="$t1" 'BEGIN { print (b - a) / 1e9 }')")"
+	rm -f "$d/cp-src" "$d/cp-dst"
+}
+
+stat_of() { awk -v k="$2" '$1 == k { print $2 }' "${MNT[$1]}/.vyre/stats"; }
+
+ctl_figures() {
+	local m=${MNT[vyrefs]} ctl=${MNT[vyrefs]}/.vyre/ctl
+	put "rtt.nullfs_us" "$("$BIN/vybench" rtt "${MNT[nullfs]}/rtt" $((N * 4)))"
+	put "rtt.vyrefs_us" "$("$BIN/vybench" rtt "$m/rtt" $((N * 4)))"
+	rm -f "${MNT[nullfs]}/rtt" "$m/rtt"
+	if [ "$BACKEND" != cuda ]; then
+		log "ctl launches need the cuda backend: skipped"
+	else
+		cp bench/noop.ptx "$m/.vyre/modules/noop.ptx"
+		put ctl.launch_us "$("$BIN/vybench" ctl "$ctl" "$N" $'launch noop.noop grid=1 block=1\n')"
+		local rep
+		rep=$("$BIN/vybench" ctl "$ctl" 50 $'repeat 1000\nlaunch noop.noop grid=1 block=1\nend\n')
+		put ctl.repeat1000_step_us "$(awk -v u="$rep" 'BEGIN { printf "%.3f", u / 1000 }')"
+		rm "$m/.vyre/modules/noop.ptx"
+	fi
+	truncate -s $((CP)) "$m/fill"
+	local us
+	us=$("$BIN/vybench" ctl "$ctl" 10 $'fill fill 7\n')
+	put ctl.fill_gbps "$(awk -v b="$CP" -v u="$us" 'BEGIN { printf "%.1f", b / u / 1e3 }')"
+	rm "$m/fill"
+}
+
+main() {
+	meta
+	if [ "$BACKEND" = cuda ]; then
+		"$BIN/cudaraw" bench/noop.ptx | tee -a "$RES"
+	fi
+	"$BIN/poolbench" "$BACKEND" | tee -a "$RES"
+	mount_target vyrefs
+	mount_target nullfs
+	mount_target tmpfs
+	for t in vyrefs nullfs tmpfs; do seq_dd "$t"; done
+	if [ -x "$FIO" ]; then
+		for t in vyrefs nullfs tmpfs; do seq_fio "$t"; done
+		for t in vyrefs nullfs tmpfs; do rand_fio "$t"; done
+	else
+		log "no fio (set FIO=/path/to/fio): fio figures skipped"
+	fi
+	ctl_figures
+	for t in vyrefs nullfs tmpfs; do copy_in_mount "$t"; done
+	local hits0 miss0
+	hits0=$(stat_of vyrefs pool_hits) miss0=$(stat_of vyrefs pool_misses)
+	for t in vyrefs nullfs tmpfs; do churn "$t"; done
+	put churn.vyrefs.pool_hit_rate "$(awk -v h0="$hits0" -v m0="$miss0" -v h="$(stat_of vyrefs pool_hits)" \
+		-v m="$(stat_of vyrefs pool_misses)" 'BEGIN { d = (h - h0) + (m - m0); printf "%.4f", d ? (h - h0) / d : 0 }')"
+	unmount_target vyrefs
+	mount_target vyrefs pool_budget=0
+	churn vyrefs vyrefs_nopool
+	unmount_target vyrefs
+	unmount_target nullfs
+	unmount_target tmpfs
+	python3 bench/report.py "$RES" "$OUT"
+}
+main

@@ -1,0 +1,170 @@
+/* bench/vybench: the small timed loops the bench script needs, the same code
+ * for vyrefs, the null FUSE fs and tmpfs. Each prints `value` lines the
+ * script names.
+ *   vybench rtt FILE N          median µs of a 1-byte pwrite (a write round trip)
+ *   vybench ctl CTL N TEXT      median µs of write(TEXT) + read of the reply, N times
+ *   vybench ctl1 CTL TEXT       µs of one write(TEXT), then the reply on stdout
+ *   vybench churn DIR N SIZE    ops/s of create, ftruncate SIZE, close, unlink
+ * Any failure exits 1 with what failed. */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static double now_us(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec * 1e6 + (double)t.tv_nsec / 1e3;
+}
+
+static void die(const char *what, const char *path)
+{
+	fprintf(stderr, "vybench: %s %s: %s\n", what, path, strerror(errno));
+	exit(1);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return x < y ? -1 : x > y;
+}
+
+static double median(double *v, long n)
+{
+	qsort(v, (size_t)n, sizeof(*v), cmp_double);
+	return v[n / 2];
+}
+
+static long count_arg(const char *s)
+{
+	char *end;
+	errno = 0;
+	long n = strtol(s, &end, 10);
+	if (errno || *end || n < 1 || n > 100000000) {
+		fprintf(stderr, "vybench: bad count %s (Fix: a whole number from 1)\n", s);
+		exit(2);
+	}
+	return n;
+}
+
+static double *samples(long n)
+{
+	double *v = malloc((size_t)n * sizeof(*v));
+	if (!v) {
+		fprintf(stderr, "vybench: out of memory\n");
+		exit(1);
+	}
+	return v;
+}
+
+static void write_all(int fd, const char *text, const char *path)
+{
+	size_t len = strlen(text);
+	ssize_t n = write(fd, text, len);
+	if (n != (ssize_t)len)
+		die("write to", path);
+}
+
+/* The reply of the last sequence written through fd; exits unless "ok". */
+static void read_reply(int fd, const char *path, char *reply, size_t cap)
+{
+	ssize_t n = read(fd, reply, cap - 1);
+	if (n < 0)
+		die("read of", path);
+	reply[n] = 0;
+	if (strncmp(reply, "ok", 2)) {
+		fprintf(stderr, "vybench: %s replied: %s\n", path, reply);
+		exit(1);
+	}
+}
+
+static int rtt(const char *path, long n)
+{
+	int fd = open(path, O_WRONLY | O_CREAT, 0644);
+	if (fd < 0)
+		die("open", path);
+	double *v = samples(n);
+	for (long i = 0; i < n; i++) {
+		double t0 = now_us();
+		if (pwrite(fd, "x", 1, 0) != 1)
+			die("pwrite to", path);
+		v[i] = now_us() - t0;
+	}
+	printf("%.2f\n", median(v, n));
+	free(v);
+	return close(fd) ? (die("close", path), 1) : 0;
+}
+
+static int ctl(const char *path, long n, const char *text)
+{
+	int fd = open(path, O_RDWR);
+	if (fd < 0)
+		die("open", path);
+	double *v = samples(n);
+	char reply[4096];
+	for (long i = 0; i < n; i++) {
+		double t0 = now_us();
+		write_all(fd, text, path);
+		read_reply(fd, path, reply, sizeof(reply));
+		v[i] = now_us() - t0;
+	}
+	printf("%.2f\n", median(v, n));
+	free(v);
+	return close(fd) ? (die("close", path), 1) : 0;
+}
+
+static int ctl1(const char *path, const char *text)
+{
+	int fd = open(path, O_RDWR);
+	if (fd < 0)
+		die("open", path);
+	char reply[4096];
+	double t0 = now_us();
+	write_all(fd, text, path);
+	double us = now_us() - t0;
+	read_reply(fd, path, reply, sizeof(reply));
+	printf("%.2f %s", us, reply);
+	return close(fd) ? (die("close", path), 1) : 0;
+}
+
+static int churn(const char *dir, long n, long size)
+{
+	char path[PATH_MAX];
+	if (snprintf(path, sizeof(path), "%s/churn", dir) >= (int)sizeof(path)) {
+		fprintf(stderr, "vybench: %s is too long\n", dir);
+		return 1;
+	}
+	double t0 = now_us();
+	for (long i = 0; i < n; i++) {
+		int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+		if (fd < 0)
+			die("create", path);
+		if (ftruncate(fd, size))
+			die("ftruncate", path);
+		if (close(fd))
+			die("close", path);
+		if (unlink(path))
+			die("unlink", path);
+	}
+	printf("%.0f\n", (double)n / ((now_us() - t0) / 1e6));
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc == 4 && !strcmp(argv[1], "rtt"))
+		return rtt(argv[2], count_arg(argv[3]));
+	if (argc == 5 && !strcmp(argv[1], "ctl"))
+		return ctl(argv[2], count_arg(argv[3]), argv[4]);
+	if (argc == 4 && !strcmp(argv[1], "ctl1"))
+		return ctl1(argv[2], argv[3]);
+	if (argc == 5 && !strcmp(argv[1], "churn"))
+		return churn(argv[2], count_arg(argv[3]), count_arg(argv[4]));
+	fprintf(stderr, "usage: vybench rtt FILE N | ctl CTL N TEXT | ctl1 CTL TEXT | churn DIR N SIZE\n");
+	return 2;
+}

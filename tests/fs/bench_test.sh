@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# bench/: the null FUSE fs is a real filesystem (it stores and returns the
+# bytes it is given), and `make bench` runs end to end at smoke sizes on the
+# backend under test, producing every figure and the report.
+. tests/skip.sh
+backend=${VY_TEST_BACKEND:-host}
+BUILD=${BUILD:-build}
+
+test_nullfs_keeps_bytes_and_unmounts_cleanly() {
+	local m src
+	m=$(mktemp -d /tmp/nullfs-mnt.XXXXXX) src=$(mktemp /tmp/nullfs-src.XXXXXX)
+	head -c $((5 << 20)) /dev/urandom >"$src"
+	env --default-signal=INT "$BUILD/bench/nullfs" "$m" &
+	local pid=$!
+	for _ in $(seq 100); do mountpoint -q "$m" && break; sleep 0.05; done
+	assertTrue "nullfs mounted" "mountpoint -q $m"
+	dd if="$src" of="$m/a" bs=4K status=none
+	cp "$m/a" "$m/b"
+	assertEquals "dd then cp keep the bytes" "$(sha256sum <"$src")" "$(sha256sum <"$m/b")"
+	truncate -s 1000 "$m/b"
+	assertEquals 1000 "$(stat -c %s "$m/b")"
+	assertEquals "$(head -c 1000 "$src" | sha256sum)" "$(sha256sum <"$m/b")"
+	kill -TERM $pid
+	wait $pid
+	assertEquals "nullfs exit status" 0 $?
+	assertFalse "unmounted" "mountpoint -q $m"
+	rm -rf "$m" "$src"
+}
+
+test_bench_runs_end_to_end_at_smoke_sizes() {
+	local out key
+	out=$(mktemp -d /tmp/vybench-out.XXXXXX)
+	BENCH_QUICK=1 BENCH_BACKEND=$backend BENCH_OUT=$out bench/run.sh >"$out/stdout" 2>&1
+	assertEquals "bench/run.sh: $(tail -5 "$out/stdout")" 0 $?
+	for key in dd.vyrefs.write.4K dd.nullfs.read.4M dd.tmpfs.write.1M rtt.nullfs_us rtt.vyrefs_us \
+		ctl.fill_gbps cp.vyrefs.gbps churn.vyrefs.ops churn.vyrefs_nopool.ops store.pool_alloc_free_us; do
+		assertTrue "$key is a positive number: $(grep "^$key " "$out/results.txt")" \
+			"awk -v k=$key '\$1 == k && \$2 + 0 > 0 { f = 1 } END { exit !f }' $out/results.txt"
+	done
+	# The pool served every churn allocation but the first.
+	assertTrue "pool hit rate $(grep pool_hit_rate "$out/results.txt")" \
+		"awk '\$1 == \"churn.vyrefs.pool_hit_rate\" && \$2 > 0.99 { f = 1 } END { exit !f }' $out/results.txt"
+	assertContains "$(cat "$out/figures.md")" "### Targets"
+	if command -v fio >/dev/null; then
+		assertTrue "fio figures" "grep -q '^fio.nullfs.rand.qd32.j4.iops [0-9]' $out/results.txt"
+	fi
+	rm -rf "$out"
+}
+
+. "$SHUNIT2"
