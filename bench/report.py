@@ -154,6 +154,16 @@ def build(r):
     add("")
     targets.append(("pooled allocation vs cuMemAlloc + cuMemFree", q, "≤ 0.05", verdict(q, 0.05, False)))
 
+    if "dd.vyrefs_nowb.write.4K" in r:
+        add("### Write-behind on and off (dd write, GB/s; off measured on a quarter of the size)")
+        add("")
+        add("| bs | write_behind=on | write_behind=off | on / off |")
+        add("| --- | --- | --- | --- |")
+        for bs in ("4K", "1M"):
+            on, off = num(r, "dd.vyrefs.write.%s" % bs), num(r, "dd.vyrefs_nowb.write.%s" % bs)
+            add("| %s | %s | %s | %s |" % (bs, fmt(on), fmt(off), fmt(ratio(on, off))))
+        add("")
+
     add("### `cp` of a 1 GiB file inside the mount (GB/s)")
     add("")
     add("| vyrefs | null FUSE | tmpfs |")

@@ -172,6 +172,18 @@ copy_in_mount() {
 	rm -f "$d/cp-src" "$d/cp-dst"
 }
 
+# The same dd writes with write-behind off: its effect, measured.
+write_behind_ab() {
+	local f=${MNT[vyrefs]}/ab bs n out bytes=$((SEQ / 4))
+	for bs in 4K 1M; do
+		n=$((bytes / $(bytes_of "$bs")))
+		log "dd vyrefs write_behind=off write bs=$bs"
+		out=$(dd if=/dev/zero of="$f" bs="$bs" count="$n" conv=fsync 2>&1 | tee -a "$OUT/log.txt" | tail -1)
+		put "dd.vyrefs_nowb.write.$bs" "$(gbps "$bytes" "$(echo "$out" | awk -F, '{ print $3 }' | awk '{ print $1 }')")"
+		rm -f "$f"
+	done
+}
+
 stat_of() { awk -v k="$2" '$1 == k { print $2 }' "${MNT[$1]}/.vyre/stats"; }
 
 ctl_figures() {
@@ -220,8 +232,9 @@ main() {
 	put churn.vyrefs.pool_hit_rate "$(awk -v h0="$hits0" -v m0="$miss0" -v h="$(stat_of vyrefs pool_hits)" \
 		-v m="$(stat_of vyrefs pool_misses)" 'BEGIN { d = (h - h0) + (m - m0); printf "%.4f", d ? (h - h0) / d : 0 }')"
 	unmount_target vyrefs
-	mount_target vyrefs pool_budget=0
+	mount_target vyrefs pool_budget=0,write_behind=off
 	churn vyrefs vyrefs_nopool
+	write_behind_ab
 	unmount_target vyrefs
 	unmount_target nullfs
 	unmount_target tmpfs
