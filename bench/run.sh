@@ -6,6 +6,8 @@
 #             bench/report.py writes bench/out/BENCHMARKS.md and the plot.
 # BENCH_BACKEND=cuda|host (default: cuda when nvidia-smi sees a GPU).
 # BENCH_QUICK=1 shrinks every size for a smoke check (any backend).
+# BENCH_PHASES=dd,fio,...: only these (raw dd fio rand ctl cp churn), adding
+# to results.txt; the report covers whatever it holds.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 cd "$here"
@@ -16,14 +18,15 @@ BACKEND=${BENCH_BACKEND:-$(nvidia-smi -L >/dev/null 2>&1 && echo cuda || echo ho
 QUICK=${BENCH_QUICK:-0}
 FIO=${FIO:-$(command -v fio || echo .device/tools/fio)}
 RES=$OUT/results.txt
+PHASES=${BENCH_PHASES:-raw,dd,fio,rand,ctl,cp,churn}
 mkdir -p "$OUT"
-: >"$RES"
-: >"$OUT/log.txt"
+[ -n "${BENCH_PHASES:-}" ] || { : >"$RES"; : >"$OUT/log.txt"; }
+has() { [[ ",$PHASES," == *",$1,"* ]]; }
 
 if [ "$QUICK" = 1 ]; then
 	SEQ=$((64 << 20)) PAR=$((16 << 20)) RAND=$((64 << 20)) RUNTIME=1 N=200 CP=$((64 << 20))
 else
-	SEQ=$((4 << 30)) PAR=$((1 << 30)) RAND=$((1 << 30)) RUNTIME=5 N=5000 CP=$((1 << 30))
+	SEQ=$((4 << 30)) PAR=$((1 << 30)) RAND=$((1 << 30)) RUNTIME=4 N=5000 CP=$((1 << 30))
 fi
 BLOCKS="4K 16K 64K 256K 1M 4M"
 
@@ -83,7 +86,7 @@ unmount_target() {
 
 meta() {
 	put meta.date "$(date -u +%Y-%m-%dT%H:%MZ)"
-	put meta.commit "$(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD 2>/dev/null || echo +dirty)"
+	put meta.commit "${BENCH_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD 2>/dev/null || echo +dirty)}"
 	put meta.backend "$BACKEND"
 	put meta.quick "$QUICK"
 	put meta.kernel "$(uname -r)"
@@ -209,33 +212,39 @@ ctl_figures() {
 }
 
 main() {
-	meta
-	if [ "$BACKEND" = cuda ]; then
-		"$BIN/cudaraw" bench/noop.ptx | tee -a "$RES"
+	if has raw; then
+		meta
+		if [ "$BACKEND" = cuda ]; then
+			"$BIN/cudaraw" bench/noop.ptx | tee -a "$RES"
+		fi
+		"$BIN/poolbench" "$BACKEND" | tee -a "$RES"
 	fi
-	"$BIN/poolbench" "$BACKEND" | tee -a "$RES"
 	mount_target vyrefs
 	mount_target nullfs
 	mount_target tmpfs
-	for t in vyrefs nullfs tmpfs; do seq_dd "$t"; done
+	if has dd; then for t in vyrefs nullfs tmpfs; do seq_dd "$t"; done; fi
 	if [ -x "$FIO" ]; then
-		for t in vyrefs nullfs tmpfs; do seq_fio "$t"; done
-		for t in vyrefs nullfs tmpfs; do rand_fio "$t"; done
+		if has fio; then for t in vyrefs nullfs tmpfs; do seq_fio "$t"; done; fi
+		if has rand; then for t in vyrefs nullfs tmpfs; do rand_fio "$t"; done; fi
 	else
 		log "no fio (set FIO=/path/to/fio): fio figures skipped"
 	fi
-	ctl_figures
-	for t in vyrefs nullfs tmpfs; do copy_in_mount "$t"; done
-	local hits0 miss0
-	hits0=$(stat_of vyrefs pool_hits) miss0=$(stat_of vyrefs pool_misses)
-	for t in vyrefs nullfs tmpfs; do churn "$t"; done
-	put churn.vyrefs.pool_hit_rate "$(awk -v h0="$hits0" -v m0="$miss0" -v h="$(stat_of vyrefs pool_hits)" \
-		-v m="$(stat_of vyrefs pool_misses)" 'BEGIN { d = (h - h0) + (m - m0); printf "%.4f", d ? (h - h0) / d : 0 }')"
+	if has ctl; then ctl_figures; fi
+	if has cp; then for t in vyrefs nullfs tmpfs; do copy_in_mount "$t"; done; fi
+	if has churn; then
+		local hits0 miss0
+		hits0=$(stat_of vyrefs pool_hits) miss0=$(stat_of vyrefs pool_misses)
+		for t in vyrefs nullfs tmpfs; do churn "$t"; done
+		put churn.vyrefs.pool_hit_rate "$(awk -v h0="$hits0" -v m0="$miss0" -v h="$(stat_of vyrefs pool_hits)" \
+			-v m="$(stat_of vyrefs pool_misses)" 'BEGIN { d = (h - h0) + (m - m0); printf "%.4f", d ? (h - h0) / d : 0 }')"
+	fi
 	unmount_target vyrefs
-	mount_target vyrefs pool_budget=0,write_behind=off
-	churn vyrefs vyrefs_nopool
-	write_behind_ab
-	unmount_target vyrefs
+	if has churn || has dd; then
+		mount_target vyrefs pool_budget=0,write_behind=off
+		if has churn; then churn vyrefs vyrefs_nopool; fi
+		if has dd; then write_behind_ab; fi
+		unmount_target vyrefs
+	fi
 	unmount_target nullfs
 	unmount_target tmpfs
 	python3 bench/report.py "$RES" "$OUT"

@@ -74,6 +74,8 @@ typedef struct vy_device_ops {
 	vy_err (*event_create)(vy_device *d, vy_event **out, vy_error *e);
 	vy_err (*event_destroy)(vy_device *d, vy_event *ev, vy_error *e);
 	vy_err (*event_record)(vy_device *d, vy_event *ev, vy_stream *s, vy_error *e);
+	/* Wait until the work queued before the event's record completed. */
+	vy_err (*event_sync)(vy_device *d, vy_event *ev, vy_error *e);
 	/* Microseconds between two recorded, completed events. */
 	vy_err (*event_elapsed_us)(vy_device *d, vy_event *start, vy_event *end, double *us, vy_error *e);
 	/* Load a PTX (NUL-terminated), cubin or fatbin image. `log` receives

@@ -57,6 +57,7 @@ vy_err vy_device_cuda_open(int ordinal, vy_device **out, vy_error *e)
 	X(EventCreate, "cuEventCreate", PFN_cuEventCreate_v2000)                \
 	X(EventDestroy, "cuEventDestroy", PFN_cuEventDestroy_v4000)             \
 	X(EventRecord, "cuEventRecord", PFN_cuEventRecord_v2000)                \
+	X(EventSynchronize, "cuEventSynchronize", PFN_cuEventSynchronize_v2000) \
 	X(EventElapsedTime, "cuEventElapsedTime", PFN_cuEventElapsedTime_v2000) \
 	X(ModuleLoadDataEx, "cuModuleLoadDataEx", PFN_cuModuleLoadDataEx_v2010)  \
 	X(ModuleUnload, "cuModuleUnload", PFN_cuModuleUnload_v2000)             \
@@ -275,6 +276,14 @@ static vy_err cuda_event_record(vy_device *d, vy_event *ev, vy_stream *s, vy_err
 	return VY_OK;
 }
 
+static vy_err cuda_event_sync(vy_device *d, vy_event *ev, vy_error *e)
+{
+	cuda_device *c = cuda_of(d);
+	CU_CURRENT(c, e);
+	CU_CALL(c, e, EventSynchronize, ((CUevent)ev));
+	return VY_OK;
+}
+
 static vy_err cuda_event_elapsed_us(vy_device *d, vy_event *start, vy_event *end, double *us, vy_error *e)
 {
 	cuda_device *c = cuda_of(d);
@@ -394,6 +403,7 @@ static const vy_device_ops cuda_ops = {
 	.event_create = cuda_event_create,
 	.event_destroy = cuda_event_destroy,
 	.event_record = cuda_event_record,
+	.event_sync = cuda_event_sync,
 	.event_elapsed_us = cuda_event_elapsed_us,
 	.module_load = cuda_module_load,
 	.module_unload = cuda_module_unload,

@@ -228,6 +228,14 @@ static vy_err host_event_record(vy_device *d, vy_event *ev, vy_stream *s, vy_err
 	return VY_OK;
 }
 
+static vy_err host_event_sync(vy_device *d, vy_event *ev, vy_error *e)
+{
+	(void)d;
+	if (!ev->recorded)
+		return vy_fail(e, VY_EINVAL, "record the event before waiting on it", "host backend: event not recorded");
+	return VY_OK; /* work completes as it is issued */
+}
+
 static vy_err host_event_elapsed_us(vy_device *d, vy_event *start, vy_event *end, double *us, vy_error *e)
 {
 	(void)d;
@@ -318,6 +326,7 @@ static const vy_device_ops host_ops = {
 	.event_create = host_event_create,
 	.event_destroy = host_event_destroy,
 	.event_record = host_event_record,
+	.event_sync = host_event_sync,
 	.event_elapsed_us = host_event_elapsed_us,
 	.module_load = host_module_load,
 	.module_unload = host_module_unload,

@@ -9,7 +9,8 @@
 typedef struct wb_slot {
 	vy_staging_buf buf; /* ptr NULL: no slot held */
 	uint64_t start, len;
-	vy_stream *stream; /* non-NULL: its copy is in flight */
+	vy_event *done;    /* recorded after its copy (made at first use) */
+	bool inflight;
 	vy_handle pinned;  /* the buffer it copies into, pinned in flight */
 	uint64_t order;    /* when it was queued: oldest completes first */
 } wb_slot;
@@ -43,15 +44,15 @@ static void fail_sticky(struct vy_wbehind *wb, vy_inode *in, vy_err rc, const vy
 /* Wait for the slot's copy and drop its pin. */
 static void complete(vy_fs *fs, vy_inode *in, struct vy_wbehind *wb, wb_slot *s)
 {
-	if (!s->stream)
+	if (!s->inflight)
 		return;
+	vy_device *d = fs->core->dev;
 	vy_error why;
-	vy_err rc = vy_core_sync(fs->core, s->stream, &why);
-	if (rc == VY_OK)
-		vy_streams_release(&fs->core->streams, s->stream);
-	else
-		fail_sticky(wb, in, rc, &why); /* the stream's state is unknown: not reused */
-	s->stream = NULL;
+	vy_err rc = d->ops->event_sync(d, s->done, &why);
+	vy_telemetry_add(&fs->core->tel, syncs, 1);
+	if (rc != VY_OK)
+		fail_sticky(wb, in, rc, &why);
+	s->inflight = false;
 	if (vy_store_unpin_many(fs->core->store, &s->pinned, 1, &why) != VY_OK)
 		fail_sticky(wb, in, VY_EINTERNAL, &why);
 	s->len = 0;
@@ -62,14 +63,17 @@ static bool overlaps(const wb_slot *a, const wb_slot *b)
 	return a->start < b->start + b->len && b->start < a->start + a->len;
 }
 
-/* Queue the slot's copy. A copy in flight over the same bytes lands first:
- * two streams do not order their work. */
+/* Queue the slot's copy and record its event. The stream goes back to the
+ * pool at once: holding it across requests could leave every FUSE thread
+ * waiting for a stream that only a later request would give back. A copy
+ * in flight over the same bytes lands first: two streams do not order
+ * their work. */
 static void queue(vy_fs *fs, vy_inode *in, struct vy_wbehind *wb, wb_slot *s)
 {
 	if (s->len == 0)
 		return;
 	wb_slot *other = &wb->slot[s == &wb->slot[0]];
-	if (other->stream && overlaps(s, other))
+	if (other->inflight && overlaps(s, other))
 		complete(fs, in, wb, other);
 	vy_core *c = fs->core;
 	vy_buffer_view v;
@@ -86,21 +90,36 @@ static void queue(vy_fs *fs, vy_inode *in, struct vy_wbehind *wb, wb_slot *s)
 		return;
 	}
 	s->pinned = in->buf;
-	rc = vy_streams_acquire(&c->streams, &s->stream, &why);
+	vy_device *d = c->dev;
+	vy_stream *st = NULL;
+	rc = s->done ? VY_OK : d->ops->event_create(d, &s->done, &why);
 	if (rc == VY_OK)
-		rc = c->dev->ops->copy_htod(c->dev, s->stream, v.ptr + s->start, s->buf.ptr, s->len, &why);
+		rc = vy_streams_acquire(&c->streams, &st, &why);
+	bool queued = false;
+	if (rc == VY_OK)
+		rc = d->ops->copy_htod(d, st, v.ptr + s->start, s->buf.ptr, s->len, &why);
 	if (rc == VY_OK) {
+		queued = true;
+		rc = d->ops->event_record(d, s->done, st, &why);
+	}
+	if (rc == VY_OK) {
+		vy_streams_release(&c->streams, st);
 		vy_telemetry_add(&c->tel, h2d_ops, 1);
 		vy_telemetry_add(&c->tel, h2d_bytes, s->len);
 		vy_telemetry_add(&c->tel, wb_copies, 1);
+		s->inflight = true;
 		s->order = ++wb->queued;
 		return;
 	}
 	fail_sticky(wb, in, rc, &why);
-	if (s->stream)
-		complete(fs, in, wb, s); /* fences what may have been queued */
-	else
-		vy_store_unpin_many(c->store, &s->pinned, 1, NULL);
+	if (st) {
+		/* Fence a copy that may have been queued before the slot is
+		 * touched again; a stream in an unknown state is not reused. */
+		vy_error ignored;
+		if (!queued || vy_core_sync(c, st, &ignored) == VY_OK)
+			vy_streams_release(&c->streams, st);
+	}
+	vy_store_unpin_many(c->store, &s->pinned, 1, NULL);
 	s->len = 0;
 }
 
@@ -204,7 +223,7 @@ vy_err vy_wbehind_write(vy_fs *fs, vy_inode *in, uint64_t off, const void *src, 
 		wb->filling = -1;
 	}
 	/* The slot not in flight, else the one queued first, once done. */
-	int k = !wb->slot[0].stream ? 0 : !wb->slot[1].stream ? 1 : wb->slot[0].order < wb->slot[1].order ? 0 : 1;
+	int k = !wb->slot[0].inflight ? 0 : !wb->slot[1].inflight ? 1 : wb->slot[0].order < wb->slot[1].order ? 0 : 1;
 	wb_slot *s = &wb->slot[k];
 	complete(fs, in, wb, s);
 	rc = sticky(wb, e);
@@ -230,6 +249,12 @@ void vy_wbehind_free(vy_fs *fs, vy_inode *in)
 	if (!in->wb)
 		return;
 	vy_wbehind_settle(fs, in, NULL);
+	vy_device *d = fs->core->dev;
+	for (int k = 0; k < 2; k++) {
+		vy_error why;
+		if (in->wb->slot[k].done && d->ops->event_destroy(d, in->wb->slot[k].done, &why) != VY_OK)
+			vy_log(LOG_WARNING, "inode %llu: %s", (unsigned long long)in->ino, why.msg);
+	}
 	pthread_mutex_destroy(&in->wb->lock);
 	free(in->wb);
 	in->wb = NULL;

@@ -96,6 +96,7 @@ FORWARD(memset8, memset8, (vy_device *d, vy_stream *s, vy_dptr dst, uint8_t v, u
 FORWARD(event_create, event_create, (vy_device *d, vy_event **out, vy_error *e), (cnt(d)->inner, out, e))
 FORWARD(event_destroy, event_destroy, (vy_device *d, vy_event *ev, vy_error *e), (cnt(d)->inner, ev, e))
 FORWARD(event_record, event_record, (vy_device *d, vy_event *ev, vy_stream *s, vy_error *e), (cnt(d)->inner, ev, s, e))
+FORWARD(event_sync, event_sync, (vy_device *d, vy_event *ev, vy_error *e), (cnt(d)->inner, ev, e))
 FORWARD(event_elapsed_us, event_elapsed, (vy_device *d, vy_event *a, vy_event *b, double *us, vy_error *e),
 	(cnt(d)->inner, a, b, us, e))
 
@@ -129,6 +130,7 @@ static const vy_device_ops counting_ops = {
 	.event_create = c_event_create,
 	.event_destroy = c_event_destroy,
 	.event_record = c_event_record,
+	.event_sync = c_event_sync,
 	.event_elapsed_us = c_event_elapsed_us,
 	.module_load = c_module_load,
 	.module_unload = c_module_unload,
@@ -178,7 +180,7 @@ uint64_t vy_counts_driver_calls(const vy_counts *c)
 {
 	return c->alloc + c->free + c->host_alloc + c->host_free + c->stream_create + c->stream_destroy +
 	       c->stream_sync + c->copy_htod + c->copy_dtoh + c->copy_dtod + c->memset8 + c->event_create +
-	       c->event_destroy + c->event_record + c->event_elapsed + c->module_load + c->module_unload +
+	       c->event_destroy + c->event_record + c->event_sync + c->event_elapsed + c->module_load + c->module_unload +
 	       c->function_get + c->function_info + c->launch;
 }
 

@@ -102,7 +102,7 @@ vy_backend_kind vy_test_backend(void);
 #define VY_COUNT_FIELDS(X)                                                      \
 	X(mem_info) X(alloc) X(free) X(host_alloc) X(host_free) X(stream_create) \
 	X(stream_destroy) X(stream_sync) X(copy_htod) X(copy_dtoh) X(copy_dtod)  \
-	X(memset8) X(event_create) X(event_destroy) X(event_record) X(event_elapsed)  \
+	X(memset8) X(event_create) X(event_destroy) X(event_record) X(event_sync) X(event_elapsed)  \
 	X(module_load) X(module_unload) X(function_get) X(function_info) X(launch)
 
 typedef struct vy_counts {
