@@ -378,6 +378,26 @@ static vy_err device_op_end(vy_core *c, vy_stream *s, const vy_handle *hs, size_
 	return rc;
 }
 
+vy_err vy_readback_pinned(vy_core *c, vy_handle h, uint64_t offset, void *dst, uint64_t len, vy_error *e)
+{
+	vy_buffer_view v;
+	vy_err rc = device_op_begin(c, &h, &offset, &len, 1, &v, "readback", e);
+	if (rc != VY_OK)
+		return rc;
+	vy_stream *s = NULL;
+	if (len > 0) {
+		rc = vy_streams_acquire(&c->streams, &s, e);
+		if (rc == VY_OK) {
+			rc = c->dev->ops->copy_dtoh(c->dev, s, dst, v.ptr + offset, len, e);
+			if (rc == VY_OK) {
+				vy_telemetry_add(&c->tel, d2h_ops, 1);
+				vy_telemetry_add(&c->tel, d2h_bytes, len);
+			}
+		}
+	}
+	return device_op_end(c, s, &h, 1, rc, e);
+}
+
 vy_err vy_fill(vy_core *c, vy_handle h, uint64_t offset, uint64_t len, uint8_t byte, vy_error *e)
 {
 	vy_buffer_view v;

@@ -92,8 +92,7 @@ vy_err vy_file_read(vy_fs *fs, vy_inode *in, uint64_t off, size_t size, void *bu
 	if (rc != VY_OK || off >= in->size || size == 0)
 		return rc;
 	uint64_t n = in->size - off < size ? in->size - off : size;
-	vy_readback rb = {.handle = in->buf, .offset = off, .dst = buf, .len = n};
-	rc = vy_readback_many(fs->core, &rb, 1, e);
+	rc = vy_readback_pinned(fs->core, in->buf, off, buf, n, e);
 	if (rc == VY_OK)
 		*got = (size_t)n;
 	return rc;

@@ -16,6 +16,7 @@
 /* The largest file: offsets stay positive as off_t. */
 #define VY_FILE_MAX ((uint64_t)INT64_MAX)
 
+/* Into page-locked memory (a staging buffer): the device copies there. */
 vy_err vy_file_read(vy_fs *fs, vy_inode *in, uint64_t off, size_t size, void *buf, size_t *got, vy_error *e);
 vy_err vy_file_write(vy_fs *fs, vy_inode *in, uint64_t off, const void *buf, size_t size, vy_error *e);
 vy_err vy_file_truncate(vy_fs *fs, vy_inode *in, uint64_t size, vy_error *e);

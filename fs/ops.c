@@ -652,26 +652,33 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, stru
 		fuse_reply_err(req, EISDIR);
 		return;
 	}
-	char *buf = malloc(size ? size : 1);
-	if (buf && in->kind == VY_MODULE) {
-		fuse_reply_buf(req, buf, vy_moddir_read(in, (uint64_t)off, buf, size));
+	if (in->kind == VY_MODULE) {
+		char *buf = malloc(size ? size : 1);
+		if (buf)
+			fuse_reply_buf(req, buf, vy_moddir_read(in, (uint64_t)off, buf, size));
+		else
+			fuse_reply_err(req, ENOMEM);
 		free(buf);
 		return;
 	}
-	if (!buf) {
-		fuse_reply_err(req, ENOMEM);
+	/* The device copies into a pinned staging buffer and the reply is
+	 * made from it: no host copy of ours, no allocation per read. */
+	vy_error e;
+	vy_staging_buf buf;
+	vy_err rc = vy_staging_acquire(fs->core->staging, size ? size : 1, &buf, &e);
+	if (rc != VY_OK) {
+		reply_vy(req, rc, &e, ino, "read");
 		return;
 	}
-	vy_error e;
 	size_t got = 0;
 	pthread_rwlock_rdlock(&in->lock);
-	vy_err rc = vy_file_read(fs, in, (uint64_t)off, size, buf, &got, &e);
+	rc = vy_file_read(fs, in, (uint64_t)off, size, buf.ptr, &got, &e);
 	pthread_rwlock_unlock(&in->lock);
 	if (rc == VY_OK)
-		fuse_reply_buf(req, buf, got);
+		fuse_reply_buf(req, buf.ptr, got);
 	else
 		reply_vy(req, rc, &e, ino, "read");
-	free(buf);
+	vy_staging_release(fs->core->staging, &buf);
 }
 
 static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
