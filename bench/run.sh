@@ -198,7 +198,8 @@ ctl_figures() {
 		log "ctl launches need the cuda backend: skipped"
 	else
 		cp bench/noop.ptx "$m/.vyre/modules/noop.ptx"
-		put ctl.launch_us "$("$BIN/vybench" ctl "$ctl" "$N" $'launch noop.noop grid=1 block=1\n')"
+		put ctl.launch_us "$("$BIN/vybench" ctlw "$ctl" "$N" $'launch noop.noop grid=1 block=1\n')"
+		put ctl.launch_read_us "$("$BIN/vybench" ctl "$ctl" "$N" $'launch noop.noop grid=1 block=1\n')"
 		local rep
 		rep=$("$BIN/vybench" ctl "$ctl" 50 $'repeat 1000\nlaunch noop.noop grid=1 block=1\nend\n')
 		put ctl.repeat1000_step_us "$(awk -v u="$rep" 'BEGIN { printf "%.3f", u / 1000 }')"

@@ -3,6 +3,8 @@
  * script names.
  *   vybench rtt FILE N          median µs of a 1-byte pwrite (a write round trip)
  *   vybench ctl CTL N TEXT      median µs of write(TEXT) + read of the reply, N times
+ *   vybench ctlw CTL N TEXT     median µs of write(TEXT) alone: it returns once
+ *                               the sequence ran, its status the outcome
  *   vybench ctl1 CTL TEXT       µs of one write(TEXT), then the reply on stdout
  *   vybench churn DIR N SIZE    ops/s of create, ftruncate SIZE, close, unlink
  * Any failure exits 1 with what failed. */
@@ -100,7 +102,7 @@ static int rtt(const char *path, long n)
 	return close(fd) ? (die("close", path), 1) : 0;
 }
 
-static int ctl(const char *path, long n, const char *text)
+static int ctl(const char *path, long n, const char *text, int read_reply_too)
 {
 	int fd = open(path, O_RDWR);
 	if (fd < 0)
@@ -110,7 +112,8 @@ static int ctl(const char *path, long n, const char *text)
 	for (long i = 0; i < n; i++) {
 		double t0 = now_us();
 		write_all(fd, text, path);
-		read_reply(fd, path, reply, sizeof(reply));
+		if (read_reply_too)
+			read_reply(fd, path, reply, sizeof(reply));
 		v[i] = now_us() - t0;
 	}
 	printf("%.2f\n", median(v, n));
@@ -160,11 +163,13 @@ int main(int argc, char **argv)
 	if (argc == 4 && !strcmp(argv[1], "rtt"))
 		return rtt(argv[2], count_arg(argv[3]));
 	if (argc == 5 && !strcmp(argv[1], "ctl"))
-		return ctl(argv[2], count_arg(argv[3]), argv[4]);
+		return ctl(argv[2], count_arg(argv[3]), argv[4], 1);
+	if (argc == 5 && !strcmp(argv[1], "ctlw"))
+		return ctl(argv[2], count_arg(argv[3]), argv[4], 0);
 	if (argc == 4 && !strcmp(argv[1], "ctl1"))
 		return ctl1(argv[2], argv[3]);
 	if (argc == 5 && !strcmp(argv[1], "churn"))
 		return churn(argv[2], count_arg(argv[3]), count_arg(argv[4]));
-	fprintf(stderr, "usage: vybench rtt FILE N | ctl CTL N TEXT | ctl1 CTL TEXT | churn DIR N SIZE\n");
+	fprintf(stderr, "usage: vybench rtt FILE N | ctl CTL N TEXT | ctlw CTL N TEXT | ctl1 CTL TEXT | churn DIR N SIZE\n");
 	return 2;
 }

@@ -209,9 +209,12 @@ vy_err vy_wbehind_write(vy_fs *fs, vy_inode *in, uint64_t off, const void *src, 
 		goto direct;
 	if (wb->filling >= 0) {
 		wb_slot *s = &wb->slot[wb->filling];
-		if (off == s->start + s->len && s->len + len <= VY_WB_SLOT) {
-			memcpy((char *)s->buf.ptr + s->len, src, len);
-			s->len += len;
+		/* A write that continues the slot's range, or lands inside it
+		 * (a rewrite: the later bytes win), joins it. */
+		if (off >= s->start && off <= s->start + s->len && off - s->start + len <= VY_WB_SLOT) {
+			uint64_t at = off - s->start;
+			memcpy((char *)s->buf.ptr + at, src, len);
+			s->len = at + len > s->len ? at + len : s->len;
 			if (s->len == VY_WB_SLOT) {
 				queue(fs, in, wb, s);
 				wb->filling = -1;

@@ -245,9 +245,10 @@ test_reads_and_sequences_see_gathered_writes() {
 	echo "fill g 120 0 1" >"$MNT/.vyre/ctl" || fail "fill"
 	assertEquals "the fill comes after the gathered write" "xbcdefghi" "$(cat "$MNT/g")"
 	printf 'jk' >&3
+	printf 'QQ' | dd of="$MNT/g" bs=1 seek=1 conv=notrunc status=none # a rewrite inside the slot
 	sync "$MNT/g" 2>/dev/null || python3 -c "import os; os.fsync(3)" || fail "fsync"
 	exec 3>&-
-	assertEquals "xbcdefghijk" "$(cat "$MNT/g")"
+	assertEquals "xQQdefghijk" "$(cat "$MNT/g")"
 }
 
 test_enospc_is_clean_and_says_why() {
