@@ -19,6 +19,7 @@ command -v clang >/dev/null 2>&1 || missing+=(clang)
 command -v python3 >/dev/null 2>&1 || missing+=(python3)
 command -v getfattr >/dev/null 2>&1 || missing+=(attr)
 command -v rsync >/dev/null 2>&1 || missing+=(rsync)
+command -v fio >/dev/null 2>&1 || missing+=(fio) # the bench's smoke run
 if [ -z "${SHUNIT2:-}" ] || [ ! -r "${SHUNIT2}" ]; then
 	[ -r /usr/bin/shunit2 ] || missing+=(shunit2)
 fi
