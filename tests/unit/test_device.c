@@ -336,6 +336,7 @@ static void host_events_time_a_sleep(void)
 	CHECK(us == -1);
 	MUST(ops->event_record(d, start, s, E));
 	MUST_FAIL(VY_EINVAL, ops->event_elapsed_us(d, start, end, &us, E));
+	MUST(ops->event_sync(d, start, E)); /* waits for what came before it */
 	struct timespec ts = {.tv_sec = 0, .tv_nsec = 2 * 1000 * 1000};
 	nanosleep(&ts, NULL);
 	MUST(ops->event_record(d, end, s, E));
