@@ -7,13 +7,14 @@
  *     raw.alloc_free_us               cuMemAlloc + cuMemFree of 1 MiB
  * The driver is loaded with dlopen, as vyrefs loads it, so this builds on a
  * machine without one. */
+#include "bench/timing.h"
+
 #include <cuda.h>
 #include <dlfcn.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #define COPY_BYTES (256u << 20)
 
@@ -53,26 +54,6 @@ static void load(void *lib, void **slot, const char *name)
 		fprintf(stderr, "cudaraw: libcuda.so.1 lacks %s (Fix: update the NVIDIA driver)\n", name);
 		exit(1);
 	}
-}
-
-static double now_us(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)t.tv_sec * 1e6 + (double)t.tv_nsec / 1e3;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return x < y ? -1 : x > y;
-}
-
-/* The median of n samples (sorts them). */
-static double median(double *v, size_t n)
-{
-	qsort(v, n, sizeof(*v), cmp_double);
-	return v[n / 2];
 }
 
 static char *read_file(const char *path)

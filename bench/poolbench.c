@@ -3,27 +3,14 @@
  * driver's allocator each time). Compared with cudaraw's raw.alloc_free_us.
  *   poolbench cuda|host   prints store.pool_alloc_free_us and
  *                         store.nopool_alloc_free_us (medians of alloc + free) */
+#include "bench/timing.h"
 #include "core/core.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 enum { N = 20000, LEN = 1 << 20 };
-
-static double now_us(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)t.tv_sec * 1e6 + (double)t.tv_nsec / 1e3;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return x < y ? -1 : x > y;
-}
 
 /* Median µs of alloc + free through a core with pool cap `pool_cap`. */
 static int measure(vy_backend_kind backend, uint64_t pool_cap, double *out)
@@ -49,8 +36,7 @@ static int measure(vy_backend_kind backend, uint64_t pool_cap, double *out)
 		}
 		v[i] = now_us() - t0;
 	}
-	qsort(v, N, sizeof(*v), cmp_double);
-	*out = v[N / 2];
+	*out = median(v, N);
 	vy_telemetry_snapshot t;
 	vy_telemetry_snapshot_take(&c->tel, &t);
 	printf("store.%s_driver_allocs %llu\n", pool_cap ? "pool" : "nopool", (unsigned long long)t.driver_allocs);

@@ -34,6 +34,13 @@ put() { echo "$1 $2" | tee -a "$RES"; }
 log() { echo "== $*" >>"$OUT/log.txt"; }
 bytes_of() { numfmt --from=iec "$1"; }
 gbps() { awk -v b="$1" -v s="$2" 'BEGIN { printf "%.3f", b / s / 1e9 }'; }
+# dd_gbps BYTES DD-ARGS...: run dd (logged), print GB/s from its seconds.
+dd_gbps() {
+	local bytes=$1 out
+	shift
+	out=$(dd "$@" 2>&1 | tee -a "$OUT/log.txt" | tail -1)
+	gbps "$bytes" "$(echo "$out" | awk -F, '{ print $3 }' | awk '{ print $1 }')"
+}
 drop_caches() { sync; echo 3 >/proc/sys/vm/drop_caches 2>/dev/null || true; }
 
 ROOT=$(mktemp -d /tmp/vybench.XXXXXX)
@@ -100,16 +107,14 @@ meta() {
 
 # dd: sequential write (with a final fsync) then read after dropping caches.
 seq_dd() {
-	local t=$1 f=${MNT[$1]}/seq bs n out
+	local t=$1 f=${MNT[$1]}/seq bs n
 	for bs in $BLOCKS; do
 		n=$((SEQ / $(bytes_of "$bs")))
 		log "dd $t write bs=$bs"
-		out=$(dd if=/dev/zero of="$f" bs="$bs" count="$n" conv=fsync 2>&1 | tee -a "$OUT/log.txt" | tail -1)
-		put "dd.$t.write.$bs" "$(gbps "$SEQ" "$(echo "$out" | awk -F, '{ print $3 }' | awk '{ print $1 }')")"
+		put "dd.$t.write.$bs" "$(dd_gbps "$SEQ" if=/dev/zero of="$f" bs="$bs" count="$n" conv=fsync)"
 		drop_caches
 		log "dd $t read bs=$bs"
-		out=$(dd if="$f" of=/dev/null bs="$bs" 2>&1 | tee -a "$OUT/log.txt" | tail -1)
-		put "dd.$t.read.$bs" "$(gbps "$SEQ" "$(echo "$out" | awk -F, '{ print $3 }' | awk '{ print $1 }')")"
+		put "dd.$t.read.$bs" "$(dd_gbps "$SEQ" if="$f" of=/dev/null bs="$bs")"
 		rm -f "$f"
 	done
 }
@@ -177,12 +182,11 @@ copy_in_mount() {
 
 # The same dd writes with write-behind off: its effect, measured.
 write_behind_ab() {
-	local f=${MNT[vyrefs]}/ab bs n out bytes=$((SEQ / 4))
+	local f=${MNT[vyrefs]}/ab bs n bytes=$((SEQ / 4))
 	for bs in 4K 1M; do
 		n=$((bytes / $(bytes_of "$bs")))
 		log "dd vyrefs write_behind=off write bs=$bs"
-		out=$(dd if=/dev/zero of="$f" bs="$bs" count="$n" conv=fsync 2>&1 | tee -a "$OUT/log.txt" | tail -1)
-		put "dd.vyrefs_nowb.write.$bs" "$(gbps "$bytes" "$(echo "$out" | awk -F, '{ print $3 }' | awk '{ print $1 }')")"
+		put "dd.vyrefs_nowb.write.$bs" "$(dd_gbps "$bytes" if=/dev/zero of="$f" bs="$bs" count="$n" conv=fsync)"
 		rm -f "$f"
 	done
 }

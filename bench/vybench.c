@@ -5,41 +5,22 @@
  *   vybench ctl CTL N TEXT      median µs of write(TEXT) + read of the reply, N times
  *   vybench ctlw CTL N TEXT     median µs of write(TEXT) alone: it returns once
  *                               the sequence ran, its status the outcome
- *   vybench ctl1 CTL TEXT       µs of one write(TEXT), then the reply on stdout
  *   vybench churn DIR N SIZE    ops/s of create, ftruncate SIZE, close, unlink
  * Any failure exits 1 with what failed. */
+#include "bench/timing.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
-
-static double now_us(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)t.tv_sec * 1e6 + (double)t.tv_nsec / 1e3;
-}
 
 static void die(const char *what, const char *path)
 {
 	fprintf(stderr, "vybench: %s %s: %s\n", what, path, strerror(errno));
 	exit(1);
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return x < y ? -1 : x > y;
-}
-
-static double median(double *v, long n)
-{
-	qsort(v, (size_t)n, sizeof(*v), cmp_double);
-	return v[n / 2];
 }
 
 static long count_arg(const char *s)
@@ -97,7 +78,7 @@ static int rtt(const char *path, long n)
 			die("pwrite to", path);
 		v[i] = now_us() - t0;
 	}
-	printf("%.2f\n", median(v, n));
+	printf("%.2f\n", median(v, (size_t)n));
 	free(v);
 	return close(fd) ? (die("close", path), 1) : 0;
 }
@@ -116,22 +97,8 @@ static int ctl(const char *path, long n, const char *text, int read_reply_too)
 			read_reply(fd, path, reply, sizeof(reply));
 		v[i] = now_us() - t0;
 	}
-	printf("%.2f\n", median(v, n));
+	printf("%.2f\n", median(v, (size_t)n));
 	free(v);
-	return close(fd) ? (die("close", path), 1) : 0;
-}
-
-static int ctl1(const char *path, const char *text)
-{
-	int fd = open(path, O_RDWR);
-	if (fd < 0)
-		die("open", path);
-	char reply[4096];
-	double t0 = now_us();
-	write_all(fd, text, path);
-	double us = now_us() - t0;
-	read_reply(fd, path, reply, sizeof(reply));
-	printf("%.2f %s", us, reply);
 	return close(fd) ? (die("close", path), 1) : 0;
 }
 
@@ -166,10 +133,8 @@ int main(int argc, char **argv)
 		return ctl(argv[2], count_arg(argv[3]), argv[4], 1);
 	if (argc == 5 && !strcmp(argv[1], "ctlw"))
 		return ctl(argv[2], count_arg(argv[3]), argv[4], 0);
-	if (argc == 4 && !strcmp(argv[1], "ctl1"))
-		return ctl1(argv[2], argv[3]);
 	if (argc == 5 && !strcmp(argv[1], "churn"))
 		return churn(argv[2], count_arg(argv[3]), count_arg(argv[4]));
-	fprintf(stderr, "usage: vybench rtt FILE N | ctl CTL N TEXT | ctlw CTL N TEXT | ctl1 CTL TEXT | churn DIR N SIZE\n");
+	fprintf(stderr, "usage: vybench rtt FILE N | ctl CTL N TEXT | ctlw CTL N TEXT | churn DIR N SIZE\n");
 	return 2;
 }

@@ -150,15 +150,21 @@ static bool acquire(vy_fs *fs, wb_slot *s)
 	return true;
 }
 
+/* Both slots' copies done, the older first. */
+static void complete_all(vy_fs *fs, vy_inode *in, struct vy_wbehind *wb)
+{
+	int first = wb->slot[0].order <= wb->slot[1].order ? 0 : 1;
+	complete(fs, in, wb, &wb->slot[first]);
+	complete(fs, in, wb, &wb->slot[!first]);
+}
+
 /* wb locked: everything gathered on the device, slots given back. */
 static vy_err settle_locked(vy_fs *fs, vy_inode *in, struct vy_wbehind *wb, vy_error *e)
 {
 	if (wb->filling >= 0)
 		queue(fs, in, wb, &wb->slot[wb->filling]);
 	wb->filling = -1;
-	int first = wb->slot[0].order <= wb->slot[1].order ? 0 : 1;
-	complete(fs, in, wb, &wb->slot[first]);
-	complete(fs, in, wb, &wb->slot[!first]);
+	complete_all(fs, in, wb);
 	release(fs, &wb->slot[0]);
 	release(fs, &wb->slot[1]);
 	return sticky(wb, e);
@@ -170,9 +176,7 @@ vy_err vy_wbehind_quiesce(vy_fs *fs, vy_inode *in, vy_error *e)
 	if (!wb)
 		return VY_OK;
 	pthread_mutex_lock(&wb->lock);
-	int first = wb->slot[0].order <= wb->slot[1].order ? 0 : 1;
-	complete(fs, in, wb, &wb->slot[first]);
-	complete(fs, in, wb, &wb->slot[!first]);
+	complete_all(fs, in, wb);
 	vy_err rc = sticky(wb, e);
 	pthread_mutex_unlock(&wb->lock);
 	return rc;
