@@ -5,6 +5,11 @@
  *     raw.launch_sync_us              one launch of PTX's `noop` + stream sync
  *     raw.launch_async_us             per launch in 1000 launches + one sync
  *     raw.alloc_free_us               cuMemAlloc + cuMemFree of 1 MiB
+ *     raw.d2h_4k_us, raw.d2h_128k_us  one small pinned copy + stream sync: the
+ *                                     device part of one FUSE read's latency
+ *     raw.d2h_4k_blocking_us          the same through blocking cuMemcpyDtoH
+ *     raw.event_pair_us               two events created, recorded, timed,
+ *                                     destroyed (what timing a sequence costs)
  * The driver is loaded with dlopen, as vyrefs loads it, so this builds on a
  * machine without one. */
 #include "bench/timing.h"
@@ -32,6 +37,11 @@ static struct {
 	CUresult (*MemHostAlloc)(void **, size_t, unsigned);
 	CUresult (*MemcpyHtoDAsync)(CUdeviceptr, const void *, size_t, CUstream);
 	CUresult (*MemcpyDtoHAsync)(void *, CUdeviceptr, size_t, CUstream);
+	CUresult (*MemcpyDtoH)(void *, CUdeviceptr, size_t);
+	CUresult (*EventCreate)(CUevent *, unsigned);
+	CUresult (*EventRecord)(CUevent, CUstream);
+	CUresult (*EventElapsedTime)(float *, CUevent, CUevent);
+	CUresult (*EventDestroy)(CUevent);
 	CUresult (*ModuleLoadData)(CUmodule *, const void *);
 	CUresult (*ModuleGetFunction)(CUfunction *, CUmodule, const char *);
 	CUresult (*LaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
@@ -97,6 +107,11 @@ int main(int argc, char **argv)
 	load(lib, (void **)&cu.MemHostAlloc, "cuMemHostAlloc");
 	load(lib, (void **)&cu.MemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2");
 	load(lib, (void **)&cu.MemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2");
+	load(lib, (void **)&cu.MemcpyDtoH, "cuMemcpyDtoH_v2");
+	load(lib, (void **)&cu.EventCreate, "cuEventCreate");
+	load(lib, (void **)&cu.EventRecord, "cuEventRecord");
+	load(lib, (void **)&cu.EventElapsedTime, "cuEventElapsedTime");
+	load(lib, (void **)&cu.EventDestroy, "cuEventDestroy_v2");
 	load(lib, (void **)&cu.ModuleLoadData, "cuModuleLoadData");
 	load(lib, (void **)&cu.ModuleGetFunction, "cuModuleGetFunction");
 	load(lib, (void **)&cu.LaunchKernel, "cuLaunchKernel");
@@ -135,7 +150,44 @@ int main(int argc, char **argv)
 		}
 		printf("%s %.2f\n", dir == 0 ? "raw.h2d_gbps" : "raw.d2h_gbps", best);
 	}
+
+	enum { SYNC_N = 20000, ROUNDS = 50, BATCH = 1000, ALLOC_N = 2000 };
+	static double sample[SYNC_N];
+	/* Small copies: the latency one read waits for. */
+	static const struct {
+		const char *key;
+		size_t bytes;
+		int blocking;
+	} small[] = {{"raw.d2h_4k_us", 4096, 0}, {"raw.d2h_128k_us", 128 << 10, 0}, {"raw.d2h_4k_blocking_us", 4096, 1}};
+	for (size_t k = 0; k < sizeof(small) / sizeof(small[0]); k++) {
+		for (int i = 0; i < SYNC_N; i++) {
+			double t0 = now_us();
+			if (small[k].blocking) {
+				check(cu.MemcpyDtoH(host, d, small[k].bytes), "cuMemcpyDtoH");
+			} else {
+				check(cu.MemcpyDtoHAsync(host, d, small[k].bytes, s), "cuMemcpyDtoHAsync");
+				check(cu.StreamSynchronize(s), "cuStreamSynchronize");
+			}
+			sample[i] = now_us() - t0;
+		}
+		printf("%s %.2f\n", small[k].key, median(sample, SYNC_N));
+	}
 	check(cu.MemFree(d), "cuMemFree");
+	for (int i = 0; i < ALLOC_N; i++) {
+		CUevent a, b;
+		float ms;
+		double t0 = now_us();
+		check(cu.EventCreate(&a, CU_EVENT_DEFAULT), "cuEventCreate");
+		check(cu.EventCreate(&b, CU_EVENT_DEFAULT), "cuEventCreate");
+		check(cu.EventRecord(a, s), "cuEventRecord");
+		check(cu.EventRecord(b, s), "cuEventRecord");
+		check(cu.StreamSynchronize(s), "cuStreamSynchronize");
+		check(cu.EventElapsedTime(&ms, a, b), "cuEventElapsedTime");
+		check(cu.EventDestroy(a), "cuEventDestroy");
+		check(cu.EventDestroy(b), "cuEventDestroy");
+		sample[i] = now_us() - t0;
+	}
+	printf("raw.event_pair_us %.2f\n", median(sample, ALLOC_N));
 
 	CUmodule mod;
 	CUfunction fn;
@@ -144,8 +196,6 @@ int main(int argc, char **argv)
 	free(ptx);
 	check(cu.ModuleGetFunction(&fn, mod, "noop"), "cuModuleGetFunction(noop)");
 
-	enum { SYNC_N = 20000, ROUNDS = 50, BATCH = 1000, ALLOC_N = 2000 };
-	static double sample[SYNC_N];
 	for (int i = 0; i < 1000; i++) /* warm up */
 		check(cu.LaunchKernel(fn, 1, 1, 1, 1, 1, 1, 0, s, NULL, NULL), "cuLaunchKernel");
 	check(cu.StreamSynchronize(s), "cuStreamSynchronize");

@@ -68,7 +68,11 @@ def build(r):
         add("| --- | --- |")
         for key, what in [("raw.h2d_gbps", "pinned H2D, GB/s"), ("raw.d2h_gbps", "pinned D2H, GB/s"),
                           ("raw.launch_sync_us", "launch + sync, µs"), ("raw.launch_async_us", "async launch, µs each of 1000"),
-                          ("raw.alloc_free_us", "cuMemAlloc + cuMemFree 1 MiB, µs")]:
+                          ("raw.alloc_free_us", "cuMemAlloc + cuMemFree 1 MiB, µs"),
+                          ("raw.d2h_4k_us", "4 KiB pinned D2H + stream sync, µs"),
+                          ("raw.d2h_4k_blocking_us", "4 KiB blocking cuMemcpyDtoH, µs"),
+                          ("raw.d2h_128k_us", "128 KiB pinned D2H + stream sync, µs"),
+                          ("raw.event_pair_us", "2 events created, recorded, timed, destroyed, µs")]:
             add("| %s | %s |" % (what, r.get(key, "n/a")))
         add("")
 
@@ -117,6 +121,17 @@ def build(r):
                     r.get(k % ("nullfs", "p50_us"), "n/a"), r.get(k % ("nullfs", "p99_us"), "n/a")))
                 targets.append(("random 4K reads, iodepth %d, %d jobs" % (qd, j), q, "≥ 0.8", verdict(q, 0.8, True)))
         add("")
+        d2h = num(r, "raw.d2h_4k_us")
+        ceil = []
+        for j in (1, 4):
+            n = num(r, "fio.nullfs.rand.qd1.j%d.iops" % j)
+            if d2h and n:
+                lat = 1e6 * j / n  # the null fs's mean µs per read of one job
+                ceil.append("%d job(s): %.2f" % (j, lat / (lat + d2h)))
+        if ceil:
+            add("At iodepth 1 each read waits for one device copy the null fs does not make: the best ratio "
+                "possible is null latency / (null latency + raw 4 KiB D2H of %s µs) = %s." % (fmt(d2h), "; ".join(ceil)))
+            add("")
 
     add("### Control file")
     add("")
@@ -164,6 +179,15 @@ def build(r):
         add("| --- | --- | --- | --- |")
         for bs in ("4K", "1M"):
             on, off = num(r, "dd.vyrefs.write.%s" % bs), num(r, "dd.vyrefs_nowb.write.%s" % bs)
+            add("| %s | %s | %s | %s |" % (bs, fmt(on), fmt(off), fmt(ratio(on, off))))
+        add("")
+    if "dd.vyrefs_nora.read.4K" in r:
+        add("### Readahead on and off (dd read after dropping caches, GB/s; off measured on a quarter of the size)")
+        add("")
+        add("| bs | readahead=on | readahead=off | on / off |")
+        add("| --- | --- | --- | --- |")
+        for bs in ("4K", "1M"):
+            on, off = num(r, "dd.vyrefs.read.%s" % bs), num(r, "dd.vyrefs_nora.read.%s" % bs)
             add("| %s | %s | %s | %s |" % (bs, fmt(on), fmt(off), fmt(ratio(on, off))))
         add("")
 

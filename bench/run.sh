@@ -180,13 +180,17 @@ copy_in_mount() {
 	rm -f "$d/cp-src" "$d/cp-dst"
 }
 
-# The same dd writes with write-behind off: its effect, measured.
-write_behind_ab() {
+# The same dd writes with write-behind off, and reads with readahead off:
+# their effect, measured (on a quarter of the size).
+features_off_ab() {
 	local f=${MNT[vyrefs]}/ab bs n bytes=$((SEQ / 4))
 	for bs in 4K 1M; do
 		n=$((bytes / $(bytes_of "$bs")))
 		log "dd vyrefs write_behind=off write bs=$bs"
 		put "dd.vyrefs_nowb.write.$bs" "$(dd_gbps "$bytes" if=/dev/zero of="$f" bs="$bs" count="$n" conv=fsync)"
+		drop_caches
+		log "dd vyrefs readahead=off read bs=$bs"
+		put "dd.vyrefs_nora.read.$bs" "$(dd_gbps "$bytes" if="$f" of=/dev/null bs="$bs")"
 		rm -f "$f"
 	done
 }
@@ -245,9 +249,9 @@ main() {
 	fi
 	unmount_target vyrefs
 	if has churn || has dd; then
-		mount_target vyrefs pool_budget=0,write_behind=off
+		mount_target vyrefs pool_budget=0,write_behind=off,readahead=off
 		if has churn; then churn vyrefs vyrefs_nopool; fi
-		if has dd; then write_behind_ab; fi
+		if has dd; then features_off_ab; fi
 		unmount_target vyrefs
 	fi
 	unmount_target nullfs

@@ -12,7 +12,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#define KEYS "backend, ordinal, host_memory, resident_budget, pool_budget, staging_cache, max_write, page_cache, write_behind, " \
+#define KEYS "backend, ordinal, host_memory, resident_budget, pool_budget, staging_cache, max_write, page_cache, write_behind, readahead, " \
 	     "kernel_cache, allow_other"
 #define FIX_SIZE "write a whole number of bytes, optionally with K, M, G or T, e.g. 512M"
 #define MAX_WRITE_MIN 4096u
@@ -26,6 +26,7 @@ void vy_config_defaults(vy_config *c)
 	c->max_write = MAX_WRITE_MAX;
 	c->page_cache = true;
 	c->write_behind = true;
+	c->readahead = true;
 	c->kernel_cache = 256ull << 20;
 	c->allow_other = false;
 }
@@ -135,6 +136,8 @@ vy_err vy_config_set(vy_config *c, const char *key, const char *value, vy_error 
 		rc = bool_value(key, value, &next.page_cache, e);
 	} else if (!strcmp(key, "write_behind")) {
 		rc = bool_value(key, value, &next.write_behind, e);
+	} else if (!strcmp(key, "readahead")) {
+		rc = bool_value(key, value, &next.readahead, e);
 	} else if (!strcmp(key, "kernel_cache")) {
 		rc = size_value(key, value, &next.kernel_cache, e);
 	} else if (!strcmp(key, "allow_other")) {
@@ -259,6 +262,7 @@ size_t vy_config_format_ini(const vy_config *c, char *buf, size_t cap)
 	put(buf, cap, &at, "max_write = %llu\n", (unsigned long long)c->max_write);
 	put(buf, cap, &at, "page_cache = %s\n", c->page_cache ? "on" : "off");
 	put(buf, cap, &at, "write_behind = %s\n", c->write_behind ? "on" : "off");
+	put(buf, cap, &at, "readahead = %s\n", c->readahead ? "on" : "off");
 	put(buf, cap, &at, "kernel_cache = %llu\n", (unsigned long long)c->kernel_cache);
 	put(buf, cap, &at, "allow_other = %s\n", c->allow_other ? "on" : "off");
 	return at;

@@ -12,6 +12,8 @@
  *   page_cache       keep the kernel's page cache across opens (on | off)
  *   write_behind     gather small writes in pinned slots, copied to the
  *                    device asynchronously; errors at flush/fsync (on | off)
+ *   readahead        copy the next bytes of a file read in order into pinned
+ *                    memory ahead of the reads (on | off)
  *   kernel_cache     the CUDA JIT cache for modules (size; 0 turns it off)
  *   allow_other      let other users reach the mount (on | off)
  * A bad key or value is refused naming the key, the value and what is
@@ -33,6 +35,7 @@ typedef struct vy_config {
 	uint64_t max_write;
 	bool page_cache;
 	bool write_behind;
+	bool readahead;
 	uint64_t kernel_cache;
 	bool allow_other;
 	bool pool_budget_set; /* pool_budget given (else device memory / 32) */

@@ -18,6 +18,8 @@
 	X(wb_copies, COUNTER)        /* of them, write-behind slots (fs) */     \
 	X(d2h_bytes, COUNTER)        /* bytes copied device -> host */          \
 	X(d2h_ops, COUNTER)          /* driver copies device -> host */         \
+	X(ra_copies, COUNTER)        /* of them, readahead chunks (fs) */       \
+	X(ra_hits, COUNTER)          /* reads answered from readahead (fs) */   \
 	X(d2d_bytes, COUNTER)        /* bytes copied device -> device */        \
 	X(d2d_ops, COUNTER)          /* driver copies device -> device */       \
 	X(memset_bytes, COUNTER)     /* bytes set by device memsets */          \

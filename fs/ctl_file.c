@@ -1,5 +1,6 @@
 /* The control file: text in, sequences run, replies and a log out. */
 #include "fs/ctl_file.h"
+#include "fs/readahead.h"
 #include "fs/wbehind.h"
 #include "ctl/exec.h"
 #include "fs/log.h"
@@ -77,6 +78,7 @@ static void files_written(void *ctx, void *file, uint64_t ino)
 {
 	vy_fs *fs = ctx;
 	vy_inode_touch(file, true);
+	vy_readahead_forget(file);
 	/* The kernel may hold pages of the old bytes: drop them. -ENOENT
 	 * means it holds nothing of this inode. */
 	if (fs->se)

@@ -34,6 +34,7 @@ static void free_buffer(vy_fs *fs, vy_inode *in)
 void vy_file_drop(vy_fs *fs, vy_inode *in)
 {
 	vy_wbehind_free(fs, in); /* settles: no copy may land in a freed buffer */
+	vy_readahead_free(fs, in);
 	free_buffer(fs, in);
 }
 
@@ -85,16 +86,23 @@ static vy_err zero(vy_fs *fs, vy_inode *in, uint64_t from, uint64_t to, vy_error
 	return to > from ? vy_fill(fs->core, in->buf, from, to - from, 0, e) : VY_OK;
 }
 
-vy_err vy_file_read(vy_fs *fs, vy_inode *in, uint64_t off, size_t size, void *buf, size_t *got, vy_error *e)
+vy_err vy_file_read(vy_fs *fs, vy_inode *in, uint64_t off, size_t size, vy_ra_hit *hit, vy_staging_buf *buf,
+		    size_t *got, vy_error *e)
 {
 	*got = 0;
 	vy_err rc = vy_wbehind_settle(fs, in, e);
 	if (rc != VY_OK || off >= in->size || size == 0)
 		return rc;
-	uint64_t n = in->size - off < size ? in->size - off : size;
-	rc = vy_readback_pinned(fs->core, in->buf, off, buf, n, e);
+	size_t n = in->size - off < size ? (size_t)(in->size - off) : size;
+	if (vy_readahead_get(fs, in, off, n, hit)) {
+		*got = n;
+		return VY_OK;
+	}
+	rc = vy_staging_acquire(fs->core->staging, n, buf, e);
 	if (rc == VY_OK)
-		*got = (size_t)n;
+		rc = vy_readback_pinned(fs->core, in->buf, off, buf->ptr, n, e);
+	if (rc == VY_OK)
+		*got = n;
 	return rc;
 }
 
@@ -106,6 +114,7 @@ vy_err vy_file_write(vy_fs *fs, vy_inode *in, uint64_t off, const void *buf, siz
 			       (unsigned long long)VY_FILE_MAX);
 	if (size == 0)
 		return VY_OK;
+	vy_readahead_forget(in);
 	vy_err rc = reserve(fs, in, end, e);
 	if (rc == VY_OK && off > in->size)
 		rc = zero(fs, in, in->size, off, e);
@@ -131,6 +140,7 @@ vy_err vy_file_truncate(vy_fs *fs, vy_inode *in, uint64_t size, vy_error *e)
 	vy_err settled = vy_wbehind_settle(fs, in, e);
 	if (settled != VY_OK)
 		return settled;
+	vy_readahead_forget(in);
 	if (size > VY_FILE_MAX)
 		return vy_fail(e, VY_EOVERFLOW, "keep files under 8 EiB", "a %llu-byte file is too large",
 			       (unsigned long long)size);
@@ -163,6 +173,7 @@ vy_err vy_file_allocate(vy_fs *fs, vy_inode *in, uint64_t off, uint64_t len, boo
 	if (!vy_add_u64(off, len, &end) || end > VY_FILE_MAX)
 		return vy_fail(e, VY_EOVERFLOW, "allocate below 8 EiB", "the range ends past byte %llu",
 			       (unsigned long long)VY_FILE_MAX);
+	vy_readahead_forget(in);
 	vy_err rc = reserve(fs, in, end, e);
 	if (rc != VY_OK || keep_size || end <= in->size)
 		return rc;
@@ -187,6 +198,7 @@ vy_err vy_file_copy(vy_fs *fs, vy_inode *src, uint64_t off_in, vy_inode *dst, ui
 	if (!vy_add_u64(off_out, len, &end) || end > VY_FILE_MAX)
 		return vy_fail(e, VY_EOVERFLOW, "copy below 8 EiB", "the copy ends past byte %llu",
 			       (unsigned long long)VY_FILE_MAX);
+	vy_readahead_forget(dst);
 	/* Room first: when src is dst, this may move the source too. */
 	rc = reserve(fs, dst, end, e);
 	if (rc == VY_OK && off_out > dst->size)
@@ -207,8 +219,9 @@ vy_err vy_file_settle(vy_fs *fs, vy_inode *in, vy_error *e)
 	return vy_wbehind_settle(fs, in, e);
 }
 
-void vy_file_fit(vy_fs *fs, vy_inode *in)
+void vy_file_closed(vy_fs *fs, vy_inode *in)
 {
+	vy_readahead_release(fs, in);
 	if (!in->written)
 		return;
 	in->written = false;

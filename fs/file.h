@@ -12,12 +12,17 @@
 #define VY_FILE_H
 
 #include "fs/fs.h"
+#include "fs/readahead.h"
 
 /* The largest file: offsets stay positive as off_t. */
 #define VY_FILE_MAX ((uint64_t)INT64_MAX)
 
-/* Into page-locked memory (a staging buffer): the device copies there. */
-vy_err vy_file_read(vy_fs *fs, vy_inode *in, uint64_t off, size_t size, void *buf, size_t *got, vy_error *e);
+/* Up to `size` bytes from `off`, *got of them (fewer at the end): from
+ * readahead memory when it holds them (hit->chunk set: the bytes are at
+ * hit->data until vy_readahead_put), else copied by the device into a
+ * staging buffer acquired into *buf (the caller releases it). */
+vy_err vy_file_read(vy_fs *fs, vy_inode *in, uint64_t off, size_t size, vy_ra_hit *hit, vy_staging_buf *buf,
+		    size_t *got, vy_error *e);
 vy_err vy_file_write(vy_fs *fs, vy_inode *in, uint64_t off, const void *buf, size_t size, vy_error *e);
 vy_err vy_file_truncate(vy_fs *fs, vy_inode *in, uint64_t size, vy_error *e);
 /* Make room for [off, off+len); unless keep_size, extend the file over it. */
@@ -29,8 +34,9 @@ vy_err vy_file_copy(vy_fs *fs, vy_inode *src, uint64_t off_in, vy_inode *dst, ui
 /* Every byte written so far on the device (write-behind, wbehind.h); an
  * error if some never got there. For flush and fsync. */
 vy_err vy_file_settle(vy_fs *fs, vy_inode *in, vy_error *e);
-/* Fit capacity after writing (at the last close). */
-void vy_file_fit(vy_fs *fs, vy_inode *in);
+/* The last open file closed: readahead memory back, capacity fitted after
+ * writing. */
+void vy_file_closed(vy_fs *fs, vy_inode *in);
 /* Free the buffer. */
 void vy_file_drop(vy_fs *fs, vy_inode *in);
 

@@ -55,6 +55,7 @@ typedef struct vy_inode {
 	vy_handle buf; /* 0: no buffer (empty file) */
 	bool written;  /* since the last capacity fit */
 	struct vy_wbehind *wb; /* write-behind slots (wbehind.h), or NULL */
+	_Atomic(struct vy_readahead *) ra; /* readahead chunks (readahead.h), or NULL */
 	/* VY_DIR */
 	vy_dir dir;
 	uint64_t parent;
@@ -103,6 +104,7 @@ typedef struct vy_fs {
 	gid_t group;
 	struct fuse_session *se;
 	_Atomic unsigned wb_slots; /* write-behind slots held, all files */
+	_Atomic unsigned ra_chunks; /* readahead chunks held, all files */
 } vy_fs;
 
 /* Attribute and entry timeouts for the kernel (seconds). */

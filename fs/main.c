@@ -37,6 +37,8 @@ static void usage(FILE *to)
 		"     page_cache=on|off        keep the kernel page cache across opens (on)\n"
 		"     write_behind=on|off      acknowledge small writes once gathered in pinned\n"
 		"                              memory; copy failures show at close/fsync (on)\n"
+		"     readahead=on|off         copy the next 2 MiB of a file read in order to\n"
+		"                              host memory ahead of the reads (on)\n"
 		"     kernel_cache=SIZE        CUDA JIT cache for modules (256M; 0 disables)\n"
 		"     allow_other=on|off       let other users in (off; needs user_allow_other\n"
 		"                              in /etc/fuse.conf for non-root mounts)\n"

@@ -661,23 +661,22 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, stru
 		free(buf);
 		return;
 	}
-	/* The device copies into a pinned staging buffer and the reply is
-	 * made from it: no host copy of ours, no allocation per read. */
+	/* The reply is made from readahead memory or from the pinned buffer
+	 * the device copied into: no host copy of ours. Under the read lock:
+	 * the readahead chunk stays until the reply is out. */
 	vy_error e;
-	vy_staging_buf buf;
-	vy_err rc = vy_staging_acquire(fs->core->staging, size ? size : 1, &buf, &e);
-	if (rc != VY_OK) {
-		reply_vy(req, rc, &e, ino, "read");
-		return;
-	}
+	vy_ra_hit hit = {0};
+	vy_staging_buf buf = {0};
 	size_t got = 0;
 	pthread_rwlock_rdlock(&in->lock);
-	rc = vy_file_read(fs, in, (uint64_t)off, size, buf.ptr, &got, &e);
-	pthread_rwlock_unlock(&in->lock);
+	vy_err rc = vy_file_read(fs, in, (uint64_t)off, size, &hit, &buf, &got, &e);
 	if (rc == VY_OK)
-		fuse_reply_buf(req, buf.ptr, got);
+		fuse_reply_buf(req, hit.chunk ? hit.data : buf.ptr, got);
 	else
 		reply_vy(req, rc, &e, ino, "read");
+	if (hit.chunk)
+		vy_readahead_put(fs, in, &hit);
+	pthread_rwlock_unlock(&in->lock);
 	vy_staging_release(fs->core->staging, &buf);
 }
 
@@ -769,7 +768,7 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	if (last && named && in->kind == VY_FILE) {
 		/* Outside ns: fitting copies the file on the device. */
 		pthread_rwlock_wrlock(&in->lock);
-		vy_file_fit(fs, in);
+		vy_file_closed(fs, in);
 		pthread_rwlock_unlock(&in->lock);
 	}
 	pthread_mutex_lock(&fs->ns);

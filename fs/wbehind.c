@@ -1,6 +1,6 @@
 /* Write-behind slots of one file (see wbehind.h). */
 #include "fs/wbehind.h"
-#include "core/checked.h"
+#include "core/async.h"
 #include "fs/log.h"
 
 #include <stdlib.h>
@@ -9,9 +9,7 @@
 typedef struct wb_slot {
 	vy_staging_buf buf; /* ptr NULL: no slot held */
 	uint64_t start, len;
-	vy_event *done;    /* recorded after its copy (made at first use) */
-	bool inflight;
-	vy_handle pinned;  /* the buffer it copies into, pinned in flight */
+	vy_async copy;     /* its copy to the device, when in flight */
 	uint64_t order;    /* when it was queued: oldest completes first */
 } wb_slot;
 
@@ -41,20 +39,15 @@ static void fail_sticky(struct vy_wbehind *wb, vy_inode *in, vy_err rc, const vy
 	       why->msg);
 }
 
-/* Wait for the slot's copy and drop its pin. */
+/* Wait for the slot's copy (which drops its pin). */
 static void complete(vy_fs *fs, vy_inode *in, struct vy_wbehind *wb, wb_slot *s)
 {
-	if (!s->inflight)
+	if (!s->copy.inflight)
 		return;
-	vy_device *d = fs->core->dev;
 	vy_error why;
-	vy_err rc = d->ops->event_sync(d, s->done, &why);
-	vy_telemetry_add(&fs->core->tel, syncs, 1);
+	vy_err rc = vy_async_wait(fs->core, &s->copy, &why);
 	if (rc != VY_OK)
 		fail_sticky(wb, in, rc, &why);
-	s->inflight = false;
-	if (vy_store_unpin_many(fs->core->store, &s->pinned, 1, &why) != VY_OK)
-		fail_sticky(wb, in, VY_EINTERNAL, &why);
 	s->len = 0;
 }
 
@@ -63,64 +56,24 @@ static bool overlaps(const wb_slot *a, const wb_slot *b)
 	return a->start < b->start + b->len && b->start < a->start + a->len;
 }
 
-/* Queue the slot's copy and record its event. The stream goes back to the
- * pool at once: holding it across requests could leave every FUSE thread
- * waiting for a stream that only a later request would give back. A copy
- * in flight over the same bytes lands first: two streams do not order
- * their work. */
+/* Queue the slot's copy. A copy in flight over the same bytes lands
+ * first: two streams do not order their work. */
 static void queue(vy_fs *fs, vy_inode *in, struct vy_wbehind *wb, wb_slot *s)
 {
 	if (s->len == 0)
 		return;
 	wb_slot *other = &wb->slot[s == &wb->slot[0]];
-	if (other->inflight && overlaps(s, other))
+	if (other->copy.inflight && overlaps(s, other))
 		complete(fs, in, wb, other);
-	vy_core *c = fs->core;
-	vy_buffer_view v;
 	vy_error why;
-	vy_err rc = vy_store_pin_many(c->store, &in->buf, 1, &v, &why);
-	if (rc == VY_OK && !vy_range_within(s->start, s->len, v.len)) {
-		vy_store_unpin_many(c->store, &in->buf, 1, NULL);
-		rc = vy_fail(&why, VY_ERANGE, "report this bug", "gathered bytes [%llu, +%llu) lie outside the %llu-byte buffer",
-			     (unsigned long long)s->start, (unsigned long long)s->len, (unsigned long long)v.len);
-	}
+	vy_err rc = vy_async_htod(fs->core, &s->copy, in->buf, s->start, s->buf.ptr, s->len, &why);
 	if (rc != VY_OK) {
 		fail_sticky(wb, in, rc, &why);
 		s->len = 0;
 		return;
 	}
-	s->pinned = in->buf;
-	vy_device *d = c->dev;
-	vy_stream *st = NULL;
-	rc = s->done ? VY_OK : d->ops->event_create(d, &s->done, &why);
-	if (rc == VY_OK)
-		rc = vy_streams_acquire(&c->streams, &st, &why);
-	bool queued = false;
-	if (rc == VY_OK)
-		rc = d->ops->copy_htod(d, st, v.ptr + s->start, s->buf.ptr, s->len, &why);
-	if (rc == VY_OK) {
-		queued = true;
-		rc = d->ops->event_record(d, s->done, st, &why);
-	}
-	if (rc == VY_OK) {
-		vy_streams_release(&c->streams, st);
-		vy_telemetry_add(&c->tel, h2d_ops, 1);
-		vy_telemetry_add(&c->tel, h2d_bytes, s->len);
-		vy_telemetry_add(&c->tel, wb_copies, 1);
-		s->inflight = true;
-		s->order = ++wb->queued;
-		return;
-	}
-	fail_sticky(wb, in, rc, &why);
-	if (st) {
-		/* Fence a copy that may have been queued before the slot is
-		 * touched again; a stream in an unknown state is not reused. */
-		vy_error ignored;
-		if (!queued || vy_core_sync(c, st, &ignored) == VY_OK)
-			vy_streams_release(&c->streams, st);
-	}
-	vy_store_unpin_many(c->store, &s->pinned, 1, NULL);
-	s->len = 0;
+	vy_telemetry_add(&fs->core->tel, wb_copies, 1);
+	s->order = ++wb->queued;
 }
 
 static void release(vy_fs *fs, wb_slot *s)
@@ -230,7 +183,10 @@ vy_err vy_wbehind_write(vy_fs *fs, vy_inode *in, uint64_t off, const void *src, 
 		wb->filling = -1;
 	}
 	/* The slot not in flight, else the one queued first, once done. */
-	int k = !wb->slot[0].inflight ? 0 : !wb->slot[1].inflight ? 1 : wb->slot[0].order < wb->slot[1].order ? 0 : 1;
+	int k = !wb->slot[0].copy.inflight ? 0
+		: !wb->slot[1].copy.inflight ? 1
+		: wb->slot[0].order < wb->slot[1].order ? 0
+						       : 1;
 	wb_slot *s = &wb->slot[k];
 	complete(fs, in, wb, s);
 	rc = sticky(wb, e);
@@ -256,10 +212,9 @@ void vy_wbehind_free(vy_fs *fs, vy_inode *in)
 	if (!in->wb)
 		return;
 	vy_wbehind_settle(fs, in, NULL);
-	vy_device *d = fs->core->dev;
 	for (int k = 0; k < 2; k++) {
 		vy_error why;
-		if (in->wb->slot[k].done && d->ops->event_destroy(d, in->wb->slot[k].done, &why) != VY_OK)
+		if (vy_async_destroy(fs->core, &in->wb->slot[k].copy, &why) != VY_OK)
 			vy_log(LOG_WARNING, "inode %llu: %s", (unsigned long long)in->ino, why.msg);
 	}
 	pthread_mutex_destroy(&in->wb->lock);

@@ -251,6 +251,66 @@ test_reads_and_sequences_see_gathered_writes() {
 	assertEquals "xQQdefghijk" "$(cat "$MNT/g")"
 }
 
+# Readahead: a file read in order with 128 KiB O_DIRECT reads is copied from
+# the device 2 MiB at a time, counted exactly; with readahead=off, once a read.
+test_readahead_reads_in_order_with_few_copies() {
+	make_data "$WORK/src" $((8 << 20))
+	cp "$WORK/src" "$MNT/ra" || fail "cp"
+	local ops0 bytes0
+	ops0=$(stat_of d2h_ops) bytes0=$(stat_of d2h_bytes)
+	dd if="$MNT/ra" of="$WORK/back" bs=128K iflag=direct status=none || fail "dd"
+	cmp "$WORK/src" "$WORK/back" || fail "content"
+	assertEquals "chunk copies" 4 "$(stat_of ra_copies)"
+	assertEquals "driver copies" 4 $(($(stat_of d2h_ops) - ops0))
+	assertEquals "bytes" $((8 << 20)) $(($(stat_of d2h_bytes) - bytes0))
+	assertEquals "reads answered from readahead" 64 "$(stat_of ra_hits)"
+	unmount_vyrefs
+	mount_vyrefs "readahead=off" || fail "mount"
+	cp "$WORK/src" "$MNT/ra" || fail "cp"
+	dd if="$MNT/ra" of="$WORK/back" bs=128K iflag=direct status=none || fail "dd"
+	cmp "$WORK/src" "$WORK/back" || fail "content"
+	assertEquals "readahead=off: one copy a read" 64 "$(stat_of d2h_ops)"
+	assertEquals 0 "$(stat_of ra_hits)"
+}
+
+# A readahead chunk is a snapshot: after a write, a fill, a truncation or a
+# copy into the bytes it holds, reads see the new bytes. The file stays open
+# so the chunks stay (the last close gives them back).
+test_readahead_never_serves_old_bytes() {
+	local M=$((1 << 20))
+	make_data "$WORK/model" $((8 * M))
+	cp "$WORK/model" "$MNT/ra" || fail "cp"
+	exec 3<"$MNT/ra"
+	warm() { dd if="$MNT/ra" of=/dev/null bs=128K iflag=direct status=none || fail "warm"; }
+	slice_is_model() { # MiB-offset, in 128 KiB blocks
+		dd if="$MNT/ra" of="$WORK/got" bs=128K skip="$1" count=1 iflag=direct status=none || fail "read"
+		dd if="$WORK/model" of="$WORK/want" bs=128K skip="$1" count=1 status=none
+		cmp "$WORK/want" "$WORK/got" || fail "$2: old bytes served"
+	}
+	warm
+	printf 'WRITE' | dd of="$WORK/model" bs=1 seek=$((6 * M + 1000)) conv=notrunc status=none
+	printf 'WRITE' | dd of="$MNT/ra" bs=1 seek=$((6 * M + 1000)) conv=notrunc status=none || fail "write"
+	slice_is_model 48 "after a write"
+	warm
+	echo "fill ra 66 $((6 * M + 2000)) 10" >"$MNT/.vyre/ctl" || fail "fill"
+	printf 'BBBBBBBBBB' | dd of="$WORK/model" bs=1 seek=$((6 * M + 2000)) conv=notrunc status=none
+	slice_is_model 48 "after a fill"
+	warm
+	truncate -s $((7 * M)) "$MNT/ra" "$WORK/model" && truncate -s $((8 * M)) "$MNT/ra" "$WORK/model" || fail "truncate"
+	slice_is_model 56 "after truncation"
+	warm
+	python3 -c "
+import os, sys
+src, dst = os.open(sys.argv[1], os.O_RDONLY), os.open(sys.argv[2], os.O_WRONLY)
+assert os.copy_file_range(src, dst, 4096, 0, $((6 * M + 8192))) == 4096
+" "$MNT/ra" "$MNT/ra" || fail "copy_file_range"
+	dd if="$WORK/model" of="$WORK/head" bs=4096 count=1 status=none
+	dd if="$WORK/head" of="$WORK/model" bs=1 seek=$((6 * M + 8192)) conv=notrunc status=none
+	slice_is_model 48 "after a copy into it"
+	exec 3<&-
+	cmp "$WORK/model" "$MNT/ra" || fail "whole file"
+}
+
 test_enospc_is_clean_and_says_why() {
 	unmount_vyrefs
 	mount_vyrefs "resident_budget=8M,pool_budget=0" || fail "mount"
