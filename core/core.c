@@ -35,8 +35,13 @@ vy_err vy_core_attach(vy_device *dev, const vy_core_options *o, vy_core **out, v
 	rc = vy_streams_init(&c->streams, dev, o->streams, e);
 	if (rc != VY_OK)
 		goto fail_staging;
+	rc = vy_timers_init(&c->timers, dev, e);
+	if (rc != VY_OK)
+		goto fail_streams;
 	*out = c;
 	return VY_OK;
+fail_streams:
+	vy_streams_destroy(&c->streams, NULL);
 fail_staging:
 	vy_staging_close(c->staging, NULL);
 fail_store:
@@ -76,6 +81,7 @@ vy_err vy_core_close(vy_core *c, vy_error *e)
 		if (e)
 			*e = err;
 	}
+	vy_error_keep_first(&first, vy_timers_destroy(&c->timers, &err), e, &err);
 	rc = vy_store_close(c->store, &err);
 	if (rc != VY_OK && first == VY_OK) {
 		first = rc;

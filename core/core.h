@@ -11,6 +11,7 @@
 #include "core/store.h"
 #include "core/streams.h"
 #include "core/telemetry.h"
+#include "core/timers.h"
 
 #define VY_NOTE_MAX 640
 
@@ -29,6 +30,7 @@ typedef struct vy_core {
 	vy_store *store;
 	vy_staging *staging;
 	vy_streams streams;
+	vy_timers timers; /* event pairs that time control sequences */
 	uint64_t staging_chunk;
 	char note[VY_NOTE_MAX]; /* why `auto` chose the host backend, or "" */
 } vy_core;

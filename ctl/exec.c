@@ -327,14 +327,12 @@ static vy_err execute(run *r, vy_ctl_result *res)
 	vy_device *d = c->dev;
 	vy_error *e = &r->err->e;
 	vy_stream *s = NULL;
-	vy_event *ev0 = NULL, *ev1 = NULL;
+	vy_timer *tm = NULL;
 	vy_err rc = vy_streams_acquire(&c->streams, &s, e);
 	if (rc == VY_OK)
-		rc = d->ops->event_create(d, &ev0, e);
+		rc = vy_timers_acquire(&c->timers, &tm, e);
 	if (rc == VY_OK)
-		rc = d->ops->event_create(d, &ev1, e);
-	if (rc == VY_OK)
-		rc = d->ops->event_record(d, ev0, s, e);
+		rc = d->ops->event_record(d, tm->start, s, e);
 	uint64_t ran = 0;
 	for (size_t g = 0; rc == VY_OK && g < r->plan->ngroups; g++) {
 		const vy_ctl_group *grp = &r->plan->groups[g];
@@ -346,22 +344,23 @@ static vy_err execute(run *r, vy_ctl_result *res)
 			}
 	}
 	if (rc == VY_OK)
-		rc = d->ops->event_record(d, ev1, s, e);
+		rc = d->ops->event_record(d, tm->end, s, e);
+	vy_err sync = VY_OK;
 	if (s) {
 		/* One synchronization, also after a failure: queued work may
 		 * still use the pinned buffers. */
 		vy_error err;
-		vy_err sync = vy_core_sync(c, s, &err);
+		sync = vy_core_sync(c, s, &err);
 		vy_error_keep_first(&rc, sync, e, &err);
 		if (sync == VY_OK)
 			vy_streams_release(&c->streams, s);
 	}
-	if (rc == VY_OK && d->ops->event_elapsed_us(d, ev0, ev1, &res->device_us, e) == VY_OK)
+	if (rc == VY_OK && d->ops->event_elapsed_us(d, tm->start, tm->end, &res->device_us, e) == VY_OK)
 		vy_telemetry_add(&c->tel, device_time_us, (uint64_t)res->device_us);
-	if (ev0)
-		d->ops->event_destroy(d, ev0, NULL);
-	if (ev1)
-		d->ops->event_destroy(d, ev1, NULL);
+	if (tm && sync == VY_OK)
+		vy_timers_release(&c->timers, tm);
+	else if (tm)
+		vy_timers_discard(&c->timers, tm); /* its events may be pending */
 	res->steps = ran;
 	vy_telemetry_add(&c->tel, steps, ran);
 	return rc;

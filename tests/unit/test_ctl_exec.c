@@ -196,6 +196,32 @@ static void validation_is_all_or_nothing(void)
 	fx_close(&f);
 }
 
+/* A sequence's two timing events are made once and reused after; the
+ * core destroys them at close. */
+static void timing_events_are_reused(void)
+{
+	fixture f;
+	fx_open(&f);
+	vy_counts before = vy_counts_get(f.d);
+	vy_ctl_result res;
+	vy_ctl_error err;
+	for (int i = 0; i < 3; i++)
+		MUST(run(&f, "fill a 0x11\n", &res, &err));
+	vy_counts after = vy_counts_get(f.d);
+	CHECK_EQ(after.event_create - before.event_create, 2);
+	CHECK_EQ(after.event_record - before.event_record, 6);
+	CHECK_EQ(after.event_elapsed - before.event_elapsed, 3);
+	CHECK_EQ(after.event_destroy - before.event_destroy, 0);
+	for (int i = 0; i < 4; i++) {
+		if (files[i].h)
+			vy_store_free(f.c->store, files[i].h, NULL);
+	}
+	vy_modules_close(f.m);
+	CHECK(vy_core_close(f.c, NULL) == VY_OK);
+	CHECK_EQ(vy_counts_get(f.d).event_destroy - before.event_destroy, 2);
+	vy_test_device_close(f.d);
+}
+
 static void launch_needs_the_cuda_backend_here(void)
 {
 	if (vy_test_backend() != VY_BACKEND_HOST)
@@ -220,6 +246,7 @@ int main(void)
 	static const vy_test_case cases[] = {
 		TEST_CASE(sequence_results_and_one_sync),
 		TEST_CASE(validation_is_all_or_nothing),
+		TEST_CASE(timing_events_are_reused),
 		HOST_ONLY(launch_needs_the_cuda_backend_here),
 	};
 	return vy_test_main("ctl_exec", cases, sizeof(cases) / sizeof(cases[0]));
