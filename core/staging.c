@@ -96,6 +96,29 @@ vy_err vy_staging_acquire(vy_staging *st, size_t bytes, vy_staging_buf *out, vy_
 	return VY_OK;
 }
 
+bool vy_staging_acquire_counted(vy_staging *st, size_t bytes, _Atomic unsigned *held, unsigned cap,
+				vy_staging_buf *out)
+{
+	if (atomic_fetch_add(held, 1) >= cap) {
+		atomic_fetch_sub(held, 1);
+		return false;
+	}
+	if (vy_staging_acquire(st, bytes, out, NULL) != VY_OK) {
+		atomic_fetch_sub(held, 1);
+		out->ptr = NULL;
+		return false;
+	}
+	return true;
+}
+
+void vy_staging_release_counted(vy_staging *st, _Atomic unsigned *held, vy_staging_buf *buf)
+{
+	if (!buf->ptr)
+		return;
+	vy_staging_release(st, buf);
+	atomic_fetch_sub(held, 1);
+}
+
 /* Keep the buffer if its bucket has a free slot and the cap has room. */
 static int keep(vy_staging *st, vy_staging_buf *buf)
 {

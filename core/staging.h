@@ -8,6 +8,8 @@
 #ifndef VY_STAGING_H
 #define VY_STAGING_H
 
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -29,5 +31,13 @@ vy_err vy_staging_close(vy_staging *st, vy_error *e);
 
 vy_err vy_staging_acquire(vy_staging *st, size_t bytes, vy_staging_buf *out, vy_error *e);
 void vy_staging_release(vy_staging *st, vy_staging_buf *buf);
+
+/* A buffer held for longer (write-behind slots, readahead chunks), counted
+ * in *held against `cap` such buffers: false when the cap is reached or no
+ * pinned memory can be had. Release with vy_staging_release_counted. */
+bool vy_staging_acquire_counted(vy_staging *st, size_t bytes, _Atomic unsigned *held, unsigned cap,
+				vy_staging_buf *out);
+/* Give it back and uncount it; nothing when out->ptr is NULL. */
+void vy_staging_release_counted(vy_staging *st, _Atomic unsigned *held, vy_staging_buf *buf);
 
 #endif

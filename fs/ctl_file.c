@@ -77,8 +77,12 @@ static vy_err files_state(void *ctx, void *file, vy_handle *handle, uint64_t *si
 static void files_written(void *ctx, void *file, uint64_t ino)
 {
 	vy_fs *fs = ctx;
-	vy_inode_touch(file, true);
-	vy_readahead_forget(file);
+	vy_inode *in = file;
+	vy_inode_touch(in, true);
+	/* Under the lock: a truncation to zero frees the readahead state. */
+	pthread_rwlock_rdlock(&in->lock);
+	vy_readahead_forget(in);
+	pthread_rwlock_unlock(&in->lock);
 	/* The kernel may hold pages of the old bytes: drop them. -ENOENT
 	 * means it holds nothing of this inode. */
 	if (fs->se)

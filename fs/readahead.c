@@ -60,19 +60,7 @@ static bool landed(vy_fs *fs, vy_inode *in, ra_chunk *c)
 /* Pinned memory for the chunk, within the fs-wide cap. */
 static bool hold(vy_fs *fs, ra_chunk *c)
 {
-	if (c->buf.ptr)
-		return true;
-	if (atomic_fetch_add(&fs->ra_chunks, 1) >= VY_RA_CHUNKS) {
-		atomic_fetch_sub(&fs->ra_chunks, 1);
-		return false;
-	}
-	vy_error why;
-	if (vy_staging_acquire(fs->core->staging, VY_RA_CHUNK, &c->buf, &why) != VY_OK) {
-		atomic_fetch_sub(&fs->ra_chunks, 1);
-		c->buf.ptr = NULL;
-		return false;
-	}
-	return true;
+	return c->buf.ptr || vy_staging_acquire_counted(fs->core->staging, VY_RA_CHUNK, &fs->ra_chunks, VY_RA_CHUNKS, &c->buf);
 }
 
 /* Queue the copy of the file's bytes from `at` into chunk c (not in use). */
@@ -185,10 +173,7 @@ void vy_readahead_release(vy_fs *fs, vy_inode *in)
 		if (c->copy.inflight)
 			landed(fs, in, c);
 		c->valid = false;
-		if (c->buf.ptr) {
-			vy_staging_release(fs->core->staging, &c->buf);
-			atomic_fetch_sub(&fs->ra_chunks, 1);
-		}
+		vy_staging_release_counted(fs->core->staging, &fs->ra_chunks, &c->buf);
 	}
 	pthread_mutex_unlock(&ra->lock);
 }

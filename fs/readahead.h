@@ -17,7 +17,7 @@
  * Locks: vy_readahead_get and _put run under the inode's read lock with the
  * file settled (write-behind); the reply is made under it, so _release and
  * _free, which take the write lock, never free a chunk in use. _forget
- * takes no inode lock. */
+ * needs the inode's lock, read or write. */
 #ifndef VY_READAHEAD_H
 #define VY_READAHEAD_H
 

@@ -78,29 +78,13 @@ static void queue(vy_fs *fs, vy_inode *in, struct vy_wbehind *wb, wb_slot *s)
 
 static void release(vy_fs *fs, wb_slot *s)
 {
-	if (!s->buf.ptr)
-		return;
-	vy_staging_release(fs->core->staging, &s->buf);
-	s->buf.ptr = NULL;
-	atomic_fetch_sub(&fs->wb_slots, 1);
+	vy_staging_release_counted(fs->core->staging, &fs->wb_slots, &s->buf);
 }
 
 /* Take a pinned slot, within the fs-wide cap. */
 static bool acquire(vy_fs *fs, wb_slot *s)
 {
-	if (s->buf.ptr)
-		return true;
-	if (atomic_fetch_add(&fs->wb_slots, 1) >= VY_WB_SLOTS) {
-		atomic_fetch_sub(&fs->wb_slots, 1);
-		return false;
-	}
-	vy_error why;
-	if (vy_staging_acquire(fs->core->staging, VY_WB_SLOT, &s->buf, &why) != VY_OK) {
-		atomic_fetch_sub(&fs->wb_slots, 1);
-		s->buf.ptr = NULL;
-		return false;
-	}
-	return true;
+	return s->buf.ptr || vy_staging_acquire_counted(fs->core->staging, VY_WB_SLOT, &fs->wb_slots, VY_WB_SLOTS, &s->buf);
 }
 
 /* Both slots' copies done, the older first. */
