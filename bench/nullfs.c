@@ -779,17 +779,36 @@ static const struct fuse_lowlevel_ops ops = {
 	.fallocate = op_fallocate, .copy_file_range = op_copy_file_range,
 };
 
-static bool parse_opt(const char *opt)
+static unsigned idle_threads; /* 0: libfuse's default, as vyrefs */
+
+/* NAME=N within [lo, hi] into *out. */
+static bool number_opt(const char *opt, const char *name, unsigned long long lo, unsigned long long hi,
+		       unsigned long long *out)
 {
-	if (strncmp(opt, "max_write=", 10) != 0)
+	size_t n = strlen(name);
+	if (strncmp(opt, name, n) != 0 || opt[n] != '=')
 		return false;
 	char *end;
 	errno = 0;
-	unsigned long long v = strtoull(opt + 10, &end, 10);
-	if (errno || end == opt + 10 || *end || v < 4096 || v > 1048576)
+	unsigned long long v = strtoull(opt + n + 1, &end, 10);
+	if (errno || end == opt + n + 1 || *end || v < lo || v > hi)
 		return false;
-	max_write = (size_t)v;
+	*out = v;
 	return true;
+}
+
+static bool parse_opt(const char *opt)
+{
+	unsigned long long v;
+	if (number_opt(opt, "max_write", 4096, 1048576, &v)) {
+		max_write = (size_t)v;
+		return true;
+	}
+	if (number_opt(opt, "idle_threads", 0, 1024, &v)) {
+		idle_threads = (unsigned)v;
+		return true;
+	}
+	return false;
 }
 
 int main(int argc, char **argv)
@@ -807,7 +826,8 @@ int main(int argc, char **argv)
 			mountpoint = argv[i];
 	}
 	if (!ok || !mountpoint) {
-		fprintf(stderr, "usage: nullfs [-f] MOUNTPOINT [-o max_write=BYTES]  (4096..1048576, default 1048576)\n"
+		fprintf(stderr, "usage: nullfs [-f] MOUNTPOINT [-o max_write=BYTES] [-o idle_threads=N]\n"
+				"  max_write 4096..1048576 (default 1048576); idle_threads 0..1024 (default 0: no cap)\n"
 				"Runs in the foreground; SIGTERM or SIGINT unmounts.\n");
 		return 2;
 	}
@@ -831,7 +851,7 @@ int main(int argc, char **argv)
 		if (vy_session_mount(se, mountpoint) != 0)
 			fprintf(stderr, "nullfs: cannot mount on %s\n", mountpoint);
 		else {
-			int rc = vy_session_loop(se); /* > 0: the signal that ended it */
+			int rc = vy_session_loop(se, idle_threads); /* > 0: the signal that ended it */
 			fuse_session_unmount(se);
 			if (rc < 0)
 				fprintf(stderr, "nullfs: the FUSE session ended with %s\n", strerror(-rc));

@@ -188,6 +188,21 @@ def build(r):
             add("| %s | %s | %s | %s |" % (bs, fmt(on), fmt(off), fmt(ratio(on, off))))
         add("")
 
+    if "fio.vyrefs_idle4.par8.read" in r:
+        add("### FUSE idle workers capped at 4 (`idle_threads=4`, both filesystems, after 8 parallel readers)")
+        add("")
+        add("| figure | vyrefs | null FUSE | ratio |")
+        add("| --- | --- | --- | --- |")
+        for key, what, digits in (("fio.%s.par8.read", "8 jobs read, GB/s", 2),
+                                  ("fio.%s.rand.qd1.j1.iops", "random 4 KiB reads, iodepth 1, IOPS", 0)):
+            v, n = num(r, key % "vyrefs_idle4"), num(r, key % "nullfs_idle4")
+            add("| %s | %s | %s | %s |" % (what, fmt(v, digits), fmt(n, digits), fmt(ratio(v, n))))
+        rtt4, l4, sync = num(r, "rtt.nullfs_idle4_us"), num(r, "ctl.launch_idle4_us"), num(r, "raw.launch_sync_us")
+        base4 = None if rtt4 is None or sync is None else rtt4 + sync
+        add("| one launch per write, µs (baseline: null FUSE write + raw launch+sync) | %s | %s | %s |" % (
+            fmt(l4), fmt(base4), fmt(ratio(l4, base4))))
+        add("")
+
     add("### `cp` of a 1 GiB file inside the mount (GB/s)")
     add("")
     add("| vyrefs | null FUSE | tmpfs |")

@@ -6,7 +6,7 @@
 #             bench/report.py writes bench/out/BENCHMARKS.md and the plot.
 # BENCH_BACKEND=cuda|host (default: cuda when nvidia-smi sees a GPU).
 # BENCH_QUICK=1 shrinks every size for a smoke check (any backend).
-# BENCH_PHASES=dd,fio,...: only these (raw dd fio rand ctl cp churn), adding
+# BENCH_PHASES=dd,fio,...: only these (raw dd fio rand ctl cp churn idle), adding
 # to results.txt; the report covers whatever it holds.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -18,7 +18,7 @@ BACKEND=${BENCH_BACKEND:-$(nvidia-smi -L >/dev/null 2>&1 && echo cuda || echo ho
 QUICK=${BENCH_QUICK:-0}
 FIO=${FIO:-$(command -v fio || echo .device/tools/fio)}
 RES=$OUT/results.txt
-PHASES=${BENCH_PHASES:-raw,dd,fio,rand,ctl,cp,churn}
+PHASES=${BENCH_PHASES:-raw,dd,fio,rand,ctl,cp,churn,idle}
 mkdir -p "$OUT"
 [ -n "${BENCH_PHASES:-}" ] || { : >"$RES"; : >"$OUT/log.txt"; }
 has() { [[ ",$PHASES," == *",$1,"* ]]; }
@@ -70,8 +70,8 @@ mount_target() {
 	mkdir -p "$m"
 	case $t in
 	tmpfs) mount -t tmpfs -o size=80% tmpfs "$m" ;;
-	nullfs)
-		env --default-signal=INT "$BIN/nullfs" "$m" >>"$OUT/log.txt" 2>&1 &
+	nullfs*)
+		env --default-signal=INT "$BIN/nullfs" "$m" ${2:+-o "$2"} >>"$OUT/log.txt" 2>&1 &
 		PID[$t]=$!
 		wait_mounted "$m" "${PID[$t]}"
 		;;
@@ -145,11 +145,11 @@ seq_fio() {
 	rm -f "$d"/seq.* "$d"/par.*
 }
 
-rand_fio() {
+rand_fio() { # TARGET [IODEPTHS [JOBS]]
 	local t=$1 f=${MNT[$1]}/rand qd j
 	fio_run "$t-rand-layout" --name=layout --filename="$f" --rw=write --bs=1M --size=$RAND --ioengine=psync
-	for qd in 1 32; do
-		for j in 1 4; do
+	for qd in ${2:-1 32}; do
+		for j in ${3:-1 4}; do
 			if fio_run "$t-rand-qd$qd-j$j" --name=rand --filename="$f" --rw=randread --bs=4k --size=$RAND \
 				--direct=1 --ioengine=io_uring --iodepth=$qd --numjobs=$j --group_reporting \
 				--time_based --runtime=$RUNTIME; then
@@ -220,6 +220,31 @@ ctl_figures() {
 	rm "$m/fill"
 }
 
+# Both filesystems with idle FUSE workers capped at 4 (idle_threads=4),
+# measured after a busy spell: 8 parallel readers, then one-at-a-time 4 KiB
+# reads and control-file launches (fs/session.h says why).
+idle_cap() {
+	local t d
+	for t in vyrefs_idle4 nullfs_idle4; do
+		mount_target "$t" idle_threads=4
+		d=${MNT[$t]}
+		fio_run "$t-par8-write" --name=par --directory="$d" --rw=write --bs=1M --size=$PAR --numjobs=8 \
+			--ioengine=psync --end_fsync=1 --group_reporting
+		drop_caches
+		fio_run "$t-par8-read" --name=par --directory="$d" --rw=read --bs=1M --size=$PAR --numjobs=8 \
+			--ioengine=psync --group_reporting
+		put "fio.$t.par8.read" "$(fio_json "$OUT/fio-$t-par8-read.json" read gbps)"
+		rm -f "$d"/par.*
+		rand_fio "$t" 1 1
+		put "rtt.${t}_us" "$("$BIN/vybench" rtt "$d/rtt" $((N * 4)))"
+		if [ "$t" = vyrefs_idle4 ] && [ "$BACKEND" = cuda ]; then
+			cp bench/noop.ptx "$d/.vyre/modules/noop.ptx"
+			put ctl.launch_idle4_us "$("$BIN/vybench" ctlw "$d/.vyre/ctl" "$N" $'launch noop.noop grid=1 block=1\n')"
+		fi
+		unmount_target "$t"
+	done
+}
+
 main() {
 	if has raw; then
 		meta
@@ -256,6 +281,7 @@ main() {
 	fi
 	unmount_target nullfs
 	unmount_target tmpfs
+	if has idle && [ -x "$FIO" ]; then idle_cap; fi
 	python3 bench/report.py "$RES" "$OUT"
 }
 main

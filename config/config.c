@@ -12,7 +12,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#define KEYS "backend, ordinal, host_memory, resident_budget, pool_budget, staging_cache, max_write, page_cache, write_behind, readahead, " \
+#define KEYS "backend, ordinal, host_memory, resident_budget, pool_budget, staging_cache, max_write, page_cache, write_behind, readahead, idle_threads, " \
 	     "kernel_cache, allow_other"
 #define FIX_SIZE "write a whole number of bytes, optionally with K, M, G or T, e.g. 512M"
 #define MAX_WRITE_MIN 4096u
@@ -138,6 +138,10 @@ vy_err vy_config_set(vy_config *c, const char *key, const char *value, vy_error 
 		rc = bool_value(key, value, &next.write_behind, e);
 	} else if (!strcmp(key, "readahead")) {
 		rc = bool_value(key, value, &next.readahead, e);
+	} else if (!strcmp(key, "idle_threads")) {
+		rc = digits(value, 1024, &n) ? VY_OK
+					     : bad_value(e, key, value, "use a count from 0 (no cap) to 1024, e.g. idle_threads=4");
+		next.idle_threads = (unsigned)n;
 	} else if (!strcmp(key, "kernel_cache")) {
 		rc = size_value(key, value, &next.kernel_cache, e);
 	} else if (!strcmp(key, "allow_other")) {
@@ -263,6 +267,7 @@ size_t vy_config_format_ini(const vy_config *c, char *buf, size_t cap)
 	put(buf, cap, &at, "page_cache = %s\n", c->page_cache ? "on" : "off");
 	put(buf, cap, &at, "write_behind = %s\n", c->write_behind ? "on" : "off");
 	put(buf, cap, &at, "readahead = %s\n", c->readahead ? "on" : "off");
+	put(buf, cap, &at, "idle_threads = %u\n", c->idle_threads);
 	put(buf, cap, &at, "kernel_cache = %llu\n", (unsigned long long)c->kernel_cache);
 	put(buf, cap, &at, "allow_other = %s\n", c->allow_other ? "on" : "off");
 	return at;

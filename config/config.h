@@ -14,6 +14,8 @@
  *                    device asynchronously; errors at flush/fsync (on | off)
  *   readahead        copy the next bytes of a file read in order into pinned
  *                    memory ahead of the reads (on | off)
+ *   idle_threads     FUSE worker threads kept idle (0: no cap, libfuse's
+ *                    default); past it a worker exits when it goes idle
  *   kernel_cache     the CUDA JIT cache for modules (size; 0 turns it off)
  *   allow_other      let other users reach the mount (on | off)
  * A bad key or value is refused naming the key, the value and what is
@@ -36,6 +38,7 @@ typedef struct vy_config {
 	bool page_cache;
 	bool write_behind;
 	bool readahead;
+	unsigned idle_threads;
 	uint64_t kernel_cache;
 	bool allow_other;
 	bool pool_budget_set; /* pool_budget given (else device memory / 32) */

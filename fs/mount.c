@@ -170,7 +170,7 @@ static int serve(const vy_mount_args *a)
 	vy_log(LOG_INFO, "mounted %s on %s: backend %s (%s), resident budget %" PRIu64 " bytes", a->source,
 	       a->mountpoint, dev->info.backend, dev->info.name, u.budget);
 
-	int rc = vy_session_loop(se);
+	int rc = vy_session_loop(se, a->cfg.idle_threads);
 	fuse_session_unmount(se);
 	fuse_remove_signal_handlers(se);
 	status = rc < 0 ? 1 : 0;

@@ -79,11 +79,13 @@ mode_t vy_session_kill_suid(fuse_req_t req, mode_t mode)
 	return mode;
 }
 
-int vy_session_loop(struct fuse_session *se)
+int vy_session_loop(struct fuse_session *se, unsigned idle_threads)
 {
 	struct fuse_loop_config *loop = fuse_loop_cfg_create();
 	if (!loop)
 		return -ENOMEM;
+	if (idle_threads)
+		fuse_loop_cfg_set_idle_threads(loop, idle_threads);
 	int rc = fuse_session_loop_mt(se, loop);
 	fuse_loop_cfg_destroy(loop);
 	return rc;

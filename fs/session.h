@@ -22,7 +22,14 @@ int vy_session_mount(struct fuse_session *se, const char *mountpoint);
  * dropped as the kernel would (callers other than root). */
 mode_t vy_session_kill_suid(fuse_req_t req, mode_t mode);
 
-/* Serve requests until unmount or a signal; 0, or a negative errno. */
-int vy_session_loop(struct fuse_session *se);
+/* Serve requests until unmount or a signal; 0, or a negative errno.
+ * idle_threads > 0 caps the workers kept idle (0: libfuse's default, none).
+ * The kernel hands each request to the worker that waited longest, so
+ * after a busy spell one-at-a-time requests rotate over every idle worker
+ * and each runs on a cold core: measured on the H200, a control-file
+ * launch 31 -> 52 µs and a 4 KiB read at iodepth 1 22 -> 42 µs; a cap of 4
+ * kept them at 32 and 25 µs, but the exits and restarts cost 8 parallel
+ * readers 15% (bench/run.sh measures both). */
+int vy_session_loop(struct fuse_session *se, unsigned idle_threads);
 
 #endif
