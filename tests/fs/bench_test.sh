@@ -33,7 +33,8 @@ test_bench_runs_end_to_end_at_smoke_sizes() {
 	BENCH_QUICK=1 BENCH_BACKEND=$backend BENCH_OUT=$out bench/run.sh >"$out/stdout" 2>&1
 	assertEquals "bench/run.sh: $(tail -5 "$out/stdout")" 0 $?
 	for key in dd.vyrefs.write.4K dd.nullfs.read.4M dd.tmpfs.write.1M rtt.nullfs_us rtt.vyrefs_us \
-		ctl.fill_gbps cp.vyrefs.gbps churn.vyrefs.ops churn.vyrefs_nopool.ops store.pool_alloc_free_us; do
+		ctl.fill_gbps cp.vyrefs.gbps churn.vyrefs.ops churn.vyrefs_nopool.ops store.pool_alloc_free_us \
+		dd.vyrefs_nowb.write.4K dd.vyrefs_nora.read.1M; do
 		assertTrue "$key is a positive number: $(grep "^$key " "$out/results.txt")" \
 			"awk -v k=$key '\$1 == k && \$2 + 0 > 0 { f = 1 } END { exit !f }' $out/results.txt"
 	done
@@ -43,6 +44,7 @@ test_bench_runs_end_to_end_at_smoke_sizes() {
 	assertContains "$(cat "$out/figures.md")" "### Targets"
 	if command -v fio >/dev/null; then
 		assertTrue "fio figures" "grep -q '^fio.nullfs.rand.qd32.j4.iops [0-9]' $out/results.txt"
+		assertTrue "idle_threads=4 figures" "grep -q '^fio.nullfs_idle4.rand.qd1.j1.iops [0-9]' $out/results.txt"
 	fi
 	rm -rf "$out"
 }
