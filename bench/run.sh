@@ -105,18 +105,23 @@ meta() {
 	put meta.fio "$("$FIO" --version 2>/dev/null || echo none)"
 }
 
-# dd: sequential write (with a final fsync) then read after dropping caches.
+# dd_write_read WKEY RKEY FILE BYTES BS: write FILE (with a final fsync),
+# then read it after dropping caches; GB/s under dd.WKEY.write.BS and
+# dd.RKEY.read.BS.
+dd_write_read() {
+	local wkey=$1 rkey=$2 f=$3 bytes=$4 bs=$5 n
+	n=$((bytes / $(bytes_of "$bs")))
+	log "dd $wkey write bs=$bs"
+	put "dd.$wkey.write.$bs" "$(dd_gbps "$bytes" if=/dev/zero of="$f" bs="$bs" count="$n" conv=fsync)"
+	drop_caches
+	log "dd $rkey read bs=$bs"
+	put "dd.$rkey.read.$bs" "$(dd_gbps "$bytes" if="$f" of=/dev/null bs="$bs")"
+	rm -f "$f"
+}
+
 seq_dd() {
-	local t=$1 f=${MNT[$1]}/seq bs n
-	for bs in $BLOCKS; do
-		n=$((SEQ / $(bytes_of "$bs")))
-		log "dd $t write bs=$bs"
-		put "dd.$t.write.$bs" "$(dd_gbps "$SEQ" if=/dev/zero of="$f" bs="$bs" count="$n" conv=fsync)"
-		drop_caches
-		log "dd $t read bs=$bs"
-		put "dd.$t.read.$bs" "$(dd_gbps "$SEQ" if="$f" of=/dev/null bs="$bs")"
-		rm -f "$f"
-	done
+	local bs
+	for bs in $BLOCKS; do dd_write_read "$1" "$1" "${MNT[$1]}/seq" "$SEQ" "$bs"; done
 }
 
 # fio JSON -> figures, through a small python reader.
@@ -183,16 +188,8 @@ copy_in_mount() {
 # The same dd writes with write-behind off, and reads with readahead off:
 # their effect, measured (on a quarter of the size).
 features_off_ab() {
-	local f=${MNT[vyrefs]}/ab bs n bytes=$((SEQ / 4))
-	for bs in 4K 1M; do
-		n=$((bytes / $(bytes_of "$bs")))
-		log "dd vyrefs write_behind=off write bs=$bs"
-		put "dd.vyrefs_nowb.write.$bs" "$(dd_gbps "$bytes" if=/dev/zero of="$f" bs="$bs" count="$n" conv=fsync)"
-		drop_caches
-		log "dd vyrefs readahead=off read bs=$bs"
-		put "dd.vyrefs_nora.read.$bs" "$(dd_gbps "$bytes" if="$f" of=/dev/null bs="$bs")"
-		rm -f "$f"
-	done
+	local bs
+	for bs in 4K 1M; do dd_write_read vyrefs_nowb vyrefs_nora "${MNT[vyrefs]}/ab" $((SEQ / 4)) "$bs"; done
 }
 
 stat_of() { awk -v k="$2" '$1 == k { print $2 }' "${MNT[$1]}/.vyre/stats"; }
