@@ -59,6 +59,8 @@ def build(r):
     add("Run %s at commit `%s`%s; fio: %s." % (
         r.get("meta.date"), r.get("meta.commit"),
         " (BENCH_QUICK: smoke sizes, not figures)" if r.get("meta.quick") == "1" else "", r.get("meta.fio")))
+    if r.get("meta.opts", "none") != "none":
+        add("Every vyrefs and null fs mount had `-o %s` (BENCH_OPTS)." % r["meta.opts"])
     add("")
 
     if "raw.h2d_gbps" in r:

@@ -8,6 +8,8 @@
 # BENCH_QUICK=1 shrinks every size for a smoke check (any backend).
 # BENCH_PHASES=dd,fio,...: only these (raw dd fio rand ctl cp churn idle), adding
 # to results.txt; the report covers whatever it holds.
+# BENCH_OPTS=key=value,...: more -o options for every vyrefs and null fs mount
+# (keys both take, e.g. idle_threads=4), to measure a setting on both.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 cd "$here"
@@ -64,19 +66,20 @@ wait_mounted() {
 	return 1
 }
 
-# mount_target NAME [vyrefs -o options]
+# mount_target NAME [-o options]
 mount_target() {
-	local t=$1 m=$ROOT/$1
+	local t=$1 m=$ROOT/$1 o=${BENCH_OPTS:-}
+	[ -n "${2:-}" ] && o=${o:+$o,}$2
 	mkdir -p "$m"
 	case $t in
 	tmpfs) mount -t tmpfs -o size=80% tmpfs "$m" ;;
 	nullfs*)
-		env --default-signal=INT "$BIN/nullfs" "$m" ${2:+-o "$2"} >>"$OUT/log.txt" 2>&1 &
+		env --default-signal=INT "$BIN/nullfs" "$m" ${o:+-o "$o"} >>"$OUT/log.txt" 2>&1 &
 		PID[$t]=$!
 		wait_mounted "$m" "${PID[$t]}"
 		;;
 	*)
-		env --default-signal=INT "$BUILD/vyrefs" -f -o "backend=$BACKEND${2:+,$2}" "$m" >>"$OUT/log.txt" 2>&1 &
+		env --default-signal=INT "$BUILD/vyrefs" -f -o "backend=$BACKEND${o:+,$o}" "$m" >>"$OUT/log.txt" 2>&1 &
 		PID[$t]=$!
 		wait_mounted "$m" "${PID[$t]}"
 		;;
@@ -103,6 +106,7 @@ meta() {
 		put meta.driver "$(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -1)"
 	fi
 	put meta.fio "$("$FIO" --version 2>/dev/null || echo none)"
+	put meta.opts "${BENCH_OPTS:-none}"
 }
 
 # dd_write_read WKEY RKEY FILE BYTES BS: write FILE (with a final fsync),
