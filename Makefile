@@ -66,7 +66,7 @@ $(BUILD)/tests/fs/renameat2: tests/fs/renameat2.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $<
 
-$(BUILD)/bench/nullfs: $(BUILD)/bench/nullfs.o $(BUILD)/fs/session.o
+$(BUILD)/bench/nullfs: $(BUILD)/bench/nullfs.o $(BUILD)/fs/session.o $(BUILD)/fs/session_loop.o
 	$(CC) $(CFLAGS) -o $@ $^ $(PKG_LIBS) $(LDLIBS)
 
 $(BUILD)/bench/poolbench: $(BUILD)/bench/poolbench.o $(CORE_LIB)

@@ -779,7 +779,7 @@ static const struct fuse_lowlevel_ops ops = {
 	.fallocate = op_fallocate, .copy_file_range = op_copy_file_range,
 };
 
-static unsigned idle_threads; /* 0: libfuse's default, as vyrefs */
+static unsigned idle_threads = 2; /* vyrefs' default */
 
 /* NAME=N within [lo, hi] into *out. */
 static bool number_opt(const char *opt, const char *name, unsigned long long lo, unsigned long long hi,
@@ -804,7 +804,7 @@ static bool parse_opt(const char *opt)
 		max_write = (size_t)v;
 		return true;
 	}
-	if (number_opt(opt, "idle_threads", 0, 1024, &v)) {
+	if (number_opt(opt, "idle_threads", 0, VY_SESSION_WORKERS, &v)) {
 		idle_threads = (unsigned)v;
 		return true;
 	}
@@ -827,7 +827,7 @@ int main(int argc, char **argv)
 	}
 	if (!ok || !mountpoint) {
 		fprintf(stderr, "usage: nullfs [-f] MOUNTPOINT [-o max_write=BYTES] [-o idle_threads=N]\n"
-				"  max_write 4096..1048576 (default 1048576); idle_threads 0..1024 (default 0: no cap)\n"
+				"  max_write 4096..1048576 (default 1048576); idle_threads 0..10 (default 2; 0: libfuse's loop)\n"
 				"Runs in the foreground; SIGTERM or SIGINT unmounts.\n");
 		return 2;
 	}
@@ -851,7 +851,7 @@ int main(int argc, char **argv)
 		if (vy_session_mount(se, mountpoint) != 0)
 			fprintf(stderr, "nullfs: cannot mount on %s\n", mountpoint);
 		else {
-			int rc = vy_session_loop(se, idle_threads); /* > 0: the signal that ended it */
+			int rc = vy_session_loop(se, idle_threads);
 			fuse_session_unmount(se);
 			if (rc < 0)
 				fprintf(stderr, "nullfs: the FUSE session ended with %s\n", strerror(-rc));

@@ -190,19 +190,25 @@ def build(r):
             add("| %s | %s | %s | %s |" % (bs, fmt(on), fmt(off), fmt(ratio(on, off))))
         add("")
 
-    if "fio.vyrefs_idle4.par8.read" in r:
-        add("### FUSE idle workers capped at 4 (`idle_threads=4`, both filesystems, after 8 parallel readers)")
+    if "fio.vyrefs_libfuse.par8.read" in r:
+        add("### Request loops: ours (`idle_threads=2`, the default) and libfuse's (`idle_threads=0`), after 8 parallel readers")
         add("")
-        add("| figure | vyrefs | null FUSE | ratio |")
-        add("| --- | --- | --- | --- |")
-        for key, what, digits in (("fio.%s.par8.read", "8 jobs read, GB/s", 2),
-                                  ("fio.%s.rand.qd1.j1.iops", "random 4 KiB reads, iodepth 1, IOPS", 0)):
-            v, n = num(r, key % "vyrefs_idle4"), num(r, key % "nullfs_idle4")
-            add("| %s | %s | %s | %s |" % (what, fmt(v, digits), fmt(n, digits), fmt(ratio(v, n))))
-        rtt4, l4, sync = num(r, "rtt.nullfs_idle4_us"), num(r, "ctl.launch_idle4_us"), num(r, "raw.launch_sync_us")
-        base4 = None if rtt4 is None or sync is None else rtt4 + sync
-        add("| one launch per write, µs (baseline: null FUSE write + raw launch+sync) | %s | %s | %s |" % (
-            fmt(l4), fmt(base4), fmt(ratio(l4, base4))))
+        add("| figure | vyrefs, ours | vyrefs, libfuse's | null FUSE, ours | null FUSE, libfuse's | vyrefs / null FUSE, libfuse's |")
+        add("| --- | --- | --- | --- | --- | --- |")
+        rows = [("fio.%s.par8.write", "8 jobs write, GB/s", 2), ("fio.%s.par8.read", "8 jobs read, GB/s", 2)]
+        for qd in (1, 32):
+            for j in (1, 4):
+                rows.append(("fio.%%s.rand.qd%d.j%d.iops" % (qd, j), "random 4 KiB reads, iodepth %d, %d job%s, IOPS" % (
+                    qd, j, "s" if j > 1 else ""), 0))
+        rows.append(("rtt.%s_us", "write round trip, µs", 1))
+        for key, what, digits in rows:
+            v, vl, n, nl = (num(r, key % x) for x in ("vyrefs", "vyrefs_libfuse", "nullfs", "nullfs_libfuse"))
+            add("| %s | %s | %s | %s | %s | %s |" % (what, fmt(v, digits), fmt(vl, digits), fmt(n, digits),
+                                                     fmt(nl, digits), fmt(ratio(vl, nl))))
+        rttl, ll, sync = num(r, "rtt.nullfs_libfuse_us"), num(r, "ctl.launch_libfuse_us"), num(r, "raw.launch_sync_us")
+        basel = None if rttl is None or sync is None else rttl + sync
+        add("| one launch per write, µs | %s | %s | | | %s of null FUSE write + raw launch+sync (%s) |" % (
+            fmt(num(r, "ctl.launch_us")), fmt(ll), fmt(ratio(ll, basel)), fmt(basel)))
         add("")
 
     add("### `cp` of a 1 GiB file inside the mount (GB/s)")

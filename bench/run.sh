@@ -6,7 +6,7 @@
 #             bench/report.py writes bench/out/BENCHMARKS.md and the plot.
 # BENCH_BACKEND=cuda|host (default: cuda when nvidia-smi sees a GPU).
 # BENCH_QUICK=1 shrinks every size for a smoke check (any backend).
-# BENCH_PHASES=dd,fio,...: only these (raw dd fio rand ctl cp churn idle), adding
+# BENCH_PHASES=dd,fio,...: only these (raw dd fio rand ctl cp churn loop), adding
 # to results.txt; the report covers whatever it holds.
 # BENCH_OPTS=key=value,...: more -o options for every vyrefs and null fs mount
 # (keys both take, e.g. idle_threads=4), to measure a setting on both.
@@ -20,7 +20,7 @@ BACKEND=${BENCH_BACKEND:-$(nvidia-smi -L >/dev/null 2>&1 && echo cuda || echo ho
 QUICK=${BENCH_QUICK:-0}
 FIO=${FIO:-$(command -v fio || echo .device/tools/fio)}
 RES=$OUT/results.txt
-PHASES=${BENCH_PHASES:-raw,dd,fio,rand,ctl,cp,churn,idle}
+PHASES=${BENCH_PHASES:-raw,dd,fio,rand,ctl,cp,churn,loop}
 mkdir -p "$OUT"
 [ -n "${BENCH_PHASES:-}" ] || { : >"$RES"; : >"$OUT/log.txt"; }
 has() { [[ ",$PHASES," == *",$1,"* ]]; }
@@ -221,26 +221,28 @@ ctl_figures() {
 	rm "$m/fill"
 }
 
-# Both filesystems with idle FUSE workers capped at 4 (idle_threads=4),
-# measured after a busy spell: 8 parallel readers, then one-at-a-time 4 KiB
-# reads and control-file launches (fs/session.h says why).
-idle_cap() {
+# Both filesystems on libfuse's own request loop (idle_threads=0), measured
+# after a busy spell (8 parallel readers) as the default loop is above:
+# one-at-a-time 4 KiB reads and launches, and the parallel figures
+# (fs/session.h says why the loops differ).
+libfuse_loop() {
 	local t d
-	for t in vyrefs_idle4 nullfs_idle4; do
-		mount_target "$t" idle_threads=4
+	for t in vyrefs_libfuse nullfs_libfuse; do
+		mount_target "$t" idle_threads=0
 		d=${MNT[$t]}
 		fio_run "$t-par8-write" --name=par --directory="$d" --rw=write --bs=1M --size=$PAR --numjobs=8 \
 			--ioengine=psync --end_fsync=1 --group_reporting
+		put "fio.$t.par8.write" "$(fio_json "$OUT/fio-$t-par8-write.json" write gbps)"
 		drop_caches
 		fio_run "$t-par8-read" --name=par --directory="$d" --rw=read --bs=1M --size=$PAR --numjobs=8 \
 			--ioengine=psync --group_reporting
 		put "fio.$t.par8.read" "$(fio_json "$OUT/fio-$t-par8-read.json" read gbps)"
 		rm -f "$d"/par.*
-		rand_fio "$t" 1 1
+		rand_fio "$t"
 		put "rtt.${t}_us" "$("$BIN/vybench" rtt "$d/rtt" $((N * 4)))"
-		if [ "$t" = vyrefs_idle4 ] && [ "$BACKEND" = cuda ]; then
+		if [ "$t" = vyrefs_libfuse ] && [ "$BACKEND" = cuda ]; then
 			cp bench/noop.ptx "$d/.vyre/modules/noop.ptx"
-			put ctl.launch_idle4_us "$("$BIN/vybench" ctlw "$d/.vyre/ctl" "$N" $'launch noop.noop grid=1 block=1\n')"
+			put ctl.launch_libfuse_us "$("$BIN/vybench" ctlw "$d/.vyre/ctl" "$N" $'launch noop.noop grid=1 block=1\n')"
 		fi
 		unmount_target "$t"
 	done
@@ -282,7 +284,7 @@ main() {
 	fi
 	unmount_target nullfs
 	unmount_target tmpfs
-	if has idle && [ -x "$FIO" ]; then idle_cap; fi
+	if has loop && [ -x "$FIO" ]; then libfuse_loop; fi
 	python3 bench/report.py "$RES" "$OUT"
 }
 main

@@ -27,6 +27,7 @@ void vy_config_defaults(vy_config *c)
 	c->page_cache = true;
 	c->write_behind = true;
 	c->readahead = true;
+	c->idle_threads = 2;
 	c->kernel_cache = 256ull << 20;
 	c->allow_other = false;
 }
@@ -139,8 +140,8 @@ vy_err vy_config_set(vy_config *c, const char *key, const char *value, vy_error 
 	} else if (!strcmp(key, "readahead")) {
 		rc = bool_value(key, value, &next.readahead, e);
 	} else if (!strcmp(key, "idle_threads")) {
-		rc = digits(value, 1024, &n) ? VY_OK
-					     : bad_value(e, key, value, "use a count from 0 (no cap) to 1024, e.g. idle_threads=4");
+		rc = digits(value, 10, &n) ? VY_OK
+					   : bad_value(e, key, value, "use a count from 1 to 10, or 0 for libfuse's own loop, e.g. idle_threads=2");
 		next.idle_threads = (unsigned)n;
 	} else if (!strcmp(key, "kernel_cache")) {
 		rc = size_value(key, value, &next.kernel_cache, e);

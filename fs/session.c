@@ -51,6 +51,8 @@ static ssize_t io_writev(int fd, struct iovec *iov, int count, void *userdata)
 		arg->flags |= FUSE_HANDLE_KILLPRIV_V2;
 		atomic_store(&init_offered, false);
 	}
+	if (iov[0].iov_len >= sizeof(*out) && out->unique != 0) /* a reply, not a notification */
+		vy_session_replying();
 	return writev(fd, iov, count);
 }
 
@@ -77,16 +79,4 @@ mode_t vy_session_kill_suid(fuse_req_t req, mode_t mode)
 	if (mode & S_IXGRP)
 		mode &= ~(mode_t)S_ISGID;
 	return mode;
-}
-
-int vy_session_loop(struct fuse_session *se, unsigned idle_threads)
-{
-	struct fuse_loop_config *loop = fuse_loop_cfg_create();
-	if (!loop)
-		return -ENOMEM;
-	if (idle_threads)
-		fuse_loop_cfg_set_idle_threads(loop, idle_threads);
-	int rc = fuse_session_loop_mt(se, loop);
-	fuse_loop_cfg_destroy(loop);
-	return rc;
 }

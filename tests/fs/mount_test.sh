@@ -93,6 +93,57 @@ test_sigterm_and_sigint_unmount_cleanly() {
 	done
 }
 
+# Voluntary context switches of each of the daemon's threads, "TID N" lines.
+thread_switches() {
+	local t
+	for t in /proc/"$VY_PID"/task/*; do
+		echo "${t##*/} $(awk '/^voluntary_ctxt_switches/ { print $2 }' "$t/status" 2>/dev/null)"
+	done
+}
+
+# THREADS_BEFORE THREADS_AFTER: how many threads switched 20 times or more.
+busy_threads() {
+	awk 'NR == FNR { n[$1] = $2; next } ($1 in n) && $2 - n[$1] >= 20 { c++ } END { print c + 0 }' "$1" "$2"
+}
+
+# After 8 parallel readers, 300 one-at-a-time reads: the workers that served
+# them. IDLE_THREADS [MIN_WORKERS]
+served_by() {
+	local i before after readers=()
+	mount_vyrefs "idle_threads=$1" || fail "mount"
+	for i in 1 2 3 4 5 6 7 8; do head -c 8M /dev/zero >"$MNT/f$i"; done
+	for i in 1 2 3 4 5 6 7 8; do
+		dd if="$MNT/f$i" of=/dev/null bs=64K iflag=direct status=none &
+		readers+=($!)
+	done
+	wait "${readers[@]}"
+	sleep 0.5 # the kernel's releases and forgets of those files, sent after the close
+	WORKERS=$(($(ls /proc/"$VY_PID"/task | wc -l) - 1)) # less the thread that waits for the end
+	before=$(mktemp) after=$(mktemp)
+	thread_switches >"$before"
+	dd if="$MNT/f1" of=/dev/null bs=4K count=300 iflag=direct status=none
+	thread_switches >"$after"
+	SERVED=$(busy_threads "$before" "$after")
+	rm -f "$before" "$after"
+	unmount_vyrefs
+	assertReleased
+}
+
+test_one_at_a_time_requests_stay_on_two_workers() {
+	served_by 2
+	assertTrue "8 parallel readers got more than 2 workers (got $WORKERS)" "[ $WORKERS -gt 2 ]"
+	assertTrue "at most 10 workers (got $WORKERS)" "[ $WORKERS -le 10 ]"
+	assertEquals "workers that served 300 reads one at a time, of $WORKERS" 2 "$SERVED"
+	# One waits while the other serves, and wakes it for the next.
+	served_by 1
+	assertEquals "with idle_threads=1, workers that served them, of $WORKERS" 2 "$SERVED"
+	# libfuse's own loop hands them round every idle worker.
+	served_by 0
+	if [ "$WORKERS" -gt 2 ]; then
+		assertEquals "with libfuse's loop, workers that served them" "$WORKERS" "$SERVED"
+	fi
+}
+
 test_read_only_mount_refuses_writes() {
 	mount_vyrefs "ro" || fail "mount"
 	(printf 'x' >"$MNT/f") 2>"$MNT.err"

@@ -335,14 +335,14 @@ static void config_fs_keys_and_defaults(void)
 	CHECK(!c.allow_other);
 	CHECK_EQ(c.kernel_cache, 256ull << 20);
 	CHECK(c.readahead && c.write_behind);
-	CHECK_EQ(c.idle_threads, 0);
+	CHECK_EQ(c.idle_threads, 2);
 	MUST(vy_config_parse_list(&c, "max_write=128K,page_cache=off,allow_other=on,kernel_cache=0,readahead=off,idle_threads=4", E));
 	CHECK_EQ(c.max_write, 128u << 10);
 	CHECK(!c.readahead);
 	CHECK_EQ(c.idle_threads, 4);
 	MUST_FAIL(VY_EINVAL, vy_config_set(&c, "idle_threads", "-1", E));
-	CHECK(strstr(vy_test_last_error.msg, "from 0 (no cap) to 1024") != NULL);
-	MUST_FAIL(VY_EINVAL, vy_config_set(&c, "idle_threads", "1025", E));
+	CHECK(strstr(vy_test_last_error.msg, "from 1 to 10, or 0 for libfuse's own loop") != NULL);
+	MUST_FAIL(VY_EINVAL, vy_config_set(&c, "idle_threads", "11", E));
 	CHECK_EQ(c.idle_threads, 4);
 	CHECK(!c.page_cache);
 	CHECK(c.allow_other);
