@@ -804,7 +804,7 @@ static bool parse_opt(const char *opt)
 		max_write = (size_t)v;
 		return true;
 	}
-	if (number_opt(opt, "idle_threads", 0, VY_SESSION_WORKERS, &v)) {
+	if (number_opt(opt, "idle_threads", 0, VY_SESSION_WORKERS, &v) && v != 1) {
 		idle_threads = (unsigned)v;
 		return true;
 	}
@@ -827,7 +827,7 @@ int main(int argc, char **argv)
 	}
 	if (!ok || !mountpoint) {
 		fprintf(stderr, "usage: nullfs [-f] MOUNTPOINT [-o max_write=BYTES] [-o idle_threads=N]\n"
-				"  max_write 4096..1048576 (default 1048576); idle_threads 0..10 (default 2; 0: libfuse's loop)\n"
+				"  max_write 4096..1048576 (default 1048576); idle_threads 2..10 (default 2; 0: libfuse's loop)\n"
 				"Runs in the foreground; SIGTERM or SIGINT unmounts.\n");
 		return 2;
 	}

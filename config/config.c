@@ -140,8 +140,9 @@ vy_err vy_config_set(vy_config *c, const char *key, const char *value, vy_error 
 	} else if (!strcmp(key, "readahead")) {
 		rc = bool_value(key, value, &next.readahead, e);
 	} else if (!strcmp(key, "idle_threads")) {
-		rc = digits(value, 10, &n) ? VY_OK
-					   : bad_value(e, key, value, "use a count from 1 to 10, or 0 for libfuse's own loop, e.g. idle_threads=2");
+		rc = digits(value, 10, &n) && n != 1
+			     ? VY_OK
+			     : bad_value(e, key, value, "use a count from 2 to 10, or 0 for libfuse's own loop, e.g. idle_threads=2");
 		next.idle_threads = (unsigned)n;
 	} else if (!strcmp(key, "kernel_cache")) {
 		rc = size_value(key, value, &next.kernel_cache, e);

@@ -14,9 +14,10 @@
  *                    device asynchronously; errors at flush/fsync (on | off)
  *   readahead        copy the next bytes of a file read in order into pinned
  *                    memory ahead of the reads (on | off)
- *   idle_threads     idle FUSE workers that wait on the kernel at once, 1 to
- *                    10 (2); the others sleep, last in first out. 0: libfuse's
- *                    own loop, where every idle worker waits there
+ *   idle_threads     idle FUSE workers that wait on the kernel at once once
+ *                    requests come one at a time, 2 to 10 (2); the others
+ *                    sleep, last in first out. 0: libfuse's own loop, where
+ *                    every idle worker always waits there
  *   kernel_cache     the CUDA JIT cache for modules (size; 0 turns it off)
  *   allow_other      let other users reach the mount (on | off)
  * A bad key or value is refused naming the key, the value and what is

@@ -23,16 +23,16 @@ int vy_session_mount(struct fuse_session *se, const char *mountpoint);
 mode_t vy_session_kill_suid(fuse_req_t req, mode_t mode);
 
 /* Serve requests until unmount or a signal; 0, or a negative errno.
- * waiting > 0: at most that many idle workers wait on the kernel; the
- * others sleep, and the one that slept last is woken first
- * (session_loop.c). waiting = 0: libfuse's own loop, where every idle
- * worker waits on the kernel. The kernel hands each request to the worker
- * that waited longest, so there, after a busy spell, one-at-a-time requests
- * rotate over up to 10 idle workers, each on a cold core: on the H200 a
- * control-file launch went 31 -> 52 µs and a 4 KiB read at iodepth 1
- * 22 -> 40 µs. libfuse's cap on idle workers (exiting them) fixed that but
- * cost 8 parallel readers 20% and 32 random reads in flight 30%, in thread
- * exits and starts (bench/run.sh measures both loops). */
+ * waiting >= 2: once requests come one at a time, at most that many idle
+ * workers wait on the kernel; the others sleep, and the one that slept last
+ * is woken first (session_loop.c). waiting = 0: libfuse's own loop, where
+ * every idle worker always waits on the kernel. The kernel hands each
+ * request to the worker that waited longest, so there, after a busy spell,
+ * one-at-a-time requests rotate over up to 10 idle workers, each on a cold
+ * core: on the H200 a control-file launch went 31 -> 52 µs and a 4 KiB read
+ * at iodepth 1 22 -> 40 µs. libfuse's cap on idle workers (exiting them)
+ * fixed that but cost 8 parallel readers 20% and 32 random reads in flight
+ * 30%, in thread exits and starts (bench/run.sh measures both loops). */
 int vy_session_loop(struct fuse_session *se, unsigned waiting);
 
 /* Called by the reply hook (session.c) just before a reply goes out: the

@@ -1,11 +1,16 @@
 /* The request loop vyrefs and bench/nullfs share (session.h says why it is
- * ours). A worker that has answered a request goes back to the kernel only
- * while fewer than `waiting` workers wait there; otherwise it sleeps on a
- * stack. A worker that takes a request when no other waits, and no worker
- * has replied and is on its way back, wakes the one that went to sleep last
- * (or starts a new one). So one-at-a-time requests alternate over the few
- * hot workers that wait, with no wake-up on their path, while bursts still
- * get up to VY_SESSION_WORKERS; no worker is torn down and started again. */
+ * ours).
+ * - A worker that takes a request when no other waits on the kernel, and no
+ *   worker has replied and is on its way back, is "starved": it wakes the
+ *   worker that went to sleep last (or starts a new one, up to
+ *   VY_SESSION_WORKERS).
+ * - A worker that has replied goes back to the kernel while fewer than
+ *   `waiting` workers wait there, or while a take was starved in the last
+ *   QUIET_NS (busy: every idle worker waits, as in libfuse's loop, so
+ *   bursts are taken at once); otherwise it sleeps on a stack.
+ * So once requests come one at a time they alternate over the few hot
+ * workers that wait, with no wake-up on their path; no worker is torn down
+ * and started again. */
 #include "fs/session.h"
 
 #include <errno.h>
@@ -15,7 +20,11 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <fuse_log.h>
+#include <stdint.h>
 #include <stdlib.h>
+#include <time.h>
+
+#define QUIET_NS 100000000ull /* 100 ms without a starved take */
 
 struct worker {
 	pthread_t thread;
@@ -34,6 +43,7 @@ struct pool {
 	pthread_mutex_t lock;
 	unsigned made, waiting; /* workers started; in (or bound for) a receive */
 	atomic_uint returning;	/* replied, not yet back: they will wait again */
+	uint64_t starved_ns;	/* when a take last left no worker waiting */
 	struct worker *sleeping; /* top: the one that went to sleep last */
 	struct worker *all;
 	bool stop;
@@ -42,6 +52,14 @@ struct pool {
 };
 
 static void *work(void *arg);
+
+static uint64_t now_ns(void)
+{
+	struct timespec t;
+	if (clock_gettime(CLOCK_MONOTONIC, &t) != 0)
+		return 0; /* cannot fail with this clock; 0 reads as long quiet */
+	return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
 
 static _Thread_local struct worker *current; /* NULL in libfuse's loop */
 
@@ -110,7 +128,7 @@ static bool wait_or_sleep(struct pool *p, struct worker *w)
 {
 	if (p->stop)
 		return false;
-	if (p->waiting_cap == 0 || p->waiting < p->waiting_cap) {
+	if (p->waiting_cap == 0 || p->waiting < p->waiting_cap || now_ns() - p->starved_ns < QUIET_NS) {
 		p->waiting++;
 		return true;
 	}
@@ -145,8 +163,10 @@ static void *work(void *arg)
 			sem_post(&p->ended);
 			return NULL;
 		}
-		if (p->waiting == 0 && atomic_load(&p->returning) == 0)
+		if (p->waiting == 0 && atomic_load(&p->returning) == 0) {
+			p->starved_ns = now_ns();
 			keep_one_waiting(p);
+		}
 		pthread_mutex_unlock(&p->lock);
 
 		fuse_session_process_buf(p->se, &w->buf);

@@ -110,7 +110,8 @@ busy_threads() {
 # them. IDLE_THREADS [MIN_WORKERS]
 served_by() {
 	local i before after readers=()
-	mount_vyrefs "idle_threads=$1" || fail "mount"
+	# The host backend: the CUDA driver's own threads would count as workers.
+	mount_vyrefs "backend=host,idle_threads=$1" || fail "mount"
 	for i in 1 2 3 4 5 6 7 8; do head -c 8M /dev/zero >"$MNT/f$i"; done
 	for i in 1 2 3 4 5 6 7 8; do
 		dd if="$MNT/f$i" of=/dev/null bs=64K iflag=direct status=none &
@@ -134,9 +135,6 @@ test_one_at_a_time_requests_stay_on_two_workers() {
 	assertTrue "8 parallel readers got more than 2 workers (got $WORKERS)" "[ $WORKERS -gt 2 ]"
 	assertTrue "at most 10 workers (got $WORKERS)" "[ $WORKERS -le 10 ]"
 	assertEquals "workers that served 300 reads one at a time, of $WORKERS" 2 "$SERVED"
-	# One waits while the other serves, and wakes it for the next.
-	served_by 1
-	assertEquals "with idle_threads=1, workers that served them, of $WORKERS" 2 "$SERVED"
 	# libfuse's own loop hands them round every idle worker.
 	served_by 0
 	if [ "$WORKERS" -gt 2 ]; then

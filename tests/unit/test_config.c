@@ -341,8 +341,9 @@ static void config_fs_keys_and_defaults(void)
 	CHECK(!c.readahead);
 	CHECK_EQ(c.idle_threads, 4);
 	MUST_FAIL(VY_EINVAL, vy_config_set(&c, "idle_threads", "-1", E));
-	CHECK(strstr(vy_test_last_error.msg, "from 1 to 10, or 0 for libfuse's own loop") != NULL);
+	CHECK(strstr(vy_test_last_error.msg, "from 2 to 10, or 0 for libfuse's own loop") != NULL);
 	MUST_FAIL(VY_EINVAL, vy_config_set(&c, "idle_threads", "11", E));
+	MUST_FAIL(VY_EINVAL, vy_config_set(&c, "idle_threads", "1", E)); /* would wake a worker per request */
 	CHECK_EQ(c.idle_threads, 4);
 	CHECK(!c.page_cache);
 	CHECK(c.allow_other);
