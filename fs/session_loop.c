@@ -1,13 +1,14 @@
 /* The request loop vyrefs and bench/nullfs share (session.h says why it is
  * ours).
  * - A worker that takes a request when no other waits on the kernel, and no
- *   worker has replied and is on its way back, is "starved": it wakes the
- *   worker that went to sleep last (or starts a new one, up to
- *   VY_SESSION_WORKERS).
- * - A worker that has replied goes back to the kernel while fewer than
- *   `waiting` workers wait there, or while a take was starved in the last
- *   QUIET_NS (busy: every idle worker waits, as in libfuse's loop, so
- *   bursts are taken at once); otherwise it sleeps on a stack.
+ *   worker has replied and is on its way back, wakes the worker that went
+ *   to sleep last (or starts a new one, up to VY_SESSION_WORKERS).
+ * - The loop is busy while, in the last QUIET_NS, a request was taken as
+ *   another was being served (requests in parallel) or with no worker left
+ *   waiting. Then every idle worker waits on the kernel, as in libfuse's
+ *   loop, and bursts are taken at once.
+ * - Quiet, a worker that has replied goes back to the kernel while fewer
+ *   than `waiting` workers wait there; otherwise it sleeps on a stack.
  * So once requests come one at a time they alternate over the few hot
  * workers that wait, with no wake-up on their path; no worker is torn down
  * and started again. */
@@ -24,12 +25,13 @@
 #include <stdlib.h>
 #include <time.h>
 
-#define QUIET_NS 100000000ull /* 100 ms without a starved take */
+#define QUIET_NS 100000000ull /* 100 ms without requests in parallel */
 
 struct worker {
 	pthread_t thread;
 	pthread_cond_t wake;
 	bool woken;		  /* taken off the stack, with a waiting place */
+	bool serving;		  /* counted in pool.serving */
 	bool replied;		  /* counted in pool.returning */
 	struct worker *next;	  /* on the sleeping stack */
 	struct worker *next_made; /* every worker, for the join */
@@ -42,8 +44,9 @@ struct pool {
 	unsigned waiting_cap; /* 0: every idle worker waits on the kernel */
 	pthread_mutex_t lock;
 	unsigned made, waiting; /* workers started; in (or bound for) a receive */
+	atomic_uint serving;	/* took a request, not replied yet */
 	atomic_uint returning;	/* replied, not yet back: they will wait again */
-	uint64_t starved_ns;	/* when a take last left no worker waiting */
+	uint64_t busy_ns;	/* the last take in parallel or with none waiting */
 	struct worker *sleeping; /* top: the one that went to sleep last */
 	struct worker *all;
 	bool stop;
@@ -66,9 +69,11 @@ static _Thread_local struct worker *current; /* NULL in libfuse's loop */
 void vy_session_replying(void)
 {
 	struct worker *w = current;
-	if (w && !w->replied) {
+	if (w && w->serving) {
+		w->serving = false;
 		w->replied = true;
 		atomic_fetch_add(&w->pool->returning, 1);
+		atomic_fetch_sub(&w->pool->serving, 1);
 	}
 }
 
@@ -128,7 +133,7 @@ static bool wait_or_sleep(struct pool *p, struct worker *w)
 {
 	if (p->stop)
 		return false;
-	if (p->waiting_cap == 0 || p->waiting < p->waiting_cap || now_ns() - p->starved_ns < QUIET_NS) {
+	if (p->waiting_cap == 0 || p->waiting < p->waiting_cap || now_ns() - p->busy_ns < QUIET_NS) {
 		p->waiting++;
 		return true;
 	}
@@ -163,15 +168,22 @@ static void *work(void *arg)
 			sem_post(&p->ended);
 			return NULL;
 		}
-		if (p->waiting == 0 && atomic_load(&p->returning) == 0) {
-			p->starved_ns = now_ns();
+		bool starved = p->waiting == 0 && atomic_load(&p->returning) == 0;
+		if (starved || atomic_load(&p->serving) > 0)
+			p->busy_ns = now_ns();
+		if (starved)
 			keep_one_waiting(p);
-		}
+		w->serving = true;
+		atomic_fetch_add(&p->serving, 1);
 		pthread_mutex_unlock(&p->lock);
 
 		fuse_session_process_buf(p->se, &w->buf);
 
 		pthread_mutex_lock(&p->lock);
+		if (w->serving) { /* no reply (a forget) */
+			w->serving = false;
+			atomic_fetch_sub(&p->serving, 1);
+		}
 		if (w->replied) {
 			w->replied = false;
 			atomic_fetch_sub(&p->returning, 1);

@@ -135,10 +135,11 @@ test_one_at_a_time_requests_stay_on_two_workers() {
 	assertTrue "8 parallel readers got more than 2 workers (got $WORKERS)" "[ $WORKERS -gt 2 ]"
 	assertTrue "at most 10 workers (got $WORKERS)" "[ $WORKERS -le 10 ]"
 	assertEquals "workers that served 300 reads one at a time, of $WORKERS" 2 "$SERVED"
-	# libfuse's own loop hands them round every idle worker.
+	# libfuse's own loop hands them round the idle workers (the one that
+	# waited longest first, less a worker that finds a request on its way back).
 	served_by 0
 	if [ "$WORKERS" -gt 2 ]; then
-		assertEquals "with libfuse's loop, workers that served them" "$WORKERS" "$SERVED"
+		assertTrue "with libfuse's loop, more than 2 of $WORKERS served them (got $SERVED)" "[ $SERVED -gt 2 ]"
 	fi
 }
 
