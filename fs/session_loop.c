@@ -1,12 +1,13 @@
 /* The request loop vyrefs and bench/nullfs share (session.h says why it is
  * ours).
- * - A worker that takes a request when no other waits on the kernel, and no
- *   worker has replied and is on its way back, wakes the worker that went
- *   to sleep last (or starts a new one, up to VY_SESSION_WORKERS).
  * - The loop is busy while, in the last QUIET_NS, a request was taken as
  *   another was being served (requests in parallel) or with no worker left
  *   waiting. Then every idle worker waits on the kernel, as in libfuse's
  *   loop, and bursts are taken at once.
+ * - A worker that takes a request when no other waits on the kernel wakes
+ *   the worker that went to sleep last (or starts a new one, up to
+ *   VY_SESSION_WORKERS); when quiet, only if no worker has replied and is
+ *   on its way back to wait.
  * - Quiet, a worker that has replied goes back to the kernel while fewer
  *   than `waiting` workers wait there; otherwise it sleeps on a stack.
  * So once requests come one at a time they alternate over the few hot
@@ -168,11 +169,16 @@ static void *work(void *arg)
 			sem_post(&p->ended);
 			return NULL;
 		}
-		bool starved = p->waiting == 0 && atomic_load(&p->returning) == 0;
-		if (starved || atomic_load(&p->serving) > 0)
-			p->busy_ns = now_ns();
-		if (starved)
+		uint64_t now = now_ns();
+		if (atomic_load(&p->serving) > 0)
+			p->busy_ns = now;
+		bool busy = now - p->busy_ns < QUIET_NS;
+		/* Quiet, a worker that has replied is about to wait again. Busy,
+		 * it may still be writing a large reply: no waiting for it. */
+		if (p->waiting == 0 && (busy || atomic_load(&p->returning) == 0)) {
+			p->busy_ns = now;
 			keep_one_waiting(p);
+		}
 		w->serving = true;
 		atomic_fetch_add(&p->serving, 1);
 		pthread_mutex_unlock(&p->lock);
