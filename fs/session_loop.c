@@ -16,12 +16,12 @@
 #include "fs/session.h"
 
 #include <errno.h>
+#include <fuse_log.h>
 #include <pthread.h>
 #include <semaphore.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
-#include <fuse_log.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <time.h>
@@ -229,10 +229,16 @@ int vy_session_loop(struct fuse_session *se, unsigned waiting)
 	rc = start_worker(&p);
 	pthread_mutex_unlock(&p.lock);
 	if (rc == 0) {
-		/* Wakes on a worker's end or on a signal (fuse_session_exit). */
-		while (!fuse_session_exited(se))
-			if (sem_wait(&p.ended) != 0 && errno != EINTR)
+		/* Wakes on a worker's end or on a signal (fuse_session_exit);
+		 * each second too, for a signal that came just before the wait. */
+		while (!fuse_session_exited(se)) {
+			struct timespec t;
+			if (clock_gettime(CLOCK_REALTIME, &t) != 0)
 				break;
+			t.tv_sec += 1;
+			if (sem_timedwait(&p.ended, &t) != 0 && errno != EINTR && errno != ETIMEDOUT)
+				break;
+		}
 		fuse_session_exit(se);
 		pthread_mutex_lock(&p.lock);
 		p.stop = true;
