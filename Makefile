@@ -59,6 +59,11 @@ $(BUILD)/vyrefs: $(FS_OBJ) $(CORE_LIB)
 $(BUILD)/tests/unit/test_%: $(BUILD)/tests/unit/test_%.o $(UNIT_LIB) $(CORE_LIB)
 	$(CC) $(CFLAGS) -o $@ $^ $(PKG_LIBS) $(LDLIBS)
 
+# The fs layer's files with the counting device: every fs object but main's.
+$(BUILD)/tests/unit/test_fsfile: $(BUILD)/tests/unit/test_fsfile.o $(UNIT_LIB) \
+		$(filter-out $(UNIT_LIB) $(BUILD)/fs/main.o,$(FS_OBJ)) $(CORE_LIB)
+	$(CC) $(CFLAGS) -o $@ $^ $(PKG_LIBS) $(LDLIBS)
+
 $(BUILD)/tests/gpu/test_%: $(BUILD)/tests/gpu/test_%.o $(UNIT_LIB) $(CORE_LIB)
 	$(CC) $(CFLAGS) -o $@ $^ $(PKG_LIBS) $(LDLIBS)
 

@@ -62,14 +62,46 @@ static vy_err c_mem_info(vy_device *d, uint64_t *f, uint64_t *t, vy_error *e)
 	return cnt(d)->inner->ops->mem_info(cnt(d)->inner, f, t, e);
 }
 
+/* True when one of `*left` injected failures is used up by this call. */
+static bool inject(_Atomic uint64_t *left)
+{
+	uint64_t n = atomic_load(left);
+	while (n && !atomic_compare_exchange_weak(left, &n, n - 1))
+		;
+	return n != 0;
+}
+
 static vy_err c_alloc(vy_device *d, uint64_t bytes, vy_dptr *out, vy_error *e)
 {
 	vy_counting_device *c = cnt(d);
-	uint64_t left = atomic_load(&c->fail_allocs);
-	if (left && atomic_compare_exchange_strong(&c->fail_allocs, &left, left - 1))
+	if (inject(&c->fail_allocs))
 		return vy_fail(e, VY_ENOSPC, "free device memory", "test: injected out-of-memory");
 	COUNT(c, alloc);
 	return c->inner->ops->alloc(c->inner, bytes, out, e);
+}
+
+static vy_err c_copy_htod(vy_device *d, vy_stream *s, vy_dptr dst, const void *src, uint64_t n, vy_error *e)
+{
+	if (inject(&cnt(d)->fail_htod))
+		return vy_fail(e, VY_EDEVICE, "check the device", "test: injected copy failure");
+	COUNT(cnt(d), copy_htod);
+	return cnt(d)->inner->ops->copy_htod(cnt(d)->inner, s, dst, src, n, e);
+}
+
+static vy_err c_copy_dtoh(vy_device *d, vy_stream *s, void *dst, vy_dptr src, uint64_t n, vy_error *e)
+{
+	if (inject(&cnt(d)->fail_dtoh))
+		return vy_fail(e, VY_EDEVICE, "check the device", "test: injected copy failure");
+	COUNT(cnt(d), copy_dtoh);
+	return cnt(d)->inner->ops->copy_dtoh(cnt(d)->inner, s, dst, src, n, e);
+}
+
+static vy_err c_event_sync(vy_device *d, vy_event *ev, vy_error *e)
+{
+	if (inject(&cnt(d)->fail_event_syncs))
+		return vy_fail(e, VY_EDEVICE, "check the device", "test: injected failure of queued work");
+	COUNT(cnt(d), event_sync);
+	return cnt(d)->inner->ops->event_sync(cnt(d)->inner, ev, e);
 }
 
 #define FORWARD(name, field, params, args)                               \
@@ -85,10 +117,6 @@ FORWARD(host_free, host_free, (vy_device *d, void *p, vy_error *e), (cnt(d)->inn
 FORWARD(stream_create, stream_create, (vy_device *d, vy_stream **out, vy_error *e), (cnt(d)->inner, out, e))
 FORWARD(stream_destroy, stream_destroy, (vy_device *d, vy_stream *s, vy_error *e), (cnt(d)->inner, s, e))
 FORWARD(stream_sync, stream_sync, (vy_device *d, vy_stream *s, vy_error *e), (cnt(d)->inner, s, e))
-FORWARD(copy_htod, copy_htod, (vy_device *d, vy_stream *s, vy_dptr dst, const void *src, uint64_t n, vy_error *e),
-	(cnt(d)->inner, s, dst, src, n, e))
-FORWARD(copy_dtoh, copy_dtoh, (vy_device *d, vy_stream *s, void *dst, vy_dptr src, uint64_t n, vy_error *e),
-	(cnt(d)->inner, s, dst, src, n, e))
 FORWARD(copy_dtod, copy_dtod, (vy_device *d, vy_stream *s, vy_dptr dst, vy_dptr src, uint64_t n, vy_error *e),
 	(cnt(d)->inner, s, dst, src, n, e))
 FORWARD(memset8, memset8, (vy_device *d, vy_stream *s, vy_dptr dst, uint8_t v, uint64_t n, vy_error *e),
@@ -96,7 +124,6 @@ FORWARD(memset8, memset8, (vy_device *d, vy_stream *s, vy_dptr dst, uint8_t v, u
 FORWARD(event_create, event_create, (vy_device *d, vy_event **out, vy_error *e), (cnt(d)->inner, out, e))
 FORWARD(event_destroy, event_destroy, (vy_device *d, vy_event *ev, vy_error *e), (cnt(d)->inner, ev, e))
 FORWARD(event_record, event_record, (vy_device *d, vy_event *ev, vy_stream *s, vy_error *e), (cnt(d)->inner, ev, s, e))
-FORWARD(event_sync, event_sync, (vy_device *d, vy_event *ev, vy_error *e), (cnt(d)->inner, ev, e))
 FORWARD(event_elapsed_us, event_elapsed, (vy_device *d, vy_event *a, vy_event *b, double *us, vy_error *e),
 	(cnt(d)->inner, a, b, us, e))
 

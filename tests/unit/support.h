@@ -120,8 +120,9 @@ typedef struct vy_counting_device {
 #undef VY_COUNT_ATOMIC
 	} n;
 	/* Tests: this many coming allocations fail with ENOSPC, as a full
-	 * device would fail them. */
-	_Atomic uint64_t fail_allocs;
+	 * device would fail them; this many coming copies to / from the device
+	 * and event waits fail with EDEVICE, as a lost device would. */
+	_Atomic uint64_t fail_allocs, fail_htod, fail_dtoh, fail_event_syncs;
 } vy_counting_device;
 
 /* Open the backend under test wrapped in a counter. */
