@@ -373,12 +373,15 @@ static void op_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_dat
 }
 
 /* n for ino, with its link count; the kernel's reference keeps it alive once ns is dropped. */
-static struct node *node_of(fuse_ino_t ino, nlink_t *nlink)
+/* The node and its link count, or NULL once ENOENT is replied. */
+static struct node *node_of(fuse_req_t req, fuse_ino_t ino, nlink_t *nlink)
 {
 	lock_ns();
 	struct node *n = get(ino);
 	*nlink = n ? n->nlink : 0;
 	unlock_ns();
+	if (!n)
+		fuse_reply_err(req, ENOENT);
 	return n;
 }
 
@@ -386,12 +389,10 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 {
 	(void)fi;
 	nlink_t nlink;
-	struct node *n = node_of(ino, &nlink);
-	struct stat st;
-	if (!n) {
-		fuse_reply_err(req, ENOENT);
+	struct node *n = node_of(req, ino, &nlink);
+	if (!n)
 		return;
-	}
+	struct stat st;
 	rd(n);
 	fill(n, nlink, &st);
 	unl(n);
@@ -402,12 +403,10 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *a, int set, 
 {
 	(void)fi;
 	nlink_t nlink;
-	struct node *n = node_of(ino, &nlink);
-	struct stat st;
-	if (!n) {
-		fuse_reply_err(req, ENOENT);
+	struct node *n = node_of(req, ino, &nlink);
+	if (!n)
 		return;
-	}
+	struct stat st;
 	struct timespec t = now();
 	int err = 0;
 	wr(n);

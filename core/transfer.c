@@ -344,8 +344,8 @@ vy_err vy_upload_whole(vy_core *c, vy_handle h, const void *src, uint64_t len, v
 	return vy_upload_many(c, &up, 1, e);
 }
 
-/* Pin `n` handles, check each range, and take a stream: the common start of
- * every device-side operation. */
+/* Pin `n` handles and check each range: the common start of every
+ * device-side operation. */
 static vy_err device_op_begin(vy_core *c, const vy_handle *hs, const uint64_t *offs, const uint64_t *lens,
 			      size_t n, vy_buffer_view *views, const char *what, vy_error *e)
 {
@@ -378,44 +378,55 @@ static vy_err device_op_end(vy_core *c, vy_stream *s, const vy_handle *hs, size_
 	return rc;
 }
 
-vy_err vy_readback_pinned(vy_core *c, vy_handle h, uint64_t offset, void *dst, uint64_t len, vy_error *e)
+/* One device-side operation on [at, at+len) of one buffer, on a stream. */
+typedef vy_err (*buffer_op)(vy_core *c, vy_stream *s, vy_dptr at, uint64_t len, void *arg, vy_error *e);
+
+/* Pin h, check the range, run `op` on a stream unless there is nothing to
+ * do, then sync and unpin. */
+static vy_err on_buffer(vy_core *c, vy_handle h, uint64_t offset, uint64_t len, const char *what, buffer_op op,
+			void *arg, vy_error *e)
 {
 	vy_buffer_view v;
-	vy_err rc = device_op_begin(c, &h, &offset, &len, 1, &v, "readback", e);
+	vy_err rc = device_op_begin(c, &h, &offset, &len, 1, &v, what, e);
 	if (rc != VY_OK)
 		return rc;
 	vy_stream *s = NULL;
 	if (len > 0) {
 		rc = vy_streams_acquire(&c->streams, &s, e);
-		if (rc == VY_OK) {
-			rc = c->dev->ops->copy_dtoh(c->dev, s, dst, v.ptr + offset, len, e);
-			if (rc == VY_OK) {
-				vy_telemetry_add(&c->tel, d2h_ops, 1);
-				vy_telemetry_add(&c->tel, d2h_bytes, len);
-			}
-		}
+		if (rc == VY_OK)
+			rc = op(c, s, v.ptr + offset, len, arg, e);
 	}
 	return device_op_end(c, s, &h, 1, rc, e);
 }
 
+static vy_err copy_to_host(vy_core *c, vy_stream *s, vy_dptr at, uint64_t len, void *dst, vy_error *e)
+{
+	vy_err rc = c->dev->ops->copy_dtoh(c->dev, s, dst, at, len, e);
+	if (rc == VY_OK) {
+		vy_telemetry_add(&c->tel, d2h_ops, 1);
+		vy_telemetry_add(&c->tel, d2h_bytes, len);
+	}
+	return rc;
+}
+
+static vy_err set_bytes(vy_core *c, vy_stream *s, vy_dptr at, uint64_t len, void *byte, vy_error *e)
+{
+	vy_err rc = c->dev->ops->memset8(c->dev, s, at, *(const uint8_t *)byte, len, e);
+	if (rc == VY_OK) {
+		vy_telemetry_add(&c->tel, memset_ops, 1);
+		vy_telemetry_add(&c->tel, memset_bytes, len);
+	}
+	return rc;
+}
+
+vy_err vy_readback_pinned(vy_core *c, vy_handle h, uint64_t offset, void *dst, uint64_t len, vy_error *e)
+{
+	return on_buffer(c, h, offset, len, "readback", copy_to_host, dst, e);
+}
+
 vy_err vy_fill(vy_core *c, vy_handle h, uint64_t offset, uint64_t len, uint8_t byte, vy_error *e)
 {
-	vy_buffer_view v;
-	vy_err rc = device_op_begin(c, &h, &offset, &len, 1, &v, "fill", e);
-	if (rc != VY_OK)
-		return rc;
-	vy_stream *s = NULL;
-	if (len > 0) {
-		rc = vy_streams_acquire(&c->streams, &s, e);
-		if (rc == VY_OK) {
-			rc = c->dev->ops->memset8(c->dev, s, v.ptr + offset, byte, len, e);
-			if (rc == VY_OK) {
-				vy_telemetry_add(&c->tel, memset_ops, 1);
-				vy_telemetry_add(&c->tel, memset_bytes, len);
-			}
-		}
-	}
-	return device_op_end(c, s, &h, 1, rc, e);
+	return on_buffer(c, h, offset, len, "fill", set_bytes, &byte, e);
 }
 
 vy_err vy_clear(vy_core *c, vy_handle h, vy_error *e)

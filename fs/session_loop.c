@@ -42,7 +42,7 @@ struct worker {
 
 struct pool {
 	struct fuse_session *se;
-	unsigned waiting_cap; /* 0: every idle worker waits on the kernel */
+	unsigned waiting_cap; /* >= 2 (0 runs libfuse's loop instead) */
 	pthread_mutex_t lock;
 	unsigned made, waiting; /* workers started; in (or bound for) a receive */
 	atomic_uint serving;	/* took a request, not replied yet */
@@ -134,7 +134,7 @@ static bool wait_or_sleep(struct pool *p, struct worker *w)
 {
 	if (p->stop)
 		return false;
-	if (p->waiting_cap == 0 || p->waiting < p->waiting_cap || now_ns() - p->busy_ns < QUIET_NS) {
+	if (p->waiting < p->waiting_cap || now_ns() - p->busy_ns < QUIET_NS) {
 		p->waiting++;
 		return true;
 	}
@@ -169,15 +169,18 @@ static void *work(void *arg)
 			sem_post(&p->ended);
 			return NULL;
 		}
-		uint64_t now = now_ns();
-		if (atomic_load(&p->serving) > 0)
-			p->busy_ns = now;
-		bool busy = now - p->busy_ns < QUIET_NS;
-		/* Quiet, a worker that has replied is about to wait again. Busy,
-		 * it may still be writing a large reply: no waiting for it. */
-		if (p->waiting == 0 && (busy || atomic_load(&p->returning) == 0)) {
-			p->busy_ns = now;
-			keep_one_waiting(p);
+		bool parallel = atomic_load(&p->serving) > 0;
+		if (parallel || p->waiting == 0) { /* the clock only when it decides */
+			uint64_t now = now_ns();
+			if (parallel)
+				p->busy_ns = now;
+			/* Quiet, a worker that has replied is about to wait again.
+			 * Busy, it may still be writing a large reply: no waiting
+			 * for it. */
+			if (p->waiting == 0 && (now - p->busy_ns < QUIET_NS || atomic_load(&p->returning) == 0)) {
+				p->busy_ns = now;
+				keep_one_waiting(p);
+			}
 		}
 		w->serving = true;
 		atomic_fetch_add(&p->serving, 1);

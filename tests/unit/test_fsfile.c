@@ -79,8 +79,9 @@ static vy_err read_back(fixture *f, uint64_t off, size_t n, bool *same, vy_error
 	return rc;
 }
 
-/* Three small writes gathered (no copy yet), then `fail` the slot's copy. */
-static void gathered_copy_fails(_Atomic uint64_t *(*knob)(vy_counting_device *))
+/* Three small writes gathered (no copy yet), then the slot's copy fails:
+ * when queued, or on the device (its event wait). */
+static void gathered_copy_fails(bool on_the_device)
 {
 	fixture f;
 	fx_open(&f);
@@ -92,10 +93,11 @@ static void gathered_copy_fails(_Atomic uint64_t *(*knob)(vy_counting_device *))
 		MUST(vy_file_write(&f.fs, f.in, off, chunk, sizeof(chunk), E));
 	}
 	CHECK_EQ(vy_counts_get(f.d).copy_htod, htod0); /* gathered, not copied */
-	atomic_store(knob(f.d), 1);
+	_Atomic uint64_t *knob = on_the_device ? &f.d->fail_event_syncs : &f.d->fail_htod;
+	atomic_store(knob, 1);
 	MUST_FAIL(VY_EDEVICE, vy_file_settle(&f.fs, f.in, E));
 	CHECK(strstr(vy_test_last_error.msg, "injected") != NULL);
-	CHECK_EQ(atomic_load(knob(f.d)), 0);
+	CHECK_EQ(atomic_load(knob), 0);
 	/* Sticky, with no failure left to inject: nothing pretends the bytes
 	 * arrived. */
 	MUST_FAIL(VY_EDEVICE, vy_file_settle(&f.fs, f.in, E));
@@ -107,24 +109,14 @@ static void gathered_copy_fails(_Atomic uint64_t *(*knob)(vy_counting_device *))
 	fx_close(&f);
 }
 
-static _Atomic uint64_t *htod_knob(vy_counting_device *d)
-{
-	return &d->fail_htod;
-}
-
-static _Atomic uint64_t *event_sync_knob(vy_counting_device *d)
-{
-	return &d->fail_event_syncs;
-}
-
 static void write_behind_copy_failing_to_queue_is_reported_from_then_on(void)
 {
-	gathered_copy_fails(htod_knob);
+	gathered_copy_fails(false);
 }
 
 static void write_behind_copy_failing_on_the_device_is_reported_from_then_on(void)
 {
-	gathered_copy_fails(event_sync_knob);
+	gathered_copy_fails(true);
 }
 
 /* Readahead is an optimization: when its copy fails the read is made
