@@ -8,6 +8,9 @@
  *     raw.d2h_4k_us, raw.d2h_128k_us  one small pinned copy + stream sync: the
  *                                     device part of one FUSE read's latency
  *     raw.d2h_4k_blocking_us          the same through blocking cuMemcpyDtoH
+ *     raw.d2h_4k_x4_us                the 4 KiB copy + sync while 4 threads
+ *                                     each do the same on their own stream:
+ *                                     the device part of a read at 4 jobs
  *     raw.event_pair_us               two events created, recorded, timed,
  *                                     destroyed (what timing a sequence costs)
  * The driver is loaded with dlopen, as vyrefs loads it, so this builds on a
@@ -16,6 +19,7 @@
 
 #include <cuda.h>
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +29,8 @@
 
 static struct {
 	CUresult (*Init)(unsigned);
+	CUresult (*StreamDestroy)(CUstream);
+	CUresult (*MemFreeHost)(void *);
 	CUresult (*DriverGetVersion)(int *);
 	CUresult (*DeviceGet)(CUdevice *, int);
 	CUresult (*DeviceGetName)(char *, int, CUdevice);
@@ -83,6 +89,35 @@ static char *read_file(const char *path)
 	return text;
 }
 
+enum { SMALL_N = 20000, PARALLEL = 4 };
+
+/* One of PARALLEL threads timing 4 KiB copies on a stream of its own. */
+struct small_copier {
+	pthread_t thread;
+	CUcontext ctx;
+	CUdeviceptr src;
+	double sample[SMALL_N / PARALLEL];
+};
+
+static void *copy_small(void *arg)
+{
+	struct small_copier *c = arg;
+	CUstream s;
+	void *host;
+	check(cu.CtxSetCurrent(c->ctx), "cuCtxSetCurrent");
+	check(cu.StreamCreate(&s, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+	check(cu.MemHostAlloc(&host, 4096, 0), "cuMemHostAlloc");
+	for (int i = 0; i < SMALL_N / PARALLEL; i++) {
+		double t0 = now_us();
+		check(cu.MemcpyDtoHAsync(host, c->src, 4096, s), "cuMemcpyDtoHAsync");
+		check(cu.StreamSynchronize(s), "cuStreamSynchronize");
+		c->sample[i] = now_us() - t0;
+	}
+	check(cu.MemFreeHost(host), "cuMemFreeHost");
+	check(cu.StreamDestroy(s), "cuStreamDestroy");
+	return NULL;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc != 2) {
@@ -102,6 +137,8 @@ int main(int argc, char **argv)
 	load(lib, (void **)&cu.CtxSetCurrent, "cuCtxSetCurrent");
 	load(lib, (void **)&cu.StreamCreate, "cuStreamCreate");
 	load(lib, (void **)&cu.StreamSynchronize, "cuStreamSynchronize");
+	load(lib, (void **)&cu.StreamDestroy, "cuStreamDestroy_v2");
+	load(lib, (void **)&cu.MemFreeHost, "cuMemFreeHost");
 	load(lib, (void **)&cu.MemAlloc, "cuMemAlloc_v2");
 	load(lib, (void **)&cu.MemFree, "cuMemFree_v2");
 	load(lib, (void **)&cu.MemHostAlloc, "cuMemHostAlloc");
@@ -151,7 +188,7 @@ int main(int argc, char **argv)
 		printf("%s %.2f\n", dir == 0 ? "raw.h2d_gbps" : "raw.d2h_gbps", best);
 	}
 
-	enum { SYNC_N = 20000, ROUNDS = 50, BATCH = 1000, ALLOC_N = 2000 };
+	enum { SYNC_N = SMALL_N, ROUNDS = 50, BATCH = 1000, ALLOC_N = 2000 };
 	static double sample[SYNC_N];
 	/* Small copies: the latency one read waits for. */
 	static const struct {
@@ -172,6 +209,23 @@ int main(int argc, char **argv)
 		}
 		printf("%s %.2f\n", small[k].key, median(sample, SYNC_N));
 	}
+	static struct small_copier copier[PARALLEL];
+	for (int t = 0; t < PARALLEL; t++) {
+		copier[t].ctx = ctx;
+		copier[t].src = d + (CUdeviceptr)t * 4096;
+		if (pthread_create(&copier[t].thread, NULL, copy_small, &copier[t]) != 0) {
+			fprintf(stderr, "cudaraw: pthread_create failed (Fix: raise the thread limit)\n");
+			return 1;
+		}
+	}
+	for (int t = 0; t < PARALLEL; t++) {
+		if (pthread_join(copier[t].thread, NULL) != 0) {
+			fprintf(stderr, "cudaraw: pthread_join failed\n");
+			return 1;
+		}
+		memcpy(sample + t * (SMALL_N / PARALLEL), copier[t].sample, sizeof(copier[t].sample));
+	}
+	printf("raw.d2h_4k_x4_us %.2f\n", median(sample, SMALL_N));
 	check(cu.MemFree(d), "cuMemFree");
 	for (int i = 0; i < ALLOC_N; i++) {
 		CUevent a, b;
