@@ -81,6 +81,8 @@ def build(r):
 
     add("### Sequential, dd, single stream (GB/s)")
     add("")
+    add("Each block size on every target in turn; a write once, then its read the median of %s, each after dropping caches." % r.get("meta.reps", "1"))
+    add("")
     add("| bs | vyrefs write | null FUSE write | ratio | tmpfs write | vyrefs read | null FUSE read | ratio | tmpfs read |")
     add("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     worst = {"write": None, "read": None}
@@ -99,6 +101,8 @@ def build(r):
 
     if "fio.vyrefs.seq.write" in r:
         add("### fio sequential, bs 1M: one job on one file, and 8 jobs on 8 files (GB/s)")
+        add("")
+        add("The one-job read is the median of %s runs, each after dropping caches." % r.get("meta.reps", "1"))
         add("")
         add("| workload | vyrefs | null FUSE | ratio | tmpfs |")
         add("| --- | --- | --- | --- | --- |")
@@ -193,24 +197,25 @@ def build(r):
         add("")
 
     if "fio.vyrefs_libfuse.par8.read" in r:
-        add("### Request loops: ours (`idle_threads=2`, the default) and libfuse's (`idle_threads=0`), after 8 parallel readers")
+        add("### Request loops: ours (`idle_threads=2`, the default) and libfuse's (`idle_threads=0`)")
         add("")
-        add("| figure | vyrefs, ours | vyrefs, libfuse's | null FUSE, ours | null FUSE, libfuse's | vyrefs / null FUSE, libfuse's |")
-        add("| --- | --- | --- | --- | --- | --- |")
+        add("Each on a fresh mount, in the order null FUSE ours, libfuse's, then vyrefs ours, libfuse's; "
+            "each after 8 parallel writers and readers (the first two rows).")
+        add("")
+        add("| figure | vyrefs, ours | vyrefs, libfuse's | ours / libfuse's | null FUSE, ours | null FUSE, libfuse's | ours / libfuse's |")
+        add("| --- | --- | --- | --- | --- | --- | --- |")
         rows = [("fio.%s.par8.write", "8 jobs write, GB/s", 2), ("fio.%s.par8.read", "8 jobs read, GB/s", 2)]
         for qd in (1, 32):
             for j in (1, 4):
                 rows.append(("fio.%%s.rand.qd%d.j%d.iops" % (qd, j), "random 4 KiB reads, iodepth %d, %d job%s, IOPS" % (
                     qd, j, "s" if j > 1 else ""), 0))
-        rows.append(("rtt.%s_us", "write round trip, µs", 1))
+        rows.append(("rtt.%s_us", "write round trip, µs (lower is better)", 1))
         for key, what, digits in rows:
-            v, vl, n, nl = (num(r, key % x) for x in ("vyrefs", "vyrefs_libfuse", "nullfs", "nullfs_libfuse"))
-            add("| %s | %s | %s | %s | %s | %s |" % (what, fmt(v, digits), fmt(vl, digits), fmt(n, digits),
-                                                     fmt(nl, digits), fmt(ratio(vl, nl))))
-        rttl, ll, sync = num(r, "rtt.nullfs_libfuse_us"), num(r, "ctl.launch_libfuse_us"), num(r, "raw.launch_sync_us")
-        basel = None if rttl is None or sync is None else rttl + sync
-        add("| one launch per write, µs | %s | %s | | | %s of null FUSE write + raw launch+sync (%s) |" % (
-            fmt(num(r, "ctl.launch_us")), fmt(ll), fmt(ratio(ll, basel)), fmt(basel)))
+            v, vl, n, nl = (num(r, key % x) for x in ("vyrefs_ours", "vyrefs_libfuse", "nullfs_ours", "nullfs_libfuse"))
+            add("| %s | %s | %s | %s | %s | %s | %s |" % (what, fmt(v, digits), fmt(vl, digits), fmt(ratio(v, vl)),
+                                                          fmt(n, digits), fmt(nl, digits), fmt(ratio(n, nl))))
+        lo, ll = num(r, "ctl.launch_ours_us"), num(r, "ctl.launch_libfuse_us")
+        add("| one launch per write, µs (lower is better) | %s | %s | %s | | | |" % (fmt(lo), fmt(ll), fmt(ratio(lo, ll))))
         add("")
 
     add("### `cp` of a 1 GiB file inside the mount (GB/s)")

@@ -8,6 +8,8 @@
 # BENCH_QUICK=1 shrinks every size for a smoke check (any backend).
 # BENCH_PHASES=dd,fio,...: only these (raw dd fio rand ctl cp churn loop), adding
 # to results.txt; the report covers whatever it holds.
+# BENCH_REPS=N: single-stream reads (dd, fio 1 job) run N times, each after
+# dropping caches; the figure is their median (default 3).
 # BENCH_OPTS=key=value,...: more -o options for every vyrefs and null fs mount
 # (keys both take, e.g. idle_threads=4), to measure a setting on both.
 set -euo pipefail
@@ -21,6 +23,7 @@ QUICK=${BENCH_QUICK:-0}
 FIO=${FIO:-$(command -v fio || echo .device/tools/fio)}
 RES=$OUT/results.txt
 PHASES=${BENCH_PHASES:-raw,dd,fio,rand,ctl,cp,churn,loop}
+REPS=${BENCH_REPS:-3}
 mkdir -p "$OUT"
 [ -n "${BENCH_PHASES:-}" ] || { : >"$RES"; : >"$OUT/log.txt"; }
 has() { [[ ",$PHASES," == *",$1,"* ]]; }
@@ -43,6 +46,8 @@ dd_gbps() {
 	out=$(dd "$@" 2>&1 | tee -a "$OUT/log.txt" | tail -1)
 	gbps "$bytes" "$(echo "$out" | awk -F, '{ print $3 }' | awk '{ print $1 }')"
 }
+# median V...: the middle value (the upper one of an even count).
+median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print v[int(NR / 2) + 1] }'; }
 drop_caches() { sync; echo 3 >/proc/sys/vm/drop_caches 2>/dev/null || true; }
 
 ROOT=$(mktemp -d /tmp/vybench.XXXXXX)
@@ -107,25 +112,34 @@ meta() {
 	fi
 	put meta.fio "$("$FIO" --version 2>/dev/null || echo none)"
 	put meta.opts "${BENCH_OPTS:-none}"
+	put meta.reps "$REPS"
 }
 
 # dd_write_read WKEY RKEY FILE BYTES BS: write FILE (with a final fsync),
-# then read it after dropping caches; GB/s under dd.WKEY.write.BS and
-# dd.RKEY.read.BS.
+# then read it REPS times, each after dropping caches; GB/s under
+# dd.WKEY.write.BS and dd.RKEY.read.BS (the median read).
 dd_write_read() {
-	local wkey=$1 rkey=$2 f=$3 bytes=$4 bs=$5 n
+	local wkey=$1 rkey=$2 f=$3 bytes=$4 bs=$5 n rep reads=()
 	n=$((bytes / $(bytes_of "$bs")))
 	log "dd $wkey write bs=$bs"
 	put "dd.$wkey.write.$bs" "$(dd_gbps "$bytes" if=/dev/zero of="$f" bs="$bs" count="$n" conv=fsync)"
-	drop_caches
-	log "dd $rkey read bs=$bs"
-	put "dd.$rkey.read.$bs" "$(dd_gbps "$bytes" if="$f" of=/dev/null bs="$bs")"
+	for rep in $(seq "$REPS"); do
+		drop_caches
+		log "dd $rkey read bs=$bs ($rep of $REPS)"
+		reads+=("$(dd_gbps "$bytes" if="$f" of=/dev/null bs="$bs")")
+	done
+	log "dd $rkey read bs=$bs: ${reads[*]}"
+	put "dd.$rkey.read.$bs" "$(median "${reads[@]}")"
 	rm -f "$f"
 }
 
+# Each block size on every target in turn, so a drift of the machine
+# meets vyrefs and its baselines alike.
 seq_dd() {
-	local bs
-	for bs in $BLOCKS; do dd_write_read "$1" "$1" "${MNT[$1]}/seq" "$SEQ" "$bs"; done
+	local bs t
+	for bs in $BLOCKS; do
+		for t in "$@"; do dd_write_read "$t" "$t" "${MNT[$t]}/seq" "$SEQ" "$bs"; done
+	done
 }
 
 # fio JSON -> figures, through a small python reader.
@@ -139,12 +153,16 @@ fio_run() { # NAME ARGS...: run fio, keep its JSON under OUT
 }
 
 seq_fio() {
-	local t=$1 d=${MNT[$1]} rw
-	for rw in write read; do
-		[ $rw = read ] && drop_caches
-		fio_run "$t-seq-$rw" --name=seq --directory="$d" --rw=$rw --bs=1M --size=$SEQ --ioengine=psync --end_fsync=1
-		put "fio.$t.seq.$rw" "$(fio_json "$OUT/fio-$t-seq-$rw.json" $rw gbps)"
+	local t=$1 d=${MNT[$1]} rw rep reads=()
+	fio_run "$t-seq-write" --name=seq --directory="$d" --rw=write --bs=1M --size=$SEQ --ioengine=psync --end_fsync=1
+	put "fio.$t.seq.write" "$(fio_json "$OUT/fio-$t-seq-write.json" write gbps)"
+	for rep in $(seq "$REPS"); do
+		drop_caches
+		fio_run "$t-seq-read-$rep" --name=seq --directory="$d" --rw=read --bs=1M --size=$SEQ --ioengine=psync
+		reads+=("$(fio_json "$OUT/fio-$t-seq-read-$rep.json" read gbps)")
 	done
+	log "fio $t seq read: ${reads[*]}"
+	put "fio.$t.seq.read" "$(median "${reads[@]}")"
 	for rw in write read; do
 		[ $rw = read ] && drop_caches
 		fio_run "$t-par8-$rw" --name=par --directory="$d" --rw=$rw --bs=1M --size=$PAR --numjobs=8 \
@@ -221,14 +239,16 @@ ctl_figures() {
 	rm "$m/fill"
 }
 
-# Both filesystems on libfuse's own request loop (idle_threads=0), measured
-# after a busy spell (8 parallel readers) as the default loop is above:
-# one-at-a-time 4 KiB reads and launches, and the parallel figures
-# (fs/session.h says why the loops differ).
-libfuse_loop() {
-	local t d
-	for t in vyrefs_libfuse nullfs_libfuse; do
-		mount_target "$t" idle_threads=0
+# Both filesystems on each request loop: ours (the default) and libfuse's
+# (idle_threads=0), each on a fresh mount, in the same order, measured after
+# a busy spell (8 parallel writers, then readers): one-at-a-time 4 KiB reads
+# and launches, and the parallel figures (fs/session.h says why the loops
+# differ).
+loops_ab() {
+	local t d loop
+	for t in nullfs_ours nullfs_libfuse vyrefs_ours vyrefs_libfuse; do
+		loop=${t#*_}
+		if [ "$loop" = libfuse ]; then mount_target "$t" idle_threads=0; else mount_target "$t"; fi
 		d=${MNT[$t]}
 		fio_run "$t-par8-write" --name=par --directory="$d" --rw=write --bs=1M --size=$PAR --numjobs=8 \
 			--ioengine=psync --end_fsync=1 --group_reporting
@@ -240,9 +260,9 @@ libfuse_loop() {
 		rm -f "$d"/par.*
 		rand_fio "$t"
 		put "rtt.${t}_us" "$("$BIN/vybench" rtt "$d/rtt" $((N * 4)))"
-		if [ "$t" = vyrefs_libfuse ] && [ "$BACKEND" = cuda ]; then
+		if [[ $t == vyrefs_* ]] && [ "$BACKEND" = cuda ]; then
 			cp bench/noop.ptx "$d/.vyre/modules/noop.ptx"
-			put ctl.launch_libfuse_us "$("$BIN/vybench" ctlw "$d/.vyre/ctl" "$N" $'launch noop.noop grid=1 block=1\n')"
+			put "ctl.launch_${loop}_us" "$("$BIN/vybench" ctlw "$d/.vyre/ctl" "$N" $'launch noop.noop grid=1 block=1\n')"
 		fi
 		unmount_target "$t"
 	done
@@ -259,7 +279,7 @@ main() {
 	mount_target vyrefs
 	mount_target nullfs
 	mount_target tmpfs
-	if has dd; then for t in vyrefs nullfs tmpfs; do seq_dd "$t"; done; fi
+	if has dd; then seq_dd vyrefs nullfs tmpfs; fi
 	if [ -x "$FIO" ]; then
 		if has fio; then for t in vyrefs nullfs tmpfs; do seq_fio "$t"; done; fi
 		if has rand; then for t in vyrefs nullfs tmpfs; do rand_fio "$t"; done; fi
@@ -284,7 +304,7 @@ main() {
 	fi
 	unmount_target nullfs
 	unmount_target tmpfs
-	if has loop && [ -x "$FIO" ]; then libfuse_loop; fi
+	if has loop && [ -x "$FIO" ]; then loops_ab; fi
 	python3 bench/report.py "$RES" "$OUT"
 }
 main

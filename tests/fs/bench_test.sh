@@ -41,10 +41,16 @@ test_bench_runs_end_to_end_at_smoke_sizes() {
 	# The pool served every churn allocation but the first.
 	assertTrue "pool hit rate $(grep pool_hit_rate "$out/results.txt")" \
 		"awk '\$1 == \"churn.vyrefs.pool_hit_rate\" && \$2 > 0.99 { f = 1 } END { exit !f }' $out/results.txt"
+	# A single-stream read figure is the median of its 3 logged samples.
+	local samples
+	samples=$(sed -n 's/^== dd nullfs read bs=4M: //p' "$out/log.txt")
+	assertEquals "3 samples: $samples" 3 "$(echo "$samples" | wc -w)"
+	assertEquals "the median of $samples" "$(echo "$samples" | tr ' ' '\n' | sort -g | sed -n 2p)" \
+		"$(awk '$1 == "dd.nullfs.read.4M" { print $2 }' "$out/results.txt")"
 	assertContains "$(cat "$out/figures.md")" "### Targets"
 	if command -v fio >/dev/null; then
 		assertTrue "fio figures" "grep -q '^fio.nullfs.rand.qd32.j4.iops [0-9]' $out/results.txt"
-		assertTrue "libfuse's loop figures" "grep -q '^fio.nullfs_libfuse.rand.qd32.j4.iops [0-9]' $out/results.txt"
+		assertTrue "libfuse's loop figures" "grep -q '^fio.nullfs_libfuse.rand.qd32.j4.iops [0-9]' $out/results.txt && grep -q '^fio.vyrefs_ours.rand.qd1.j1.iops [0-9]' $out/results.txt"
 	fi
 	rm -rf "$out"
 }
