@@ -13,6 +13,8 @@
  *                                     the device part of a read at 4 jobs
  *     raw.event_pair_us               two events created, recorded, timed,
  *                                     destroyed (what timing a sequence costs)
+ * `cudaraw PTX launch` prints only the two launch figures, for a baseline
+ * taken right beside the control-file figures.
  * The driver is loaded with dlopen, as vyrefs loads it, so this builds on a
  * machine without one. */
 #include "bench/timing.h"
@@ -20,6 +22,7 @@
 #include <cuda.h>
 #include <dlfcn.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -118,10 +121,137 @@ static void *copy_small(void *arg)
 	return NULL;
 }
 
+enum { ROUNDS = 50, BATCH = 1000, ALLOC_N = 2000 };
+static double sample[SMALL_N];
+
+/* Large pinned copies, then the small ones a read waits for. */
+static void copy_figures(CUcontext ctx, CUstream s)
+{
+	/* Pinned copies: best of 5 rounds of 8 copies of 256 MiB. */
+	void *host;
+	CUdeviceptr d;
+	check(cu.MemHostAlloc(&host, COPY_BYTES, 0), "cuMemHostAlloc");
+	check(cu.MemAlloc(&d, COPY_BYTES), "cuMemAlloc");
+	memset(host, 0x5a, COPY_BYTES);
+	for (int dir = 0; dir < 2; dir++) {
+		double best = 0;
+		for (int round = 0; round < 5; round++) {
+			double t0 = now_us();
+			for (int i = 0; i < 8; i++)
+				check(dir == 0 ? cu.MemcpyHtoDAsync(d, host, COPY_BYTES, s)
+					       : cu.MemcpyDtoHAsync(host, d, COPY_BYTES, s),
+				      "a pinned copy");
+			check(cu.StreamSynchronize(s), "cuStreamSynchronize");
+			double gbps = 8.0 * COPY_BYTES / ((now_us() - t0) * 1e3);
+			best = gbps > best ? gbps : best;
+		}
+		printf("%s %.2f\n", dir == 0 ? "raw.h2d_gbps" : "raw.d2h_gbps", best);
+	}
+
+	/* Small copies: the latency one read waits for. */
+	static const struct {
+		const char *key;
+		size_t bytes;
+		int blocking;
+	} small[] = {{"raw.d2h_4k_us", 4096, 0}, {"raw.d2h_128k_us", 128 << 10, 0}, {"raw.d2h_4k_blocking_us", 4096, 1}};
+	for (size_t k = 0; k < sizeof(small) / sizeof(small[0]); k++) {
+		for (int i = 0; i < SMALL_N; i++) {
+			double t0 = now_us();
+			if (small[k].blocking) {
+				check(cu.MemcpyDtoH(host, d, small[k].bytes), "cuMemcpyDtoH");
+			} else {
+				check(cu.MemcpyDtoHAsync(host, d, small[k].bytes, s), "cuMemcpyDtoHAsync");
+				check(cu.StreamSynchronize(s), "cuStreamSynchronize");
+			}
+			sample[i] = now_us() - t0;
+		}
+		printf("%s %.2f\n", small[k].key, median(sample, SMALL_N));
+	}
+	static struct small_copier copier[PARALLEL];
+	for (int t = 0; t < PARALLEL; t++) {
+		copier[t].ctx = ctx;
+		copier[t].src = d + (CUdeviceptr)t * 4096;
+		if (pthread_create(&copier[t].thread, NULL, copy_small, &copier[t]) != 0) {
+			fprintf(stderr, "cudaraw: pthread_create failed (Fix: raise the thread limit)\n");
+			exit(1);
+		}
+	}
+	for (int t = 0; t < PARALLEL; t++) {
+		if (pthread_join(copier[t].thread, NULL) != 0) {
+			fprintf(stderr, "cudaraw: pthread_join failed\n");
+			exit(1);
+		}
+		memcpy(sample + t * (SMALL_N / PARALLEL), copier[t].sample, sizeof(copier[t].sample));
+	}
+	printf("raw.d2h_4k_x4_us %.2f\n", median(sample, SMALL_N));
+	check(cu.MemFree(d), "cuMemFree");
+	check(cu.MemFreeHost(host), "cuMemFreeHost");
+}
+
+static void event_figures(CUstream s)
+{
+	for (int i = 0; i < ALLOC_N; i++) {
+		CUevent a, b;
+		float ms;
+		double t0 = now_us();
+		check(cu.EventCreate(&a, CU_EVENT_DEFAULT), "cuEventCreate");
+		check(cu.EventCreate(&b, CU_EVENT_DEFAULT), "cuEventCreate");
+		check(cu.EventRecord(a, s), "cuEventRecord");
+		check(cu.EventRecord(b, s), "cuEventRecord");
+		check(cu.StreamSynchronize(s), "cuStreamSynchronize");
+		check(cu.EventElapsedTime(&ms, a, b), "cuEventElapsedTime");
+		check(cu.EventDestroy(a), "cuEventDestroy");
+		check(cu.EventDestroy(b), "cuEventDestroy");
+		sample[i] = now_us() - t0;
+	}
+	printf("raw.event_pair_us %.2f\n", median(sample, ALLOC_N));
+}
+
+static void launch_figures(CUstream s, const char *ptx_path)
+{
+	CUmodule mod;
+	CUfunction fn;
+	char *ptx = read_file(ptx_path);
+	check(cu.ModuleLoadData(&mod, ptx), "cuModuleLoadData");
+	free(ptx);
+	check(cu.ModuleGetFunction(&fn, mod, "noop"), "cuModuleGetFunction(noop)");
+	for (int i = 0; i < 1000; i++) /* warm up */
+		check(cu.LaunchKernel(fn, 1, 1, 1, 1, 1, 1, 0, s, NULL, NULL), "cuLaunchKernel");
+	check(cu.StreamSynchronize(s), "cuStreamSynchronize");
+	for (int i = 0; i < SMALL_N; i++) {
+		double t0 = now_us();
+		check(cu.LaunchKernel(fn, 1, 1, 1, 1, 1, 1, 0, s, NULL, NULL), "cuLaunchKernel");
+		check(cu.StreamSynchronize(s), "cuStreamSynchronize");
+		sample[i] = now_us() - t0;
+	}
+	printf("raw.launch_sync_us %.2f\n", median(sample, SMALL_N));
+	for (int r = 0; r < ROUNDS; r++) {
+		double t0 = now_us();
+		for (int i = 0; i < BATCH; i++)
+			check(cu.LaunchKernel(fn, 1, 1, 1, 1, 1, 1, 0, s, NULL, NULL), "cuLaunchKernel");
+		check(cu.StreamSynchronize(s), "cuStreamSynchronize");
+		sample[r] = (now_us() - t0) / BATCH;
+	}
+	printf("raw.launch_async_us %.3f\n", median(sample, ROUNDS));
+}
+
+static void alloc_figures(void)
+{
+	for (int i = 0; i < ALLOC_N; i++) {
+		CUdeviceptr p;
+		double t0 = now_us();
+		check(cu.MemAlloc(&p, 1u << 20), "cuMemAlloc");
+		check(cu.MemFree(p), "cuMemFree");
+		sample[i] = now_us() - t0;
+	}
+	printf("raw.alloc_free_us %.2f\n", median(sample, ALLOC_N));
+}
+
 int main(int argc, char **argv)
 {
-	if (argc != 2) {
-		fprintf(stderr, "usage: cudaraw bench/noop.ptx\n");
+	bool launch_only = argc == 3 && !strcmp(argv[2], "launch");
+	if (argc != 2 && !launch_only) {
+		fprintf(stderr, "usage: cudaraw bench/noop.ptx [launch]\n");
 		return 2;
 	}
 	void *lib = dlopen("libcuda.so.1", RTLD_NOW);
@@ -165,116 +295,13 @@ int main(int argc, char **argv)
 	check(cu.DevicePrimaryCtxRetain(&ctx, dev), "cuDevicePrimaryCtxRetain");
 	check(cu.CtxSetCurrent(ctx), "cuCtxSetCurrent");
 	check(cu.StreamCreate(&s, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
-	printf("raw.device %s\nraw.cuda_driver_api %d\n", name, version);
-
-	/* Pinned copies: best of 5 rounds of 8 copies of 256 MiB. */
-	void *host;
-	CUdeviceptr d;
-	check(cu.MemHostAlloc(&host, COPY_BYTES, 0), "cuMemHostAlloc");
-	check(cu.MemAlloc(&d, COPY_BYTES), "cuMemAlloc");
-	memset(host, 0x5a, COPY_BYTES);
-	for (int dir = 0; dir < 2; dir++) {
-		double best = 0;
-		for (int round = 0; round < 5; round++) {
-			double t0 = now_us();
-			for (int i = 0; i < 8; i++)
-				check(dir == 0 ? cu.MemcpyHtoDAsync(d, host, COPY_BYTES, s)
-					       : cu.MemcpyDtoHAsync(host, d, COPY_BYTES, s),
-				      "a pinned copy");
-			check(cu.StreamSynchronize(s), "cuStreamSynchronize");
-			double gbps = 8.0 * COPY_BYTES / ((now_us() - t0) * 1e3);
-			best = gbps > best ? gbps : best;
-		}
-		printf("%s %.2f\n", dir == 0 ? "raw.h2d_gbps" : "raw.d2h_gbps", best);
+	if (!launch_only) {
+		printf("raw.device %s\nraw.cuda_driver_api %d\n", name, version);
+		copy_figures(ctx, s);
+		event_figures(s);
 	}
-
-	enum { SYNC_N = SMALL_N, ROUNDS = 50, BATCH = 1000, ALLOC_N = 2000 };
-	static double sample[SYNC_N];
-	/* Small copies: the latency one read waits for. */
-	static const struct {
-		const char *key;
-		size_t bytes;
-		int blocking;
-	} small[] = {{"raw.d2h_4k_us", 4096, 0}, {"raw.d2h_128k_us", 128 << 10, 0}, {"raw.d2h_4k_blocking_us", 4096, 1}};
-	for (size_t k = 0; k < sizeof(small) / sizeof(small[0]); k++) {
-		for (int i = 0; i < SYNC_N; i++) {
-			double t0 = now_us();
-			if (small[k].blocking) {
-				check(cu.MemcpyDtoH(host, d, small[k].bytes), "cuMemcpyDtoH");
-			} else {
-				check(cu.MemcpyDtoHAsync(host, d, small[k].bytes, s), "cuMemcpyDtoHAsync");
-				check(cu.StreamSynchronize(s), "cuStreamSynchronize");
-			}
-			sample[i] = now_us() - t0;
-		}
-		printf("%s %.2f\n", small[k].key, median(sample, SYNC_N));
-	}
-	static struct small_copier copier[PARALLEL];
-	for (int t = 0; t < PARALLEL; t++) {
-		copier[t].ctx = ctx;
-		copier[t].src = d + (CUdeviceptr)t * 4096;
-		if (pthread_create(&copier[t].thread, NULL, copy_small, &copier[t]) != 0) {
-			fprintf(stderr, "cudaraw: pthread_create failed (Fix: raise the thread limit)\n");
-			return 1;
-		}
-	}
-	for (int t = 0; t < PARALLEL; t++) {
-		if (pthread_join(copier[t].thread, NULL) != 0) {
-			fprintf(stderr, "cudaraw: pthread_join failed\n");
-			return 1;
-		}
-		memcpy(sample + t * (SMALL_N / PARALLEL), copier[t].sample, sizeof(copier[t].sample));
-	}
-	printf("raw.d2h_4k_x4_us %.2f\n", median(sample, SMALL_N));
-	check(cu.MemFree(d), "cuMemFree");
-	for (int i = 0; i < ALLOC_N; i++) {
-		CUevent a, b;
-		float ms;
-		double t0 = now_us();
-		check(cu.EventCreate(&a, CU_EVENT_DEFAULT), "cuEventCreate");
-		check(cu.EventCreate(&b, CU_EVENT_DEFAULT), "cuEventCreate");
-		check(cu.EventRecord(a, s), "cuEventRecord");
-		check(cu.EventRecord(b, s), "cuEventRecord");
-		check(cu.StreamSynchronize(s), "cuStreamSynchronize");
-		check(cu.EventElapsedTime(&ms, a, b), "cuEventElapsedTime");
-		check(cu.EventDestroy(a), "cuEventDestroy");
-		check(cu.EventDestroy(b), "cuEventDestroy");
-		sample[i] = now_us() - t0;
-	}
-	printf("raw.event_pair_us %.2f\n", median(sample, ALLOC_N));
-
-	CUmodule mod;
-	CUfunction fn;
-	char *ptx = read_file(argv[1]);
-	check(cu.ModuleLoadData(&mod, ptx), "cuModuleLoadData");
-	free(ptx);
-	check(cu.ModuleGetFunction(&fn, mod, "noop"), "cuModuleGetFunction(noop)");
-
-	for (int i = 0; i < 1000; i++) /* warm up */
-		check(cu.LaunchKernel(fn, 1, 1, 1, 1, 1, 1, 0, s, NULL, NULL), "cuLaunchKernel");
-	check(cu.StreamSynchronize(s), "cuStreamSynchronize");
-	for (int i = 0; i < SYNC_N; i++) {
-		double t0 = now_us();
-		check(cu.LaunchKernel(fn, 1, 1, 1, 1, 1, 1, 0, s, NULL, NULL), "cuLaunchKernel");
-		check(cu.StreamSynchronize(s), "cuStreamSynchronize");
-		sample[i] = now_us() - t0;
-	}
-	printf("raw.launch_sync_us %.2f\n", median(sample, SYNC_N));
-	for (int r = 0; r < ROUNDS; r++) {
-		double t0 = now_us();
-		for (int i = 0; i < BATCH; i++)
-			check(cu.LaunchKernel(fn, 1, 1, 1, 1, 1, 1, 0, s, NULL, NULL), "cuLaunchKernel");
-		check(cu.StreamSynchronize(s), "cuStreamSynchronize");
-		sample[r] = (now_us() - t0) / BATCH;
-	}
-	printf("raw.launch_async_us %.3f\n", median(sample, ROUNDS));
-	for (int i = 0; i < ALLOC_N; i++) {
-		CUdeviceptr p;
-		double t0 = now_us();
-		check(cu.MemAlloc(&p, 1u << 20), "cuMemAlloc");
-		check(cu.MemFree(p), "cuMemFree");
-		sample[i] = now_us() - t0;
-	}
-	printf("raw.alloc_free_us %.2f\n", median(sample, ALLOC_N));
+	launch_figures(s, argv[1]);
+	if (!launch_only)
+		alloc_figures();
 	return 0;
 }

@@ -224,6 +224,8 @@ ctl_figures() {
 	if [ "$BACKEND" != cuda ]; then
 		log "ctl launches need the cuda backend: skipped"
 	else
+		# The launch baselines again, right beside: they drift over a run.
+		"$BIN/cudaraw" bench/noop.ptx launch | sed 's/^raw\./ctl.beside_/' | tee -a "$RES"
 		cp bench/noop.ptx "$m/.vyre/modules/noop.ptx"
 		put ctl.launch_us "$("$BIN/vybench" ctlw "$ctl" "$N" $'launch noop.noop grid=1 block=1\n')"
 		put ctl.launch_read_us "$("$BIN/vybench" ctl "$ctl" "$N" $'launch noop.noop grid=1 block=1\n')"
