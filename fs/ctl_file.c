@@ -153,9 +153,12 @@ static void answer(vy_fs *fs, vy_open *h, uint64_t seq, pid_t pid, vy_err rc, co
 	int n;
 	if (rc == VY_OK) {
 		char body[96];
-		snprintf(body, sizeof(body), "steps=%" PRIu64 " device_us=%llu wall_us=%llu", res->steps,
-			 whole_us(res->device_us), whole_us(res->wall_us));
-		n = asprintf(&outcome, "ok %s", body);
+		n = snprintf(body, sizeof(body), "steps=%" PRIu64 " device_us=%llu wall_us=%llu", res->steps,
+			     whole_us(res->device_us), whole_us(res->wall_us));
+		if (n >= 0 && (size_t)n < sizeof(body))
+			n = asprintf(&outcome, "ok %s", body);
+		else
+			n = -1;
 		if (n >= 0)
 			n = asprintf(&text, "ok seq=%" PRIu64 " %s\n", seq, body);
 	} else {
