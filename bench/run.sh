@@ -49,6 +49,19 @@ dd_gbps() {
 # median V...: the middle value (the upper one of an even count).
 median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print v[int(NR / 2) + 1] }'; }
 drop_caches() { sync; echo 3 >/proc/sys/vm/drop_caches 2>/dev/null || true; }
+# median_read KEY LABEL CMD...: CMD (which prints one figure) REPS times, each
+# after dropping caches; every sample logged under LABEL, the median put
+# under KEY.
+median_read() {
+	local key=$1 label=$2 rep reads=()
+	shift 2
+	for rep in $(seq "$REPS"); do
+		drop_caches
+		reads+=("$("$@")")
+	done
+	log "$label: ${reads[*]}"
+	put "$key" "$(median "${reads[@]}")"
+}
 
 ROOT=$(mktemp -d /tmp/vybench.XXXXXX)
 declare -A MNT PID
@@ -119,17 +132,11 @@ meta() {
 # then read it REPS times, each after dropping caches; GB/s under
 # dd.WKEY.write.BS and dd.RKEY.read.BS (the median read).
 dd_write_read() {
-	local wkey=$1 rkey=$2 f=$3 bytes=$4 bs=$5 n rep reads=()
+	local wkey=$1 rkey=$2 f=$3 bytes=$4 bs=$5 n
 	n=$((bytes / $(bytes_of "$bs")))
 	log "dd $wkey write bs=$bs"
 	put "dd.$wkey.write.$bs" "$(dd_gbps "$bytes" if=/dev/zero of="$f" bs="$bs" count="$n" conv=fsync)"
-	for rep in $(seq "$REPS"); do
-		drop_caches
-		log "dd $rkey read bs=$bs ($rep of $REPS)"
-		reads+=("$(dd_gbps "$bytes" if="$f" of=/dev/null bs="$bs")")
-	done
-	log "dd $rkey read bs=$bs: ${reads[*]}"
-	put "dd.$rkey.read.$bs" "$(median "${reads[@]}")"
+	median_read "dd.$rkey.read.$bs" "dd $rkey read bs=$bs" dd_gbps "$bytes" if="$f" of=/dev/null bs="$bs"
 	rm -f "$f"
 }
 
@@ -151,18 +158,18 @@ fio_run() { # NAME ARGS...: run fio, keep its JSON under OUT
 	log "fio $name $*"
 	"$FIO" --output-format=json --output="$OUT/fio-$name.json" --fallocate=none "$@" >>"$OUT/log.txt" 2>&1
 }
+fio_gbps() { # NAME RW ARGS...: fio_run NAME ARGS, then print its RW GB/s
+	local name=$1 rw=$2
+	shift 2
+	fio_run "$name" "$@" && fio_json "$OUT/fio-$name.json" "$rw" gbps
+}
 
 seq_fio() {
-	local t=$1 d=${MNT[$1]} rw rep reads=()
+	local t=$1 d=${MNT[$1]} rw
 	fio_run "$t-seq-write" --name=seq --directory="$d" --rw=write --bs=1M --size=$SEQ --ioengine=psync --end_fsync=1
 	put "fio.$t.seq.write" "$(fio_json "$OUT/fio-$t-seq-write.json" write gbps)"
-	for rep in $(seq "$REPS"); do
-		drop_caches
-		fio_run "$t-seq-read-$rep" --name=seq --directory="$d" --rw=read --bs=1M --size=$SEQ --ioengine=psync
-		reads+=("$(fio_json "$OUT/fio-$t-seq-read-$rep.json" read gbps)")
-	done
-	log "fio $t seq read: ${reads[*]}"
-	put "fio.$t.seq.read" "$(median "${reads[@]}")"
+	median_read "fio.$t.seq.read" "fio $t seq read" fio_gbps "$t-seq-read" read --name=seq --directory="$d" \
+		--rw=read --bs=1M --size=$SEQ --ioengine=psync
 	for rw in write read; do
 		[ $rw = read ] && drop_caches
 		fio_run "$t-par8-$rw" --name=par --directory="$d" --rw=$rw --bs=1M --size=$PAR --numjobs=8 \
