@@ -76,3 +76,14 @@ void vy_device_close(vy_device *d)
 	if (d)
 		d->ops->close(d);
 }
+
+uint64_t vy_device_alloc_size(const vy_device *d, uint64_t len)
+{
+	uint64_t g = d->info.share_granularity;
+	if (!g || len < g)
+		return len;
+	uint64_t rem = len % g;
+	if (!rem)
+		return len;
+	return len > UINT64_MAX - (g - rem) ? 0 : len + (g - rem);
+}

@@ -53,7 +53,25 @@ typedef struct vy_device_info {
 	int max_grid[3];
 	int max_shared_per_block;
 	uint64_t total_bytes;    /* device memory (host: the configured capacity) */
+	/* Allocations of at least this many bytes are made shareable (rounded
+	 * up to a multiple of it); 0: this device cannot share memory. */
+	uint64_t share_granularity;
 } vy_device_info;
+
+/* Memory another process can map: the optional sub-table of a backend that
+ * can share (cuda: VMM allocations with a POSIX fd handle; host: memfd).
+ * Every allocation of `share_granularity` bytes or more, made through
+ * alloc, is shareable as a whole; nothing smaller is, and no shareable
+ * allocation ever holds two buffers. fd ownership: export_fd hands the
+ * caller a new fd it must close; import_fd never takes the fd it is given. */
+typedef struct vy_device_share_ops {
+	/* A new fd for the shareable allocation that starts at `p`. */
+	vy_err (*export_fd)(vy_device *d, vy_dptr p, int *fd, vy_error *e);
+	/* Map `bytes` of an exported allocation into this process's device
+	 * address space, with read and write access. */
+	vy_err (*import_fd)(vy_device *d, int fd, uint64_t bytes, vy_dptr *out, vy_error *e);
+	vy_err (*unimport)(vy_device *d, vy_dptr p, uint64_t bytes, vy_error *e);
+} vy_device_share_ops;
 
 typedef struct vy_device_ops {
 	void (*close)(vy_device *d);
@@ -92,6 +110,8 @@ typedef struct vy_device_ops {
 
 struct vy_device {
 	const vy_device_ops *ops;
+	/* NULL when this device cannot share memory with another process. */
+	const vy_device_share_ops *share;
 	vy_device_info info;
 };
 
@@ -118,6 +138,10 @@ vy_err vy_device_host_open(uint64_t capacity, vy_device **out, vy_error *e);
  * whoever compares free device memory before and after work first warms
  * that high-water mark, as many streams as the core may use. */
 vy_err vy_device_warm_streams(vy_device *d, unsigned n, vy_error *e);
+
+/* The bytes an allocation of `len` really takes: rounded up to the share
+ * granularity when it is shareable (0 on overflow). */
+uint64_t vy_device_alloc_size(const vy_device *d, uint64_t len);
 
 /* "auto" | "cuda" | "host" -> kind; false for anything else. */
 int vy_backend_parse(const char *s, vy_backend_kind *out);

@@ -4,7 +4,13 @@
  * cuGetProcAddress, typed by the official <cudaTypedefs.h>, so the binary has
  * no link-time dependency on the driver and starts on machines without a GPU
  * (vy_device_cuda_open then reports VY_ENODEV). Work runs in the primary
- * context of device `ordinal`, on non-blocking streams only. */
+ * context of device `ordinal`, on non-blocking streams only.
+ *
+ * Allocations of the VMM granularity (2 MiB on an H100) or more are VMM
+ * allocations (cuMemCreate with a POSIX fd handle, reserved, mapped and made
+ * accessible) when the device can share them, so the launcher and clients can
+ * map exactly that buffer. Smaller ones come from cuMemAlloc, whose blocks
+ * the driver may share between allocations: those are never exported. */
 #include "core/device.h"
 
 #ifndef VY_HAVE_CUDA_H
@@ -19,9 +25,13 @@ vy_err vy_device_cuda_open(int ordinal, vy_device **out, vy_error *e)
 
 #else
 
+#include "core/u64map.h"
+
 #include <cuda.h>
 #include <cudaTypedefs.h>
 #include <dlfcn.h>
+#include <pthread.h>
+#include <unistd.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -64,7 +74,17 @@ vy_err vy_device_cuda_open(int ordinal, vy_device **out, vy_error *e)
 	X(ModuleGetFunction, "cuModuleGetFunction", PFN_cuModuleGetFunction_v2000) \
 	X(FuncGetParamInfo, "cuFuncGetParamInfo", PFN_cuFuncGetParamInfo_v12040) \
 	X(FuncGetAttribute, "cuFuncGetAttribute", PFN_cuFuncGetAttribute_v2020) \
-	X(LaunchKernel, "cuLaunchKernel", PFN_cuLaunchKernel_v4000)
+	X(LaunchKernel, "cuLaunchKernel", PFN_cuLaunchKernel_v4000)             \
+	X(MemCreate, "cuMemCreate", PFN_cuMemCreate_v10020)                     \
+	X(MemRelease, "cuMemRelease", PFN_cuMemRelease_v10020)                  \
+	X(MemAddressReserve, "cuMemAddressReserve", PFN_cuMemAddressReserve_v10020) \
+	X(MemAddressFree, "cuMemAddressFree", PFN_cuMemAddressFree_v10020)      \
+	X(MemMap, "cuMemMap", PFN_cuMemMap_v10020)                              \
+	X(MemUnmap, "cuMemUnmap", PFN_cuMemUnmap_v10020)                        \
+	X(MemSetAccess, "cuMemSetAccess", PFN_cuMemSetAccess_v10020)            \
+	X(MemGetAllocationGranularity, "cuMemGetAllocationGranularity", PFN_cuMemGetAllocationGranularity_v10020) \
+	X(MemExportToShareableHandle, "cuMemExportToShareableHandle", PFN_cuMemExportToShareableHandle_v10020) \
+	X(MemImportFromShareableHandle, "cuMemImportFromShareableHandle", PFN_cuMemImportFromShareableHandle_v10020)
 
 typedef struct cuda_api {
 #define CUDA_FIELD(field, symbol, type) type field;
@@ -78,7 +98,17 @@ typedef struct cuda_device {
 	CUdevice dev;
 	CUcontext ctx;
 	uint64_t generation; /* tells threads whose current context is stale */
+	pthread_mutex_t vmm_lock;
+	bool vmm_lock_made;
+	vy_u64map vmm;      /* pointer -> vmm_rec: our VMM allocations */
+	vy_u64map imported; /* pointer -> vmm_rec: mappings of others' */
 } cuda_device;
+
+/* A VMM allocation or import: its physical handle and mapped size. */
+typedef struct vmm_rec {
+	CUmemGenericAllocationHandle handle;
+	uint64_t bytes;
+} vmm_rec;
 
 /* Each open gets a new generation; a thread sets the context current once
  * per generation instead of once per call. */
@@ -135,6 +165,23 @@ static vy_err cuda_current(cuda_device *c, vy_error *e)
 static void cuda_close(vy_device *d)
 {
 	cuda_device *c = cuda_of(d);
+	/* VMM memory outlives contexts: give back what the layers above left. */
+	vy_u64map *maps[] = {&c->vmm, &c->imported};
+	for (size_t m = 0; m < 2; m++) {
+		uint64_t key;
+		void *value;
+		size_t cursor = 0;
+		while (vy_u64map_next(maps[m], &cursor, &key, &value)) {
+			vmm_rec *r = value;
+			c->api.MemUnmap((CUdeviceptr)key, (size_t)r->bytes);
+			c->api.MemAddressFree((CUdeviceptr)key, (size_t)r->bytes);
+			c->api.MemRelease(r->handle);
+			free(r);
+		}
+		vy_u64map_destroy(maps[m]);
+	}
+	if (c->vmm_lock_made)
+		pthread_mutex_destroy(&c->vmm_lock);
 	if (c->ctx)
 		c->api.PrimaryCtxRelease(c->dev);
 	/* libcuda stays loaded: unloading a driver library whose threads may
@@ -153,6 +200,85 @@ static vy_err cuda_mem_info(vy_device *d, uint64_t *free_bytes, uint64_t *total_
 	return VY_OK;
 }
 
+/* Reserve an address range for r's physical memory, map it and allow read
+ * and write from this device; record it in `into`. On failure r's handle is
+ * released and r freed. */
+static vy_err vmm_map(cuda_device *c, vmm_rec *r, vy_u64map *into, vy_dptr *out, vy_error *e)
+{
+	CUdeviceptr p = 0;
+	const char *call = "cuMemAddressReserve";
+	CUresult cr = c->api.MemAddressReserve(&p, (size_t)r->bytes, 0, 0, 0);
+	bool reserved = cr == CUDA_SUCCESS, mapped = false;
+	if (cr == CUDA_SUCCESS) {
+		call = "cuMemMap";
+		cr = c->api.MemMap(p, (size_t)r->bytes, 0, r->handle, 0);
+		mapped = cr == CUDA_SUCCESS;
+	}
+	if (cr == CUDA_SUCCESS) {
+		CUmemAccessDesc access = {0};
+		access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+		access.location.id = c->base.info.ordinal;
+		access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+		call = "cuMemSetAccess";
+		cr = c->api.MemSetAccess(p, (size_t)r->bytes, &access, 1);
+	}
+	bool put = false;
+	if (cr == CUDA_SUCCESS) {
+		pthread_mutex_lock(&c->vmm_lock);
+		put = vy_u64map_put(into, (uint64_t)p, r);
+		pthread_mutex_unlock(&c->vmm_lock);
+	}
+	if (put) {
+		*out = (vy_dptr)p;
+		return VY_OK;
+	}
+	vy_err rc = cr != CUDA_SUCCESS ? cuda_fail(c, cr, call, e)
+				       : vy_fail(e, VY_ENOMEM, "free host memory", "cuda backend: cannot record a mapping");
+	if (mapped)
+		c->api.MemUnmap(p, (size_t)r->bytes);
+	if (reserved)
+		c->api.MemAddressFree(p, (size_t)r->bytes);
+	c->api.MemRelease(r->handle);
+	free(r);
+	return rc;
+}
+
+/* Undo vmm_map (the record is the caller's to free). */
+static vy_err vmm_unmap(cuda_device *c, vy_dptr p, vmm_rec *r, vy_error *e)
+{
+	vy_err rc = VY_OK;
+	CUresult cr = c->api.MemUnmap((CUdeviceptr)p, (size_t)r->bytes);
+	if (cr != CUDA_SUCCESS)
+		rc = cuda_fail(c, cr, "cuMemUnmap", e);
+	cr = c->api.MemAddressFree((CUdeviceptr)p, (size_t)r->bytes);
+	if (cr != CUDA_SUCCESS && rc == VY_OK)
+		rc = cuda_fail(c, cr, "cuMemAddressFree", e);
+	cr = c->api.MemRelease(r->handle);
+	if (cr != CUDA_SUCCESS && rc == VY_OK)
+		rc = cuda_fail(c, cr, "cuMemRelease", e);
+	return rc;
+}
+
+/* Physical memory another process can import by fd, mapped here. */
+static vy_err vmm_alloc(cuda_device *c, uint64_t bytes, vy_dptr *out, vy_error *e)
+{
+	CUmemAllocationProp prop = {0};
+	prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+	prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+	prop.location.id = c->base.info.ordinal;
+	prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+	vmm_rec *r = calloc(1, sizeof(*r));
+	if (!r)
+		return vy_fail(e, VY_ENOMEM, "free host memory", "cuda backend: cannot record an allocation");
+	r->bytes = bytes;
+	CUresult cr = c->api.MemCreate(&r->handle, (size_t)bytes, &prop, 0);
+	if (cr != CUDA_SUCCESS) {
+		free(r);
+		return cuda_fail(c, cr, "cuMemCreate", e);
+	}
+	return vmm_map(c, r, &c->vmm, out, e);
+}
+
 static vy_err cuda_alloc(vy_device *d, uint64_t bytes, vy_dptr *out, vy_error *e)
 {
 	cuda_device *c = cuda_of(d);
@@ -163,6 +289,14 @@ static vy_err cuda_alloc(vy_device *d, uint64_t bytes, vy_dptr *out, vy_error *e
 		return vy_fail(e, VY_EOVERFLOW, "allocate less", "cuda backend: %llu bytes do not fit size_t",
 			       (unsigned long long)bytes);
 	CU_CURRENT(c, e);
+	uint64_t g = c->base.info.share_granularity;
+	if (g && bytes >= g) {
+		uint64_t whole = vy_device_alloc_size(d, bytes); /* VMM takes whole granules */
+		if (!whole || whole > SIZE_MAX)
+			return vy_fail(e, VY_EOVERFLOW, "allocate less", "cuda backend: %llu bytes do not fit size_t",
+				       (unsigned long long)bytes);
+		return vmm_alloc(c, whole, out, e);
+	}
 	CU_CALL(c, e, MemAlloc, (&p, (size_t)bytes));
 	*out = (vy_dptr)p;
 	return VY_OK;
@@ -172,9 +306,80 @@ static vy_err cuda_free(vy_device *d, vy_dptr p, vy_error *e)
 {
 	cuda_device *c = cuda_of(d);
 	CU_CURRENT(c, e);
+	pthread_mutex_lock(&c->vmm_lock);
+	vmm_rec *r = c->base.info.share_granularity ? vy_u64map_remove(&c->vmm, p) : NULL;
+	pthread_mutex_unlock(&c->vmm_lock);
+	if (r) {
+		vy_err rc = vmm_unmap(c, p, r, e);
+		free(r);
+		return rc;
+	}
 	CU_CALL(c, e, MemFree, ((CUdeviceptr)p));
 	return VY_OK;
 }
+
+static vy_err cuda_export_fd(vy_device *d, vy_dptr p, int *fd, vy_error *e)
+{
+	cuda_device *c = cuda_of(d);
+	pthread_mutex_lock(&c->vmm_lock);
+	vmm_rec *r = vy_u64map_get(&c->vmm, p);
+	CUmemGenericAllocationHandle h = r ? r->handle : 0;
+	pthread_mutex_unlock(&c->vmm_lock);
+	if (!r)
+		return vy_fail(e, VY_EINVAL, "share only allocations of the share granularity or more",
+			       "cuda backend: 0x%llx is not a shareable allocation", (unsigned long long)p);
+	int out = -1;
+	CU_CURRENT(c, e);
+	CU_CALL(c, e, MemExportToShareableHandle, (&out, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
+	*fd = out;
+	return VY_OK;
+}
+
+static vy_err cuda_import_fd(vy_device *d, int fd, uint64_t bytes, vy_dptr *out, vy_error *e)
+{
+	cuda_device *c = cuda_of(d);
+	if (bytes == 0 || bytes > SIZE_MAX)
+		return vy_fail(e, VY_EINVAL, "import a buffer with the size it was exported with",
+			       "cuda backend: cannot import %llu bytes", (unsigned long long)bytes);
+	CU_CURRENT(c, e);
+	vmm_rec *r = calloc(1, sizeof(*r));
+	if (!r)
+		return vy_fail(e, VY_ENOMEM, "free host memory", "cuda backend: cannot record an import");
+	r->bytes = bytes;
+	CUresult cr = c->api.MemImportFromShareableHandle(&r->handle, (void *)(uintptr_t)fd,
+							   CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+	if (cr != CUDA_SUCCESS) {
+		free(r);
+		return cuda_fail(c, cr, "cuMemImportFromShareableHandle", e);
+	}
+	return vmm_map(c, r, &c->imported, out, e);
+}
+
+static vy_err cuda_unimport(vy_device *d, vy_dptr p, uint64_t bytes, vy_error *e)
+{
+	cuda_device *c = cuda_of(d);
+	pthread_mutex_lock(&c->vmm_lock);
+	vmm_rec *r = vy_u64map_get(&c->imported, p);
+	if (r && r->bytes == bytes)
+		vy_u64map_remove(&c->imported, p);
+	else
+		r = NULL;
+	pthread_mutex_unlock(&c->vmm_lock);
+	if (!r)
+		return vy_fail(e, VY_EINVAL, "unmap only what was imported, once",
+			       "cuda backend: 0x%llx is not an imported buffer of %llu bytes", (unsigned long long)p,
+			       (unsigned long long)bytes);
+	CU_CURRENT(c, e);
+	vy_err rc = vmm_unmap(c, p, r, e);
+	free(r);
+	return rc;
+}
+
+static const vy_device_share_ops cuda_share = {
+	.export_fd = cuda_export_fd,
+	.import_fd = cuda_import_fd,
+	.unimport = cuda_unimport,
+};
 
 static vy_err cuda_host_alloc(vy_device *d, size_t bytes, void **out, vy_error *e)
 {
@@ -412,6 +617,7 @@ static const vy_device_ops cuda_ops = {
 	.launch = cuda_launch,
 };
 
+
 /* Load the driver and resolve every entry point for the driver's version. */
 static vy_err cuda_load(cuda_api *api, int *driver_version, vy_error *e)
 {
@@ -471,6 +677,23 @@ static vy_err cuda_fill_info(cuda_device *c, int ordinal, vy_error *e)
 	};
 	for (size_t k = 0; k < sizeof(attrs) / sizeof(attrs[0]); k++)
 		CU_CALL(c, e, DeviceGetAttribute, (attrs[k].out, attrs[k].attr, c->dev));
+	/* Sharing needs VMM with POSIX fd handles (VY_NO_SHARE=1 turns it off,
+	 * to compare with plain cuMemAlloc). */
+	int vmm = 0, posix_fd = 0;
+	CU_CALL(c, e, DeviceGetAttribute, (&vmm, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, c->dev));
+	CU_CALL(c, e, DeviceGetAttribute, (&posix_fd, CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED, c->dev));
+	const char *off = getenv("VY_NO_SHARE");
+	if (vmm && posix_fd && !(off && !strcmp(off, "1"))) {
+		CUmemAllocationProp prop = {0};
+		prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+		prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+		prop.location.id = ordinal;
+		prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+		size_t g = 0;
+		CU_CALL(c, e, MemGetAllocationGranularity, (&g, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+		i->share_granularity = g;
+		c->base.share = &cuda_share;
+	}
 	return VY_OK;
 }
 
@@ -479,6 +702,13 @@ vy_err vy_device_cuda_open(int ordinal, vy_device **out, vy_error *e)
 	cuda_device *c = calloc(1, sizeof(*c));
 	if (!c)
 		return vy_fail(e, VY_ENOMEM, "free host memory", "cuda backend: cannot allocate its state");
+	vy_u64map_init(&c->vmm);
+	vy_u64map_init(&c->imported);
+	if (pthread_mutex_init(&c->vmm_lock, NULL) != 0) {
+		free(c);
+		return vy_fail(e, VY_ENOMEM, "free host memory", "cuda backend: cannot create a mutex");
+	}
+	c->vmm_lock_made = true;
 	vy_err rc = cuda_load(&c->api, &c->base.info.driver_version, e);
 	if (rc != VY_OK)
 		goto fail;
@@ -525,6 +755,9 @@ vy_err vy_device_cuda_open(int ordinal, vy_device **out, vy_error *e)
 fail:
 	if (c->ctx)
 		c->api.PrimaryCtxRelease(c->dev);
+	vy_u64map_destroy(&c->vmm);
+	vy_u64map_destroy(&c->imported);
+	pthread_mutex_destroy(&c->vmm_lock);
 	free(c);
 	return rc;
 }

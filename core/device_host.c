@@ -5,13 +5,23 @@
  * as it is issued (so a sync only orders nothing), and events read the
  * monotonic clock. Live allocations are kept in a map, so a free of
  * anything this backend did not hand out, or a second free, is refused as the
- * driver would refuse it, without touching that memory. */
+ * driver would refuse it, without touching that memory.
+ *
+ * Sharing: allocations of share_granularity (2 MiB, as the GPU's VMM
+ * granularity) or more are memfd mappings, so another process (the launcher,
+ * a client) can map exactly that buffer, as VMM memory is shared on a GPU.
+ * Smaller ones are plain heap memory and cannot be shared. */
 #include "core/device.h"
 #include "core/checked.h"
 #include "core/u64map.h"
 
+#include <errno.h>
+#include <stdbool.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -19,13 +29,22 @@
 
 /* Device allocations are 256-byte aligned, as cuMemAlloc's are. */
 #define HOST_ALIGN 256u
+/* The GPU's VMM granularity, so the host backend shares as the GPU does. */
+#define HOST_SHARE_GRANULARITY (2ull << 20)
+
+/* A live allocation: heap memory (fd -1) or a shareable memfd mapping. */
+typedef struct host_alloc_rec {
+	uint64_t bytes;
+	int fd;
+} host_alloc_rec;
 
 typedef struct host_device {
 	vy_device base;
 	pthread_mutex_t lock;
 	uint64_t capacity;
 	uint64_t used;
-	vy_u64map live; /* pointer -> its size, stored in the value */
+	vy_u64map live;     /* pointer -> host_alloc_rec */
+	vy_u64map imported; /* pointer -> its mapped size, in the value */
 } host_device;
 
 struct vy_stream {
@@ -49,9 +68,21 @@ static void host_close(vy_device *d)
 	uint64_t key;
 	void *value;
 	size_t cursor = 0;
-	while (vy_u64map_next(&h->live, &cursor, &key, &value))
-		free((void *)(uintptr_t)key);
+	while (vy_u64map_next(&h->live, &cursor, &key, &value)) {
+		host_alloc_rec *r = value;
+		if (r->fd >= 0) {
+			munmap((void *)(uintptr_t)key, (size_t)r->bytes);
+			close(r->fd);
+		} else {
+			free((void *)(uintptr_t)key);
+		}
+		free(r);
+	}
+	cursor = 0;
+	while (vy_u64map_next(&h->imported, &cursor, &key, &value))
+		munmap((void *)(uintptr_t)key, (size_t)(uintptr_t)value);
 	vy_u64map_destroy(&h->live);
+	vy_u64map_destroy(&h->imported);
 	pthread_mutex_destroy(&h->lock);
 	free(h);
 }
@@ -87,13 +118,34 @@ static vy_err host_alloc(vy_device *d, uint64_t bytes, vy_dptr *out, vy_error *e
 	pthread_mutex_unlock(&h->lock);
 
 	void *p = NULL;
-	if (posix_memalign(&p, HOST_ALIGN, (size_t)bytes) != 0)
-		p = NULL;
+	host_alloc_rec *r = malloc(sizeof(*r));
+	uint64_t g = h->base.info.share_granularity;
+	if (r) {
+		r->bytes = bytes;
+		r->fd = -1;
+		if (g && bytes >= g) {
+			r->fd = memfd_create("vyrefs-buffer", MFD_CLOEXEC);
+			if (r->fd >= 0 && ftruncate(r->fd, (off_t)bytes) == 0)
+				p = mmap(NULL, (size_t)bytes, PROT_READ | PROT_WRITE, MAP_SHARED, r->fd, 0);
+			if (p == MAP_FAILED)
+				p = NULL;
+			if (!p && r->fd >= 0)
+				close(r->fd);
+		} else if (posix_memalign(&p, HOST_ALIGN, (size_t)bytes) != 0) {
+			p = NULL;
+		}
+	}
 	pthread_mutex_lock(&h->lock);
-	if (!p || !vy_u64map_put(&h->live, (uint64_t)(uintptr_t)p, (void *)(uintptr_t)bytes)) {
+	if (!p || !vy_u64map_put(&h->live, (uint64_t)(uintptr_t)p, r)) {
 		h->used -= bytes;
 		pthread_mutex_unlock(&h->lock);
-		free(p);
+		if (p && r->fd >= 0) {
+			munmap(p, (size_t)bytes);
+			close(r->fd);
+		} else {
+			free(p);
+		}
+		free(r);
 		return vy_fail(e, VY_ENOMEM, "free host memory or lower host_memory",
 			       "host backend: the machine has no %llu bytes of memory left", (unsigned long long)bytes);
 	}
@@ -112,12 +164,80 @@ static vy_err host_free(vy_device *d, vy_dptr p, vy_error *e)
 		return vy_fail(e, VY_EINVAL, "free only pointers this backend allocated, once",
 			       "host backend: 0x%llx is not a live device allocation", (unsigned long long)p);
 	}
-	uint64_t bytes = (uint64_t)(uintptr_t)value;
-	h->used -= bytes; /* counted in at alloc, under this lock */
+	host_alloc_rec *r = value;
+	h->used -= r->bytes; /* counted in at alloc, under this lock */
 	pthread_mutex_unlock(&h->lock);
-	free((void *)(uintptr_t)p);
+	if (r->fd >= 0) {
+		munmap((void *)(uintptr_t)p, (size_t)r->bytes);
+		close(r->fd);
+	} else {
+		free((void *)(uintptr_t)p);
+	}
+	free(r);
 	return VY_OK;
 }
+
+static vy_err host_export_fd(vy_device *d, vy_dptr p, int *fd, vy_error *e)
+{
+	host_device *h = host_of(d);
+	pthread_mutex_lock(&h->lock);
+	host_alloc_rec *r = vy_u64map_get(&h->live, p);
+	int dup_fd = r && r->fd >= 0 ? fcntl(r->fd, F_DUPFD_CLOEXEC, 0) : -1;
+	int err = errno;
+	bool shareable = r && r->fd >= 0;
+	pthread_mutex_unlock(&h->lock);
+	if (!shareable)
+		return vy_fail(e, VY_EINVAL, "share only allocations of the share granularity or more",
+			       "host backend: 0x%llx is not a shareable allocation", (unsigned long long)p);
+	if (dup_fd < 0)
+		return vy_fail(e, VY_ENOMEM, "raise the open-file limit (ulimit -n)", "host backend: cannot export a buffer: %s",
+			       strerror(err));
+	*fd = dup_fd;
+	return VY_OK;
+}
+
+static vy_err host_import_fd(vy_device *d, int fd, uint64_t bytes, vy_dptr *out, vy_error *e)
+{
+	host_device *h = host_of(d);
+	struct stat st;
+	if (bytes == 0 || bytes > SIZE_MAX || fstat(fd, &st) != 0 || st.st_size < 0 || (uint64_t)st.st_size < bytes)
+		return vy_fail(e, VY_EINVAL, "import a buffer with the size it was exported with",
+			       "host backend: the shared buffer is not %llu bytes", (unsigned long long)bytes);
+	void *p = mmap(NULL, (size_t)bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (p == MAP_FAILED)
+		return vy_fail(e, VY_ENOMEM, "free host memory", "host backend: cannot map a shared buffer: %s",
+			       strerror(errno));
+	pthread_mutex_lock(&h->lock);
+	bool put = vy_u64map_put(&h->imported, (uint64_t)(uintptr_t)p, (void *)(uintptr_t)bytes);
+	pthread_mutex_unlock(&h->lock);
+	if (!put) {
+		munmap(p, (size_t)bytes);
+		return vy_fail(e, VY_ENOMEM, "free host memory", "host backend: cannot record a shared buffer");
+	}
+	*out = (vy_dptr)(uintptr_t)p;
+	return VY_OK;
+}
+
+static vy_err host_unimport(vy_device *d, vy_dptr p, uint64_t bytes, vy_error *e)
+{
+	host_device *h = host_of(d);
+	pthread_mutex_lock(&h->lock);
+	void *value = vy_u64map_remove(&h->imported, p);
+	pthread_mutex_unlock(&h->lock);
+	if (!value || (uint64_t)(uintptr_t)value != bytes)
+		return vy_fail(e, VY_EINVAL, "unmap only what was imported, once",
+			       "host backend: 0x%llx is not an imported buffer of %llu bytes", (unsigned long long)p,
+			       (unsigned long long)bytes);
+	if (munmap((void *)(uintptr_t)p, (size_t)bytes) != 0)
+		return vy_fail(e, VY_EINTERNAL, "report this bug", "host backend: munmap: %s", strerror(errno));
+	return VY_OK;
+}
+
+static const vy_device_share_ops host_share = {
+	.export_fd = host_export_fd,
+	.import_fd = host_import_fd,
+	.unimport = host_unimport,
+};
 
 static vy_err host_host_alloc(vy_device *d, size_t bytes, void **out, vy_error *e)
 {
@@ -357,11 +477,14 @@ vy_err vy_device_host_open(uint64_t capacity, vy_device **out, vy_error *e)
 	}
 	h->capacity = capacity ? capacity : host_default_capacity();
 	vy_u64map_init(&h->live);
+	vy_u64map_init(&h->imported);
 	h->base.ops = &host_ops;
+	h->base.share = &host_share;
 	vy_device_info *i = &h->base.info;
 	i->backend = "host";
 	snprintf(i->name, sizeof(i->name), "host memory");
 	i->total_bytes = h->capacity;
+	i->share_granularity = HOST_SHARE_GRANULARITY;
 	*out = &h->base;
 	return VY_OK;
 }

@@ -91,6 +91,7 @@ const char *vy_err_name(vy_err code)
 	case VY_EDEVICE: return "edevice";
 	case VY_ENOTSUP: return "enotsup";
 	case VY_EINTERNAL: return "einternal";
+	case VY_ETIMEDOUT: return "etimedout";
 	}
 	return "unknown";
 }
@@ -110,6 +111,7 @@ int vy_err_errno(vy_err code)
 	case VY_EDEVICE: return EIO;
 	case VY_ENOTSUP: return EOPNOTSUPP;
 	case VY_EINTERNAL: return EIO;
+	case VY_ETIMEDOUT: return ETIMEDOUT;
 	}
 	return EIO;
 }

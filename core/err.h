@@ -21,6 +21,7 @@ typedef enum vy_err {
 	VY_EDEVICE,   /* the driver reported a failure */
 	VY_ENOTSUP,   /* this backend cannot do that */
 	VY_EINTERNAL, /* an internal invariant broke (accounting drift) */
+	VY_ETIMEDOUT, /* work ran past its time limit and was stopped */
 } vy_err;
 
 #define VY_ERROR_MSG_MAX 512

@@ -17,8 +17,11 @@ typedef struct store_buffer {
 	vy_handle id;
 	vy_dptr ptr;
 	uint64_t len;
+	uint64_t alloc; /* what the device holds: len, or len rounded up to share */
+	uint64_t gen;
 	uint32_t inflight;
-	bool doomed; /* freed while pinned: released at the last unpin */
+	uint32_t exports; /* mappings another process may hold */
+	bool doomed; /* freed while pinned or exported: released at the last */
 } store_buffer;
 
 struct vy_store {
@@ -28,6 +31,7 @@ struct vy_store {
 	vy_pool pool;
 	vy_u64map buffers; /* id -> store_buffer */
 	vy_handle next_id;
+	uint64_t next_gen;
 	uint64_t total;
 	uint64_t budget;
 	uint64_t resident;
@@ -159,6 +163,14 @@ static vy_err alloc_from_driver(vy_store *s, uint64_t len, vy_dptr *out, vy_erro
 	}
 }
 
+/* Memory of `alloc` bytes from the pool, else the driver. Lock held. */
+static vy_err take_memory(vy_store *s, uint64_t alloc, vy_dptr *ptr, vy_error *e)
+{
+	if (vy_pool_take(&s->pool, alloc, ptr))
+		return VY_OK;
+	return alloc_from_driver(s, alloc, ptr, e);
+}
+
 vy_err vy_store_alloc(vy_store *s, uint64_t len, vy_handle *out, vy_error *e)
 {
 	if (len == 0)
@@ -176,21 +188,19 @@ vy_err vy_store_alloc(vy_store *s, uint64_t len, vy_handle *out, vy_error *e)
 			     (unsigned long long)(s->next_id - 1));
 		goto out;
 	}
-	if (!vy_add_u64(s->resident, len, &resident)) {
+	uint64_t alloc = vy_device_alloc_size(s->dev, len);
+	if (!alloc || !vy_add_u64(s->resident, alloc, &resident)) {
 		rc = vy_fail(e, VY_EOVERFLOW, "allocate less", "resident byte accounting would overflow");
 		goto out;
 	}
 	vy_dptr ptr;
-	bool hit = vy_pool_take(&s->pool, len, &ptr);
-	if (!hit) {
-		rc = alloc_from_driver(s, len, &ptr, e);
-		if (rc != VY_OK)
-			goto out;
-	}
-	*b = (store_buffer){.id = s->next_id, .ptr = ptr, .len = len};
+	rc = take_memory(s, alloc, &ptr, e);
+	if (rc != VY_OK)
+		goto out;
+	*b = (store_buffer){.id = s->next_id, .ptr = ptr, .len = len, .alloc = alloc, .gen = ++s->next_gen};
 	if (!vy_u64map_put(&s->buffers, b->id, b)) {
 		/* The memory is ours and idle: the pool keeps or frees it. */
-		vy_pool_put(&s->pool, len, ptr, NULL);
+		vy_pool_put(&s->pool, alloc, ptr, NULL);
 		rc = vy_fail(e, VY_ENOMEM, "free host memory", "cannot record a new buffer");
 		goto out;
 	}
@@ -211,16 +221,16 @@ static vy_err release(vy_store *s, store_buffer *b, vy_error *e)
 {
 	vy_u64map_remove(&s->buffers, b->id);
 	vy_err rc = VY_OK;
-	if (!vy_sub_u64(s->resident, b->len, &s->resident) || s->live == 0) {
+	if (!vy_sub_u64(s->resident, b->alloc, &s->resident) || s->live == 0) {
 		/* Accounting drifted: say so, and recount from the live set. */
 		rc = vy_fail(e, VY_EINTERNAL, "report this bug; the store recounted its bytes",
 			     "resident accounting drift: %llu bytes freed but fewer were recorded",
-			     (unsigned long long)b->len);
+			     (unsigned long long)b->alloc);
 		uint64_t key, sum = 0, n = 0;
 		void *value;
 		size_t cursor = 0;
 		while (vy_u64map_next(&s->buffers, &cursor, &key, &value)) {
-			sum += ((store_buffer *)value)->len;
+			sum += ((store_buffer *)value)->alloc;
 			n++;
 		}
 		s->resident = sum;
@@ -230,7 +240,7 @@ static vy_err release(vy_store *s, store_buffer *b, vy_error *e)
 	}
 	publish(s);
 	vy_error perr;
-	vy_err prc = vy_pool_put(&s->pool, b->len, b->ptr, &perr);
+	vy_err prc = vy_pool_put(&s->pool, b->alloc, b->ptr, &perr);
 	if (prc != VY_OK && rc == VY_OK) {
 		rc = prc;
 		if (e)
@@ -260,7 +270,7 @@ vy_err vy_store_free(vy_store *s, vy_handle h, vy_error *e)
 	store_buffer *b = live_buffer(s, h);
 	if (!b)
 		rc = unknown_handle(e, h);
-	else if (b->inflight) {
+	else if (b->inflight || b->exports) {
 		b->doomed = true;
 		vy_telemetry_add(s->tel, deferred_frees, 1);
 	} else
@@ -269,12 +279,17 @@ vy_err vy_store_free(vy_store *s, vy_handle h, vy_error *e)
 	return rc;
 }
 
+static vy_buffer_view view_of(const store_buffer *b)
+{
+	return (vy_buffer_view){.handle = b->id, .ptr = b->ptr, .len = b->len, .alloc = b->alloc, .gen = b->gen};
+}
+
 vy_err vy_store_view(vy_store *s, vy_handle h, vy_buffer_view *out, vy_error *e)
 {
 	pthread_mutex_lock(&s->lock);
 	store_buffer *b = live_buffer(s, h);
 	if (b)
-		*out = (vy_buffer_view){.handle = h, .ptr = b->ptr, .len = b->len};
+		*out = view_of(b);
 	pthread_mutex_unlock(&s->lock);
 	return b ? VY_OK : unknown_handle(e, h);
 }
@@ -296,7 +311,7 @@ vy_err vy_store_pin_many(vy_store *s, const vy_handle *handles, size_t n, vy_buf
 			break;
 		}
 		b->inflight++;
-		views[i] = (vy_buffer_view){.handle = b->id, .ptr = b->ptr, .len = b->len};
+		views[i] = view_of(b);
 	}
 	if (rc != VY_OK) /* all or none: undo what this call pinned */
 		while (i-- > 0)
@@ -315,13 +330,125 @@ vy_err vy_store_unpin_many(vy_store *s, const vy_handle *handles, size_t n, vy_e
 		if (!b || b->inflight == 0)
 			rc = vy_fail(e, VY_EINTERNAL, "report this bug",
 				     "unpin of resident handle %llu that is not pinned", (unsigned long long)handles[i]);
-		else if (--b->inflight == 0 && b->doomed)
+		else if (--b->inflight == 0 && b->doomed && !b->exports)
 			rc = release(s, b, e);
 		if (rc != VY_OK && first == VY_OK)
 			first = rc;
 	}
 	pthread_mutex_unlock(&s->lock);
 	return first;
+}
+
+static bool is_shareable(vy_store *s, const store_buffer *b)
+{
+	uint64_t g = s->dev->info.share_granularity;
+	return s->dev->share && g && b->alloc >= g;
+}
+
+bool vy_store_shareable(vy_store *s, vy_handle h)
+{
+	pthread_mutex_lock(&s->lock);
+	store_buffer *b = live_buffer(s, h);
+	bool yes = b && is_shareable(s, b);
+	pthread_mutex_unlock(&s->lock);
+	return yes;
+}
+
+vy_err vy_store_share(vy_store *s, vy_handle h, vy_store_copy_fn copy, void *ctx, vy_error *e)
+{
+	uint64_t g = s->dev->info.share_granularity;
+	if (!s->dev->share || !g)
+		return vy_fail(e, VY_ENOTSUP, "use the cuda backend on a GPU with virtual memory management",
+			       "this device cannot share memory with another process");
+	pthread_mutex_lock(&s->lock);
+	vy_err rc = VY_OK;
+	store_buffer *b = live_buffer(s, h);
+	if (!b) {
+		rc = unknown_handle(e, h);
+		goto out;
+	}
+	if (is_shareable(s, b))
+		goto out;
+	if (b->inflight || b->exports) {
+		rc = vy_fail(e, VY_EBUSY, "wait for running work to finish", "resident handle %llu is in use",
+			     (unsigned long long)h);
+		goto out;
+	}
+	/* Memory of its own: the granularity, which is all a mapping can
+	 * cover, so no other file's bytes come with it. */
+	uint64_t resident;
+	if (!vy_add_u64(s->resident - b->alloc, g, &resident)) {
+		rc = vy_fail(e, VY_EOVERFLOW, "allocate less", "resident byte accounting would overflow");
+		goto out;
+	}
+	vy_dptr ptr;
+	rc = take_memory(s, g, &ptr, e);
+	if (rc != VY_OK)
+		goto out;
+	rc = copy(ctx, ptr, b->ptr, b->len, e);
+	if (rc != VY_OK) {
+		vy_pool_put(&s->pool, g, ptr, NULL);
+		goto out;
+	}
+	vy_dptr old = b->ptr;
+	uint64_t old_alloc = b->alloc;
+	b->ptr = ptr;
+	b->alloc = g;
+	b->gen = ++s->next_gen;
+	s->resident = resident;
+	publish(s);
+	vy_telemetry_add(s->tel, share_moves, 1);
+	rc = vy_pool_put(&s->pool, old_alloc, old, e);
+out:
+	pthread_mutex_unlock(&s->lock);
+	return rc;
+}
+
+vy_err vy_store_export(vy_store *s, vy_handle h, vy_buffer_view *view, int *fd, vy_error *e)
+{
+	pthread_mutex_lock(&s->lock);
+	vy_err rc = VY_OK;
+	store_buffer *b = live_buffer(s, h);
+	if (!b)
+		rc = unknown_handle(e, h);
+	else if (!is_shareable(s, b))
+		rc = vy_fail(e, VY_EINVAL, "share the buffer first (vy_store_share)",
+			     "resident handle %llu is not shareable", (unsigned long long)h);
+	else if (b->exports == UINT32_MAX)
+		rc = vy_fail(e, VY_EBUSY, "unmap the buffer somewhere first", "resident handle %llu has too many mappings",
+			     (unsigned long long)h);
+	else
+		rc = s->dev->share->export_fd(s->dev, b->ptr, fd, e);
+	if (rc == VY_OK) {
+		b->exports++;
+		*view = view_of(b);
+		vy_telemetry_add(s->tel, exports, 1);
+	}
+	pthread_mutex_unlock(&s->lock);
+	return rc;
+}
+
+vy_err vy_store_unexport(vy_store *s, vy_handle h, vy_error *e)
+{
+	pthread_mutex_lock(&s->lock);
+	vy_err rc = VY_OK;
+	store_buffer *b = vy_u64map_get(&s->buffers, h); /* doomed ones too */
+	if (!b || b->exports == 0)
+		rc = vy_fail(e, VY_EINTERNAL, "report this bug", "unexport of resident handle %llu that is not exported",
+			     (unsigned long long)h);
+	else if (--b->exports == 0 && b->doomed && !b->inflight)
+		rc = release(s, b, e);
+	pthread_mutex_unlock(&s->lock);
+	return rc;
+}
+
+bool vy_store_current(vy_store *s, vy_handle h, uint64_t gen)
+{
+	pthread_mutex_lock(&s->lock);
+	store_buffer *b = live_buffer(s, h);
+	bool yes = b && b->gen == gen;
+	pthread_mutex_unlock(&s->lock);
+	return yes;
 }
 
 uint32_t vy_store_inflight(vy_store *s, vy_handle h)

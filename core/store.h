@@ -37,6 +37,8 @@ typedef struct vy_buffer_view {
 	vy_handle handle;
 	vy_dptr ptr;
 	uint64_t len;
+	uint64_t alloc; /* bytes the device holds for it (len rounded up when shareable) */
+	uint64_t gen;   /* changes whenever ptr does: a mapping of another gen is stale */
 } vy_buffer_view;
 
 typedef struct vy_store_usage {
@@ -66,6 +68,27 @@ vy_err vy_store_view(vy_store *s, vy_handle h, vy_buffer_view *out, vy_error *e)
  * vy_store_unpin_many on the same list. */
 vy_err vy_store_pin_many(vy_store *s, const vy_handle *handles, size_t n, vy_buffer_view *views, vy_error *e);
 vy_err vy_store_unpin_many(vy_store *s, const vy_handle *handles, size_t n, vy_error *e);
+
+/* Sharing with another process (the launcher, clients). A buffer of the
+ * device's share granularity or more is shareable from birth; a smaller one
+ * is moved to memory of its own (rounded up to the granularity) by
+ * vy_store_share, through `copy`, which must copy `len` bytes device to
+ * device and wait for it. The caller makes sure nothing else uses the buffer
+ * meanwhile (the fs holds the file's write lock); it must not be pinned.
+ * VY_ENOTSUP when the device cannot share. */
+typedef vy_err (*vy_store_copy_fn)(void *ctx, vy_dptr dst, vy_dptr src, uint64_t len, vy_error *e);
+vy_err vy_store_share(vy_store *s, vy_handle h, vy_store_copy_fn copy, void *ctx, vy_error *e);
+/* Whether a live buffer can be exported as it is. */
+bool vy_store_shareable(vy_store *s, vy_handle h);
+
+/* Export a shareable buffer: a new fd the caller owns (and passes on), and
+ * the view it stands for. The buffer is held like a pin until
+ * vy_store_unexport: a free meanwhile is deferred, so its memory is never
+ * reused while another process may still map it. */
+vy_err vy_store_export(vy_store *s, vy_handle h, vy_buffer_view *view, int *fd, vy_error *e);
+vy_err vy_store_unexport(vy_store *s, vy_handle h, vy_error *e);
+/* True while `h` is live at generation `gen` (a mapping of it is current). */
+bool vy_store_current(vy_store *s, vy_handle h, uint64_t gen);
 
 /* The in-flight count of a live handle (0 for an unknown one). */
 uint32_t vy_store_inflight(vy_store *s, vy_handle h);

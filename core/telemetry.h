@@ -38,6 +38,10 @@
 	X(sequences, COUNTER)        /* control-file sequences run */           \
 	X(steps, COUNTER)            /* their steps, repeats counted */         \
 	X(device_time_us, COUNTER)   /* device time measured by events */       \
+	X(share_moves, COUNTER)      /* small buffers moved to memory of their own to be shared */ \
+	X(exports, COUNTER)          /* buffers handed to the launcher (or a client) */ \
+	X(launcher_starts, COUNTER)  /* launcher processes started */           \
+	X(launcher_restarts, COUNTER) /* of them, after a fault, crash or timeout */ \
 	X(resident_bytes, GAUGE)     /* bytes in live buffers */                \
 	X(resident_buffers, GAUGE)   /* live buffers */                         \
 	X(pooled_bytes, GAUGE)       /* idle bytes held by the pool */          \

@@ -182,7 +182,41 @@ vy_counting_device *vy_test_device_open(void)
 	}
 	d->base.ops = &counting_ops;
 	d->base.info = inner->info;
+	/* Exact sizes, as the suites written before sharing count them; those
+	 * that test sharing ask vy_test_device_open_shared. */
+	d->base.info.share_granularity = 0;
 	d->inner = inner;
+	return d;
+}
+
+static vy_err c_export_fd(vy_device *d, vy_dptr p, int *fd, vy_error *e)
+{
+	return cnt(d)->inner->share->export_fd(cnt(d)->inner, p, fd, e);
+}
+
+static vy_err c_import_fd(vy_device *d, int fd, uint64_t bytes, vy_dptr *out, vy_error *e)
+{
+	return cnt(d)->inner->share->import_fd(cnt(d)->inner, fd, bytes, out, e);
+}
+
+static vy_err c_unimport(vy_device *d, vy_dptr p, uint64_t bytes, vy_error *e)
+{
+	return cnt(d)->inner->share->unimport(cnt(d)->inner, p, bytes, e);
+}
+
+static const vy_device_share_ops counting_share = {
+	.export_fd = c_export_fd,
+	.import_fd = c_import_fd,
+	.unimport = c_unimport,
+};
+
+vy_counting_device *vy_test_device_open_shared(void)
+{
+	vy_counting_device *d = vy_test_device_open();
+	if (d->inner->share) {
+		d->base.info.share_granularity = d->inner->info.share_granularity;
+		d->base.share = &counting_share;
+	}
 	return d;
 }
 

@@ -126,6 +126,9 @@ typedef struct vy_counting_device {
 } vy_counting_device;
 
 /* Open the backend under test wrapped in a counter. */
+/* The same, sharing as the backend does (allocations of the share
+ * granularity or more are rounded up to it and can be exported). */
+vy_counting_device *vy_test_device_open_shared(void);
 vy_counting_device *vy_test_device_open(void);
 void vy_test_device_close(vy_counting_device *d);
 /* Driver calls of any kind made so far, except mem_info. */
