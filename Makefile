@@ -22,10 +22,13 @@ ifneq ($(wildcard $(CUDA_HOME)/include/cuda.h),)
 CPPFLAGS += -DVY_HAVE_CUDA_H -isystem $(CUDA_HOME)/include
 endif
 
-CORE_SRC   := $(wildcard core/*.c) $(wildcard config/*.c) $(wildcard ctl/*.c)
+CORE_SRC   := $(wildcard core/*.c) $(wildcard config/*.c) $(wildcard ctl/*.c) $(wildcard proto/*.c)
 CORE_OBJ   := $(CORE_SRC:%.c=$(BUILD)/%.o)
 FS_SRC     := $(wildcard fs/*.c)
 FS_OBJ     := $(FS_SRC:%.c=$(BUILD)/%.o)
+# The launcher process: the same binary, run as `vyrefs --launcher`.
+LAUNCHER_SRC := $(wildcard launcher/*.c)
+LAUNCHER_OBJ := $(LAUNCHER_SRC:%.c=$(BUILD)/%.o)
 PKGS       := fuse3 inih libxxhash
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
@@ -53,7 +56,7 @@ $(BUILD)/%.o: %.c
 $(CORE_LIB): $(CORE_OBJ)
 	$(AR) rcs $@ $^
 
-$(BUILD)/vyrefs: $(FS_OBJ) $(CORE_LIB)
+$(BUILD)/vyrefs: $(FS_OBJ) $(LAUNCHER_OBJ) $(CORE_LIB)
 	$(CC) $(CFLAGS) -o $@ $^ $(PKG_LIBS) $(LDLIBS)
 
 $(BUILD)/tests/unit/test_%: $(BUILD)/tests/unit/test_%.o $(UNIT_LIB) $(CORE_LIB)
@@ -126,4 +129,4 @@ uninstall:
 clean:
 	rm -rf $(BUILD)
 
--include $(CORE_OBJ:.o=.d) $(FS_OBJ:.o=.d) $(BENCH_BIN:%=%.d) $(UNIT_SRC:%.c=$(BUILD)/%.d) $(GPU_SRC:%.c=$(BUILD)/%.d) $(UNIT_LIB:.o=.d)
+-include $(CORE_OBJ:.o=.d) $(FS_OBJ:.o=.d) $(LAUNCHER_OBJ:.o=.d) $(BENCH_BIN:%=%.d) $(UNIT_SRC:%.c=$(BUILD)/%.d) $(GPU_SRC:%.c=$(BUILD)/%.d) $(UNIT_LIB:.o=.d)

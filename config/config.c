@@ -1,6 +1,7 @@
 /* Configuration: defaults, INI files (inih), -o key=value. */
 #include "config/config.h"
 #include "config/size.h"
+#include "core/checked.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -13,7 +14,7 @@
 #include <sys/stat.h>
 
 #define KEYS "backend, ordinal, host_memory, resident_budget, pool_budget, staging_cache, max_write, page_cache, write_behind, readahead, idle_threads, " \
-	     "kernel_cache, allow_other"
+	     "kernel_cache, allow_other, launch_timeout"
 #define FIX_SIZE "write a whole number of bytes, optionally with K, M, G or T, e.g. 512M"
 #define MAX_WRITE_MIN 4096u
 #define MAX_WRITE_MAX (1u << 20) /* what the kernel's max_pages allows */
@@ -30,11 +31,37 @@ void vy_config_defaults(vy_config *c)
 	c->idle_threads = 2;
 	c->kernel_cache = 256ull << 20;
 	c->allow_other = false;
+	c->launch_timeout_ms = 60000;
 }
 
 static vy_err bad_value(vy_error *e, const char *key, const char *value, const char *allowed)
 {
 	return vy_fail(e, VY_EINVAL, allowed, "bad value '%s' for %s", value, key);
+}
+
+/* A duration: a whole number with ms, s, m or h (plain: seconds). */
+static vy_err duration_value(const char *key, const char *value, uint64_t *ms, vy_error *e)
+{
+	const char *fix = "write a whole number with ms, s, m or h, e.g. 60s or 500ms; 0 means no limit";
+	char *end;
+	errno = 0;
+	if (!isdigit((unsigned char)value[0]))
+		return bad_value(e, key, value, fix);
+	unsigned long long n = strtoull(value, &end, 10);
+	uint64_t unit = 0;
+	if (!strcmp(end, "ms"))
+		unit = 1;
+	else if (!strcmp(end, "s") || !*end)
+		unit = 1000;
+	else if (!strcmp(end, "m"))
+		unit = 60000;
+	else if (!strcmp(end, "h"))
+		unit = 3600000;
+	uint64_t out;
+	if (errno || !unit || !vy_mul_u64(n, unit, &out) || out > (uint64_t)INT32_MAX)
+		return bad_value(e, key, value, fix);
+	*ms = out;
+	return VY_OK;
 }
 
 static vy_err size_value(const char *key, const char *value, uint64_t *out, vy_error *e)
@@ -148,6 +175,8 @@ vy_err vy_config_set(vy_config *c, const char *key, const char *value, vy_error 
 		rc = size_value(key, value, &next.kernel_cache, e);
 	} else if (!strcmp(key, "allow_other")) {
 		rc = bool_value(key, value, &next.allow_other, e);
+	} else if (!strcmp(key, "launch_timeout")) {
+		rc = duration_value(key, value, &next.launch_timeout_ms, e);
 	} else {
 		rc = vy_fail(e, VY_EINVAL, "use one of: " KEYS, "unknown option '%s'", key);
 	}
@@ -272,5 +301,6 @@ size_t vy_config_format_ini(const vy_config *c, char *buf, size_t cap)
 	put(buf, cap, &at, "idle_threads = %u\n", c->idle_threads);
 	put(buf, cap, &at, "kernel_cache = %llu\n", (unsigned long long)c->kernel_cache);
 	put(buf, cap, &at, "allow_other = %s\n", c->allow_other ? "on" : "off");
+	put(buf, cap, &at, "launch_timeout = %llums\n", (unsigned long long)c->launch_timeout_ms);
 	return at;
 }

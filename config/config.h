@@ -20,6 +20,8 @@
  *                    every idle worker always waits there
  *   kernel_cache     the CUDA JIT cache for modules (size; 0 turns it off)
  *   allow_other      let other users reach the mount (on | off)
+ *   launch_timeout   a control sequence's time limit (60s; 500ms, 2m, 0:
+ *                    none): past it its launcher is killed
  * A bad key or value is refused naming the key, the value and what is
  * allowed, and leaves the configuration as it was. */
 #ifndef VY_CONFIG_H
@@ -43,6 +45,7 @@ typedef struct vy_config {
 	unsigned idle_threads;
 	uint64_t kernel_cache;
 	bool allow_other;
+	uint64_t launch_timeout_ms; /* 0: no limit */
 	bool pool_budget_set; /* pool_budget given (else device memory / 32) */
 } vy_config;
 

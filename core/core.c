@@ -35,13 +35,8 @@ vy_err vy_core_attach(vy_device *dev, const vy_core_options *o, vy_core **out, v
 	rc = vy_streams_init(&c->streams, dev, o->streams, e);
 	if (rc != VY_OK)
 		goto fail_staging;
-	rc = vy_timers_init(&c->timers, dev, e);
-	if (rc != VY_OK)
-		goto fail_streams;
 	*out = c;
 	return VY_OK;
-fail_streams:
-	vy_streams_destroy(&c->streams, NULL);
 fail_staging:
 	vy_staging_close(c->staging, NULL);
 fail_store:
@@ -81,7 +76,6 @@ vy_err vy_core_close(vy_core *c, vy_error *e)
 		if (e)
 			*e = err;
 	}
-	vy_error_keep_first(&first, vy_timers_destroy(&c->timers, &err), e, &err);
 	rc = vy_store_close(c->store, &err);
 	if (rc != VY_OK && first == VY_OK) {
 		first = rc;
@@ -104,4 +98,30 @@ vy_err vy_core_sync(vy_core *c, vy_stream *s, vy_error *e)
 {
 	vy_telemetry_add(&c->tel, syncs, 1);
 	return c->dev->ops->stream_sync(c->dev, s, e);
+}
+
+/* The move's copy: device to device on a stream of the core, then a wait. */
+static vy_err share_copy(void *ctx, vy_dptr dst, vy_dptr src, uint64_t len, vy_error *e)
+{
+	vy_core *c = ctx;
+	vy_stream *s;
+	vy_err rc = vy_streams_acquire(&c->streams, &s, e);
+	if (rc != VY_OK)
+		return rc;
+	rc = c->dev->ops->copy_dtod(c->dev, s, dst, src, len, e);
+	if (rc == VY_OK) {
+		vy_telemetry_add(&c->tel, d2d_ops, 1);
+		vy_telemetry_add(&c->tel, d2d_bytes, len);
+	}
+	vy_error err;
+	vy_err sync = vy_core_sync(c, s, &err);
+	vy_error_keep_first(&rc, sync, e, &err);
+	if (sync == VY_OK)
+		vy_streams_release(&c->streams, s);
+	return rc;
+}
+
+vy_err vy_core_share(vy_core *c, vy_handle h, vy_error *e)
+{
+	return vy_store_share(c->store, h, share_copy, c, e);
 }

@@ -11,7 +11,6 @@
 #include "core/store.h"
 #include "core/streams.h"
 #include "core/telemetry.h"
-#include "core/timers.h"
 
 #define VY_NOTE_MAX 640
 
@@ -30,7 +29,6 @@ typedef struct vy_core {
 	vy_store *store;
 	vy_staging *staging;
 	vy_streams streams;
-	vy_timers timers; /* event pairs that time control sequences */
 	uint64_t staging_chunk;
 	char note[VY_NOTE_MAX]; /* why `auto` chose the host backend, or "" */
 } vy_core;
@@ -44,6 +42,11 @@ vy_err vy_core_open(const vy_core_options *o, vy_core **out, vy_error *e);
 vy_err vy_core_attach(vy_device *dev, const vy_core_options *o, vy_core **out, vy_error *e);
 /* Free every buffer, drain pool and staging, and close what the core owns. */
 vy_err vy_core_close(vy_core *c, vy_error *e);
+
+/* Make buffer `h` shareable with another process: a small buffer moves to
+ * memory of its own by a device-to-device copy (vy_store_share). The caller
+ * keeps everything else off the buffer meanwhile. */
+vy_err vy_core_share(vy_core *c, vy_handle h, vy_error *e);
 
 /* Sync a stream, counted as a sync point. */
 vy_err vy_core_sync(vy_core *c, vy_stream *s, vy_error *e);

@@ -1,8 +1,9 @@
-/* Running a sequence: bind files, validate, enqueue, one sync. */
+/* Running a sequence: bind files, validate, pin, hand it to the runner. */
 #include "ctl/exec.h"
 #include "core/checked.h"
 #include "core/grow.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -13,21 +14,15 @@ typedef struct bound {
 	uint64_t ino;
 	vy_handle handle;
 	uint64_t size;
-	vy_dptr ptr;
+	vy_buffer_view view;
+	uint32_t buf; /* its index in the sequence's buffers (with a handle) */
 	bool written, locked, pinned;
 } bound;
-
-/* A launch made ready: its kernel and its argument bytes. */
-typedef struct ready_launch {
-	vy_function *f;
-	unsigned char (*vals)[8];
-	void **args;
-	bool held; /* its module is held in use */
-} ready_launch;
 
 typedef struct run {
 	vy_core *core;
 	vy_modules *mods;
+	vy_runner *runner;
 	const vy_ctl_files *files;
 	const vy_ctl_plan *plan;
 	bound *b;
@@ -35,15 +30,16 @@ typedef struct run {
 	size_t *ref;   /* per step: index of its first bound reference in refs */
 	size_t *refs;  /* bound indices, in the order steps name paths */
 	size_t nrefs, caprefs;
-	ready_launch *launches; /* per step */
+	bool *held;    /* per step: its module is held in use */
 	vy_ctl_error *err;
+	vy_seq seq;    /* what the runner gets */
+	size_t cap_args, cap_strings;
 } run;
 
 static vy_err oom(run *r)
 {
 	return vy_fail(&r->err->e, VY_ENOMEM, "free host memory", "cannot hold the sequence");
 }
-
 
 /* Look a path up and note which bound file it is. */
 static vy_err bind_path(run *r, const char *path)
@@ -75,8 +71,8 @@ static vy_err bind_all(run *r)
 {
 	const vy_ctl_plan *p = r->plan;
 	r->ref = calloc(p->nsteps + 1, sizeof(*r->ref));
-	r->launches = calloc(p->nsteps + 1, sizeof(*r->launches));
-	if (!r->ref || !r->launches)
+	r->held = calloc(p->nsteps + 1, sizeof(*r->held));
+	if (!r->ref || !r->held)
 		return oom(r);
 	for (size_t s = 0; s < p->nsteps; s++) {
 		const vy_ctl_step *st = &p->steps[s];
@@ -102,6 +98,15 @@ static int by_ino(const void *a, const void *b)
 {
 	const bound *x = a, *y = b;
 	return x->ino < y->ino ? -1 : x->ino > y->ino;
+}
+
+static void unlock_all(run *r)
+{
+	for (size_t i = 0; i < r->nb; i++)
+		if (r->b[i].locked) {
+			r->files->unlock(r->files->ctx, r->b[i].file);
+			r->b[i].locked = false;
+		}
 }
 
 /* Lock in ino order (the fs's lock order), then read each file's state.
@@ -130,6 +135,33 @@ static vy_err lock_all(run *r, vy_error *e)
 	return rc;
 }
 
+/* Locked, with every buffer shareable when the runner is another process:
+ * each file is made shareable under its own write lock first; a writer
+ * that gave one a new buffer in between makes us go round again. */
+static vy_err lock_shared(run *r, vy_error *e)
+{
+	for (int round = 0;; round++) {
+		if (r->runner->shares)
+			for (size_t i = 0; i < r->nb; i++) {
+				vy_err rc = r->files->share(r->files->ctx, r->b[i].file, e);
+				if (rc != VY_OK)
+					return rc;
+			}
+		vy_err rc = lock_all(r, e);
+		if (rc != VY_OK || !r->runner->shares)
+			return rc;
+		bool all = true;
+		for (size_t i = 0; i < r->nb && all; i++)
+			all = !r->b[i].handle || vy_store_shareable(r->core->store, r->b[i].handle);
+		if (all)
+			return VY_OK;
+		unlock_all(r);
+		if (round == 3)
+			return vy_fail(e, VY_EBUSY, "write the sequence again once the files stop changing",
+				       "the sequence's files kept changing while it was prepared");
+	}
+}
+
 static bound *ref(run *r, size_t step, size_t k)
 {
 	return &r->b[r->refs[r->ref[step] + k]];
@@ -152,17 +184,58 @@ static vy_err check_range(run *r, const bound *b, const char *path, uint64_t off
 		       (unsigned long long)off, path, (unsigned long long)b->size);
 }
 
+/* ---- the sequence the runner gets --------------------------------------- */
+
+static vy_err add_string(run *r, const char *s, uint32_t *off)
+{
+	size_t n = strlen(s) + 1;
+	if (r->seq.strings_len + n > UINT32_MAX)
+		return oom(r);
+	while (r->cap_strings < r->seq.strings_len + n)
+		if (!vy_grow((void **)&r->seq.strings, &r->cap_strings, r->cap_strings + 1, 1))
+			return oom(r);
+	memcpy(r->seq.strings + r->seq.strings_len, s, n);
+	*off = r->seq.strings_len;
+	r->seq.strings_len += (uint32_t)n;
+	return VY_OK;
+}
+
+/* The kernel table's index of MODULE.ENTRY, added once. */
+static vy_err kernel_index(run *r, const vy_ctl_step *st, uint32_t *out)
+{
+	vy_seq *q = &r->seq;
+	for (uint32_t k = 0; k < q->nkernels; k++)
+		if (!strcmp(vy_seq_module(q, k), st->module) && !strcmp(vy_seq_entry(q, k), st->entry)) {
+			*out = k;
+			return VY_OK;
+		}
+	vy_wire_kernel kn;
+	if (add_string(r, st->module, &kn.module) != VY_OK || add_string(r, st->entry, &kn.entry) != VY_OK)
+		return oom(r);
+	/* At most one kernel per step: the table has room (see build_seq). */
+	q->kernels[q->nkernels] = kn;
+	*out = q->nkernels++;
+	return VY_OK;
+}
+
+static vy_err add_arg(run *r, vy_wire_arg a)
+{
+	if (!vy_grow((void **)&r->seq.args, &r->cap_args, r->seq.nargs, sizeof(*r->seq.args)))
+		return oom(r);
+	r->seq.args[r->seq.nargs++] = a;
+	return VY_OK;
+}
+
 static vy_err check_launch(run *r, size_t s)
 {
 	const vy_ctl_step *st = &r->plan->steps[s];
 	vy_error *e = &r->err->e;
 	const vy_device_info *d = &r->core->dev->info;
 	vy_function_info info;
-	ready_launch *L = &r->launches[s];
-	vy_err rc = vy_modules_get(r->mods, st->module, st->entry, &L->f, &info, e);
+	vy_err rc = vy_modules_get(r->mods, st->module, st->entry, &info, e);
 	if (rc != VY_OK)
 		return rc;
-	L->held = true;
+	r->held[s] = true;
 	if (info.nparams != st->nargs)
 		return vy_fail(e, VY_EINVAL, "pass one argument per kernel parameter",
 			       "kernel %s.%s takes %zu argument(s), the line gives %zu", st->module, st->entry, info.nparams,
@@ -183,10 +256,6 @@ static vy_err check_launch(run *r, size_t s)
 	if (st->shared > (uint32_t)info.max_dynamic_shared)
 		return vy_fail(e, VY_EINVAL, "ask for less shared memory", "shared=%u is over this kernel's %d bytes",
 			       st->shared, info.max_dynamic_shared);
-	L->vals = calloc(st->nargs + 1, sizeof(*L->vals));
-	L->args = calloc(st->nargs + 1, sizeof(*L->args));
-	if (!L->vals || !L->args)
-		return oom(r);
 	size_t k = 0;
 	for (size_t a = 0; a < st->nargs; a++) {
 		const vy_ctl_arg *arg = &st->args[a];
@@ -194,24 +263,19 @@ static vy_err check_launch(run *r, size_t s)
 			return vy_fail(e, VY_EINVAL, "match the parameter's width: u32/i32/f32 are 4 bytes; u64/i64/f64, size: and buffers 8",
 				       "argument %zu (%s) is %zu bytes, but parameter %zu of %s.%s is %zu", a + 1, arg->type,
 				       arg->size, a + 1, st->module, st->entry, info.param_size[a]);
-		if (arg->kind == VY_ARG_SCALAR) {
-			memcpy(L->vals[a], arg->value, arg->size);
-		} else {
-			bound *b = ref(r, s, k++);
-			if (arg->kind == VY_ARG_SIZE) {
-				memcpy(L->vals[a], &b->size, 8);
-			} else {
-				rc = need_buffer(r, b, arg->path);
-				if (rc == VY_OK && arg->offset > b->size)
-					rc = vy_fail(e, VY_ERANGE, "keep the offset within the file's size",
-						     "offset %llu is past the end of '%s' (%llu bytes)",
-						     (unsigned long long)arg->offset, arg->path, (unsigned long long)b->size);
-				if (rc != VY_OK)
-					return rc;
-				b->written = true; /* a kernel may write any buffer it gets */
-			}
+		if (arg->kind == VY_ARG_SCALAR)
+			continue;
+		bound *b = ref(r, s, k++);
+		if (arg->kind == VY_ARG_BUFFER) {
+			rc = need_buffer(r, b, arg->path);
+			if (rc == VY_OK && arg->offset > b->size)
+				rc = vy_fail(e, VY_ERANGE, "keep the offset within the file's size",
+					     "offset %llu is past the end of '%s' (%llu bytes)", (unsigned long long)arg->offset,
+					     arg->path, (unsigned long long)b->size);
+			if (rc != VY_OK)
+				return rc;
+			b->written = true; /* a kernel may write any buffer it gets */
 		}
-		L->args[a] = L->vals[a];
 	}
 	return VY_OK;
 }
@@ -261,57 +325,178 @@ static vy_err pin_all(run *r)
 	for (size_t i = 0; i < r->nb; i++) {
 		if (!r->b[i].handle)
 			continue;
-		vy_buffer_view v;
-		vy_err rc = vy_store_pin_many(r->core->store, &r->b[i].handle, 1, &v, &r->err->e);
+		vy_err rc = vy_store_pin_many(r->core->store, &r->b[i].handle, 1, &r->b[i].view, &r->err->e);
 		if (rc != VY_OK)
 			return rc;
 		r->b[i].pinned = true;
-		r->b[i].ptr = v.ptr;
 	}
 	return VY_OK;
 }
 
-/* Queue one step on the stream. */
-static vy_err enqueue(run *r, vy_stream *s, size_t i)
+/* The validated plan as flat arrays, buffers named by (handle, gen). */
+static vy_err build_seq(run *r, vy_buffer_view **views)
 {
-	const vy_ctl_step *st = &r->plan->steps[i];
-	vy_device *d = r->core->dev;
-	vy_telemetry *t = &r->core->tel;
-	vy_error *e = &r->err->e;
-	if (st->kind == VY_STEP_FILL) {
-		bound *b = ref(r, i, 0);
-		uint64_t off = st->has_offset ? st->offset : 0;
-		uint64_t len = st->has_length ? st->length : b->size - off;
-		if (!len)
-			return VY_OK;
-		vy_telemetry_add(t, memset_ops, 1);
-		vy_telemetry_add(t, memset_bytes, len);
-		return d->ops->memset8(d, s, b->ptr + off, st->byte, len, e);
-	}
-	if (st->kind == VY_STEP_COPY) {
-		bound *src = ref(r, i, 0), *dst = ref(r, i, 1);
-		uint64_t len = st->has_length ? st->length : src->size;
-		uint64_t so = st->has_offset ? st->offset : 0, dof = st->has_offset ? st->offset2 : 0;
-		if (!len)
-			return VY_OK;
-		vy_telemetry_add(t, d2d_ops, 1);
-		vy_telemetry_add(t, d2d_bytes, len);
-		return d->ops->copy_dtod(d, s, dst->ptr + dof, src->ptr + so, len, e);
-	}
-	/* Buffer arguments take their device address now that it is pinned. */
-	ready_launch *L = &r->launches[i];
-	size_t k = 0;
-	for (size_t a = 0; a < st->nargs; a++) {
-		if (st->args[a].kind == VY_ARG_SCALAR)
+	const vy_ctl_plan *p = r->plan;
+	vy_seq *q = &r->seq;
+	q->buffers = calloc(r->nb + 1, sizeof(*q->buffers));
+	*views = calloc(r->nb + 1, sizeof(**views));
+	q->kernels = calloc(p->nsteps + 1, sizeof(*q->kernels));
+	q->steps = calloc(p->nsteps + 1, sizeof(*q->steps));
+	q->groups = calloc(p->ngroups + 1, sizeof(*q->groups));
+	if (!q->buffers || !*views || !q->kernels || !q->steps || !q->groups || p->nsteps > UINT32_MAX)
+		return oom(r);
+	for (size_t i = 0; i < r->nb; i++) {
+		bound *b = &r->b[i];
+		if (!b->handle)
 			continue;
-		bound *b = ref(r, i, k++);
-		if (st->args[a].kind == VY_ARG_BUFFER) {
-			uint64_t addr = b->ptr + st->args[a].offset;
-			memcpy(L->vals[a], &addr, 8);
+		b->buf = q->nbuffers;
+		(*views)[q->nbuffers] = b->view;
+		q->buffers[q->nbuffers++] = (vy_wire_buffer){.handle = b->handle, .gen = b->view.gen, .len = b->size};
+	}
+	for (size_t s = 0; s < p->nsteps; s++) {
+		const vy_ctl_step *st = &p->steps[s];
+		vy_wire_step *w = &q->steps[s];
+		w->line = st->line;
+		if (st->kind == VY_STEP_FILL) {
+			bound *b = ref(r, s, 0);
+			w->kind = VY_WIRE_FILL;
+			w->a = b->buf;
+			w->off_a = st->has_offset ? st->offset : 0;
+			w->length = st->has_length ? st->length : b->size - w->off_a;
+			w->byte = st->byte;
+		} else if (st->kind == VY_STEP_COPY) {
+			bound *src = ref(r, s, 0), *dst = ref(r, s, 1);
+			w->kind = VY_WIRE_COPY;
+			w->a = src->buf;
+			w->b = dst->buf;
+			w->off_a = st->has_offset ? st->offset : 0;
+			w->off_b = st->has_offset ? st->offset2 : 0;
+			w->length = st->has_length ? st->length : src->size;
+		} else {
+			w->kind = VY_WIRE_LAUNCH;
+			if (kernel_index(r, st, &w->kernel) != VY_OK)
+				return oom(r);
+			memcpy(w->grid, st->grid, sizeof(w->grid));
+			memcpy(w->block, st->block, sizeof(w->block));
+			w->shared = st->shared;
+			w->first_arg = q->nargs;
+			w->nargs = (uint32_t)st->nargs;
+			size_t k = 0;
+			for (size_t a = 0; a < st->nargs; a++) {
+				const vy_ctl_arg *arg = &st->args[a];
+				vy_wire_arg wa = {.kind = VY_WIRE_ARG_BYTES, .size = (uint32_t)arg->size};
+				if (arg->kind == VY_ARG_SCALAR) {
+					memcpy(&wa.value, arg->value, arg->size);
+				} else {
+					bound *b = ref(r, s, k++);
+					if (arg->kind == VY_ARG_SIZE) {
+						wa.value = b->size;
+					} else {
+						wa.kind = VY_WIRE_ARG_BUFFER;
+						wa.buf = b->buf;
+						wa.value = arg->offset;
+					}
+				}
+				if (add_arg(r, wa) != VY_OK)
+					return oom(r);
+			}
 		}
 	}
-	vy_telemetry_add(t, launches, 1);
-	return d->ops->launch(d, s, L->f, st->grid, st->block, st->shared, L->args, e);
+	q->nsteps = (uint32_t)p->nsteps;
+	for (size_t g = 0; g < p->ngroups; g++)
+		q->groups[g] = (vy_wire_group){.times = p->groups[g].times, .first = (uint32_t)p->groups[g].first,
+					       .count = (uint32_t)p->groups[g].count};
+	q->ngroups = (uint32_t)p->ngroups;
+	return VY_OK;
+}
+
+static void free_seq(vy_seq *q)
+{
+	free(q->buffers);
+	free(q->kernels);
+	free(q->steps);
+	free(q->args);
+	free(q->groups);
+	free(q->strings);
+}
+
+/* What a failure on the device cost: the files the sequence could write,
+ * and where it failed. Keeps the runner's Fix. */
+static void name_the_damage(run *r, const vy_run_result *res)
+{
+	vy_error *e = &r->err->e;
+	char what[VY_ERROR_MSG_MAX], fix[VY_ERROR_MSG_MAX] = "see the log";
+	snprintf(what, sizeof(what), "%s", e->msg);
+	char *f = strstr(what, " (Fix: ");
+	if (f) {
+		size_t n = strlen(f + 7);
+		snprintf(fix, sizeof(fix), "%.*s", n ? (int)n - 1 : 0, f + 7);
+		*f = '\0';
+	}
+	char files[256] = "";
+	size_t at = 0;
+	unsigned named = 0, more = 0;
+	for (size_t i = 0; i < r->nb; i++) {
+		if (!r->b[i].written)
+			continue;
+		const char *path = NULL; /* the first path the plan used for it */
+		for (size_t s = 0; s < r->plan->nsteps && !path; s++) {
+			const vy_ctl_step *st = &r->plan->steps[s];
+			size_t k = 0;
+			if (st->kind == VY_STEP_LAUNCH) {
+				for (size_t a = 0; a < st->nargs && !path; a++)
+					if (st->args[a].kind != VY_ARG_SCALAR && ref(r, s, k++) == &r->b[i])
+						path = st->args[a].path;
+			} else if (ref(r, s, 0) == &r->b[i]) {
+				path = st->path;
+			} else if (st->kind == VY_STEP_COPY && ref(r, s, 1) == &r->b[i]) {
+				path = st->path2;
+			}
+		}
+		if (!path)
+			continue;
+		int n = snprintf(files + at, sizeof(files) - at, "%s'%s'", named ? ", " : "", path);
+		if (n < 0 || (size_t)n >= sizeof(files) - at) {
+			files[at] = '\0';
+			more++;
+			continue;
+		}
+		at += (size_t)n;
+		named++;
+	}
+	const char *where = "";
+	char step[160] = "";
+	if (res->failed_step >= 0 && (size_t)res->failed_step < r->plan->nsteps) {
+		const vy_ctl_step *st = &r->plan->steps[res->failed_step];
+		r->err->line = st->line;
+		if (st->kind == VY_STEP_LAUNCH)
+			snprintf(step, sizeof(step), " at launch %s.%s", st->module, st->entry);
+		where = step;
+	} else {
+		/* A kernel's fault shows at the synchronization: name the
+		 * sequence's kernels. */
+		size_t nl = 0;
+		for (size_t s = 0; s < r->plan->nsteps; s++)
+			if (r->plan->steps[s].kind == VY_STEP_LAUNCH) {
+				const vy_ctl_step *st = &r->plan->steps[s];
+				if (nl == 0)
+					r->err->line = st->line;
+				int n = snprintf(step + strlen(step), sizeof(step) - strlen(step), "%s%s.%s (line %d)",
+						 nl ? ", " : " in ", st->module, st->entry, st->line);
+				if (n < 0)
+					break;
+				nl++;
+			}
+		where = step;
+	}
+	char damage[400];
+	if (named)
+		snprintf(damage, sizeof(damage), "%s%s may hold partial results; every other file is intact", files,
+			 more ? " and more" : "");
+	else
+		snprintf(damage, sizeof(damage), "every file is intact");
+	vy_fail(e, e->code, fix, "%.200s%s; %s%s", what, where, damage,
+		res->process_lost ? "; a new launcher runs the next sequence" : "");
 }
 
 static double now_us(void)
@@ -323,46 +508,28 @@ static double now_us(void)
 
 static vy_err execute(run *r, vy_ctl_result *res)
 {
-	vy_core *c = r->core;
-	vy_device *d = c->dev;
-	vy_error *e = &r->err->e;
-	vy_stream *s = NULL;
-	vy_timer *tm = NULL;
-	vy_err rc = vy_streams_acquire(&c->streams, &s, e);
+	vy_buffer_view *views = NULL;
+	vy_err rc = build_seq(r, &views);
+	vy_run_result out = {.failed_step = -1};
 	if (rc == VY_OK)
-		rc = vy_timers_acquire(&c->timers, &tm, e);
+		rc = r->runner->ops->run(r->runner, &r->seq, views, &out, &r->err->e);
+	free(views);
+	vy_telemetry *t = &r->core->tel;
+	vy_telemetry_add(t, memset_ops, out.memset_ops);
+	vy_telemetry_add(t, memset_bytes, out.memset_bytes);
+	vy_telemetry_add(t, d2d_ops, out.d2d_ops);
+	vy_telemetry_add(t, d2d_bytes, out.d2d_bytes);
+	vy_telemetry_add(t, launches, out.launches);
+	vy_telemetry_add(t, syncs, out.syncs);
+	vy_telemetry_add(t, steps, out.steps);
 	if (rc == VY_OK)
-		rc = d->ops->event_record(d, tm->start, s, e);
-	uint64_t ran = 0;
-	for (size_t g = 0; rc == VY_OK && g < r->plan->ngroups; g++) {
-		const vy_ctl_group *grp = &r->plan->groups[g];
-		for (uint64_t n = 0; rc == VY_OK && n < grp->times; n++)
-			for (size_t i = grp->first; rc == VY_OK && i < grp->first + grp->count; i++) {
-				r->err->line = r->plan->steps[i].line;
-				rc = enqueue(r, s, i);
-				ran++;
-			}
-	}
-	if (rc == VY_OK)
-		rc = d->ops->event_record(d, tm->end, s, e);
-	vy_err sync = VY_OK;
-	if (s) {
-		/* One synchronization, also after a failure: queued work may
-		 * still use the pinned buffers. */
-		vy_error err;
-		sync = vy_core_sync(c, s, &err);
-		vy_error_keep_first(&rc, sync, e, &err);
-		if (sync == VY_OK)
-			vy_streams_release(&c->streams, s);
-	}
-	if (rc == VY_OK && d->ops->event_elapsed_us(d, tm->start, tm->end, &res->device_us, e) == VY_OK)
-		vy_telemetry_add(&c->tel, device_time_us, (uint64_t)res->device_us);
-	if (tm && sync == VY_OK)
-		vy_timers_release(&c->timers, tm);
-	else if (tm)
-		vy_timers_discard(&c->timers, tm); /* its events may be pending */
-	res->steps = ran;
-	vy_telemetry_add(&c->tel, steps, ran);
+		vy_telemetry_add(t, device_time_us, (uint64_t)out.device_us);
+	else if (rc == VY_EDEVICE || rc == VY_ETIMEDOUT)
+		name_the_damage(r, &out);
+	else if (out.failed_step >= 0 && (size_t)out.failed_step < r->plan->nsteps)
+		r->err->line = r->plan->steps[out.failed_step].line;
+	res->steps = out.steps;
+	res->device_us = out.device_us;
 	return rc;
 }
 
@@ -371,37 +538,34 @@ static vy_err execute(run *r, vy_ctl_result *res)
 static void cleanup(run *r, bool ran)
 {
 	const vy_ctl_plan *p = r->plan;
-	for (size_t s = 0; r->launches && s < p->nsteps; s++) {
-		if (r->launches[s].held)
+	for (size_t s = 0; r->held && s < p->nsteps; s++)
+		if (r->held[s])
 			vy_modules_put(r->mods, p->steps[s].module);
-		free(r->launches[s].vals);
-		free(r->launches[s].args);
-	}
 	for (size_t i = 0; i < r->nb; i++) {
 		bound *b = &r->b[i];
 		if (b->pinned)
 			vy_store_unpin_many(r->core->store, &b->handle, 1, NULL);
-		if (b->locked)
-			r->files->unlock(r->files->ctx, b->file);
 	}
+	unlock_all(r);
 	for (size_t i = 0; i < r->nb; i++) {
 		if (ran && r->b[i].written)
 			r->files->written(r->files->ctx, r->b[i].file, r->b[i].ino);
 		r->files->release(r->files->ctx, r->b[i].file);
 	}
-	free(r->launches);
+	free_seq(&r->seq);
+	free(r->held);
 	free(r->ref);
 	free(r->refs);
 	free(r->b);
 }
 
-vy_err vy_ctl_run(vy_core *core, vy_modules *mods, const vy_ctl_files *files, const vy_ctl_plan *plan,
-		  vy_ctl_result *res, vy_ctl_error *err)
+vy_err vy_ctl_run(vy_core *core, vy_modules *mods, vy_runner *runner, const vy_ctl_files *files,
+		  const vy_ctl_plan *plan, vy_ctl_result *res, vy_ctl_error *err)
 {
 	double t0 = now_us();
 	memset(res, 0, sizeof(*res));
 	vy_error_clear(&err->e);
-	run r = {.core = core, .mods = mods, .files = files, .plan = plan, .err = err};
+	run r = {.core = core, .mods = mods, .runner = runner, .files = files, .plan = plan, .err = err};
 	uint64_t total = vy_ctl_plan_steps(plan);
 	vy_err rc = VY_OK;
 	if (total > VY_CTL_MAX_STEPS) {
@@ -415,7 +579,7 @@ vy_err vy_ctl_run(vy_core *core, vy_modules *mods, const vy_ctl_files *files, co
 	if (rc == VY_OK)
 		rc = bind_all(&r);
 	if (rc == VY_OK) {
-		rc = lock_all(&r, &err->e);
+		rc = lock_shared(&r, &err->e);
 		if (rc == VY_OK)
 			rc = validate(&r);
 	}

@@ -1,12 +1,16 @@
 /* Running a parsed sequence: look up and lock its files, validate every
- * step against them and the device (all or nothing), then run the steps in
- * order on one stream with one synchronization, timed by device events. */
+ * step against them and the device (all or nothing), pin them, then hand
+ * the sequence to the runner (ctl/runner.h): the launcher process runs the
+ * steps in order on one stream with one synchronization, timed by device
+ * events. A device failure there costs only the files the sequence could
+ * write, and the reply names them. */
 #ifndef VY_EXEC_H
 #define VY_EXEC_H
 
 #include "core/core.h"
 #include "ctl/modules.h"
 #include "ctl/parse.h"
+#include "ctl/runner.h"
 
 /* Most steps one sequence may run (repeats counted): a bound, so a typo
  * like `repeat 99999999999` is refused rather than running for days. */
@@ -18,6 +22,9 @@ typedef struct vy_ctl_files {
 	/* A regular file by path (relative to the mount root): an opaque
 	 * reference and its inode number; errors say what is wrong. */
 	vy_err (*lookup)(void *ctx, const char *path, void **file, uint64_t *ino, vy_error *e);
+	/* Make the file's buffer shareable with the runner's process (moving a
+	 * small one to memory of its own), with the file held alone. */
+	vy_err (*share)(void *ctx, void *file, vy_error *e);
 	/* Hold a file against resizing for the run (called in ino order). */
 	void (*lock)(void *ctx, void *file);
 	void (*unlock)(void *ctx, void *file);
@@ -36,7 +43,7 @@ typedef struct vy_ctl_result {
 	double device_us, wall_us;
 } vy_ctl_result;
 
-vy_err vy_ctl_run(vy_core *core, vy_modules *mods, const vy_ctl_files *files, const vy_ctl_plan *plan,
-		  vy_ctl_result *res, vy_ctl_error *err);
+vy_err vy_ctl_run(vy_core *core, vy_modules *mods, vy_runner *runner, const vy_ctl_files *files,
+		  const vy_ctl_plan *plan, vy_ctl_result *res, vy_ctl_error *err);
 
 #endif

@@ -1,47 +1,44 @@
-/* Module registry: name -> loaded module, kernels cached, uses counted. */
+/* Module registry: name -> load outcome, JIT log, kernel shapes, uses. */
 #include "ctl/modules.h"
 
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define LOG_MAX 16384
-
 typedef struct kernel {
 	char *name;
-	vy_function *f;
 	vy_function_info info;
 	struct kernel *next;
 } kernel;
 
 typedef struct module {
 	char *name;
-	vy_module *mod; /* NULL: the last load failed (the log says why) */
+	bool loaded;   /* false: the last load failed (the log says why) */
 	char *log;
-	unsigned busy;  /* sequences using it now */
+	unsigned busy; /* sequences using it now */
 	kernel *kernels;
 	struct module *next;
 } module;
 
 struct vy_modules {
 	pthread_mutex_t lock;
-	vy_device *dev;
+	vy_runner *runner;
 	module *list;
 };
 
-vy_err vy_modules_open(vy_device *dev, vy_modules **out, vy_error *e)
+vy_err vy_modules_open(vy_runner *runner, vy_modules **out, vy_error *e)
 {
 	vy_modules *m = calloc(1, sizeof(*m));
 	if (!m || pthread_mutex_init(&m->lock, NULL) != 0) {
 		free(m);
 		return vy_fail(e, VY_ENOMEM, "free host memory", "cannot allocate the module registry");
 	}
-	m->dev = dev;
+	m->runner = runner;
 	*out = m;
 	return VY_OK;
 }
 
-static void drop_code(vy_modules *m, module *mod)
+static void drop_kernels(module *mod)
 {
 	for (kernel *k = mod->kernels, *next; k; k = next) {
 		next = k->next;
@@ -49,9 +46,14 @@ static void drop_code(vy_modules *m, module *mod)
 		free(k);
 	}
 	mod->kernels = NULL;
-	if (mod->mod)
-		m->dev->ops->module_unload(m->dev, mod->mod, NULL);
-	mod->mod = NULL;
+}
+
+static void drop(module *mod)
+{
+	drop_kernels(mod);
+	free(mod->name);
+	free(mod->log);
+	free(mod);
 }
 
 void vy_modules_close(vy_modules *m)
@@ -60,10 +62,7 @@ void vy_modules_close(vy_modules *m)
 		return;
 	for (module *mod = m->list, *next; mod; mod = next) {
 		next = mod->next;
-		drop_code(m, mod);
-		free(mod->name);
-		free(mod->log);
-		free(mod);
+		drop(mod);
 	}
 	pthread_mutex_destroy(&m->lock);
 	free(m);
@@ -85,10 +84,6 @@ static vy_err busy(const char *name, vy_error *e)
 
 vy_err vy_modules_load(vy_modules *m, const char *name, const void *image, size_t len, vy_error *e)
 {
-	char *log = malloc(LOG_MAX);
-	if (!log)
-		return vy_fail(e, VY_ENOMEM, "free host memory", "cannot allocate a JIT log");
-	log[0] = '\0';
 	pthread_mutex_lock(&m->lock);
 	module *mod = find(m, name);
 	vy_err rc = VY_OK;
@@ -106,16 +101,14 @@ vy_err vy_modules_load(vy_modules *m, const char *name, const void *image, size_
 		mod->next = m->list;
 		m->list = mod;
 	}
-	drop_code(m, mod);
-	vy_module *loaded = NULL;
-	rc = m->dev->ops->module_load(m->dev, image, len, &loaded, log, LOG_MAX, e);
-	mod->mod = rc == VY_OK ? loaded : NULL;
+	drop_kernels(mod);
+	char *log = NULL;
+	rc = m->runner->ops->load(m->runner, name, image, len, &log, e);
+	mod->loaded = rc == VY_OK;
 	free(mod->log);
 	mod->log = log;
-	log = NULL;
 out:
 	pthread_mutex_unlock(&m->lock);
-	free(log);
 	return rc;
 }
 
@@ -131,10 +124,8 @@ vy_err vy_modules_unload(vy_modules *m, const char *name, vy_error *e)
 		rc = busy(name, e);
 	} else if (mod) {
 		*p = mod->next;
-		drop_code(m, mod);
-		free(mod->name);
-		free(mod->log);
-		free(mod);
+		rc = m->runner->ops->unload(m->runner, name, e);
+		drop(mod);
 	}
 	pthread_mutex_unlock(&m->lock);
 	return rc;
@@ -153,18 +144,17 @@ bool vy_modules_loaded(vy_modules *m, const char *name)
 {
 	pthread_mutex_lock(&m->lock);
 	module *mod = find(m, name);
-	bool loaded = mod && mod->mod;
+	bool loaded = mod && mod->loaded;
 	pthread_mutex_unlock(&m->lock);
 	return loaded;
 }
 
-vy_err vy_modules_get(vy_modules *m, const char *module_name, const char *entry, vy_function **f,
-		      vy_function_info *info, vy_error *e)
+vy_err vy_modules_get(vy_modules *m, const char *module_name, const char *entry, vy_function_info *info, vy_error *e)
 {
 	pthread_mutex_lock(&m->lock);
 	vy_err rc = VY_OK;
 	module *mod = find(m, module_name);
-	if (!mod || !mod->mod) {
+	if (!mod || !mod->loaded) {
 		rc = vy_fail(e, VY_ENOENT,
 			     mod ? "fix the module and copy it again (modules/NAME.log has the JIT log)"
 				 : "copy the module into .vyre/modules/ first, e.g. cp saxpy.ptx .vyre/modules/",
@@ -181,9 +171,7 @@ vy_err vy_modules_get(vy_modules *m, const char *module_name, const char *entry,
 			rc = vy_fail(e, VY_ENOMEM, "free host memory", "cannot record kernel '%s'", entry);
 			goto out;
 		}
-		rc = m->dev->ops->function_get(m->dev, mod->mod, entry, &n->f, e);
-		if (rc == VY_OK)
-			rc = m->dev->ops->function_info(m->dev, n->f, &n->info, e);
+		rc = m->runner->ops->kernel(m->runner, module_name, entry, &n->info, e);
 		if (rc != VY_OK) {
 			free(n->name);
 			free(n);
@@ -192,7 +180,6 @@ vy_err vy_modules_get(vy_modules *m, const char *module_name, const char *entry,
 		n->next = mod->kernels;
 		mod->kernels = k = n;
 	}
-	*f = k->f;
 	*info = k->info;
 	mod->busy++;
 out:

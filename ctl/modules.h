@@ -1,5 +1,7 @@
 /* The module registry: kernel modules by name (a file in .vyre/modules/
- * without its extension), loaded through the device, each with its JIT log.
+ * without its extension), loaded through the runner (the launcher's
+ * context, ctl/runner.h), each with its JIT log and the shape of the
+ * kernels sequences asked for, so validation needs no round trip twice.
  * A module a running sequence uses cannot be unloaded or replaced (EBUSY).
  * Thread-safe. */
 #ifndef VY_MODULES_H
@@ -9,10 +11,11 @@
 #include <stddef.h>
 
 #include "core/device.h"
+#include "ctl/runner.h"
 
 typedef struct vy_modules vy_modules;
 
-vy_err vy_modules_open(vy_device *dev, vy_modules **out, vy_error *e);
+vy_err vy_modules_open(vy_runner *runner, vy_modules **out, vy_error *e);
 void vy_modules_close(vy_modules *m);
 
 /* Load (or replace) module `name` from an image. The JIT log is kept for
@@ -25,8 +28,7 @@ bool vy_modules_loaded(vy_modules *m, const char *name);
 
 /* A kernel for a sequence: found, described, and its module held in use
  * until vy_modules_put. */
-vy_err vy_modules_get(vy_modules *m, const char *module, const char *entry, vy_function **f, vy_function_info *info,
-		      vy_error *e);
+vy_err vy_modules_get(vy_modules *m, const char *module, const char *entry, vy_function_info *info, vy_error *e);
 void vy_modules_put(vy_modules *m, const char *module);
 
 #endif

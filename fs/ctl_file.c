@@ -54,6 +54,24 @@ static vy_err files_lookup(void *ctx, const char *path, void **file, uint64_t *i
 	return rc;
 }
 
+static vy_err files_share(void *ctx, void *file, vy_error *e)
+{
+	vy_fs *fs = ctx;
+	vy_inode *in = file;
+	pthread_rwlock_wrlock(&in->lock);
+	vy_err rc = VY_OK;
+	if (in->buf && !vy_store_shareable(fs->core->store, in->buf)) {
+		/* Nothing else may use the buffer while it moves. */
+		rc = vy_wbehind_settle(fs, in, e);
+		if (rc == VY_OK) {
+			vy_readahead_forget(in);
+			rc = vy_core_share(fs->core, in->buf, e);
+		}
+	}
+	pthread_rwlock_unlock(&in->lock);
+	return rc;
+}
+
 static void files_lock(void *ctx, void *file)
 {
 	(void)ctx;
@@ -106,7 +124,8 @@ static void files_release(void *ctx, void *file)
 static int errno_of(vy_err rc)
 {
 	int err = vy_err_errno(rc);
-	return err == 0 || err == ENOSPC || err == EBUSY || err == EIO || err == ENOMEM ? err : EINVAL;
+	return err == 0 || err == ENOSPC || err == EBUSY || err == EIO || err == ENOMEM || err == ETIMEDOUT ? err
+														      : EINVAL;
 }
 
 static void log_line(vy_fs *fs, uint64_t seq, pid_t pid, const char *outcome)
@@ -221,9 +240,15 @@ int vy_ctlfile_write(vy_fs *fs, vy_open *h, const char *buf, size_t size, pid_t 
 	uint64_t seq = next_seq(fs);
 	vy_ctl_result res = {0};
 	if (rc == VY_OK) {
-		vy_ctl_files files = {.ctx = fs, .lookup = files_lookup, .lock = files_lock, .unlock = files_unlock,
-				      .state = files_state, .written = files_written, .release = files_release};
-		rc = vy_ctl_run(fs->core, fs->modules, &files, &plan, &res, &err);
+		vy_ctl_files files = {.ctx = fs,
+				      .lookup = files_lookup,
+				      .share = files_share,
+				      .lock = files_lock,
+				      .unlock = files_unlock,
+				      .state = files_state,
+				      .written = files_written,
+				      .release = files_release};
+		rc = vy_ctl_run(fs->core, fs->modules, fs->runner, &files, &plan, &res, &err);
 	}
 	vy_ctl_plan_free(&plan);
 	answer(fs, h, seq, pid, rc, &err, &res);

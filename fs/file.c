@@ -26,6 +26,10 @@ static void free_buffer(vy_fs *fs, vy_inode *in)
 		vy_error e;
 		if (vy_store_free(fs->core->store, in->buf, &e) != VY_OK)
 			vy_log(LOG_ERR, "inode %llu: freeing its buffer: %s", (unsigned long long)in->ino, e.msg);
+		/* The launcher may map it: take that back, so the memory is
+		 * free now rather than at the next sequence. */
+		if (fs->runner)
+			fs->runner->ops->sweep(fs->runner);
 	}
 	in->buf = 0;
 	in->cap = 0;

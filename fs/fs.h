@@ -96,6 +96,7 @@ typedef struct vy_fs {
 	uint64_t vyre_ino, modules_ino;
 	vy_open *opens; /* every open file, ns */
 	vy_modules *modules;
+	vy_runner *runner; /* where sequences run: the launcher process */
 	pthread_mutex_t log_lock; /* the sequence log and numbering */
 	char *log[VY_LOG_KEEP];  /* a ring, oldest at log_head */
 	size_t log_head, log_count;

@@ -191,6 +191,27 @@ mode_t vy_inode_type(const vy_inode *in)
 	return S_IFREG;
 }
 
+/* Sequences run in a launcher process when the device can share memory
+ * with one; otherwise in this process, which a faulting kernel then takes
+ * down with every file (said once). */
+static vy_err open_runner(vy_fs *fs, vy_error *e)
+{
+	vy_device *d = fs->core->dev;
+	if (!d->share) {
+		vy_log(LOG_NOTICE, "this device cannot share memory with a launcher: kernels run in the daemon's own "
+				   "context, where a faulting kernel loses every file");
+		return vy_runner_local_open(d, &fs->runner, e);
+	}
+	vy_launcher_options o = {
+		.exe = "/proc/self/exe",
+		.backend = strcmp(d->info.backend, "cuda") ? VY_BACKEND_HOST : VY_BACKEND_CUDA,
+		.ordinal = d->info.ordinal,
+		.host_memory = d->info.total_bytes,
+		.timeout_ms = fs->cfg.launch_timeout_ms,
+	};
+	return vy_runner_launcher_open(fs->core->store, &fs->core->tel, &o, &fs->runner, e);
+}
+
 vy_err vy_fs_init(vy_fs *fs, vy_core *core, const vy_config *cfg, vy_error *e)
 {
 	memset(fs, 0, sizeof(*fs));
@@ -211,8 +232,10 @@ vy_err vy_fs_init(vy_fs *fs, vy_core *core, const vy_config *cfg, vy_error *e)
 	root->parent = root->ino;
 	root->fixed = true;
 	vy_err rc = pthread_mutex_init(&fs->log_lock, NULL) == 0
-			    ? vy_modules_open(core->dev, &fs->modules, e)
+			    ? open_runner(fs, e)
 			    : vy_fail(e, VY_ENOMEM, "free host memory", "cannot create the log's lock");
+	if (rc == VY_OK)
+		rc = vy_modules_open(fs->runner, &fs->modules, e);
 	if (rc == VY_OK)
 		rc = vy_vyre_build(fs, root, e);
 	if (rc != VY_OK)
@@ -222,6 +245,9 @@ vy_err vy_fs_init(vy_fs *fs, vy_core *core, const vy_config *cfg, vy_error *e)
 
 void vy_fs_destroy(vy_fs *fs)
 {
+	/* The launcher first: its mappings end, so files free at once. */
+	vy_runner_close(fs->runner);
+	fs->runner = NULL;
 	while (fs->opens) /* releases the kernel did not send */
 		vy_open_free(fs, fs->opens);
 	uint64_t key;

@@ -9,6 +9,7 @@
 #include "core/selfcheck.h"
 #include "fs/mount.h"
 #include "fs/version.h"
+#include "launcher/launcher.h"
 
 static void usage(FILE *to)
 {
@@ -46,6 +47,9 @@ static void usage(FILE *to)
 		"     kernel_cache=SIZE        CUDA JIT cache for modules (256M; 0 disables)\n"
 		"     allow_other=on|off       let other users in (off; needs user_allow_other\n"
 		"                              in /etc/fuse.conf for non-root mounts)\n"
+		"     launch_timeout=DURATION  a control sequence's time limit, e.g. 60s,\n"
+		"                              500ms, 2m; past it its launcher is killed and the\n"
+		"                              write fails with ETIMEDOUT (60s; 0: none)\n"
 		"  -o ro,nosuid,nodev,noexec,...  usual mount flags; rw, defaults, noauto,\n"
 		"                 _netdev, nofail and x-* are accepted for /etc/fstab\n"
 		"\n"
@@ -146,6 +150,10 @@ static int settle_config(cli *c)
 
 int main(int argc, char **argv)
 {
+	/* The daemon starts itself as its launcher (CUDA does not survive a
+	 * fork): nothing else of main runs there. */
+	if (argc == 2 && !strcmp(argv[1], "--launcher"))
+		return vy_launcher_main(VY_LAUNCHER_FD);
 	cli c;
 	memset(&c, 0, sizeof(c));
 	c.m.source = "vyrefs";

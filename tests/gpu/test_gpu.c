@@ -218,8 +218,10 @@ static void module_in_use_is_busy(void)
 {
 	vy_device *d;
 	MUST(vy_device_cuda_open(0, &d, E));
+	vy_runner *r;
+	MUST(vy_runner_local_open(d, &r, E));
 	vy_modules *m;
-	MUST(vy_modules_open(d, &m, E));
+	MUST(vy_modules_open(r, &m, E));
 	FILE *f = fopen("tests/gpu/fixtures/kernels.ptx", "rb");
 	CHECK(f != NULL);
 	if (!f)
@@ -228,19 +230,19 @@ static void module_in_use_is_busy(void)
 	size_t n = fread(ptx, 1, sizeof(ptx), f);
 	fclose(f);
 	MUST(vy_modules_load(m, "kernels", ptx, n, E));
-	vy_function *fn;
 	vy_function_info info;
-	MUST(vy_modules_get(m, "kernels", "saxpy", &fn, &info, E));
+	MUST(vy_modules_get(m, "kernels", "saxpy", &info, E));
 	CHECK_EQ(info.nparams, 4);
 	CHECK(info.param_size[0] == 8 && info.param_size[1] == 8 && info.param_size[2] == 4 && info.param_size[3] == 4);
 	CHECK(info.max_threads >= 256);
 	MUST_FAIL(VY_EBUSY, vy_modules_unload(m, "kernels", E));
 	MUST_FAIL(VY_EBUSY, vy_modules_load(m, "kernels", ptx, n, E));
 	vy_modules_put(m, "kernels");
-	MUST_FAIL(VY_ENOENT, vy_modules_get(m, "kernels", "nothere", &fn, &info, E));
+	MUST_FAIL(VY_ENOENT, vy_modules_get(m, "kernels", "nothere", &info, E));
 	MUST(vy_modules_unload(m, "kernels", E));
 	CHECK(!vy_modules_loaded(m, "kernels"));
 	vy_modules_close(m);
+	vy_runner_close(r);
 	vy_device_close(d);
 }
 

@@ -70,12 +70,21 @@ static void t_release(void *ctx, void *f)
 	((tfile *)f)->refs--;
 }
 
-static const vy_ctl_files tfiles = {.lookup = t_lookup, .lock = t_lock, .unlock = t_unlock, .state = t_state,
-				     .written = t_written, .release = t_release};
+static vy_err t_share(void *ctx, void *f, vy_error *e)
+{
+	(void)ctx;
+	(void)f;
+	(void)e;
+	return VY_OK; /* the local runner shares nothing */
+}
+
+static const vy_ctl_files tfiles = {.lookup = t_lookup, .share = t_share, .lock = t_lock, .unlock = t_unlock,
+				     .state = t_state, .written = t_written, .release = t_release};
 
 typedef struct fixture {
 	vy_counting_device *d;
 	vy_core *c;
+	vy_runner *r;
 	vy_modules *m;
 } fixture;
 
@@ -85,7 +94,8 @@ static void fx_open(fixture *f)
 	vy_core_options o;
 	vy_test_core_options(&o);
 	f->d = vy_test_device_open();
-	if (vy_core_attach(&f->d->base, &o, &f->c, &e) != VY_OK || vy_modules_open(&f->d->base, &f->m, &e) != VY_OK) {
+	if (vy_core_attach(&f->d->base, &o, &f->c, &e) != VY_OK || vy_runner_local_open(&f->d->base, &f->r, &e) != VY_OK ||
+	    vy_modules_open(f->r, &f->m, &e) != VY_OK) {
 		fprintf(stderr, "fixture: %s\n", e.msg);
 		exit(2);
 	}
@@ -109,6 +119,7 @@ static void fx_close(fixture *f)
 			vy_store_free(f->c->store, files[i].h, NULL);
 	}
 	vy_modules_close(f->m);
+	vy_runner_close(f->r);
 	CHECK(vy_core_close(f->c, NULL) == VY_OK);
 	vy_test_device_close(f->d);
 }
@@ -121,7 +132,7 @@ static vy_err run(fixture *f, const char *text, vy_ctl_result *res, vy_ctl_error
 	lock_order_ok = 1;
 	last_locked = 0;
 	if (rc == VY_OK)
-		rc = vy_ctl_run(f->c, f->m, &tfiles, &plan, res, err);
+		rc = vy_ctl_run(f->c, f->m, f->r, &tfiles, &plan, res, err);
 	vy_ctl_plan_free(&plan);
 	return rc;
 }
@@ -197,7 +208,7 @@ static void validation_is_all_or_nothing(void)
 }
 
 /* A sequence's two timing events are made once and reused after; the
- * core destroys them at close. */
+ * runner destroys them at close. */
 static void timing_events_are_reused(void)
 {
 	fixture f;
@@ -217,8 +228,9 @@ static void timing_events_are_reused(void)
 			vy_store_free(f.c->store, files[i].h, NULL);
 	}
 	vy_modules_close(f.m);
-	CHECK(vy_core_close(f.c, NULL) == VY_OK);
+	vy_runner_close(f.r);
 	CHECK_EQ(vy_counts_get(f.d).event_destroy - before.event_destroy, 2);
+	CHECK(vy_core_close(f.c, NULL) == VY_OK);
 	vy_test_device_close(f.d);
 }
 

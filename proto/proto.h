@@ -1,0 +1,190 @@
+/* The protocol between the daemon and its launcher: one header for every
+ * message, one struct per operation, a version agreed at HELLO.
+ *
+ * Shape (after the kernel's fuse_kernel.h):
+ * - Every message starts with vy_msg_header: its whole length, an opcode,
+ *   how many file descriptors ride with it (SCM_RIGHTS, on its first byte),
+ *   and a unique id that the reply repeats.
+ * - The daemon asks, the launcher answers each request with a message of the
+ *   same opcode | VY_OP_REPLY whose body starts with vy_status.
+ * - A minor version bump only appends fields or operations; a major bump
+ *   breaks. A message before HELLO, an unknown opcode, a length over
+ *   VY_PROTO_MSG_MAX or a body that does not match its operation closes the
+ *   channel: the launcher exits, the daemon starts a new one.
+ * - Buffers are named by (handle, generation), never by a daemon address:
+ *   each process maps memory at its own address.
+ *
+ * fd ownership: the receiver of a message owns every fd that came with it
+ * and closes it on every path, once it has used it (or not). The sender
+ * keeps its own copies. */
+#ifndef VY_PROTO_H
+#define VY_PROTO_H
+
+#include <stdint.h>
+
+#define VY_PROTO_MAJOR 1
+#define VY_PROTO_MINOR 0
+/* No message is larger: a sequence of 1 MiB of text fits well within. */
+#define VY_PROTO_MSG_MAX (64u << 20)
+#define VY_PROTO_FDS_MAX 1
+#define VY_PROTO_TEXT_MAX 512 /* a status message, as vy_error's */
+
+typedef struct vy_msg_header {
+	uint32_t len;    /* header included */
+	uint16_t opcode;
+	uint16_t nfds;
+	uint64_t unique;
+} vy_msg_header;
+_Static_assert(sizeof(vy_msg_header) == 16, "vy_msg_header is 16 bytes");
+
+enum vy_opcode {
+	VY_OP_HELLO = 1,  /* hello_in -> hello_out: version, open the device */
+	VY_OP_LOAD = 2,   /* load_in + name + image -> load_out + JIT log */
+	VY_OP_UNLOAD = 3, /* name_in + name -> vy_status */
+	VY_OP_KERNEL = 4, /* kernel_in + module + entry -> kernel_out */
+	VY_OP_MAP = 5,    /* map_in, 1 fd -> vy_status */
+	VY_OP_UNMAP = 6,  /* unmap_in -> vy_status */
+	VY_OP_RUN = 7,    /* run_in + arrays -> run_out */
+	VY_OP_REPLY = 0x8000,
+};
+
+/* Every reply's body starts with this. rc is a vy_err; msg ends with the
+ * "(Fix: ...)" of the error, as the daemon shows it. */
+typedef struct vy_status {
+	int32_t rc;
+	int32_t step; /* RUN: the step that failed (plan index), or -1 */
+	char msg[VY_PROTO_TEXT_MAX];
+} vy_status;
+_Static_assert(sizeof(vy_status) == 520, "vy_status is 520 bytes");
+
+typedef struct vy_hello_in {
+	uint32_t major, minor;
+	uint32_t backend; /* vy_backend_kind */
+	int32_t ordinal;
+	uint64_t host_memory;
+} vy_hello_in;
+_Static_assert(sizeof(vy_hello_in) == 24, "vy_hello_in is 24 bytes");
+
+typedef struct vy_hello_out {
+	vy_status st;
+	uint32_t major, minor;
+	uint64_t share_granularity;
+} vy_hello_out;
+_Static_assert(sizeof(vy_hello_out) == 536, "vy_hello_out is 536 bytes");
+
+/* Followed by the name (name_len bytes, no NUL) and the image. */
+typedef struct vy_load_in {
+	uint32_t name_len;
+	uint32_t pad;
+	uint64_t image_len;
+} vy_load_in;
+_Static_assert(sizeof(vy_load_in) == 16, "vy_load_in is 16 bytes");
+
+/* Followed by the JIT log (log_len bytes, no NUL). */
+typedef struct vy_load_out {
+	vy_status st;
+	uint32_t log_len;
+	uint32_t pad;
+} vy_load_out;
+_Static_assert(sizeof(vy_load_out) == 528, "vy_load_out is 528 bytes");
+
+/* Followed by the name. */
+typedef struct vy_name_in {
+	uint32_t name_len;
+	uint32_t pad;
+} vy_name_in;
+_Static_assert(sizeof(vy_name_in) == 8, "vy_name_in is 8 bytes");
+
+/* Followed by the module name, then the entry name. */
+typedef struct vy_kernel_in {
+	uint32_t module_len, entry_len;
+} vy_kernel_in;
+_Static_assert(sizeof(vy_kernel_in) == 8, "vy_kernel_in is 8 bytes");
+
+#define VY_PROTO_PARAMS_MAX 256
+typedef struct vy_kernel_out {
+	vy_status st;
+	uint32_t nparams;
+	int32_t max_threads, static_shared, max_dynamic_shared;
+	uint32_t param_size[VY_PROTO_PARAMS_MAX];
+} vy_kernel_out;
+_Static_assert(sizeof(vy_kernel_out) == 520 + 16 + 4 * 256, "vy_kernel_out layout");
+
+/* With one fd: the exported allocation of `bytes` bytes. */
+typedef struct vy_map_in {
+	uint64_t handle, gen, bytes;
+} vy_map_in;
+_Static_assert(sizeof(vy_map_in) == 24, "vy_map_in is 24 bytes");
+
+typedef struct vy_unmap_in {
+	uint64_t handle;
+} vy_unmap_in;
+_Static_assert(sizeof(vy_unmap_in) == 8, "vy_unmap_in is 8 bytes");
+
+/* ---- a sequence, as it crosses ------------------------------------------
+ * run_in, then nbuffers vy_wire_buffer, nkernels vy_wire_kernel, nsteps
+ * vy_wire_step, nargs vy_wire_arg, ngroups vy_wire_group, and strings_len
+ * bytes of NUL-terminated names that kernels point into. */
+
+typedef struct vy_wire_buffer {
+	uint64_t handle, gen;
+	uint64_t len; /* the file's bytes the sequence may touch */
+} vy_wire_buffer;
+_Static_assert(sizeof(vy_wire_buffer) == 24, "vy_wire_buffer is 24 bytes");
+
+typedef struct vy_wire_kernel {
+	uint32_t module, entry; /* offsets into the strings */
+} vy_wire_kernel;
+_Static_assert(sizeof(vy_wire_kernel) == 8, "vy_wire_kernel is 8 bytes");
+
+enum vy_wire_step_kind { VY_WIRE_LAUNCH = 0, VY_WIRE_FILL = 1, VY_WIRE_COPY = 2 };
+
+typedef struct vy_wire_step {
+	uint32_t kind;
+	int32_t line;
+	uint32_t a, b;       /* buffers: fill's target; copy's source and target */
+	uint64_t off_a, off_b, length;
+	uint32_t byte;       /* fill */
+	uint32_t kernel;     /* launch */
+	uint32_t grid[3], block[3];
+	uint32_t shared;
+	uint32_t first_arg, nargs;
+	uint32_t pad;
+} vy_wire_step;
+_Static_assert(sizeof(vy_wire_step) == 88, "vy_wire_step is 88 bytes");
+
+enum vy_wire_arg_kind { VY_WIRE_ARG_BYTES = 0, VY_WIRE_ARG_BUFFER = 1 };
+
+typedef struct vy_wire_arg {
+	uint32_t kind;
+	uint32_t size;  /* bytes the parameter takes (a pointer: 8) */
+	uint32_t buf;   /* VY_WIRE_ARG_BUFFER: which buffer */
+	uint32_t pad;
+	uint64_t value; /* the bytes, little-endian; or the offset into buf */
+} vy_wire_arg;
+_Static_assert(sizeof(vy_wire_arg) == 24, "vy_wire_arg is 24 bytes");
+
+typedef struct vy_wire_group {
+	uint64_t times;
+	uint32_t first, count; /* steps[first .. first+count) */
+} vy_wire_group;
+_Static_assert(sizeof(vy_wire_group) == 16, "vy_wire_group is 16 bytes");
+
+typedef struct vy_run_in {
+	uint32_t nbuffers, nkernels, nsteps, nargs, ngroups;
+	uint32_t strings_len;
+} vy_run_in;
+_Static_assert(sizeof(vy_run_in) == 24, "vy_run_in is 24 bytes");
+
+typedef struct vy_run_out {
+	vy_status st;
+	uint64_t steps;        /* steps queued, repeats counted */
+	uint64_t launches;
+	uint64_t memset_ops, memset_bytes;
+	uint64_t d2d_ops, d2d_bytes;
+	uint64_t syncs;
+	uint64_t device_ns;    /* by the sequence's timing events */
+} vy_run_out;
+_Static_assert(sizeof(vy_run_out) == 520 + 64, "vy_run_out layout");
+
+#endif
