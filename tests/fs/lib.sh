@@ -50,6 +50,21 @@ stat_of() {
 	awk -v k="$1" '$1 == k { print $2 }' "$MNT/.vyre/stats"
 }
 
+# The pid of the mount's launcher process (its child), or nothing. Pure
+# bash: a fork per process would take seconds on a busy machine.
+launcher_pid() {
+	local stat line pid
+	local -a f
+	for stat in /proc/[0-9]*/stat; do
+		read -r line 2>/dev/null <"$stat" || continue
+		read -r -a f <<<"${line##*) }" # state ppid ...
+		if [ "${f[1]}" = "$VY_PID" ]; then
+			pid=${stat#/proc/}
+			echo "${pid%/stat}"
+		fi
+	done
+}
+
 # Bytes of pseudo-random data, the same for the same seed.
 make_data() { # FILE BYTES SEED
 	head -c "$2" /dev/urandom >"$1"

@@ -1,0 +1,150 @@
+#!/usr/bin/env bash
+# The launcher process on the host backend: sequences run there over memory
+# the daemon exports (memfd), only the buffers a sequence names are mapped
+# and given back when their files go, and a launcher killed in the middle
+# of a sequence or past launch_timeout costs only that sequence: the mount
+# goes on, a new launcher runs the next one, and accounting is back to the
+# baseline at unmount.
+. tests/fs/lib.sh
+
+setUp() {
+	mount_vyrefs "launch_timeout=3s" || fail "mount"
+}
+
+run_seq() { # TEXT: write it to ctl in one write; print the reply or the error
+	python3 - "$MNT/.vyre/ctl" "$1" <<'PY'
+import os, sys
+fd = os.open(sys.argv[1], os.O_RDWR)
+try:
+    os.write(fd, sys.argv[2].encode())
+    print(os.read(fd, 4096).decode(), end="")
+except OSError as e:
+    print("write error:", e.strerror)
+PY
+}
+
+# Mappings of buffers (memfd:vyrefs-buffer) in the launcher's address space.
+mapped_buffers() {
+	local pid
+	pid=$(launcher_pid)
+	[ -n "$pid" ] || { echo none; return; }
+	grep -c 'vyrefs-buffer' "/proc/$pid/maps"
+}
+
+test_sequences_run_in_a_launcher_of_their_own() {
+	assertEquals "no launcher before the first sequence" "" "$(launcher_pid)"
+	truncate -s 16 "$MNT/a"
+	out=$(run_seq $'fill a 9\n')
+	assertContains "$out" "ok seq="
+	pid=$(launcher_pid)
+	assertNotEquals "a launcher runs" "" "$pid"
+	assertEquals "it is vyrefs itself" "$(readlink "/proc/$VY_PID/exe")" "$(readlink "/proc/$pid/exe")"
+	assertEquals "--launcher" "$(tr '\0' ' ' <"/proc/$pid/cmdline" | awk '{print $2}')"
+	assertEquals "the mounting user's" "$(stat -c %u "/proc/$VY_PID")" "$(stat -c %u "/proc/$pid")"
+	assertEquals "$(printf '\t%.0s' $(seq 16))" "$(tr '\t' '\t' <"$MNT/a" | tr '\011' '\011')"
+	assertEquals 1 "$(stat_of launcher_starts)"
+	assertEquals 0 "$(stat_of launcher_restarts)"
+	run_seq $'fill a 1\n' >/dev/null
+	assertEquals "the same launcher runs the next" "$pid" "$(launcher_pid)"
+}
+
+test_launcher_maps_only_the_buffers_a_sequence_names() {
+	for f in a b c; do truncate -s 3M "$MNT/$f"; done
+	assertContains "$(run_seq $'fill a 1\n')" "ok seq="
+	assertEquals "one file named, one mapping" 1 "$(mapped_buffers)"
+	assertContains "$(run_seq $'copy a b\n')" "ok seq="
+	assertEquals "two files named" 2 "$(mapped_buffers)"
+	assertEquals "exported once each" 2 "$(stat_of exports)"
+	resident=$(stat_of resident_bytes)
+	assertEquals "3 MiB files take 4 MiB each (the share granularity)" $((3 * 4 * 1024 * 1024)) "$resident"
+	rm "$MNT/a"
+	assertEquals "a freed file's mapping is taken back at once" 1 "$(mapped_buffers)"
+	assertEquals "and its memory is free" $((2 * 4 * 1024 * 1024)) "$(stat_of resident_bytes)"
+	assertEquals "b holds a's bytes" 3145728 "$(tr -d '\0' <"$MNT/b" | wc -c)"
+	truncate -s 8M "$MNT/b" # a new, larger buffer: a new generation
+	assertContains "$(run_seq $'fill b 2 0 1\n')" "ok seq="
+	assertEquals "the old mapping went, the new one came" 1 "$(mapped_buffers)"
+	assertEquals 3 "$(stat_of exports)"
+}
+
+test_small_files_move_to_memory_of_their_own_once() {
+	printf 'hello' >"$MNT/s"
+	printf 'world' >"$MNT/t"
+	d2d=$(stat_of d2d_bytes)
+	assertContains "$(run_seq $'copy s t\n')" "ok seq="
+	assertEquals "hello" "$(cat "$MNT/t")"
+	assertEquals "two small files moved" 2 "$(stat_of share_moves)"
+	assertEquals "their buffers (a page each), then the copy's 5 bytes" $((d2d + 4096 * 2 + 5)) "$(stat_of d2d_bytes)"
+	assertEquals "each holds 2 MiB now" $((2 * 2 * 1024 * 1024)) "$(stat_of resident_bytes)"
+	assertContains "$(run_seq $'copy t s\n')" "ok seq="
+	assertEquals "no move twice" 2 "$(stat_of share_moves)"
+}
+
+test_killed_launcher_costs_only_its_sequence() {
+	unmount_vyrefs
+	mount_vyrefs "launch_timeout=60s" || fail "mount"
+	head -c 1000000 /dev/urandom >"$MNT.src"
+	cp "$MNT.src" "$MNT/kept" || fail "cp"
+	sum=$(sha256sum <"$MNT/kept")
+	truncate -s 64M "$MNT/f"
+	python3 - "$MNT/.vyre/ctl" >"$MNT.out" 2>&1 <<'PY' &
+import os, sys
+fd = os.open(sys.argv[1], os.O_WRONLY)
+try:
+    os.write(fd, b"repeat 10000000\nfill f 1\nend\n")
+    print("wrote")
+except OSError as e:
+    print("write error:", e.strerror)
+PY
+	writer=$!
+	for _ in $(seq 100); do
+		[ "$(stat_of launcher_starts)" = 1 ] && break
+		sleep 0.05
+	done
+	sleep 0.3
+	pid=$(launcher_pid)
+	assertNotEquals "the launcher runs the sequence" "" "$pid"
+	kill -9 "$pid"
+	wait "$writer"
+	assertEquals "write error: Input/output error" "$(cat "$MNT.out")"
+	log=$(tail -n 1 "$MNT/.vyre/log")
+	assertContains "$log" "the launcher died while running the sequence (killed by signal 9)"
+	assertContains "$log" "'f' may hold partial results; every other file is intact"
+	assertContains "$log" "(Fix: "
+	assertEquals "the other file is intact" "$sum" "$(sha256sum <"$MNT/kept")"
+	out=$(run_seq $'fill f 2 0 16\n')
+	assertContains "the next sequence runs" "$out" "ok seq="
+	assertEquals 1 "$(stat_of launcher_restarts)"
+	assertNotEquals "in a new launcher" "$pid" "$(launcher_pid)"
+	rm -f "$MNT.src" "$MNT.out" "$MNT/f" "$MNT/kept"
+	assertEquals "every byte back" 0 "$(stat_of resident_bytes)"
+	unmount_vyrefs
+	assertReleased
+}
+
+test_launch_timeout_stops_a_sequence_and_the_mount_goes_on() {
+	unmount_vyrefs
+	mount_vyrefs "launch_timeout=1s" || fail "mount"
+	truncate -s 64M "$MNT/f"
+	start=$(date +%s%N)
+	out=$(run_seq $'repeat 10000000\nfill f 1\nend\n')
+	ms=$((($(date +%s%N) - start) / 1000000))
+	assertEquals "write error: Connection timed out" "$out"
+	assertTrue "stopped after the second, not at the end: ${ms} ms" "[ $ms -ge 900 ] && [ $ms -lt 10000 ]"
+	log=$(tail -n 1 "$MNT/.vyre/log")
+	assertContains "$log" "ran past launch_timeout (1000 ms)"
+	assertContains "$log" "raise launch_timeout"
+	assertContains "$(run_seq $'fill f 3 0 1\n')" "ok seq="
+	assertEquals 1 "$(stat_of launcher_restarts)"
+	assertContains "$(cat "$MNT/.vyre/config")" "launch_timeout = 1000ms"
+}
+
+test_bad_launch_timeout_is_refused() {
+	for bad in 1x -1 60S ms 99999999999; do
+		err=$("$VYREFS" -o "backend=host,launch_timeout=$bad" /nonexistent 2>&1)
+		assertContains "$bad" "$err" "bad value '$bad' for launch_timeout"
+		assertContains "$bad" "$err" "(Fix: "
+	done
+}
+
+. "${SHUNIT2:-/usr/bin/shunit2}"
