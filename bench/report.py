@@ -172,6 +172,16 @@ def build(r):
     add("| per step of `repeat 1000`, µs | %s | raw async launch %s | %s |" % (fmt(step, 3), fmt(async_, 3), fmt(q)))
     targets.append(("ctl repeat 1000, per step vs raw async launch", q, "≤ 1.2", verdict(q, 1.2, False)))
     add("| `fill` of 1 GiB, GB/s | %s | (a device memset) | |" % fmt(num(r, "ctl.fill_gbps"), 1))
+    inproc, first, touch = num(r, "ctl.launch_inproc_us"), num(r, "ctl.first_touch_1g_us"), num(r, "ctl.touch_1g_us")
+    if inproc is not None:
+        add("| one launch per write, in the launcher, µs | %s | in the daemon's own context %s | %s |" % (
+            fmt(launch), fmt(inproc), fmt(ratio(launch, inproc))))
+        step_in = num(r, "ctl.repeat1000_inproc_step_us")
+        add("| per step of `repeat 1000`, in the launcher, µs | %s | in the daemon's own context %s | %s |" % (
+            fmt(step, 3), fmt(step_in, 3), fmt(ratio(step, step_in))))
+    if first is not None:
+        add("| first sequence naming a new 1 GiB file (export, import, map), µs | %s | the next one %s | %s |" % (
+            fmt(first), fmt(touch), fmt(ratio(first, touch))))
     add("")
 
     add("### Allocation")

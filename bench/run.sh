@@ -240,6 +240,22 @@ ctl_figures() {
 		rep=$("$BIN/vybench" ctl "$ctl" 50 $'repeat 1000\nlaunch noop.noop grid=1 block=1\nend\n')
 		put ctl.repeat1000_step_us "$(awk -v u="$rep" 'BEGIN { printf "%.3f", u / 1000 }')"
 		rm "$m/.vyre/modules/noop.ptx"
+		# The first sequence that names a new 1 GiB file exports it and
+		# the launcher imports and maps it; later ones find it mapped.
+		truncate -s 1G "$m/touch"
+		put ctl.first_touch_1g_us "$("$BIN/vybench" ctlw "$ctl" 1 $'fill touch 0 0 1\n')"
+		put ctl.touch_1g_us "$("$BIN/vybench" ctlw "$ctl" "$N" $'fill touch 0 0 1\n')"
+		rm "$m/touch"
+		# The same launches in the daemon's own context (VY_NO_SHARE=1:
+		# no shareable memory, so no launcher), as the first milestone ran
+		# them: what the process boundary costs.
+		VY_NO_SHARE=1 mount_target vyrefs_inproc
+		local mi=${MNT[vyrefs_inproc]}
+		cp bench/noop.ptx "$mi/.vyre/modules/noop.ptx"
+		put ctl.launch_inproc_us "$("$BIN/vybench" ctlw "$mi/.vyre/ctl" "$N" $'launch noop.noop grid=1 block=1\n')"
+		rep=$("$BIN/vybench" ctl "$mi/.vyre/ctl" 50 $'repeat 1000\nlaunch noop.noop grid=1 block=1\nend\n')
+		put ctl.repeat1000_inproc_step_us "$(awk -v u="$rep" 'BEGIN { printf "%.3f", u / 1000 }')"
+		unmount_target vyrefs_inproc
 	fi
 	truncate -s $((CP)) "$m/fill"
 	local us

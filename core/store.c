@@ -5,6 +5,7 @@
 #include "core/u64map.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 
 /* The seed's budget: 9/10 of device memory, and 9/10 of what is free now. */
@@ -32,6 +33,7 @@ struct vy_store {
 	vy_u64map buffers; /* id -> store_buffer */
 	vy_handle next_id;
 	uint64_t next_gen;
+	_Atomic uint64_t export_frees;
 	uint64_t total;
 	uint64_t budget;
 	uint64_t resident;
@@ -272,6 +274,8 @@ vy_err vy_store_free(vy_store *s, vy_handle h, vy_error *e)
 		rc = unknown_handle(e, h);
 	else if (b->inflight || b->exports) {
 		b->doomed = true;
+		if (b->exports)
+			s->export_frees++;
 		vy_telemetry_add(s->tel, deferred_frees, 1);
 	} else
 		rc = release(s, b, e);
@@ -449,6 +453,11 @@ bool vy_store_current(vy_store *s, vy_handle h, uint64_t gen)
 	bool yes = b && b->gen == gen;
 	pthread_mutex_unlock(&s->lock);
 	return yes;
+}
+
+uint64_t vy_store_export_frees(vy_store *s)
+{
+	return s->export_frees;
 }
 
 uint32_t vy_store_inflight(vy_store *s, vy_handle h)

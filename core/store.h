@@ -89,6 +89,10 @@ vy_err vy_store_export(vy_store *s, vy_handle h, vy_buffer_view *view, int *fd, 
 vy_err vy_store_unexport(vy_store *s, vy_handle h, vy_error *e);
 /* True while `h` is live at generation `gen` (a mapping of it is current). */
 bool vy_store_current(vy_store *s, vy_handle h, uint64_t gen);
+/* How many exported buffers were freed so far: while it stays the same,
+ * every mapping another process holds is current (an exported buffer never
+ * moves), so a sweep has nothing to do. */
+uint64_t vy_store_export_frees(vy_store *s);
 
 /* The in-flight count of a live handle (0 for an unknown one). */
 uint32_t vy_store_inflight(vy_store *s, vy_handle h);

@@ -433,6 +433,10 @@ static void name_the_damage(run *r, const vy_run_result *res)
 		snprintf(fix, sizeof(fix), "%.*s", n ? (int)n - 1 : 0, f + 7);
 		*f = '\0';
 	}
+	/* A device failure in the launcher broke its context, not ours: the
+	 * kernel is what to fix, nothing needs a remount. */
+	if (e->code == VY_EDEVICE && res->process_lost && res->failed_step < 0)
+		snprintf(fix, sizeof(fix), "fix the kernel (compute-sanitizer shows where it fails); the mount goes on");
 	char files[256] = "";
 	size_t at = 0;
 	unsigned named = 0, more = 0;
@@ -482,7 +486,7 @@ static void name_the_damage(run *r, const vy_run_result *res)
 				if (nl == 0)
 					r->err->line = st->line;
 				int n = snprintf(step + strlen(step), sizeof(step) - strlen(step), "%s%s.%s (line %d)",
-						 nl ? ", " : " in ", st->module, st->entry, st->line);
+						 nl ? ", " : "; it ran ", st->module, st->entry, st->line);
 				if (n < 0)
 					break;
 				nl++;

@@ -7,6 +7,7 @@
  * launch_timeout is killed and replaced at the next use; the daemon's own
  * context, and so every file, is never touched by user code. */
 #include "ctl/runner.h"
+#include "core/grow.h"
 #include "core/u64map.h"
 #include "launcher/launcher.h"
 #include "proto/channel.h"
@@ -28,6 +29,10 @@ extern char **environ;
 /* Loading, mapping and starting take no user code: a bound generous enough
  * for a large JIT, and still an end if the launcher hangs. */
 #define CONTROL_TIMEOUT_MS 120000
+/* The daemon polls for a reply this long before it sleeps: a short
+ * sequence's reply comes sooner than a wake-up takes (launcher/launcher.c
+ * does the same for requests). */
+#define REPLY_SPIN_US 100
 
 typedef struct saved_module {
 	char *name;
@@ -47,6 +52,7 @@ typedef struct launcher_runner {
 	bool started_once;
 	uint64_t unique;
 	vy_u64map mapped;     /* handle -> its generation, in the value */
+	uint64_t swept_at;    /* vy_store_export_frees at the last sweep */
 	saved_module *modules; /* replayed into each new launcher */
 } launcher_runner;
 
@@ -94,7 +100,7 @@ static vy_err call(launcher_runner *l, uint16_t op, const void *const *parts, co
 	uint64_t unique = ++l->unique;
 	vy_err rc = vy_chan_send(l->sock, op, unique, parts, lens, nparts, fds, nfds, e);
 	if (rc == VY_OK)
-		rc = vy_chan_recv(l->sock, timeout_ms, reply, e);
+		rc = vy_chan_recv(l->sock, timeout_ms, REPLY_SPIN_US, reply, e);
 	if (rc != VY_OK)
 		return rc;
 	if (reply->h.opcode != (op | VY_OP_REPLY) || reply->h.unique != unique || reply->len < min ||
@@ -330,20 +336,27 @@ static vy_err unmap(launcher_runner *l, uint64_t handle, vy_error *e)
 /* Unmap buffers freed or replaced since they were mapped. Lock held. */
 static void sweep_locked(launcher_runner *l)
 {
-	for (int round = 0; round < 64 && l->sock >= 0; round++) {
-		uint64_t key, stale = 0;
-		void *value;
-		size_t cursor = 0;
-		while (vy_u64map_next(&l->mapped, &cursor, &key, &value))
-			if (!vy_store_current(l->store, key, (uint64_t)(uintptr_t)value)) {
-				stale = key;
-				break;
-			}
-		if (!stale)
-			return;
-		if (unmap(l, stale, NULL) != VY_OK && l->sock < 0)
-			return;
+	uint64_t frees = vy_store_export_frees(l->store);
+	if (frees == l->swept_at)
+		return; /* no exported buffer went since: every mapping is current */
+	uint64_t *stale = NULL, key;
+	size_t n = 0, cap = 0, cursor = 0;
+	void *value;
+	bool all = true;
+	while (vy_u64map_next(&l->mapped, &cursor, &key, &value)) {
+		if (vy_store_current(l->store, key, (uint64_t)(uintptr_t)value))
+			continue;
+		if (!vy_grow((void **)&stale, &cap, n, sizeof(*stale))) {
+			all = false; /* the rest waits for the next sweep */
+			break;
+		}
+		stale[n++] = key;
 	}
+	for (size_t i = 0; i < n && l->sock >= 0; i++)
+		unmap(l, stale[i], NULL);
+	free(stale);
+	if (all)
+		l->swept_at = frees;
 }
 
 /* Map what the sequence names and the launcher lacks. Lock held. */

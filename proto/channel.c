@@ -2,11 +2,13 @@
 #include "proto/channel.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
 #define PARTS_MAX 8
@@ -91,11 +93,25 @@ static vy_err read_all(int sock, void *buf, size_t n, vy_error *e)
 	return VY_OK;
 }
 
-vy_err vy_chan_recv(int sock, int timeout_ms, vy_msg *m, vy_error *e)
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+vy_err vy_chan_recv(int sock, int timeout_ms, unsigned spin_us, vy_msg *m, vy_error *e)
 {
 	memset(m, 0, sizeof(*m));
 	struct pollfd p = {.fd = sock, .events = POLLIN};
-	for (;;) {
+	bool ready = false;
+	if (spin_us) {
+		uint64_t until = now_ns() + (uint64_t)spin_us * 1000u;
+		do
+			ready = poll(&p, 1, 0) > 0;
+		while (!ready && now_ns() < until);
+	}
+	for (; !ready;) {
 		int r = poll(&p, 1, timeout_ms);
 		if (r > 0)
 			break;

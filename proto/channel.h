@@ -24,8 +24,11 @@ vy_err vy_chan_send(int sock, uint16_t opcode, uint64_t unique, const void *cons
 
 /* Receive one message, waiting at most timeout_ms for its start (-1: no
  * limit). VY_ETIMEDOUT when nothing came; VY_EDEVICE when the peer closed
- * (EOF) or broke the framing; the channel is unusable after either. */
-vy_err vy_chan_recv(int sock, int timeout_ms, vy_msg *m, vy_error *e);
+ * (EOF) or broke the framing; the channel is unusable after either.
+ * For the first spin_us microseconds it polls without sleeping: a message
+ * that comes soon (a launch's reply, the next launch) is then taken without
+ * the scheduler's wake-up, which costs more than the launch itself. */
+vy_err vy_chan_recv(int sock, int timeout_ms, unsigned spin_us, vy_msg *m, vy_error *e);
 
 /* Free the body and close fds still owned. */
 void vy_msg_free(vy_msg *m);

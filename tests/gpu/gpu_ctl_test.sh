@@ -67,6 +67,7 @@ test_reduction() {
 
 test_repeat_1000_launches_one_sync() {
 	floats "$MNT/v" 1024 '1.0'
+	echo "fill v 0 0 0" >"$MNT/.vyre/ctl" || fail "share v" # its move to memory of its own
 	syncs=$(stat_of syncs)
 	printf 'repeat 1000\nlaunch kernels.scale grid=4 block=256 v f32:1.001 u64:1024\nend\n' >"$MNT/.vyre/ctl" || fail "repeat"
 	assertEquals "one sync" $((syncs + 1)) "$(stat_of syncs)"
