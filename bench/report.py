@@ -179,6 +179,10 @@ def build(r):
         step_in = num(r, "ctl.repeat1000_inproc_step_us")
         add("| per step of `repeat 1000`, in the launcher, µs | %s | in the daemon's own context %s | %s |" % (
             fmt(step, 3), fmt(step_in, 3), fmt(ratio(step, step_in))))
+    sock = num(r, "ctl.launch_socket_us")
+    if sock is not None:
+        add("| one launch per write, launcher channel through the shared mailbox, µs | %s | through a socket %s | %s |" % (
+            fmt(launch), fmt(sock), fmt(ratio(launch, sock))))
     if first is not None:
         add("| first sequence naming a new 1 GiB file (export, import, map), µs | %s | the next one %s | %s |" % (
             fmt(first), fmt(touch), fmt(ratio(first, touch))))

@@ -246,6 +246,14 @@ ctl_figures() {
 		put ctl.first_touch_1g_us "$("$BIN/vybench" ctlw "$ctl" 1 $'fill touch 0 0 1\n')"
 		put ctl.touch_1g_us "$("$BIN/vybench" ctlw "$ctl" "$N" $'fill touch 0 0 1\n')"
 		rm "$m/touch"
+		# The launcher's channel as a plain socket (VY_CHANNEL=socket)
+		# instead of the shared mailbox: the measurement that chose it.
+		VY_CHANNEL=socket mount_target vyrefs_sock
+		cp bench/noop.ptx "${MNT[vyrefs_sock]}/.vyre/modules/noop.ptx"
+		put ctl.launch_socket_us "$("$BIN/vybench" ctlw "${MNT[vyrefs_sock]}/.vyre/ctl" "$N" $'launch noop.noop grid=1 block=1\n')"
+		rep=$("$BIN/vybench" ctl "${MNT[vyrefs_sock]}/.vyre/ctl" 50 $'repeat 1000\nlaunch noop.noop grid=1 block=1\nend\n')
+		put ctl.repeat1000_socket_step_us "$(awk -v u="$rep" 'BEGIN { printf "%.3f", u / 1000 }')"
+		unmount_target vyrefs_sock
 		# The same launches in the daemon's own context (VY_NO_SHARE=1:
 		# no shareable memory, so no launcher), as the first milestone ran
 		# them: what the process boundary costs.

@@ -48,7 +48,7 @@ typedef struct launcher_runner {
 	vy_telemetry *tel;
 	vy_launcher_options o;
 	pid_t pid;
-	int sock;             /* -1: no launcher running */
+	vy_chan ch;           /* ch.sock -1: no launcher running */
 	bool started_once;
 	uint64_t unique;
 	vy_u64map mapped;     /* handle -> its generation, in the value */
@@ -65,9 +65,7 @@ static launcher_runner *lr_of(vy_runner *r)
  * memory is gone with it, so the exports end. Lock held. */
 static void lose(launcher_runner *l, char *why, size_t why_cap)
 {
-	if (l->sock >= 0)
-		close(l->sock);
-	l->sock = -1;
+	vy_chan_close(&l->ch);
 	if (l->pid > 0) {
 		kill(l->pid, SIGKILL); /* a no-op if it already exited */
 		int status = 0;
@@ -98,9 +96,9 @@ static vy_err call(launcher_runner *l, uint16_t op, const void *const *parts, co
 		   const int *fds, unsigned nfds, int timeout_ms, size_t min, vy_msg *reply, vy_error *e)
 {
 	uint64_t unique = ++l->unique;
-	vy_err rc = vy_chan_send(l->sock, op, unique, parts, lens, nparts, fds, nfds, e);
+	vy_err rc = vy_chan_send(&l->ch, op, unique, parts, lens, nparts, fds, nfds, e);
 	if (rc == VY_OK)
-		rc = vy_chan_recv(l->sock, timeout_ms, REPLY_SPIN_US, reply, e);
+		rc = vy_chan_recv(&l->ch, timeout_ms, REPLY_SPIN_US, reply, e);
 	if (rc != VY_OK)
 		return rc;
 	if (reply->h.opcode != (op | VY_OP_REPLY) || reply->h.unique != unique || reply->len < min ||
@@ -152,7 +150,7 @@ static vy_err send_load(launcher_runner *l, const saved_module *m, char **log, v
  * Lock held. */
 static vy_err ensure(launcher_runner *l, vy_error *e)
 {
-	if (l->sock >= 0)
+	if (l->ch.sock >= 0)
 		return VY_OK;
 	int sv[2];
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
@@ -182,7 +180,13 @@ static vy_err ensure(launcher_runner *l, vy_error *e)
 			       "cannot start the launcher %s: %s", l->o.exe, strerror(err ? err : EMFILE));
 	}
 	l->pid = pid;
-	l->sock = sv[0];
+	vy_err rc = vy_chan_open_daemon(&l->ch, sv[0], e);
+	if (rc != VY_OK) {
+		close(sv[0]);
+		l->ch.sock = -1;
+		lose(l, NULL, 0);
+		return rc;
+	}
 	vy_telemetry_add(l->tel, launcher_starts, 1);
 	if (l->started_once)
 		vy_telemetry_add(l->tel, launcher_restarts, 1);
@@ -192,7 +196,10 @@ static vy_err ensure(launcher_runner *l, vy_error *e)
 	const void *parts[1] = {&in};
 	size_t lens[1] = {sizeof(in)};
 	vy_msg r;
-	vy_err rc = call(l, VY_OP_HELLO, parts, lens, 1, NULL, 0, CONTROL_TIMEOUT_MS, sizeof(vy_hello_out), &r, e);
+	/* HELLO hands over the mailbox (if any); it is the launcher's then. */
+	int mb_fd = l->ch.mb_fd;
+	rc = call(l, VY_OP_HELLO, parts, lens, 1, &mb_fd, mb_fd >= 0 ? 1 : 0, CONTROL_TIMEOUT_MS,
+		  sizeof(vy_hello_out), &r, e);
 	if (rc == VY_OK) {
 		rc = status_rc(&r, e);
 		vy_msg_free(&r);
@@ -263,7 +270,7 @@ static vy_err lr_unload(vy_runner *r, const char *name, vy_error *e)
 	pthread_mutex_lock(&l->lock);
 	forget_module(l, name);
 	vy_err rc = VY_OK;
-	if (l->sock >= 0) {
+	if (l->ch.sock >= 0) {
 		vy_name_in in = {.name_len = (uint32_t)strlen(name)};
 		const void *parts[2] = {&in, name};
 		size_t lens[2] = {sizeof(in), in.name_len};
@@ -352,7 +359,7 @@ static void sweep_locked(launcher_runner *l)
 		}
 		stale[n++] = key;
 	}
-	for (size_t i = 0; i < n && l->sock >= 0; i++)
+	for (size_t i = 0; i < n && l->ch.sock >= 0; i++)
 		unmap(l, stale[i], NULL);
 	free(stale);
 	if (all)
@@ -511,7 +518,8 @@ vy_err vy_runner_launcher_open(vy_store *store, vy_telemetry *tel, const vy_laun
 	l->store = store;
 	l->tel = tel;
 	l->o = *o;
-	l->sock = -1;
+	l->ch.sock = -1;
+	l->ch.mb_fd = -1;
 	vy_u64map_init(&l->mapped);
 	*out = &l->base;
 	return VY_OK;

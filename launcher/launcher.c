@@ -20,7 +20,7 @@ typedef struct mapping {
 } mapping;
 
 typedef struct launcher {
-	int sock;
+	vy_chan ch;
 	vy_device *dev;
 	vy_runner *runner;
 	vy_u64map maps; /* handle -> mapping */
@@ -38,7 +38,7 @@ static vy_err reply(launcher *l, const vy_msg *m, const void *out, size_t len, c
 	const void *parts[2] = {out, extra};
 	size_t lens[2] = {len, extra_len};
 	vy_error e;
-	return vy_chan_send(l->sock, m->h.opcode | VY_OP_REPLY, m->h.unique, parts, lens, 2, NULL, 0, &e);
+	return vy_chan_send(&l->ch, m->h.opcode | VY_OP_REPLY, m->h.unique, parts, lens, 2, NULL, 0, &e);
 }
 
 static vy_err reply_status(launcher *l, const vy_msg *m, vy_err rc, const vy_error *e)
@@ -76,7 +76,13 @@ static vy_err op_hello(launcher *l, vy_msg *m)
 	memcpy(&in, m->body, sizeof(in));
 	vy_hello_out out = {.major = VY_PROTO_MAJOR, .minor = VY_PROTO_MINOR};
 	vy_error e;
-	vy_err rc = VY_OK;
+	/* The mailbox comes with HELLO; the reply goes through it. */
+	int mb_fd = vy_msg_take_fd(m, 0);
+	vy_err rc = vy_chan_open_launcher(&l->ch, l->ch.sock, mb_fd, &e);
+	if (mb_fd >= 0)
+		close(mb_fd);
+	if (rc != VY_OK)
+		return rc;
 	if (in.major != VY_PROTO_MAJOR)
 		rc = vy_fail(&e, VY_EINVAL, "run one vyrefs binary for the daemon and its launcher",
 			     "protocol %u.%u asked, this launcher speaks %u.%u", in.major, in.minor, VY_PROTO_MAJOR,
@@ -287,13 +293,13 @@ int vy_launcher_main(int sock)
 	for (int fd = 3; fd < 1024; fd++)
 		if (fd != sock)
 			close(fd);
-	launcher l = {.sock = sock};
+	launcher l = {.ch = {.sock = sock, .mb_fd = -1}};
 	vy_u64map_init(&l.maps);
 	int status = 0;
 	for (;;) {
 		vy_msg m;
 		vy_error e;
-		vy_err rc = vy_chan_recv(sock, -1, SPIN_US, &m, &e);
+		vy_err rc = vy_chan_recv(&l.ch, -1, SPIN_US, &m, &e);
 		if (rc != VY_OK)
 			break; /* the daemon closed the channel: done */
 		uint16_t op = m.h.opcode;
@@ -326,6 +332,6 @@ int vy_launcher_main(int sock)
 	vy_u64map_destroy(&l.maps);
 	vy_runner_close(l.runner);
 	vy_device_close(l.dev);
-	close(sock);
+	vy_chan_close(&l.ch);
 	return status;
 }

@@ -1,9 +1,23 @@
-/* Messages over a unix stream socket: a vy_msg_header, a body, and at most
- * VY_PROTO_FDS_MAX file descriptors on the header's first byte
- * (SCM_RIGHTS), as OpenSSH's monitor_fdpass.c passes them. */
+/* The daemon <-> launcher channel: a unix stream socket and a mailbox in
+ * shared memory beside it.
+ *
+ * Messages (a vy_msg_header and a body) go through the mailbox: one slot
+ * for requests, one for replies, each announced by bumping a sequence
+ * number. The receiver polls that number for a short while before it sleeps
+ * on it (a futex), so a message that comes soon (a launch's reply, the next
+ * launch) costs no system call and no scheduler wake-up; those cost more
+ * than a launch. A message with fds (SCM_RIGHTS, as OpenSSH's
+ * monitor_fdpass.c passes them) or too large for a slot goes over the
+ * socket, and its slot says so. The socket also tells either side that the
+ * other is gone (EOF). Without a mailbox (VY_CHANNEL=socket, to measure the
+ * difference) every message goes over the socket.
+ *
+ * One request is outstanding at a time: the daemon sends the next only
+ * after the reply to the last. */
 #ifndef VY_CHANNEL_H
 #define VY_CHANNEL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -18,17 +32,33 @@ typedef struct vy_msg {
 	unsigned nfds;   /* the receiver owns these: vy_msg_free closes them */
 } vy_msg;
 
+typedef struct vy_mailbox vy_mailbox; /* the shared memory's layout */
+
+typedef struct vy_chan {
+	int sock;
+	vy_mailbox *mb;  /* NULL: socket only */
+	int mb_fd;       /* the daemon's, to hand to the launcher (-1 after) */
+	bool daemon;     /* which slot is ours to send into */
+	uint32_t seen;   /* the peer's sequence number we have taken */
+} vy_chan;
+
+/* The daemon's end: a mailbox to share, unless VY_CHANNEL=socket. */
+vy_err vy_chan_open_daemon(vy_chan *c, int sock, vy_error *e);
+/* The launcher's end, over the mailbox fd it was given (-1: none). The fd
+ * stays the caller's. */
+vy_err vy_chan_open_launcher(vy_chan *c, int sock, int mb_fd, vy_error *e);
+/* Unmap the mailbox, close its fd and the socket. */
+void vy_chan_close(vy_chan *c);
+
 /* Send one message: the header, then `parts` body pieces (iov-style). */
-vy_err vy_chan_send(int sock, uint16_t opcode, uint64_t unique, const void *const *parts, const size_t *lens,
+vy_err vy_chan_send(vy_chan *c, uint16_t opcode, uint64_t unique, const void *const *parts, const size_t *lens,
 		    unsigned nparts, const int *fds, unsigned nfds, vy_error *e);
 
-/* Receive one message, waiting at most timeout_ms for its start (-1: no
- * limit). VY_ETIMEDOUT when nothing came; VY_EDEVICE when the peer closed
- * (EOF) or broke the framing; the channel is unusable after either.
- * For the first spin_us microseconds it polls without sleeping: a message
- * that comes soon (a launch's reply, the next launch) is then taken without
- * the scheduler's wake-up, which costs more than the launch itself. */
-vy_err vy_chan_recv(int sock, int timeout_ms, unsigned spin_us, vy_msg *m, vy_error *e);
+/* Receive one message, waiting at most timeout_ms (-1: no limit), polling
+ * without sleeping for the first spin_us microseconds. VY_ETIMEDOUT when
+ * nothing came; VY_EDEVICE when the peer is gone or broke the framing; the
+ * channel is unusable after either. */
+vy_err vy_chan_recv(vy_chan *c, int timeout_ms, unsigned spin_us, vy_msg *m, vy_error *e);
 
 /* Free the body and close fds still owned. */
 void vy_msg_free(vy_msg *m);
