@@ -150,8 +150,17 @@ static vy_err send_load(launcher_runner *l, const saved_module *m, char **log, v
  * Lock held. */
 static vy_err ensure(launcher_runner *l, vy_error *e)
 {
-	if (l->ch.sock >= 0)
-		return VY_OK;
+	if (l->ch.sock >= 0) {
+		/* Alive, or gone while idle (killed, out of memory): then a new
+		 * one, so the next sequence does not pay for the last. */
+		int status;
+		pid_t w = waitpid(l->pid, &status, WNOHANG);
+		if (w == 0)
+			return VY_OK;
+		if (w == l->pid)
+			l->pid = 0; /* reaped: nothing left to kill */
+		lose(l, NULL, 0);
+	}
 	int sv[2];
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
 		return vy_fail(e, VY_ENOMEM, "raise the open-file limit", "cannot make the launcher's channel: %s",

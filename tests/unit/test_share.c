@@ -1,0 +1,298 @@
+/* Shareable memory and the launcher runner: buffers of the share
+ * granularity are shareable from birth and counted rounded up; a small one
+ * moves once to memory of its own with its bytes; an exported buffer's free
+ * waits for its mappings; another mapping of an export sees the same bytes;
+ * and the launcher process maps each buffer once per generation, gives
+ * mappings back when files go, refuses a generation it was not given, and
+ * is replaced after it dies, with accounting back to the baseline. */
+#include "core/transfer.h"
+#include "ctl/runner.h"
+#include "tests/unit/support.h"
+
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define MiB (1ull << 20)
+
+typedef struct fixture {
+	vy_counting_device *d;
+	vy_core *c;
+	uint64_t free0, g;
+} fixture;
+
+static void fx_open(fixture *f)
+{
+	vy_error e;
+	uint64_t total;
+	vy_core_options o;
+	vy_test_core_options(&o);
+	f->d = vy_test_device_open_shared();
+	f->g = f->d->base.info.share_granularity;
+	if (f->d->base.ops->mem_info(&f->d->base, &f->free0, &total, &e) != VY_OK ||
+	    vy_core_attach(&f->d->base, &o, &f->c, &e) != VY_OK) {
+		fprintf(stderr, "fixture: %s\n", e.msg);
+		exit(2);
+	}
+}
+
+static void fx_close(fixture *f)
+{
+	CHECK(vy_core_close(f->c, NULL) == VY_OK);
+	vy_test_expect_baseline_and_close(f->d, f->free0);
+}
+
+static vy_telemetry_snapshot snap(fixture *f)
+{
+	vy_telemetry_snapshot s;
+	vy_telemetry_snapshot_take(&f->c->tel, &s);
+	return s;
+}
+
+static void large_buffers_are_shareable_from_birth(void)
+{
+	fixture f;
+	fx_open(&f);
+	CHECK_EQ(f.g, 2 * MiB);
+	vy_handle h, s;
+	MUST(vy_store_alloc(f.c->store, 3 * MiB, &h, E));
+	MUST(vy_store_alloc(f.c->store, 4096, &s, E));
+	CHECK(vy_store_shareable(f.c->store, h));
+	CHECK(!vy_store_shareable(f.c->store, s));
+	vy_buffer_view v;
+	MUST(vy_store_view(f.c->store, h, &v, E));
+	CHECK_EQ(v.len, 3 * MiB);
+	CHECK_EQ(v.alloc, 4 * MiB);
+	CHECK_EQ(snap(&f).resident_bytes, 4 * MiB + 4096);
+	MUST(vy_store_free(f.c->store, h, E));
+	MUST(vy_store_free(f.c->store, s, E));
+	CHECK_EQ(snap(&f).resident_bytes, 0);
+	CHECK_EQ(snap(&f).pooled_bytes, 4 * MiB + 4096);
+	/* The pool serves a 3.5 MiB request with the 4 MiB buffer. */
+	uint64_t allocs = vy_counts_get(f.d).alloc;
+	MUST(vy_store_alloc(f.c->store, 7 * MiB / 2, &h, E));
+	CHECK_EQ(vy_counts_get(f.d).alloc, allocs);
+	MUST(vy_store_free(f.c->store, h, E));
+	fx_close(&f);
+}
+
+static void small_buffer_moves_once_with_its_bytes(void)
+{
+	fixture f;
+	fx_open(&f);
+	vy_handle h;
+	char data[100], back[100];
+	for (int i = 0; i < 100; i++)
+		data[i] = (char)(i * 7 + 1);
+	MUST(vy_store_alloc(f.c->store, 100, &h, E));
+	MUST(vy_upload_whole(f.c, h, data, 100, E));
+	vy_buffer_view before, after;
+	MUST(vy_store_view(f.c->store, h, &before, E));
+	vy_telemetry_snapshot a = snap(&f);
+	MUST(vy_core_share(f.c, h, E));
+	vy_telemetry_snapshot b = snap(&f);
+	MUST(vy_store_view(f.c->store, h, &after, E));
+	CHECK(vy_store_shareable(f.c->store, h));
+	CHECK(after.ptr != before.ptr);
+	CHECK(after.gen != before.gen);
+	CHECK_EQ(after.alloc, f.g);
+	CHECK_EQ(after.len, 100);
+	CHECK_EQ(b.share_moves - a.share_moves, 1);
+	CHECK_EQ(b.d2d_bytes - a.d2d_bytes, 100);
+	CHECK_EQ(b.resident_bytes, f.g);
+	CHECK_EQ(b.pooled_bytes - a.pooled_bytes, 100); /* the old memory */
+	vy_readback rb = {.handle = h, .dst = back, .len = 100};
+	MUST(vy_readback_many(f.c, &rb, 1, E));
+	CHECK(memcmp(data, back, 100) == 0);
+	MUST(vy_core_share(f.c, h, E)); /* already: nothing moves */
+	CHECK_EQ(snap(&f).share_moves, b.share_moves);
+	MUST(vy_store_view(f.c->store, h, &before, E));
+	CHECK_EQ(before.gen, after.gen);
+	/* A pinned buffer is not moved under its user. */
+	vy_handle p;
+	MUST(vy_store_alloc(f.c->store, 64, &p, E));
+	MUST(vy_store_pin_many(f.c->store, &p, 1, &before, E));
+	MUST_FAIL(VY_EBUSY, vy_core_share(f.c, p, E));
+	MUST(vy_store_unpin_many(f.c->store, &p, 1, E));
+	MUST(vy_store_free(f.c->store, p, E));
+	MUST(vy_store_free(f.c->store, h, E));
+	fx_close(&f);
+}
+
+static void exported_free_waits_for_its_mappings(void)
+{
+	fixture f;
+	fx_open(&f);
+	vy_handle h, s;
+	MUST(vy_store_alloc(f.c->store, 2 * MiB, &h, E));
+	MUST(vy_store_alloc(f.c->store, 64, &s, E));
+	int fd = -1;
+	vy_buffer_view v;
+	MUST_FAIL(VY_EINVAL, vy_store_export(f.c->store, s, &v, &fd, E));
+	CHECK_EQ(fd, -1);
+	MUST(vy_store_export(f.c->store, h, &v, &fd, E));
+	CHECK(fd >= 0);
+	CHECK_EQ(v.alloc, 2 * MiB);
+	/* Another mapping of the export sees and changes the same bytes. */
+	vy_device *inner = f.d->inner;
+	vy_dptr other;
+	MUST(inner->share->import_fd(inner, fd, v.alloc, &other, E));
+	close(fd);
+	vy_stream *st;
+	MUST(inner->ops->stream_create(inner, &st, E));
+	MUST(inner->ops->memset8(inner, st, other + 1000, 0xab, 24, E));
+	MUST(inner->ops->stream_sync(inner, st, E));
+	MUST(inner->ops->stream_destroy(inner, st, E));
+	unsigned char back[32];
+	vy_readback rb = {.handle = h, .offset = 996, .dst = back, .len = 32};
+	MUST(vy_readback_many(f.c, &rb, 1, E));
+	CHECK(back[3] != 0xab && back[4] == 0xab && back[27] == 0xab && back[28] != 0xab);
+	uint64_t frees = vy_store_export_frees(f.c->store);
+	CHECK(vy_store_current(f.c->store, h, v.gen));
+	MUST(vy_store_free(f.c->store, h, E));
+	CHECK(!vy_store_current(f.c->store, h, v.gen));
+	CHECK_EQ(vy_store_export_frees(f.c->store), frees + 1);
+	CHECK_EQ(snap(&f).resident_bytes, 2 * MiB + 64); /* still mapped: not reused */
+	CHECK_EQ(snap(&f).deferred_frees, 1);
+	MUST(inner->share->unimport(inner, other, v.alloc, E));
+	MUST(vy_store_unexport(f.c->store, h, E));
+	CHECK_EQ(snap(&f).resident_bytes, 64);
+	MUST_FAIL(VY_EINTERNAL, vy_store_unexport(f.c->store, h, E));
+	MUST(vy_store_free(f.c->store, s, E));
+	fx_close(&f);
+}
+
+/* ---- the launcher runner ------------------------------------------------ */
+
+static vy_runner *launcher_open(fixture *f, uint64_t timeout_ms)
+{
+	const char *exe = getenv("VYREFS");
+	vy_launcher_options o = {.exe = exe ? exe : "build/vyrefs",
+				 .backend = vy_test_backend(),
+				 .host_memory = VY_TEST_HOST_MEMORY,
+				 .timeout_ms = timeout_ms};
+	vy_runner *r = NULL;
+	vy_error e;
+	if (vy_runner_launcher_open(f->c->store, &f->c->tel, &o, &r, &e) != VY_OK) {
+		fprintf(stderr, "launcher: %s\n", e.msg);
+		exit(2);
+	}
+	return r;
+}
+
+/* A sequence of one fill of `len` bytes of buffer 0 with `byte`. */
+static vy_err fill(vy_runner *r, vy_core *c, vy_handle h, uint64_t gen, uint64_t len, uint8_t byte,
+		   vy_run_result *res, vy_error *e)
+{
+	vy_buffer_view v;
+	vy_err rc = vy_store_pin_many(c->store, &h, 1, &v, e);
+	if (rc != VY_OK)
+		return rc;
+	vy_wire_buffer b = {.handle = h, .gen = gen ? gen : v.gen, .len = len};
+	vy_wire_step st = {.kind = VY_WIRE_FILL, .line = 1, .a = 0, .length = len, .byte = byte};
+	vy_wire_group g = {.times = 1, .first = 0, .count = 1};
+	vy_seq seq = {.buffers = &b, .steps = &st, .groups = &g, .nbuffers = 1, .nsteps = 1, .ngroups = 1};
+	rc = r->ops->run(r, &seq, &v, res, e);
+	vy_store_unpin_many(c->store, &h, 1, NULL);
+	return rc;
+}
+
+static void launcher_maps_once_per_generation_and_gives_back(void)
+{
+	fixture f;
+	fx_open(&f);
+	vy_runner *r = launcher_open(&f, 10000);
+	vy_handle a, b;
+	MUST(vy_store_alloc(f.c->store, 2 * MiB, &a, E));
+	MUST(vy_store_alloc(f.c->store, 2 * MiB, &b, E));
+	vy_run_result res;
+	MUST(fill(r, f.c, a, 0, 2 * MiB, 0x5a, &res, E));
+	CHECK_EQ(res.memset_ops, 1);
+	CHECK_EQ(res.memset_bytes, 2 * MiB);
+	CHECK_EQ(res.steps, 1);
+	CHECK_EQ(res.syncs, 1);
+	CHECK(vy_runner_launcher_pid(r) > 0);
+	unsigned char back[4];
+	vy_readback rb = {.handle = a, .offset = 2 * MiB - 4, .dst = back, .len = 4};
+	MUST(vy_readback_many(f.c, &rb, 1, E));
+	CHECK(back[0] == 0x5a && back[3] == 0x5a);
+	MUST(fill(r, f.c, a, 0, 16, 0x11, &res, E));
+	CHECK_EQ(snap(&f).exports, 1); /* mapped once, used twice */
+	/* A generation the launcher was not given is refused there. */
+	vy_buffer_view v;
+	MUST(vy_store_view(f.c->store, a, &v, E));
+	MUST_FAIL(VY_EINTERNAL, fill(r, f.c, a, v.gen + 1000, 16, 0x22, &res, E));
+	CHECK(strstr(vy_test_last_error.msg, "is not mapped here") != NULL);
+	MUST(fill(r, f.c, b, 0, 16, 0x33, &res, E));
+	CHECK_EQ(snap(&f).exports, 2);
+	/* A freed buffer's mapping is given back at the sweep, then its
+	 * memory is free. */
+	MUST(vy_store_free(f.c->store, a, E));
+	CHECK_EQ(snap(&f).resident_bytes, 4 * MiB);
+	r->ops->sweep(r);
+	CHECK_EQ(snap(&f).resident_bytes, 2 * MiB);
+	/* A launcher killed while idle is replaced before the next sequence. */
+	pid_t pid = vy_runner_launcher_pid(r);
+	kill(pid, SIGKILL);
+	usleep(100000);
+	MUST(fill(r, f.c, b, 0, 16, 0x44, &res, E));
+	CHECK(vy_runner_launcher_pid(r) != pid);
+	CHECK_EQ(snap(&f).launcher_starts, 2);
+	CHECK_EQ(snap(&f).launcher_restarts, 1);
+	CHECK_EQ(snap(&f).exports, 3); /* b mapped again in the new one */
+	vy_runner_close(r);
+	MUST(vy_store_free(f.c->store, b, E));
+	CHECK_EQ(snap(&f).resident_bytes, 0);
+	fx_close(&f);
+}
+
+static void launcher_killed_in_a_sequence_costs_that_sequence(void)
+{
+	fixture f;
+	fx_open(&f);
+	vy_runner *r = launcher_open(&f, 0);
+	vy_handle a;
+	MUST(vy_store_alloc(f.c->store, 8 * MiB, &a, E));
+	vy_run_result res;
+	MUST(fill(r, f.c, a, 0, 16, 1, &res, E)); /* started and mapped */
+	pid_t pid = vy_runner_launcher_pid(r);
+	pid_t killer = fork();
+	if (killer == 0) {
+		usleep(200000);
+		kill(pid, SIGKILL);
+		_exit(0);
+	}
+	/* A long sequence: 10^6 fills of 8 MiB. */
+	vy_buffer_view v;
+	MUST(vy_store_pin_many(f.c->store, &a, 1, &v, E));
+	vy_wire_buffer b = {.handle = a, .gen = v.gen, .len = 8 * MiB};
+	vy_wire_step st = {.kind = VY_WIRE_FILL, .line = 3, .a = 0, .length = 8 * MiB, .byte = 9};
+	vy_wire_group g = {.times = 1000000, .first = 0, .count = 1};
+	vy_seq seq = {.buffers = &b, .steps = &st, .groups = &g, .nbuffers = 1, .nsteps = 1, .ngroups = 1};
+	vy_error e;
+	CHECK_EQ(r->ops->run(r, &seq, &v, &res, &e), VY_EDEVICE);
+	CHECK(strstr(e.msg, "killed by signal 9") != NULL);
+	CHECK(res.process_lost);
+	vy_store_unpin_many(f.c->store, &a, 1, NULL);
+	waitpid(killer, NULL, 0);
+	CHECK_EQ(vy_runner_launcher_pid(r), 0);
+	CHECK_EQ(snap(&f).launcher_restarts, 0); /* counted when the next starts */
+	MUST(fill(r, f.c, a, 0, 16, 2, &res, E));
+	CHECK_EQ(snap(&f).launcher_restarts, 1);
+	vy_runner_close(r);
+	MUST(vy_store_free(f.c->store, a, E));
+	fx_close(&f);
+}
+
+int main(void)
+{
+	static const vy_test_case cases[] = {
+		TEST_CASE(large_buffers_are_shareable_from_birth),
+		TEST_CASE(small_buffer_moves_once_with_its_bytes),
+		TEST_CASE(exported_free_waits_for_its_mappings),
+		TEST_CASE(launcher_maps_once_per_generation_and_gives_back),
+		TEST_CASE(launcher_killed_in_a_sequence_costs_that_sequence),
+	};
+	return vy_test_main("share", cases, sizeof(cases) / sizeof(cases[0]));
+}
