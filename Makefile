@@ -29,6 +29,13 @@ FS_OBJ     := $(FS_SRC:%.c=$(BUILD)/%.o)
 # The launcher process: the same binary, run as `vyrefs --launcher`.
 LAUNCHER_SRC := $(wildcard launcher/*.c)
 LAUNCHER_OBJ := $(LAUNCHER_SRC:%.c=$(BUILD)/%.o)
+# libvyrefs.so, the client library (client/): its own code, and the core's
+# device backends and the channel it imports memory and talks with, built
+# position-independent with everything but client/vyrefs.h hidden.
+LIB_SRC    := client/libvyrefs.c core/device.c core/device_cuda.c core/device_host.c core/err.c core/u64map.c \
+	      proto/channel.c
+LIB_OBJ    := $(LIB_SRC:%.c=$(BUILD)/pic/%.o)
+LIB        := $(BUILD)/libvyrefs.so
 PKGS       := fuse3 inih libxxhash
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
@@ -47,11 +54,22 @@ endif
 
 .PHONY: all deps test test-gpu bench fuzz install uninstall clean
 .SECONDARY:
-all: $(BUILD)/vyrefs $(UNIT_BIN) $(GPU_BIN) $(BUILD)/tests/fs/renameat2 $(BENCH_BIN)
+all: $(BUILD)/vyrefs $(LIB) $(BUILD)/vyrefs.pc $(BUILD)/tests/client/vymap $(UNIT_BIN) $(GPU_BIN) $(BUILD)/tests/fs/renameat2 $(BENCH_BIN)
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -MMD -MP -c -o $@ $<
+
+$(BUILD)/pic/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -fPIC -fvisibility=hidden -MMD -MP -c -o $@ $<
+
+$(LIB): $(LIB_OBJ)
+	$(CC) $(CFLAGS) -shared -Wl,-soname,libvyrefs.so -o $@ $^ $(LDLIBS)
+
+$(BUILD)/vyrefs.pc: client/vyrefs.pc.in
+	@mkdir -p $(dir $@)
+	sed 's|@PREFIX@|$(PREFIX)|' $< >$@
 
 $(CORE_LIB): $(CORE_OBJ)
 	$(AR) rcs $@ $^
@@ -69,6 +87,11 @@ $(BUILD)/tests/unit/test_fsfile: $(BUILD)/tests/unit/test_fsfile.o $(UNIT_LIB) \
 
 $(BUILD)/tests/gpu/test_%: $(BUILD)/tests/gpu/test_%.o $(UNIT_LIB) $(CORE_LIB)
 	$(CC) $(CFLAGS) -o $@ $^ $(PKG_LIBS) $(LDLIBS)
+
+# A C program of the client library's, linked as users link it.
+$(BUILD)/tests/client/vymap: tests/client/vymap.c client/vyrefs.h $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $< -L$(BUILD) -lvyrefs -Wl,-rpath,$(abspath $(BUILD))
 
 $(BUILD)/tests/fs/renameat2: tests/fs/renameat2.c
 	@mkdir -p $(dir $@)
@@ -120,13 +143,18 @@ test-gpu:
 # /usr/local/bin is on the PATH mount(8) gives mount.fuse3, so fstab's
 # `fuse.vyrefs` entries find it there.
 PREFIX ?= /usr/local
-install: $(BUILD)/vyrefs
+install: $(BUILD)/vyrefs $(LIB) $(BUILD)/vyrefs.pc
 	install -D -m 755 $(BUILD)/vyrefs $(DESTDIR)$(PREFIX)/bin/vyrefs
+	install -D -m 755 $(LIB) $(DESTDIR)$(PREFIX)/lib/libvyrefs.so
+	install -D -m 644 client/vyrefs.h $(DESTDIR)$(PREFIX)/include/vyrefs.h
+	install -D -m 644 $(BUILD)/vyrefs.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/vyrefs.pc
+	-[ -n "$(DESTDIR)" ] || ldconfig
 
 uninstall:
-	rm -f $(DESTDIR)$(PREFIX)/bin/vyrefs
+	rm -f $(DESTDIR)$(PREFIX)/bin/vyrefs $(DESTDIR)$(PREFIX)/lib/libvyrefs.so $(DESTDIR)$(PREFIX)/include/vyrefs.h \
+		$(DESTDIR)$(PREFIX)/lib/pkgconfig/vyrefs.pc
 
 clean:
 	rm -rf $(BUILD)
 
--include $(CORE_OBJ:.o=.d) $(FS_OBJ:.o=.d) $(LAUNCHER_OBJ:.o=.d) $(BENCH_BIN:%=%.d) $(UNIT_SRC:%.c=$(BUILD)/%.d) $(GPU_SRC:%.c=$(BUILD)/%.d) $(UNIT_LIB:.o=.d)
+-include $(CORE_OBJ:.o=.d) $(FS_OBJ:.o=.d) $(LAUNCHER_OBJ:.o=.d) $(LIB_OBJ:.o=.d) $(BENCH_BIN:%=%.d) $(UNIT_SRC:%.c=$(BUILD)/%.d) $(GPU_SRC:%.c=$(BUILD)/%.d) $(UNIT_LIB:.o=.d)

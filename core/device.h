@@ -85,6 +85,8 @@ typedef struct vy_device_ops {
 	vy_err (*stream_create)(vy_device *d, vy_stream **out, vy_error *e);
 	vy_err (*stream_destroy)(vy_device *d, vy_stream *s, vy_error *e);
 	vy_err (*stream_sync)(vy_device *d, vy_stream *s, vy_error *e);
+	/* Wait for all work of this process's context on the device. */
+	vy_err (*synchronize)(vy_device *d, vy_error *e);
 	vy_err (*copy_htod)(vy_device *d, vy_stream *s, vy_dptr dst, const void *src, uint64_t n, vy_error *e);
 	vy_err (*copy_dtoh)(vy_device *d, vy_stream *s, void *dst, vy_dptr src, uint64_t n, vy_error *e);
 	vy_err (*copy_dtod)(vy_device *d, vy_stream *s, vy_dptr dst, vy_dptr src, uint64_t n, vy_error *e);

@@ -90,6 +90,9 @@ typedef struct cuda_api {
 #define CUDA_FIELD(field, symbol, type) type field;
 	CUDA_ENTRY_POINTS(CUDA_FIELD)
 #undef CUDA_FIELD
+	/* CUDA 13 gave cuCtxSynchronize a context argument: ask for the
+	 * CUDA 12 form by version. */
+	PFN_cuCtxSynchronize_v2000 CtxSynchronize;
 } cuda_api;
 
 typedef struct cuda_device {
@@ -423,6 +426,14 @@ static vy_err cuda_stream_sync(vy_device *d, vy_stream *s, vy_error *e)
 	return VY_OK;
 }
 
+static vy_err cuda_synchronize(vy_device *d, vy_error *e)
+{
+	cuda_device *c = cuda_of(d);
+	CU_CURRENT(c, e);
+	CU_CALL(c, e, CtxSynchronize, ());
+	return VY_OK;
+}
+
 static vy_err cuda_copy_htod(vy_device *d, vy_stream *s, vy_dptr dst, const void *src, uint64_t n, vy_error *e)
 {
 	cuda_device *c = cuda_of(d);
@@ -601,6 +612,7 @@ static const vy_device_ops cuda_ops = {
 	.stream_create = cuda_stream_create,
 	.stream_destroy = cuda_stream_destroy,
 	.stream_sync = cuda_stream_sync,
+	.synchronize = cuda_synchronize,
 	.copy_htod = cuda_copy_htod,
 	.copy_dtoh = cuda_copy_dtoh,
 	.copy_dtod = cuda_copy_dtod,
@@ -646,6 +658,8 @@ static vy_err cuda_load(cuda_api *api, int *driver_version, vy_error *e)
 			       "the CUDA driver (version %d) lacks %s", driver, symbol);      \
 	api->field = (type)fn;
 	CUDA_ENTRY_POINTS(CUDA_RESOLVE)
+	version = version < 12000 ? version : 12000;
+	CUDA_RESOLVE(CtxSynchronize, "cuCtxSynchronize", PFN_cuCtxSynchronize_v2000)
 #undef CUDA_RESOLVE
 	return VY_OK;
 }

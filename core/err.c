@@ -92,6 +92,7 @@ const char *vy_err_name(vy_err code)
 	case VY_ENOTSUP: return "enotsup";
 	case VY_EINTERNAL: return "einternal";
 	case VY_ETIMEDOUT: return "etimedout";
+	case VY_EACCES: return "eacces";
 	}
 	return "unknown";
 }
@@ -112,6 +113,7 @@ int vy_err_errno(vy_err code)
 	case VY_ENOTSUP: return EOPNOTSUPP;
 	case VY_EINTERNAL: return EIO;
 	case VY_ETIMEDOUT: return ETIMEDOUT;
+	case VY_EACCES: return EACCES;
 	}
 	return EIO;
 }

@@ -22,6 +22,7 @@ typedef struct store_buffer {
 	uint64_t gen;
 	uint32_t inflight;
 	uint32_t exports; /* mappings another process may hold */
+	bool untrusted;   /* exported to a client: its memory is never reused */
 	bool doomed; /* freed while pinned or exported: released at the last */
 } store_buffer;
 
@@ -242,7 +243,17 @@ static vy_err release(vy_store *s, store_buffer *b, vy_error *e)
 	}
 	publish(s);
 	vy_error perr;
-	vy_err prc = vy_pool_put(&s->pool, b->alloc, b->ptr, &perr);
+	vy_err prc;
+	if (b->untrusted) {
+		/* A client could keep its fd and map this memory again: it must
+		 * never hold another file's bytes, so it goes to the driver,
+		 * never to the pool. */
+		prc = s->dev->ops->free(s->dev, b->ptr, &perr);
+		if (prc == VY_OK)
+			vy_telemetry_add(s->tel, driver_frees, 1);
+	} else {
+		prc = vy_pool_put(&s->pool, b->alloc, b->ptr, &perr);
+	}
 	if (prc != VY_OK && rc == VY_OK) {
 		rc = prc;
 		if (e)
@@ -408,7 +419,7 @@ out:
 	return rc;
 }
 
-vy_err vy_store_export(vy_store *s, vy_handle h, vy_buffer_view *view, int *fd, vy_error *e)
+vy_err vy_store_export(vy_store *s, vy_handle h, bool untrusted, vy_buffer_view *view, int *fd, vy_error *e)
 {
 	pthread_mutex_lock(&s->lock);
 	vy_err rc = VY_OK;
@@ -425,6 +436,7 @@ vy_err vy_store_export(vy_store *s, vy_handle h, vy_buffer_view *view, int *fd, 
 		rc = s->dev->share->export_fd(s->dev, b->ptr, fd, e);
 	if (rc == VY_OK) {
 		b->exports++;
+		b->untrusted |= untrusted;
 		*view = view_of(b);
 		vy_telemetry_add(s->tel, exports, 1);
 	}

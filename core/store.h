@@ -84,8 +84,10 @@ bool vy_store_shareable(vy_store *s, vy_handle h);
 /* Export a shareable buffer: a new fd the caller owns (and passes on), and
  * the view it stands for. The buffer is held like a pin until
  * vy_store_unexport: a free meanwhile is deferred, so its memory is never
- * reused while another process may still map it. */
-vy_err vy_store_export(vy_store *s, vy_handle h, vy_buffer_view *view, int *fd, vy_error *e);
+ * reused while another process may still map it. `untrusted`: the other
+ * process is a client that may keep the fd past its mapping, so this
+ * memory goes back to the driver when freed, never to the pool. */
+vy_err vy_store_export(vy_store *s, vy_handle h, bool untrusted, vy_buffer_view *view, int *fd, vy_error *e);
 vy_err vy_store_unexport(vy_store *s, vy_handle h, vy_error *e);
 /* True while `h` is live at generation `gen` (a mapping of it is current). */
 bool vy_store_current(vy_store *s, vy_handle h, uint64_t gen);

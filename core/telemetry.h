@@ -42,11 +42,13 @@
 	X(exports, COUNTER)          /* buffers handed to the launcher (or a client) */ \
 	X(launcher_starts, COUNTER)  /* launcher processes started */           \
 	X(launcher_restarts, COUNTER) /* of them, after a fault, crash or timeout */ \
+	X(maps, COUNTER)             /* files mapped by client programs (vy_map) */ \
 	X(resident_bytes, GAUGE)     /* bytes in live buffers */                \
 	X(resident_buffers, GAUGE)   /* live buffers */                         \
 	X(pooled_bytes, GAUGE)       /* idle bytes held by the pool */          \
 	X(pooled_buffers, GAUGE)     /* idle buffers held by the pool */        \
-	X(staging_cached_bytes, GAUGE) /* idle pinned bytes in the cache */
+	X(staging_cached_bytes, GAUGE) /* idle pinned bytes in the cache */ \
+	X(mapped_bytes, GAUGE)       /* device bytes client programs map now */
 
 typedef struct vy_telemetry {
 #define VY_TELEMETRY_ATOMIC(name, kind) _Atomic uint64_t name;

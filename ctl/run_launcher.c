@@ -118,7 +118,7 @@ static vy_err status_rc(const vy_msg *m, vy_error *e)
 	st.msg[sizeof(st.msg) - 1] = '\0';
 	if (st.rc == VY_OK)
 		return VY_OK;
-	vy_err rc = st.rc > 0 && st.rc <= VY_ETIMEDOUT ? (vy_err)st.rc : VY_EINTERNAL;
+	vy_err rc = st.rc > 0 && st.rc <= VY_ERR_LAST ? (vy_err)st.rc : VY_EINTERNAL;
 	if (e) {
 		e->code = rc;
 		snprintf(e->msg, sizeof(e->msg), "%s", st.msg);
@@ -390,7 +390,7 @@ static vy_err map_buffers(launcher_runner *l, const vy_seq *seq, const vy_buffer
 		}
 		vy_buffer_view v;
 		int fd = -1;
-		vy_err rc = vy_store_export(l->store, h, &v, &fd, e);
+		vy_err rc = vy_store_export(l->store, h, false, &v, &fd, e);
 		if (rc != VY_OK)
 			return rc;
 		vy_map_in in = {.handle = h, .gen = v.gen, .bytes = v.alloc};

@@ -42,10 +42,20 @@ void vy_file_drop(vy_fs *fs, vy_inode *in)
 	free_buffer(fs, in);
 }
 
+/* A program maps the file's memory (fs/mapsrv.c): it cannot move. */
+static vy_err mapped(vy_inode *in, vy_error *e)
+{
+	return vy_fail(e, VY_EBUSY, "unmap the file first (vy_unmap, or end the program that mapped it)",
+		       "inode %llu is mapped by a program: its size cannot change beyond its %llu bytes of device memory",
+		       (unsigned long long)in->ino, (unsigned long long)in->cap);
+}
+
 /* Move the file into a buffer of `cap` bytes (>= size), keeping its bytes. */
 static vy_err rebuffer(vy_fs *fs, vy_inode *in, uint64_t cap, vy_error *e)
 {
 	vy_handle h;
+	if (in->maps)
+		return mapped(in, e);
 	/* Copies in flight name the old buffer; gathered bytes not yet queued
 	 * go to the new one when they are. */
 	vy_err rc = vy_wbehind_quiesce(fs, in, e);
@@ -148,6 +158,8 @@ vy_err vy_file_truncate(vy_fs *fs, vy_inode *in, uint64_t size, vy_error *e)
 	if (size > VY_FILE_MAX)
 		return vy_fail(e, VY_EOVERFLOW, "keep files under 8 EiB", "a %llu-byte file is too large",
 			       (unsigned long long)size);
+	if (in->maps && size != in->size)
+		return mapped(in, e);
 	if (size > in->size) {
 		vy_err rc = reserve(fs, in, size, e);
 		if (rc == VY_OK)
@@ -234,7 +246,7 @@ void vy_file_closed(vy_fs *fs, vy_inode *in)
 		return;
 	}
 	uint64_t want = fitted(in->size);
-	if (in->cap <= want)
+	if (in->cap <= want || in->maps)
 		return;
 	vy_error why;
 	if (rebuffer(fs, in, want, &why) != VY_OK)

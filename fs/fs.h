@@ -34,6 +34,7 @@ typedef enum vy_kind { VY_DIR, VY_FILE, VY_SYMLINK, VY_VIRTUAL, VY_MODULE } vy_k
 typedef enum vy_virtual {
 	VY_V_NONE, VY_V_CTL, VY_V_LOG, VY_V_STATS, VY_V_DEVICE, VY_V_CONFIG,
 	VY_V_MODLOG, /* modules/NAME.log: the JIT log of module NAME (target) */
+	VY_V_SOCKET, /* the name of the socket client programs map files through */
 } vy_virtual;
 
 typedef struct vy_inode {
@@ -53,6 +54,7 @@ typedef struct vy_inode {
 	/* VY_FILE: bytes [0, size) are the file; the buffer holds cap bytes. */
 	uint64_t size, cap;
 	vy_handle buf; /* 0: no buffer (empty file) */
+	uint32_t maps; /* client mappings (fs/mapsrv.c): the buffer may not move */
 	bool written;  /* since the last capacity fit */
 	struct vy_wbehind *wb; /* write-behind slots (wbehind.h), or NULL */
 	_Atomic(struct vy_readahead *) ra; /* readahead chunks (readahead.h), or NULL */
@@ -97,6 +99,7 @@ typedef struct vy_fs {
 	vy_open *opens; /* every open file, ns */
 	vy_modules *modules;
 	vy_runner *runner; /* where sequences run: the launcher process */
+	struct vy_mapsrv *mapsrv; /* client mappings over .vyre/socket */
 	pthread_mutex_t log_lock; /* the sequence log and numbering */
 	char *log[VY_LOG_KEEP];  /* a ring, oldest at log_head */
 	size_t log_head, log_count;

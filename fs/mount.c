@@ -1,5 +1,6 @@
 /* Mount, serve, unmount; detach once mounted. */
 #include "fs/mount.h"
+#include "fs/mapsrv.h"
 #include "fs/fs.h"
 #include "fs/log.h"
 #include "fs/ops.h"
@@ -169,8 +170,12 @@ static int serve(const vy_mount_args *a)
 	}
 	vy_log(LOG_INFO, "mounted %s on %s: backend %s (%s), resident budget %" PRIu64 " bytes", a->source,
 	       a->mountpoint, dev->info.backend, dev->info.name, u.budget);
+	/* Client programs map files through it; the mount works without. */
+	if (vy_mapsrv_start(&fs, a->mountpoint, &e) != VY_OK)
+		vy_log(LOG_WARNING, "files cannot be mapped by programs: %s", e.msg);
 
 	int rc = vy_session_loop(se, a->cfg.idle_threads);
+	vy_mapsrv_stop(&fs);
 	fuse_session_unmount(se);
 	fuse_remove_signal_handlers(se);
 	status = rc < 0 ? 1 : 0;

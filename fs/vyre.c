@@ -1,5 +1,6 @@
 /* .vyre/: the control directory and the text of its files. */
 #include "fs/vyre.h"
+#include "fs/mapsrv.h"
 #include "fs/ctl_file.h"
 
 #include <inttypes.h>
@@ -33,7 +34,8 @@ vy_err vy_vyre_build(vy_fs *fs, vy_inode *root, vy_error *e)
 	    !add(fs, v, "log", VY_VIRTUAL, VY_V_LOG, S_IFREG | 0444) ||
 	    !add(fs, v, "stats", VY_VIRTUAL, VY_V_STATS, S_IFREG | 0444) ||
 	    !add(fs, v, "device", VY_VIRTUAL, VY_V_DEVICE, S_IFREG | 0444) ||
-	    !add(fs, v, "config", VY_VIRTUAL, VY_V_CONFIG, S_IFREG | 0444))
+	    !add(fs, v, "config", VY_VIRTUAL, VY_V_CONFIG, S_IFREG | 0444) ||
+	    !add(fs, v, "socket", VY_VIRTUAL, VY_V_SOCKET, S_IFREG | 0444))
 		return vy_fail(e, VY_ENOMEM, "free host memory", "cannot build the .vyre directory");
 	fs->vyre_ino = v->ino;
 	fs->modules_ino = m->ino;
@@ -131,6 +133,10 @@ char *vy_vyre_render(vy_fs *fs, vy_inode *in, size_t *len)
 	case VY_V_MODLOG:
 		t.buf = vy_modules_log(fs->modules, in->target);
 		t.len = t.buf ? strlen(t.buf) : 0;
+		break;
+	case VY_V_SOCKET:
+		if (vy_mapsrv_name(fs))
+			add_text(&t, "@%s\n", vy_mapsrv_name(fs));
 		break;
 	case VY_V_CTL: /* read per open file: vy_ctlfile_read */
 	case VY_V_NONE:

@@ -45,6 +45,11 @@ enum vy_opcode {
 	VY_OP_MAP = 5,    /* map_in, 1 fd -> vy_status */
 	VY_OP_UNMAP = 6,  /* unmap_in -> vy_status */
 	VY_OP_RUN = 7,    /* run_in + arrays -> run_out */
+	/* A client (libvyrefs) and the daemon, over .vyre/socket: */
+	VY_OP_CLIENT_HELLO = 16, /* hello_in -> client_hello_out */
+	VY_OP_CLIENT_MAP = 17,   /* client_map_in, 1 fd (the file) -> client_map_out, 1 fd (its memory) */
+	VY_OP_CLIENT_SYNC = 18,  /* client_ref_in -> vy_status */
+	VY_OP_CLIENT_UNMAP = 19, /* client_ref_in -> vy_status */
 	VY_OP_REPLY = 0x8000,
 };
 
@@ -120,6 +125,40 @@ typedef struct vy_unmap_in {
 	uint64_t handle;
 } vy_unmap_in;
 _Static_assert(sizeof(vy_unmap_in) == 8, "vy_unmap_in is 8 bytes");
+
+/* ---- clients ---------------------------------------------------------------
+ * A client opens a file of the mount for writing (the kernel checks its
+ * permissions there) and passes that fd; the daemon answers with an fd of
+ * the file's device memory, which only ever holds that file's bytes. The
+ * mapping lasts until CLIENT_UNMAP or the connection's end. */
+
+typedef struct vy_client_hello_out {
+	vy_status st;
+	uint32_t major, minor;
+	uint32_t backend; /* vy_backend_kind: how to import the memory */
+	int32_t ordinal;
+	uint64_t share_granularity;
+} vy_client_hello_out;
+_Static_assert(sizeof(vy_client_hello_out) == 544, "vy_client_hello_out layout");
+
+typedef struct vy_client_map_in {
+	uint32_t flags; /* none defined: 0 */
+	uint32_t pad;
+} vy_client_map_in;
+_Static_assert(sizeof(vy_client_map_in) == 8, "vy_client_map_in is 8 bytes");
+
+typedef struct vy_client_map_out {
+	vy_status st;
+	uint64_t id;    /* names the mapping in SYNC and UNMAP */
+	uint64_t size;  /* the file's bytes */
+	uint64_t bytes; /* the allocation to import (size rounded up) */
+} vy_client_map_out;
+_Static_assert(sizeof(vy_client_map_out) == 544, "vy_client_map_out layout");
+
+typedef struct vy_client_ref_in {
+	uint64_t id;
+} vy_client_ref_in;
+_Static_assert(sizeof(vy_client_ref_in) == 8, "vy_client_ref_in is 8 bytes");
 
 /* ---- a sequence, as it crosses ------------------------------------------
  * run_in, then nbuffers vy_wire_buffer, nkernels vy_wire_kernel, nsteps

@@ -67,7 +67,7 @@ run_sh() {
 for bin in "$build"/tests/unit/test_*; do
 	[ -x "$bin" ] && run_c "$bin"
 done
-for suite in tests/cli/*_test.sh tests/fs/*_test.sh tests/ctl/*_test.sh; do
+for suite in tests/cli/*_test.sh tests/fs/*_test.sh tests/ctl/*_test.sh tests/client/*_test.sh; do
 	[ -f "$suite" ] && run_sh "$suite"
 done
 if [ "$backend" = cuda ]; then

@@ -140,6 +140,11 @@ FORWARD(launch, launch,
 	 void **args, vy_error *e),
 	(cnt(d)->inner, s, f, grid, block, shared, args, e))
 
+static vy_err c_synchronize(vy_device *d, vy_error *e)
+{
+	return cnt(d)->inner->ops->synchronize(cnt(d)->inner, e);
+}
+
 static const vy_device_ops counting_ops = {
 	.close = c_close,
 	.mem_info = c_mem_info,
@@ -150,6 +155,7 @@ static const vy_device_ops counting_ops = {
 	.stream_create = c_stream_create,
 	.stream_destroy = c_stream_destroy,
 	.stream_sync = c_stream_sync,
+	.synchronize = c_synchronize,
 	.copy_htod = c_copy_htod,
 	.copy_dtoh = c_copy_dtoh,
 	.copy_dtod = c_copy_dtod,

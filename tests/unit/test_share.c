@@ -129,9 +129,9 @@ static void exported_free_waits_for_its_mappings(void)
 	MUST(vy_store_alloc(f.c->store, 64, &s, E));
 	int fd = -1;
 	vy_buffer_view v;
-	MUST_FAIL(VY_EINVAL, vy_store_export(f.c->store, s, &v, &fd, E));
+	MUST_FAIL(VY_EINVAL, vy_store_export(f.c->store, s, false, &v, &fd, E));
 	CHECK_EQ(fd, -1);
-	MUST(vy_store_export(f.c->store, h, &v, &fd, E));
+	MUST(vy_store_export(f.c->store, h, true, &v, &fd, E));
 	CHECK(fd >= 0);
 	CHECK_EQ(v.alloc, 2 * MiB);
 	/* Another mapping of the export sees and changes the same bytes. */
@@ -156,8 +156,13 @@ static void exported_free_waits_for_its_mappings(void)
 	CHECK_EQ(snap(&f).resident_bytes, 2 * MiB + 64); /* still mapped: not reused */
 	CHECK_EQ(snap(&f).deferred_frees, 1);
 	MUST(inner->share->unimport(inner, other, v.alloc, E));
+	uint64_t pooled = snap(&f).pooled_bytes, driver_frees = vy_counts_get(f.d).free;
 	MUST(vy_store_unexport(f.c->store, h, E));
 	CHECK_EQ(snap(&f).resident_bytes, 64);
+	/* A client's export could be mapped again from a kept fd: its memory
+	 * goes to the driver, never to the pool for another file. */
+	CHECK_EQ(snap(&f).pooled_bytes, pooled);
+	CHECK_EQ(vy_counts_get(f.d).free, driver_frees + 1);
 	MUST_FAIL(VY_EINTERNAL, vy_store_unexport(f.c->store, h, E));
 	MUST(vy_store_free(f.c->store, s, E));
 	fx_close(&f);

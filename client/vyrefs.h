@@ -1,0 +1,54 @@
+/* libvyrefs: map a file of a vyrefs mount into this process's CUDA context,
+ * with no byte copied.
+ *
+ *     vy_mapping *m;
+ *     if (vy_map("/mnt/gpu/weights", 0, &m) != 0)
+ *             fprintf(stderr, "%s\n", vy_last_error());
+ *     float *w = (float *)vy_mapping_ptr(m);   // a device pointer
+ *     ... launch kernels over w[0 .. vy_mapping_size(m) / 4) ...
+ *     vy_sync(m);    // your device work is done; `cat` shows it
+ *     vy_unmap(m);
+ *
+ * The file is opened for writing (a mapping can write it: the GPU cannot
+ * enforce read-only access to imported memory), so you need write
+ * permission. The mapping is the file's device memory itself: what the GPU
+ * program writes is the file. It lasts until vy_unmap or the end of the
+ * process; meanwhile the file cannot be resized (EBUSY) and unlinking it
+ * frees it only at the last unmap. On a mount with the host backend the
+ * pointer is host memory, mapped the same way.
+ *
+ * Functions return 0 or a negative errno; vy_last_error() says what went
+ * wrong on this thread, ending with "(Fix: ...)". Thread-safe. The driver
+ * (libcuda.so.1) is loaded at run time: nothing links against it. */
+#ifndef VYREFS_H
+#define VYREFS_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct vy_mapping vy_mapping;
+
+/* Map the file at `path` (flags: 0). */
+int vy_map(const char *path, int flags, vy_mapping **out);
+/* The device address (a CUdeviceptr; a host address on the host backend). */
+uint64_t vy_mapping_ptr(const vy_mapping *m);
+/* The file's size in bytes when it was mapped. */
+uint64_t vy_mapping_size(const vy_mapping *m);
+/* The CUDA device ordinal, or -1 on the host backend. */
+int vy_mapping_device(const vy_mapping *m);
+/* Wait for this process's device work, then drop the kernel's cached pages
+ * of the file, so readers through the mount see what the GPU wrote. */
+int vy_sync(vy_mapping *m);
+/* Sync, end the mapping and free `m`. */
+int vy_unmap(vy_mapping *m);
+/* What the last failing call of this thread said. */
+const char *vy_last_error(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

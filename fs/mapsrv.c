@@ -1,0 +1,488 @@
+/* The map server: an accepting thread, and a thread per connection that
+ * answers HELLO, MAP, SYNC and UNMAP in order (proto/proto.h). A malformed
+ * or unknown request gets an error reply and ends the connection; a client
+ * that stalls in the middle of a message holds only its own thread. */
+#include "fs/mapsrv.h"
+#include "core/grow.h"
+#include "fs/log.h"
+#include "fs/readahead.h"
+#include "fs/wbehind.h"
+#include "proto/channel.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/sysmacros.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#define CONNS_MAX 256 /* a thread each */
+#define MAPS_MAX 1024 /* per connection */
+
+typedef struct mapping {
+	uint64_t id;
+	vy_inode *in; /* held like an open file */
+	vy_handle buf;
+	uint64_t bytes;
+} mapping;
+
+typedef struct conn {
+	struct vy_mapsrv *srv;
+	int sock;
+	pthread_t thread;
+	bool done;
+	mapping *maps;
+	size_t nmaps, capmaps;
+	uint64_t next_id;
+	struct conn *next;
+} conn;
+
+struct vy_mapsrv {
+	vy_fs *fs;
+	int listen_fd;
+	pthread_t acceptor;
+	pthread_mutex_t lock; /* conns, stopping */
+	conn *conns;
+	unsigned nconns;
+	bool stopping;
+	dev_t dev; /* the mount's device number */
+	char name[64];
+};
+
+/* The mount's device number from /proc/self/mountinfo (asking the kernel
+ * for the mountpoint's attributes would send a request to ourselves). */
+static vy_err mount_dev(const char *mountpoint, dev_t *dev, vy_error *e)
+{
+	FILE *f = fopen("/proc/self/mountinfo", "r");
+	if (!f)
+		return vy_fail(e, VY_ENODEV, "mount /proc", "cannot read /proc/self/mountinfo: %s", strerror(errno));
+	char line[8192];
+	bool found = false;
+	while (fgets(line, sizeof(line), f)) {
+		unsigned maj, min;
+		char point[4096], type[64];
+		/* ID PARENT MAJ:MIN ROOT POINT OPTS ... - TYPE SOURCE SUPER */
+		if (sscanf(line, "%*u %*u %u:%u %*s %4095s", &maj, &min, point) != 3)
+			continue;
+		const char *dash = strstr(line, " - ");
+		if (!dash || sscanf(dash + 3, "%63s", type) != 1 || strncmp(type, "fuse", 4) != 0)
+			continue;
+		/* mountinfo escapes blanks as \040 */
+		char plain[4096];
+		size_t k = 0;
+		for (const char *p = point; *p && k + 1 < sizeof(plain); p++) {
+			if (p[0] == '\\' && p[1] >= '0' && p[1] <= '3' && p[2] && p[3]) {
+				plain[k++] = (char)((p[1] - '0') * 64 + (p[2] - '0') * 8 + (p[3] - '0'));
+				p += 3;
+			} else {
+				plain[k++] = *p;
+			}
+		}
+		plain[k] = '\0';
+		if (!strcmp(plain, mountpoint)) {
+			*dev = makedev(maj, min);
+			found = true; /* the last one is the top of a stack */
+		}
+	}
+	fclose(f);
+	if (!found)
+		return vy_fail(e, VY_ENODEV, "report this bug", "the mount on %s is not in /proc/self/mountinfo", mountpoint);
+	return VY_OK;
+}
+
+static vy_err reply(conn *c, const vy_msg *m, const void *out, size_t len, int fd)
+{
+	vy_chan ch = {.sock = c->sock, .mb_fd = -1};
+	const void *parts[1] = {out};
+	size_t lens[1] = {len};
+	vy_error e;
+	return vy_chan_send(&ch, m->h.opcode | VY_OP_REPLY, m->h.unique, parts, lens, 1, fd >= 0 ? &fd : NULL,
+			    fd >= 0 ? 1 : 0, &e);
+}
+
+static void status_of(vy_status *st, vy_err rc, const vy_error *e)
+{
+	st->rc = (int32_t)rc;
+	st->step = -1;
+	snprintf(st->msg, sizeof(st->msg), "%s", rc == VY_OK ? "" : e->msg);
+}
+
+static vy_err reply_status(conn *c, const vy_msg *m, vy_err rc, const vy_error *e)
+{
+	vy_status st;
+	status_of(&st, rc, e);
+	return reply(c, m, &st, sizeof(st), -1);
+}
+
+/* The inode a client's fd names, held like an open file; or why not. */
+static vy_err inode_of_fd(vy_mapsrv *srv, int fd, vy_inode **out, vy_error *e)
+{
+	struct stat st;
+	if (fstat(fd, &st) != 0)
+		return vy_fail(e, VY_EINVAL, "pass an open file descriptor", "fstat of the passed fd: %s", strerror(errno));
+	if (st.st_dev != srv->dev)
+		return vy_fail(e, VY_EINVAL, "map a file in this vyrefs mount",
+			       "the passed file is not on this mount (device %u:%u, the mount is %u:%u)",
+			       major(st.st_dev), minor(st.st_dev), major(srv->dev), minor(srv->dev));
+	int flags = fcntl(fd, F_GETFL);
+	if (flags < 0 || (flags & O_ACCMODE) == O_RDONLY)
+		return vy_fail(e, VY_EACCES, "open the file for writing (O_RDWR): a mapping can write it",
+			       "the file was opened read-only; device memory cannot be mapped read-only");
+	vy_fs *fs = srv->fs;
+	pthread_mutex_lock(&fs->ns);
+	vy_inode *in = vy_u64map_get(&fs->inodes, (uint64_t)st.st_ino);
+	vy_err rc = VY_OK;
+	if (!in || in->kind != VY_FILE)
+		rc = vy_fail(e, VY_EINVAL, "map a regular file", "inode %llu is not a regular file of this mount",
+			     (unsigned long long)st.st_ino);
+	else
+		in->opens++;
+	pthread_mutex_unlock(&fs->ns);
+	*out = in;
+	return rc;
+}
+
+static void let_go(vy_fs *fs, vy_inode *in)
+{
+	pthread_mutex_lock(&fs->ns);
+	in->opens--;
+	vy_inode_reap(fs, in);
+	pthread_mutex_unlock(&fs->ns);
+}
+
+/* The kernel may cache pages of what the device holds now: drop them, so
+ * cat shows what the client wrote. */
+static void drop_cache(vy_mapsrv *srv, vy_inode *in)
+{
+	/* Readahead copies too: they may predate what the client wrote. */
+	pthread_rwlock_rdlock(&in->lock);
+	vy_readahead_forget(in);
+	pthread_rwlock_unlock(&in->lock);
+	pthread_mutex_lock(&srv->lock);
+	bool stopping = srv->stopping;
+	pthread_mutex_unlock(&srv->lock);
+	if (!stopping && srv->fs->se)
+		fuse_lowlevel_notify_inval_inode(srv->fs->se, in->ino, 0, 0);
+}
+
+static vy_err op_map(conn *c, vy_msg *m)
+{
+	vy_fs *fs = c->srv->fs;
+	vy_client_map_out out = {0};
+	vy_error e;
+	vy_err rc = VY_OK;
+	int fd = vy_msg_take_fd(m, 0), mem = -1;
+	vy_inode *in = NULL;
+	if (fd < 0 || m->len != sizeof(vy_client_map_in))
+		rc = vy_fail(&e, VY_EINVAL, "pass the file's fd with the request (libvyrefs does)",
+			     "a MAP request without a file descriptor");
+	else if (c->nmaps >= MAPS_MAX)
+		rc = vy_fail(&e, VY_EBUSY, "unmap files first", "one connection may map %d files", MAPS_MAX);
+	if (rc == VY_OK)
+		rc = inode_of_fd(c->srv, fd, &in, &e);
+	if (fd >= 0)
+		close(fd);
+	vy_buffer_view v = {0};
+	if (rc == VY_OK) {
+		pthread_rwlock_wrlock(&in->lock);
+		/* Every byte written so far on the device, no readahead copy
+		 * left to go stale, and memory of its own. */
+		rc = vy_wbehind_settle(fs, in, &e);
+		if (rc == VY_OK && !in->buf)
+			rc = vy_fail(&e, VY_EINVAL, "give the file its size first, e.g. truncate -s 64M FILE",
+				     "the file is empty: it has no device memory to map");
+		if (rc == VY_OK) {
+			vy_readahead_forget(in);
+			rc = vy_core_share(fs->core, in->buf, &e);
+		}
+		if (rc == VY_OK)
+			rc = vy_store_export(fs->core->store, in->buf, true, &v, &mem, &e);
+		if (rc == VY_OK && !vy_grow((void **)&c->maps, &c->capmaps, c->nmaps, sizeof(*c->maps))) {
+			vy_store_unexport(fs->core->store, in->buf, NULL);
+			close(mem);
+			mem = -1;
+			rc = vy_fail(&e, VY_ENOMEM, "free host memory", "cannot record a mapping");
+		}
+		if (rc == VY_OK) {
+			in->maps++;
+			out.id = ++c->next_id;
+			out.size = in->size;
+			out.bytes = v.alloc;
+			c->maps[c->nmaps++] = (mapping){.id = out.id, .in = in, .buf = in->buf, .bytes = v.alloc};
+			vy_telemetry_add(&fs->core->tel, maps, 1);
+			vy_telemetry_add(&fs->core->tel, mapped_bytes, v.alloc);
+		}
+		pthread_rwlock_unlock(&in->lock);
+		if (rc != VY_OK)
+			let_go(fs, in);
+	}
+	status_of(&out.st, rc, &e);
+	vy_err sent = reply(c, m, &out, sizeof(out), mem);
+	if (mem >= 0)
+		close(mem); /* the client has its own now */
+	return sent;
+}
+
+/* End mapping i of the connection. */
+static void unmap_at(conn *c, size_t i)
+{
+	vy_fs *fs = c->srv->fs;
+	mapping mp = c->maps[i];
+	c->maps[i] = c->maps[--c->nmaps];
+	pthread_rwlock_wrlock(&mp.in->lock);
+	mp.in->maps--;
+	vy_store_unexport(fs->core->store, mp.buf, NULL);
+	pthread_rwlock_unlock(&mp.in->lock);
+	vy_telemetry_add(&fs->core->tel, mapped_bytes, (uint64_t)0 - mp.bytes);
+	drop_cache(c->srv, mp.in);
+	let_go(fs, mp.in);
+}
+
+static size_t find_map(conn *c, const vy_msg *m, bool *ok)
+{
+	vy_client_ref_in in;
+	*ok = false;
+	if (m->len != sizeof(in))
+		return 0;
+	memcpy(&in, m->body, sizeof(in));
+	for (size_t i = 0; i < c->nmaps; i++)
+		if (c->maps[i].id == in.id) {
+			*ok = true;
+			return i;
+		}
+	return 0;
+}
+
+static vy_err op_sync(conn *c, vy_msg *m)
+{
+	bool ok;
+	size_t i = find_map(c, m, &ok);
+	vy_error e;
+	if (!ok)
+		return reply_status(c, m, vy_fail(&e, VY_EINVAL, "name a mapping of this connection", "no such mapping"), &e);
+	drop_cache(c->srv, c->maps[i].in);
+	return reply_status(c, m, VY_OK, NULL);
+}
+
+static vy_err op_unmap(conn *c, vy_msg *m)
+{
+	bool ok;
+	size_t i = find_map(c, m, &ok);
+	vy_error e;
+	if (!ok)
+		return reply_status(c, m, vy_fail(&e, VY_EINVAL, "name a mapping of this connection", "no such mapping"), &e);
+	unmap_at(c, i);
+	return reply_status(c, m, VY_OK, NULL);
+}
+
+static vy_err op_hello(conn *c, vy_msg *m)
+{
+	vy_fs *fs = c->srv->fs;
+	vy_hello_in in;
+	vy_client_hello_out out = {.major = VY_PROTO_MAJOR, .minor = VY_PROTO_MINOR};
+	vy_error e;
+	vy_err rc = VY_OK;
+	if (m->len != sizeof(in)) {
+		rc = vy_fail(&e, VY_EINVAL, "use libvyrefs of this vyrefs version", "a malformed HELLO");
+	} else {
+		memcpy(&in, m->body, sizeof(in));
+		if (in.major != VY_PROTO_MAJOR)
+			rc = vy_fail(&e, VY_EINVAL, "use libvyrefs of this vyrefs version",
+				     "protocol %u.%u asked, this vyrefs speaks %u.%u", in.major, in.minor, VY_PROTO_MAJOR,
+				     VY_PROTO_MINOR);
+	}
+	const vy_device_info *d = &fs->core->dev->info;
+	if (rc == VY_OK && !fs->core->dev->share)
+		rc = vy_fail(&e, VY_ENOTSUP, "use a GPU with virtual memory management (and a driver for CUDA 12 or newer)",
+			     "this device cannot share memory with another process");
+	out.backend = strcmp(d->backend, "cuda") ? VY_BACKEND_HOST : VY_BACKEND_CUDA;
+	out.ordinal = d->ordinal;
+	out.share_granularity = d->share_granularity;
+	status_of(&out.st, rc, &e);
+	vy_err sent = reply(c, m, &out, sizeof(out), -1);
+	return rc != VY_OK ? rc : sent;
+}
+
+static void *serve_conn(void *arg)
+{
+	conn *c = arg;
+	vy_chan ch = {.sock = c->sock, .mb_fd = -1};
+	bool hello = false;
+	for (;;) {
+		vy_msg m;
+		vy_error e;
+		if (vy_chan_recv(&ch, -1, 0, &m, &e) != VY_OK)
+			break; /* closed, or not our framing */
+		vy_err rc;
+		switch (hello ? m.h.opcode : (m.h.opcode == VY_OP_CLIENT_HELLO ? VY_OP_CLIENT_HELLO : 0)) {
+		case VY_OP_CLIENT_HELLO:
+			rc = hello ? VY_EINVAL : op_hello(c, &m);
+			hello = rc == VY_OK;
+			break;
+		case VY_OP_CLIENT_MAP:
+			rc = op_map(c, &m);
+			break;
+		case VY_OP_CLIENT_SYNC:
+			rc = op_sync(c, &m);
+			break;
+		case VY_OP_CLIENT_UNMAP:
+			rc = op_unmap(c, &m);
+			break;
+		default:
+			rc = reply_status(c, &m,
+					  vy_fail(&e, VY_EINVAL, "use libvyrefs (client/vyrefs.h)",
+						  hello ? "unknown request %u" : "request %u before HELLO", m.h.opcode),
+					  &e);
+			rc = VY_EINVAL;
+			break;
+		}
+		vy_msg_free(&m);
+		if (rc != VY_OK)
+			break;
+	}
+	while (c->nmaps)
+		unmap_at(c, c->nmaps - 1);
+	free(c->maps);
+	c->maps = NULL;
+	pthread_mutex_lock(&c->srv->lock);
+	shutdown(c->sock, SHUT_RDWR);
+	c->done = true;
+	pthread_mutex_unlock(&c->srv->lock);
+	return NULL;
+}
+
+/* Join and free connections that ended. Lock held. */
+static void reap_conns(vy_mapsrv *srv, bool all)
+{
+	for (conn **p = &srv->conns; *p;) {
+		conn *c = *p;
+		if (!c->done && !all) {
+			p = &c->next;
+			continue;
+		}
+		*p = c->next;
+		srv->nconns--;
+		if (!c->done)
+			shutdown(c->sock, SHUT_RDWR);
+		pthread_mutex_unlock(&srv->lock);
+		pthread_join(c->thread, NULL);
+		pthread_mutex_lock(&srv->lock);
+		close(c->sock);
+		free(c);
+	}
+}
+
+static void *accept_loop(void *arg)
+{
+	vy_mapsrv *srv = arg;
+	for (;;) {
+		int s = accept4(srv->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+		pthread_mutex_lock(&srv->lock);
+		if (srv->stopping) {
+			pthread_mutex_unlock(&srv->lock);
+			if (s >= 0)
+				close(s);
+			return NULL;
+		}
+		if (s < 0) {
+			pthread_mutex_unlock(&srv->lock);
+			if (errno != EINTR && errno != ECONNABORTED && errno != EMFILE && errno != ENFILE)
+				return NULL;
+			if (errno == EMFILE || errno == ENFILE)
+				usleep(10000);
+			continue;
+		}
+		reap_conns(srv, false);
+		conn *c = srv->nconns < CONNS_MAX ? calloc(1, sizeof(*c)) : NULL;
+		if (c) {
+			c->srv = srv;
+			c->sock = s;
+			if (pthread_create(&c->thread, NULL, serve_conn, c) == 0) {
+				c->next = srv->conns;
+				srv->conns = c;
+				srv->nconns++;
+			} else {
+				free(c);
+				c = NULL;
+			}
+		}
+		if (!c) {
+			vy_log(LOG_WARNING, "map server: refusing a connection (%u open, at most %d)", srv->nconns,
+			       CONNS_MAX);
+			close(s);
+		}
+		pthread_mutex_unlock(&srv->lock);
+	}
+}
+
+vy_err vy_mapsrv_start(vy_fs *fs, const char *mountpoint, vy_error *e)
+{
+	vy_mapsrv *srv = calloc(1, sizeof(*srv));
+	if (!srv || pthread_mutex_init(&srv->lock, NULL) != 0) {
+		free(srv);
+		return vy_fail(e, VY_ENOMEM, "free host memory", "cannot allocate the map server");
+	}
+	srv->fs = fs;
+	vy_err rc = mount_dev(mountpoint, &srv->dev, e);
+	struct sockaddr_un addr = {.sun_family = AF_UNIX};
+	/* Abstract: no file to leave behind or to guard; a client proves
+	 * itself with the fd it passes. */
+	unsigned rnd = 0;
+	int rfd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+	if (rfd >= 0) {
+		if (read(rfd, &rnd, sizeof(rnd)) != (ssize_t)sizeof(rnd))
+			rnd = 0;
+		close(rfd);
+	}
+	snprintf(srv->name, sizeof(srv->name), "vyrefs-%d-%08x", (int)getpid(), rnd);
+	size_t n = strlen(srv->name);
+	memcpy(addr.sun_path + 1, srv->name, n);
+	srv->listen_fd = -1;
+	if (rc == VY_OK) {
+		srv->listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (srv->listen_fd < 0 ||
+		    bind(srv->listen_fd, (struct sockaddr *)&addr, (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n)) != 0 ||
+		    listen(srv->listen_fd, 64) != 0)
+			rc = vy_fail(e, VY_ENODEV, "check that unix sockets can be made here",
+				     "cannot listen on @%s: %s", srv->name, strerror(errno));
+	}
+	if (rc == VY_OK && pthread_create(&srv->acceptor, NULL, accept_loop, srv) != 0)
+		rc = vy_fail(e, VY_ENOMEM, "free host memory", "cannot start the map server's thread");
+	if (rc != VY_OK) {
+		if (srv->listen_fd >= 0)
+			close(srv->listen_fd);
+		pthread_mutex_destroy(&srv->lock);
+		free(srv);
+		return rc;
+	}
+	fs->mapsrv = srv;
+	return VY_OK;
+}
+
+void vy_mapsrv_stop(vy_fs *fs)
+{
+	vy_mapsrv *srv = fs->mapsrv;
+	if (!srv)
+		return;
+	pthread_mutex_lock(&srv->lock);
+	srv->stopping = true;
+	shutdown(srv->listen_fd, SHUT_RDWR); /* wakes accept */
+	pthread_mutex_unlock(&srv->lock);
+	pthread_join(srv->acceptor, NULL);
+	pthread_mutex_lock(&srv->lock);
+	reap_conns(srv, true);
+	pthread_mutex_unlock(&srv->lock);
+	close(srv->listen_fd);
+	pthread_mutex_destroy(&srv->lock);
+	free(srv);
+	fs->mapsrv = NULL;
+}
+
+const char *vy_mapsrv_name(vy_fs *fs)
+{
+	return fs->mapsrv ? fs->mapsrv->name : NULL;
+}
