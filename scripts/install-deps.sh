@@ -17,6 +17,8 @@ have_pc inih || missing+=(libinih-dev)
 have_pc libxxhash || missing+=(libxxhash-dev)
 command -v clang >/dev/null 2>&1 || missing+=(clang)
 command -v python3 >/dev/null 2>&1 || missing+=(python3)
+# numpy for the mapping suite (tests/client): Debian's python3 and its numpy
+{ python3 -c 'import numpy' || /usr/bin/python3 -c 'import numpy'; } >/dev/null 2>&1 || missing+=(python3-numpy)
 command -v getfattr >/dev/null 2>&1 || missing+=(attr)
 command -v rsync >/dev/null 2>&1 || missing+=(rsync)
 command -v fio >/dev/null 2>&1 || missing+=(fio) # the bench's smoke run
