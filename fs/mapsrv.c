@@ -310,7 +310,9 @@ static vy_err op_hello(conn *c, vy_msg *m)
 static void *serve_conn(void *arg)
 {
 	conn *c = arg;
-	vy_chan ch = {.sock = c->sock, .mb_fd = -1};
+	/* A client's requests are a few bytes: a larger length is refused
+	 * before anything is allocated for it. */
+	vy_chan ch = {.sock = c->sock, .mb_fd = -1, .max_len = 4096};
 	bool hello = false;
 	for (;;) {
 		vy_msg m;

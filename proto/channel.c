@@ -107,7 +107,7 @@ static uint64_t now_ns(void)
 
 /* One message from the socket, which has begun to arrive (or will, at
  * once: the sender wrote it before it said so). */
-static vy_err sock_recv(int sock, vy_msg *m, vy_error *e)
+static vy_err sock_recv(int sock, uint32_t max_len, vy_msg *m, vy_error *e)
 {
 	memset(m, 0, sizeof(*m));
 	union {
@@ -143,7 +143,8 @@ static vy_err sock_recv(int sock, vy_msg *m, vy_error *e)
 		rc = broken(e, "carried more descriptors than a message may");
 	if (rc == VY_OK && (size_t)n < sizeof(m->h))
 		rc = read_all(sock, (char *)&m->h + n, sizeof(m->h) - (size_t)n, e);
-	if (rc == VY_OK && (m->h.len < sizeof(m->h) || m->h.len > VY_PROTO_MSG_MAX || m->h.nfds != m->nfds))
+	if (rc == VY_OK && (m->h.len < sizeof(m->h) || m->h.len > (max_len ? max_len : VY_PROTO_MSG_MAX) ||
+			    m->h.nfds != m->nfds))
 		rc = broken(e, "sent a malformed header");
 	if (rc == VY_OK) {
 		m->len = m->h.len - sizeof(m->h);
@@ -369,7 +370,7 @@ vy_err vy_chan_recv(vy_chan *c, int timeout_ms, unsigned spin_us, vy_msg *m, vy_
 			if (errno != EINTR)
 				return broken(e, strerror(errno));
 		}
-		return sock_recv(c->sock, m, e);
+		return sock_recv(c->sock, c->max_len, m, e);
 	}
 	int dir = c->daemon ? 1 : 0;
 	vy_err rc = mailbox_wait(c, dir, timeout_ms, spin_us, e);
@@ -379,7 +380,7 @@ vy_err vy_chan_recv(vy_chan *c, int timeout_ms, unsigned spin_us, vy_msg *m, vy_
 	slot_header sh;
 	memcpy(&sh, slot(c, dir), sizeof(sh));
 	if (sh.via_socket)
-		return sock_recv(c->sock, m, e);
+		return sock_recv(c->sock, c->max_len, m, e);
 	if (sh.h.len < sizeof(sh.h) || sh.h.len - sizeof(sh.h) > SLOT_BYTES - sizeof(slot_header) || sh.h.nfds)
 		return broken(e, "sent a malformed header");
 	m->h = sh.h;

@@ -40,6 +40,7 @@ typedef struct vy_chan {
 	int mb_fd;       /* the daemon's, to hand to the launcher (-1 after) */
 	bool daemon;     /* which slot is ours to send into */
 	uint32_t seen;   /* the peer's sequence number we have taken */
+	uint32_t max_len; /* the longest message taken (0: VY_PROTO_MSG_MAX) */
 } vy_chan;
 
 /* The daemon's end: a mailbox to share, unless VY_CHANNEL=socket. */

@@ -200,6 +200,9 @@ print(recv_all(s, 1) is None)
 s = connect()
 s.sendall(b"\xff" * 64)                                           # garbage
 print(recv_all(s, 1) is None)
+s = connect()
+s.sendall(HDR.pack(60 << 20, 16, 0, 1))                           # a 60 MiB request
+print(recv_all(s, 1) is None)
 s = connect(); request(s, 16, hello)
 rw = os.open(mnt + "/f", os.O_RDWR)
 print(request(s, 17, struct.pack("<II", 0, 0), [rw])[:4])         # and a good one still works
@@ -210,7 +213,7 @@ PY
 	assertContains "$out" "the passed file is not on this mount"
 	assertContains "$out" "opened read-only"
 	assertContains "$out" "unknown request 999"
-	assertEquals "2 cut connections" 2 "$(echo "$out" | grep -c '^True$')"
+	assertEquals "3 cut connections" 3 "$(echo "$out" | grep -c '^True$')"
 	assertEquals "the daemon lives" "$(cat "$MNT/.vyre/socket")" "$(cat "$MNT/.vyre/socket")"
 	assertEquals 1 "$(stat_of maps)"
 	assertEquals 0 "$(stat_of mapped_bytes)"
