@@ -29,10 +29,13 @@ FS_OBJ     := $(FS_SRC:%.c=$(BUILD)/%.o)
 # The launcher process: the same binary, run as `vyrefs --launcher`.
 LAUNCHER_SRC := $(wildcard launcher/*.c)
 LAUNCHER_OBJ := $(LAUNCHER_SRC:%.c=$(BUILD)/%.o)
+# `vyrefs cp` is the client library at work: linked into the binary too.
+CLIENT_SRC := client/libvyrefs.c client/copy.c client/cp.c
+CLIENT_OBJ := $(CLIENT_SRC:%.c=$(BUILD)/%.o)
 # libvyrefs.so, the client library (client/): its own code, and the core's
 # device backends and the channel it imports memory and talks with, built
 # position-independent with everything but client/vyrefs.h hidden.
-LIB_SRC    := client/libvyrefs.c core/device.c core/device_cuda.c core/device_host.c core/err.c core/u64map.c \
+LIB_SRC    := client/libvyrefs.c client/copy.c core/device.c core/device_cuda.c core/device_host.c core/err.c core/u64map.c \
 	      proto/channel.c
 LIB_OBJ    := $(LIB_SRC:%.c=$(BUILD)/pic/%.o)
 LIB        := $(BUILD)/libvyrefs.so
@@ -74,7 +77,7 @@ $(BUILD)/vyrefs.pc: client/vyrefs.pc.in
 $(CORE_LIB): $(CORE_OBJ)
 	$(AR) rcs $@ $^
 
-$(BUILD)/vyrefs: $(FS_OBJ) $(LAUNCHER_OBJ) $(CORE_LIB)
+$(BUILD)/vyrefs: $(FS_OBJ) $(LAUNCHER_OBJ) $(CLIENT_OBJ) $(CORE_LIB)
 	$(CC) $(CFLAGS) -o $@ $^ $(PKG_LIBS) $(LDLIBS)
 
 $(BUILD)/tests/unit/test_%: $(BUILD)/tests/unit/test_%.o $(UNIT_LIB) $(CORE_LIB)
@@ -157,4 +160,4 @@ uninstall:
 clean:
 	rm -rf $(BUILD)
 
--include $(CORE_OBJ:.o=.d) $(FS_OBJ:.o=.d) $(LAUNCHER_OBJ:.o=.d) $(LIB_OBJ:.o=.d) $(BENCH_BIN:%=%.d) $(UNIT_SRC:%.c=$(BUILD)/%.d) $(GPU_SRC:%.c=$(BUILD)/%.d) $(UNIT_LIB:.o=.d)
+-include $(CORE_OBJ:.o=.d) $(FS_OBJ:.o=.d) $(LAUNCHER_OBJ:.o=.d) $(CLIENT_OBJ:.o=.d) $(LIB_OBJ:.o=.d) $(BENCH_BIN:%=%.d) $(UNIT_SRC:%.c=$(BUILD)/%.d) $(GPU_SRC:%.c=$(BUILD)/%.d) $(UNIT_LIB:.o=.d)

@@ -3,6 +3,7 @@
  * channel (proto/channel.c) to talk to the daemon; everything but the
  * functions of vyrefs.h is hidden in the shared library. */
 #include "client/vyrefs.h"
+#include "client/mapping.h"
 #include "core/device.h"
 #include "proto/channel.h"
 
@@ -36,8 +37,10 @@ static _Thread_local char last_error[VY_ERROR_MSG_MAX + 128];
 static pthread_mutex_t devs_lock = PTHREAD_MUTEX_INITIALIZER;
 static vy_device *host_dev, *cuda_devs[64];
 
-static int fail(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int fail(int err, const char *fmt, ...)
+#define fail vy_client_fail
+#define fail_vy vy_client_fail_vy
+
+int vy_client_fail(int err, const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
@@ -46,7 +49,7 @@ static int fail(int err, const char *fmt, ...)
 	return -err;
 }
 
-static int fail_vy(const vy_error *e)
+int vy_client_fail_vy(const vy_error *e)
 {
 	snprintf(last_error, sizeof(last_error), "vyrefs: %s", e->msg);
 	int err = vy_err_errno(e->code);
@@ -61,7 +64,7 @@ API const char *vy_last_error(void)
 /* The root of the mount holding `file`: the topmost directory on its
  * device. Only there is .vyre/ the daemon's (a user may make a .vyre of
  * their own deeper down, to point a client elsewhere). */
-static int mount_root(const char *file, dev_t dev, char *root, size_t cap)
+int vy_client_mount_root(const char *file, dev_t dev, char *root, size_t cap)
 {
 	char *real = realpath(file, NULL);
 	if (!real)
@@ -90,7 +93,7 @@ static int mount_root(const char *file, dev_t dev, char *root, size_t cap)
 static int connect_daemon(const char *file, dev_t dev, int *out)
 {
 	char root[PATH_MAX], path[PATH_MAX + 32], name[128] = "";
-	int rc = mount_root(file, dev, root, sizeof(root));
+	int rc = vy_client_mount_root(file, dev, root, sizeof(root));
 	if (rc)
 		return rc;
 	snprintf(path, sizeof(path), "%s/.vyre/socket", strcmp(root, "/") ? root : "");
@@ -248,6 +251,11 @@ API int vy_map(const char *path, int flags, vy_mapping **out)
 	m->ordinal = backend == VY_BACKEND_CUDA ? ordinal : -1;
 	*out = m;
 	return 0;
+}
+
+vy_device *vy_mapping_dev(const vy_mapping *m)
+{
+	return m->dev;
 }
 
 API uint64_t vy_mapping_ptr(const vy_mapping *m)

@@ -10,6 +10,7 @@
 #include "fs/mount.h"
 #include "fs/version.h"
 #include "launcher/launcher.h"
+#include "client/cp.h"
 
 static void usage(FILE *to)
 {
@@ -154,6 +155,8 @@ int main(int argc, char **argv)
 	 * fork): nothing else of main runs there. */
 	if (argc == 2 && !strcmp(argv[1], "--launcher"))
 		return vy_launcher_main(VY_LAUNCHER_FD);
+	if (argc >= 2 && !strcmp(argv[1], "cp"))
+		return vy_cp_main(argc - 1, argv + 1);
 	cli c;
 	memset(&c, 0, sizeof(c));
 	c.m.source = "vyrefs";

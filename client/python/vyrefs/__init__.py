@@ -24,7 +24,7 @@ import ctypes.util
 import math
 import os
 
-__all__ = ["map", "Mapping", "VyrefsError"]
+__all__ = ["map", "copy", "Mapping", "VyrefsError"]
 __version__ = "0.2.0"
 
 
@@ -76,6 +76,9 @@ def _library():
             getattr(lib, f).restype = ctypes.c_int
         lib.vy_last_error.argtypes = []
         lib.vy_last_error.restype = ctypes.c_char_p
+        lib.vy_copy_file.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p,
+                                     ctypes.POINTER(ctypes.c_int)]
+        lib.vy_copy_file.restype = ctypes.c_int
         _lib = lib
     return _lib
 
@@ -266,3 +269,17 @@ def map(path, dtype="uint8", shape=None):  # noqa: A001 - the name users expect
     """Map the file at `path` as an array of `dtype` (a name, a numpy or a
     torch dtype) and `shape` (default: the whole file, one dimension)."""
     return Mapping(path, dtype=dtype, shape=shape)
+
+
+def copy(src, dst, threads=0):
+    """Copy a file into, out of or within a vyrefs mount at the speed of the
+    other side (what `vyrefs cp` does): "mapped", "in the mount" or "plain"
+    says how it went. A directory `dst` takes src's name."""
+    if os.path.isdir(dst):
+        dst = os.path.join(dst, os.path.basename(os.fspath(src)))
+    how = ctypes.c_int(0)
+    _check(_library().vy_copy_file(os.fsencode(src), os.fsencode(dst), int(threads), None, None, ctypes.byref(how)))
+    return {1: "mapped", 2: "in the mount", 3: "plain"}.get(how.value, "plain")
+
+
+from . import safetensors  # noqa: E402  (vyrefs.safetensors.load / save)

@@ -1,0 +1,20 @@
+/* Inside libvyrefs: what client/copy.c needs of a mapping beyond vyrefs.h
+ * (the device it was imported into, for pinned memory and streams). */
+#ifndef VY_CLIENT_MAPPING_H
+#define VY_CLIENT_MAPPING_H
+
+#include "client/vyrefs.h"
+#include "core/device.h"
+
+#include <stddef.h>
+#include <sys/types.h>
+
+vy_device *vy_mapping_dev(const vy_mapping *m);
+/* The root of the mount that holds `file` (on device `dev`). */
+int vy_client_mount_root(const char *file, dev_t dev, char *root, size_t cap);
+/* Set vy_last_error() and return -err. */
+int vy_client_fail(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The same from a vy_error. */
+int vy_client_fail_vy(const vy_error *e);
+
+#endif

@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# `vyrefs cp` on the host backend (the same mapping protocol as a GPU's):
+# byte-exact into and out of the mount for awkward sizes; a sparse source's
+# holes are not read; -rp keeps modes and times as cp -rp does; no write
+# permission on the destination gives EACCES as cp does; SIGINT leaves
+# nothing mapped; without a mapping it falls back to read and write, with
+# the same bytes.
+. tests/fs/lib.sh
+
+setUp() {
+	mount_vyrefs "allow_other=on" || fail "mount"
+	chmod 1777 "$MNT"
+	SRC=$(mktemp -d /tmp/vyrefs-cp.XXXXXX)
+	chmod 755 "$SRC"
+}
+
+tearDown() {
+	rm -rf "$SRC"
+	unmount_vyrefs
+	if [ -n "$VY_LOG" ] && [ -z "${VY_KEEP_LOGS:-}" ]; then rm -f "$VY_LOG"; fi
+	VY_LOG=""
+}
+
+test_round_trips_are_byte_exact() {
+	for size in 0 1 4095 $((1048576 + 7)) $((67108864 + 3)); do
+		head -c "$size" /dev/urandom >"$SRC/f$size"
+		"$VYREFS" cp "$SRC/f$size" "$MNT/f$size" || fail "cp in $size"
+		cmp "$SRC/f$size" "$MNT/f$size" || fail "in: $size differs"
+		"$VYREFS" cp "$MNT/f$size" "$SRC/back$size" || fail "cp out $size"
+		cmp "$SRC/f$size" "$SRC/back$size" || fail "out: $size differs"
+	done
+	assertEquals "nothing went through FUSE's write path" 0 "$(stat_of h2d_bytes)"
+	assertEquals "every non-empty file mapped twice" 8 "$(stat_of maps)"
+	assertEquals 0 "$(stat_of mapped_bytes)"
+	out=$("$VYREFS" cp -v "$SRC/f4095" "$MNT/g" 2>&1)
+	assertContains "$out" "(mapped, 4095 of 4095 bytes moved"
+	out=$("$VYREFS" cp -v "$MNT/g" "$MNT/g2" 2>&1)
+	assertContains "$out" "(in the mount, device to device"
+	cmp "$SRC/f4095" "$MNT/g2" || fail "in the mount"
+}
+
+test_sparse_source_holes_are_not_read() {
+	truncate -s 100M "$SRC/sparse"
+	printf 'hello' | dd of="$SRC/sparse" bs=1 seek=50000000 conv=notrunc status=none
+	out=$("$VYREFS" cp -v "$SRC/sparse" "$MNT/sparse")
+	moved=$(echo "$out" | sed -n 's/.*mapped, \([0-9]*\) of 104857600 bytes moved.*/\1/p')
+	assertTrue "only the data was read: $out" "[ -n '$moved' ] && [ '$moved' -le 1048576 ]"
+	cmp "$SRC/sparse" "$MNT/sparse" || fail "the holes read as zeros"
+}
+
+test_recursive_with_p_keeps_modes_and_times() {
+	mkdir -p "$SRC/tree/sub"
+	head -c 3000 /dev/urandom >"$SRC/tree/a"
+	head -c 3000000 /dev/urandom >"$SRC/tree/sub/b"
+	ln -s a "$SRC/tree/link"
+	chmod 640 "$SRC/tree/a"
+	chmod 750 "$SRC/tree/sub"
+	touch -d '2020-01-02 03:04:05' "$SRC/tree/a" "$SRC/tree/sub/b" "$SRC/tree/sub"
+	"$VYREFS" cp -rp "$SRC/tree" "$MNT/" || fail "cp -rp"
+	cp -rp "$SRC/tree" "$SRC/ref"
+	for f in a sub sub/b link; do
+		assertEquals "$f" "$(cd "$SRC/ref" && stat -c '%A %Y %s' "$f")" "$(cd "$MNT/tree" && stat -c '%A %Y %s' "$f")"
+	done
+	cmp "$SRC/tree/sub/b" "$MNT/tree/sub/b" || fail "bytes"
+	assertEquals "a" "$(readlink "$MNT/tree/link")"
+	err=$("$VYREFS" cp "$SRC/tree" "$MNT/t2" 2>&1)
+	assertEquals "a directory without -r" 1 $?
+	assertContains "$err" "omitting directory"
+	"$VYREFS" cp -n "$SRC/tree/a" "$MNT/tree/sub/b" || fail "-n"
+	cmp "$SRC/tree/sub/b" "$MNT/tree/sub/b" || fail "-n overwrote"
+}
+
+test_no_write_permission_gets_eacces_as_cp() {
+	need setpriv || return
+	head -c 5000 /dev/urandom >"$SRC/x"
+	mkdir "$MNT/ro"
+	chmod 755 "$MNT/ro"
+	err=$(setpriv --reuid=65534 --regid=65534 --clear-groups "$VYREFS" cp "$SRC/x" "$MNT/ro/x" 2>&1)
+	assertEquals "exit status as cp's" 1 $?
+	assertContains "$err" "Permission denied"
+	ref=$(setpriv --reuid=65534 --regid=65534 --clear-groups cp "$SRC/x" "$MNT/ro/x" 2>&1)
+	assertContains "cp says the same: $ref" "$ref" "Permission denied"
+}
+
+test_falls_back_to_read_and_write_without_a_mapping() {
+	need setpriv || return
+	head -c 3000000 /dev/urandom >"$SRC/y"
+	chmod 1777 "$SRC"
+	cp "$SRC/y" "$MNT/y"
+	chmod 644 "$MNT/y" # nobody may read it, not map it
+	out=$(setpriv --reuid=65534 --regid=65534 --clear-groups "$VYREFS" cp -v "$MNT/y" "$SRC/y2" 2>&1)
+	assertEquals 0 $?
+	assertContains "$out" "(plain read and write"
+	assertContains "$out" "Permission denied"
+	cmp "$SRC/y" "$SRC/y2" || fail "fallback bytes"
+}
+
+test_sigint_leaves_nothing_mapped() {
+	head -c $((768 * 1048576)) /dev/zero >"$SRC/z"
+	# A background job starts with SIGINT ignored; a terminal's would not.
+	env --default-signal=INT "$VYREFS" cp --threads=1 "$SRC/z" "$MNT/z" &
+	pid=$!
+	for _ in $(seq 200); do [ "$(stat_of mapped_bytes)" != 0 ] && break; sleep 0.01; done
+	kill -INT "$pid"
+	wait "$pid"
+	assertNotEquals "interrupted: non-zero" 0 $?
+	for _ in $(seq 100); do [ "$(stat_of mapped_bytes)" = 0 ] && break; sleep 0.05; done
+	assertEquals 0 "$(stat_of mapped_bytes)"
+}
+
+
+. "${SHUNIT2:-/usr/bin/shunit2}"
