@@ -207,6 +207,38 @@ def build(r):
             fmt(sm, 2), fmt(t), fmt(mo), fmt(None if not sm or t is None else t / sm, 0)))
         add("")
 
+    if num(r, "ingest.in_default_gbps") is not None:
+        add("### Into and out of the mount (`vyrefs cp`, safetensors)")
+        add("")
+        add("| figure | vyrefs | baseline | ratio |")
+        add("| --- | --- | --- | --- |")
+        d = int(num(r, "ingest.threads") or 1)
+        for n in sorted({1, 4, d}):
+            i, rd = num(r, "ingest.in_%d_gbps" % n), num(r, "ingest.read_%d_gbps" % n)
+            add("| 4 GiB from tmpfs into the mount, %d thread(s), GB/s | %s | %d readers of the source %s | %s |" % (
+                n, fmt(i), n, fmt(rd), fmt(ratio(i, rd))))
+        q = ratio(num(r, "ingest.in_%d_gbps" % d), num(r, "ingest.read_%d_gbps" % d))
+        targets.append(("vyrefs cp in, default threads, vs readers of the source", q, "≥ 0.8", verdict(q, 0.8, True)))
+        dflt = num(r, "ingest.in_default_gbps")
+        targets.append(("vyrefs cp in, default threads, GB/s", dflt, "≥ 30", verdict(dflt, 30, True)))
+        one = num(r, "ingest.in_1_gbps")
+        targets.append(("vyrefs cp in, one thread, GB/s", one, "≥ 5", verdict(one, 5, True)))
+        add("| coreutils cp into the mount (through FUSE), GB/s | %s | | |" % fmt(num(r, "ingest.cp_in_gbps")))
+        for n in sorted({1, d}):
+            o, w = num(r, "ingest.out_%d_gbps" % n), num(r, "ingest.write_%d_gbps" % n)
+            add("| 4 GiB out of the mount into tmpfs, %d thread(s), GB/s | %s | %d writers of tmpfs %s | %s |" % (
+                n, fmt(o), n, fmt(w), fmt(ratio(o, w))))
+        q = ratio(num(r, "ingest.out_%d_gbps" % d), num(r, "ingest.write_%d_gbps" % d))
+        targets.append(("vyrefs cp out, default threads, vs writers of tmpfs", q, "≥ 0.8", verdict(q, 0.8, True)))
+        sv, st = num(r, "ingest.st_save_mount_ms"), num(r, "ingest.st_save_tmpfs_ms")
+        add("| safetensors save of %s GiB of CUDA tensors, ms | into the mount %s | save_file to tmpfs %s | %s |" % (
+            fmt((num(r, "ingest.st_bytes") or 0) / 2**30), fmt(sv), fmt(st), fmt(ratio(sv, st))))
+        lv, lt = num(r, "ingest.st_load_mount_ms"), num(r, "ingest.st_load_tmpfs_ms")
+        add("| safetensors load as CUDA tensors, ms | zero-copy %s | load_file from tmpfs %s | %s |" % (
+            fmt(lv, 2), fmt(lt), fmt(ratio(lv, lt), 3)))
+        targets.append(("safetensors load, zero copy, ms", lv, "< 5", verdict(lv, 5, False)))
+        add("")
+
     add("### Allocation")
     add("")
     pooled, raw_alloc = num(r, "store.pool_alloc_free_us"), num(r, "raw.alloc_free_us")

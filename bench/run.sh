@@ -6,7 +6,7 @@
 #             bench/report.py writes bench/out/BENCHMARKS.md and the plot.
 # BENCH_BACKEND=cuda|host (default: cuda when nvidia-smi sees a GPU).
 # BENCH_QUICK=1 shrinks every size for a smoke check (any backend).
-# BENCH_PHASES=dd,fio,...: only these (raw dd fio rand ctl map cp churn loop), adding
+# BENCH_PHASES=dd,fio,...: only these (raw dd fio rand ctl map ingest cp churn loop), adding
 # to results.txt; the report covers whatever it holds.
 # BENCH_REPS=N: single-stream reads (dd, fio 1 job) run N times, each after
 # dropping caches; the figure is their median (default 3).
@@ -22,7 +22,7 @@ BACKEND=${BENCH_BACKEND:-$(nvidia-smi -L >/dev/null 2>&1 && echo cuda || echo ho
 QUICK=${BENCH_QUICK:-0}
 FIO=${FIO:-$(command -v fio || echo .device/tools/fio)}
 RES=$OUT/results.txt
-PHASES=${BENCH_PHASES:-raw,dd,fio,rand,ctl,map,cp,churn,loop}
+PHASES=${BENCH_PHASES:-raw,dd,fio,rand,ctl,map,ingest,cp,churn,loop}
 REPS=${BENCH_REPS:-3}
 mkdir -p "$OUT"
 [ -n "${BENCH_PHASES:-}" ] || { : >"$RES"; : >"$OUT/log.txt"; }
@@ -329,6 +329,12 @@ main() {
 		else
 			log "map figures need the cuda backend and torch: skipped"
 		fi
+	fi
+	# vyrefs cp and safetensors against readers and writers of tmpfs
+	# (bench/ingest_bench.py).
+	if has ingest; then
+		VYREFS_LIB=$PWD/$BUILD/libvyrefs.so PYTHONPATH=$PWD/client/python \
+			python3 bench/ingest_bench.py "$BUILD/vyrefs" "${MNT[vyrefs]}" "${MNT[tmpfs]}" | tee -a "$RES"
 	fi
 	if has cp; then for t in vyrefs nullfs tmpfs; do copy_in_mount "$t"; done; fi
 	if has churn; then
