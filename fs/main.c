@@ -15,13 +15,14 @@ static void usage(FILE *to)
 	fprintf(to,
 		"usage: vyrefs [-f] [-d] [-o opt[,opt...]] [SOURCE] MOUNTPOINT\n"
 		"       vyrefs --self-check [-o opt[,opt...]]\n"
-		"       vyrefs --help | --version\n"
+		"       vyrefs --help | --version | --build-info\n"
 		"\n"
 		"Mounts a filesystem whose files are GPU-resident buffers. Detaches once the\n"
 		"mount is ready; unmount with `umount MOUNTPOINT` or `fusermount3 -u MOUNTPOINT`.\n"
 		"\n"
 		"  -f             stay in the foreground (messages on stderr)\n"
 		"  -d             trace FUSE requests (implies -f)\n"
+		"  --build-info   which backends this binary has (`cuda_backend yes|no`)\n"
 		"  --self-check   move bytes through every core path on the backend, verify\n"
 		"                 them and the accounting, and exit 0 when all passed\n"
 		"  -o config=FILE read settings from an INI file (default %s if present)\n"
@@ -51,6 +52,19 @@ static void usage(FILE *to)
 		"\n"
 		"/etc/fstab:  vyrefs  /mnt/gpu  fuse.vyrefs  defaults,backend=cuda  0 0\n",
 		VY_CONFIG_DEFAULT_FILE);
+}
+
+/* What this binary was built with, one `key value` a line: tests and users
+ * ask it which backends it has rather than guessing from the machine. */
+static void build_info(void)
+{
+	printf("version %s\n", VY_VERSION);
+	printf("host_backend yes\n");
+#ifdef VY_HAVE_CUDA_H
+	printf("cuda_backend yes\n");
+#else
+	printf("cuda_backend no\n");
+#endif
 }
 
 /* Mount flags the kernel takes from us. */
@@ -160,6 +174,9 @@ int main(int argc, char **argv)
 			goto done;
 		} else if (!strcmp(a, "--version") || !strcmp(a, "-V")) {
 			printf("vyrefs %s\n", VY_VERSION);
+			goto done;
+		} else if (!strcmp(a, "--build-info")) {
+			build_info();
 			goto done;
 		} else if (!strcmp(a, "--self-check")) {
 			c.self_check = true;

@@ -65,12 +65,20 @@ test_budget_too_small_fails_cleanly() {
 }
 
 test_cuda_without_gpu_says_what_to_do() {
-	if [ "$backend" = cuda ] || ldconfig -p 2>/dev/null | grep -q 'libcuda.so.1 '; then
+	if cuda_built_in && { [ "$backend" = cuda ] || cuda_driver_here; }; then
 		skip_test "a CUDA driver is installed: this checks machines without one"
 	fi
 	err=$("$VYREFS" --self-check -o backend=cuda 2>&1 >/dev/null)
 	assertEquals 1 $?
-	assertContains "$err" "Fix: install the NVIDIA driver"
+	assertNoCudaRefusal "$err"
+}
+
+test_build_info_says_which_backends() {
+	out=$("$VYREFS" --build-info)
+	assertEquals 0 $?
+	assertContains "$out" "host_backend yes"
+	n=$(printf '%s\n' "$out" | grep -cx 'cuda_backend \(yes\|no\)')
+	assertEquals "one cuda_backend yes|no line: $out" 1 "$n"
 }
 
 test_missing_mountpoint_is_refused_with_fix() {
