@@ -17,9 +17,16 @@ CPPFLAGS += -I. -D_GNU_SOURCE $(PKG_CFLAGS)
 LDLIBS   += -ldl -pthread
 
 # The cuda backend needs only cuda.h and cudaTypedefs.h at build time; the
-# driver is loaded at run time. Without the headers it reports itself absent.
-ifneq ($(wildcard $(CUDA_HOME)/include/cuda.h),)
+# driver is loaded at run time. Without the headers it reports itself absent
+# (`vyrefs --build-info` says `cuda_backend no`), and the top-level make says
+# so once.
+HAVE_CUDA_H := $(wildcard $(CUDA_HOME)/include/cuda.h)
+ifneq ($(HAVE_CUDA_H),)
 CPPFLAGS += -DVY_HAVE_CUDA_H -isystem $(CUDA_HOME)/include
+else ifeq ($(MAKELEVEL),0)
+ifneq ($(filter-out clean uninstall deps test-deps,$(or $(MAKECMDGOALS),all)),)
+$(info vyrefs: building without the cuda backend: no $(CUDA_HOME)/include/cuda.h (the host backend works; Fix: install the CUDA toolkit or set CUDA_HOME to one, then make clean all))
+endif
 endif
 
 CORE_SRC   := $(wildcard core/*.c) $(wildcard config/*.c) $(wildcard ctl/*.c)
@@ -38,11 +45,11 @@ CORE_LIB   := $(BUILD)/libvycore.a
 # bench/: the null FUSE fs, the timed loops, the store's pool figures, and
 # (with cuda.h) the raw driver program.
 BENCH_BIN  := $(BUILD)/bench/nullfs $(BUILD)/bench/vybench $(BUILD)/bench/poolbench
-ifneq ($(wildcard $(CUDA_HOME)/include/cuda.h),)
+ifneq ($(HAVE_CUDA_H),)
 BENCH_BIN  += $(BUILD)/bench/cudaraw
 endif
 
-.PHONY: all deps test test-gpu bench fuzz install uninstall clean
+.PHONY: all deps test-deps test test-gpu bench fuzz install uninstall clean
 .SECONDARY:
 all: $(BUILD)/vyrefs $(UNIT_BIN) $(GPU_BIN) $(BUILD)/tests/fs/renameat2 $(BENCH_BIN)
 
@@ -102,11 +109,16 @@ fuzz: $(BUILD)/fuzz/fuzz_ctl_parse
 		if [ $$rc != 0 ]; then echo "fuzz: FAILED (exit $$rc); see $(BUILD)/fuzz/log and $(BUILD)/fuzz/crash-*"; fi; \
 		exit $$rc
 
-# Install what is missing (apt, as root), once per machine.
+# Install what is missing (apt-get as root, or through sudo; without sudo
+# it names the packages): `deps` to build and mount, `test-deps` also for
+# the suites and the fuzzer.
 deps:
-	@scripts/install-deps.sh
+	@scripts/install-deps.sh build
 
-test: deps
+test-deps:
+	@scripts/install-deps.sh test
+
+test: test-deps
 	@$(MAKE) --no-print-directory all
 	@tests/run.sh host
 
