@@ -553,7 +553,7 @@ static void keep_first_keeps_the_first_failure(void)
 #define KIND_IS_COUNTER_GAUGE 0
 
 static const char *const tel_names[] = {
-#define NAME(name, kind) #name,
+#define NAME(name, kind, help) #name,
 	VY_TELEMETRY_FIELDS(NAME)
 #undef NAME
 };
@@ -563,7 +563,7 @@ static const char *const tel_names[] = {
 static void distinct_snapshot(vy_telemetry_snapshot *s)
 {
 	uint64_t v = 1000;
-#define SETV(name, kind) s->name = v++;
+#define SETV(name, kind, help) s->name = v++;
 	VY_TELEMETRY_FIELDS(SETV)
 #undef SETV
 }
@@ -658,13 +658,13 @@ static void telemetry_reset_zeroes_counters_keeps_gauges(void)
 	vy_telemetry_snapshot s;
 	vy_telemetry_snapshot_take(&t, &s);
 	size_t nonzero = 0;
-#define NONZERO(name, kind) nonzero += s.name != 0;
+#define NONZERO(name, kind, help) nonzero += s.name != 0;
 	VY_TELEMETRY_FIELDS(NONZERO)
 #undef NONZERO
 	CHECK_EQ(nonzero, 0); /* init zeroes everything */
 	/* Every field gets a distinct nonzero value. */
 	uint64_t v = 1;
-#define FILL(name, kind) atomic_store(&t.name, v++);
+#define FILL(name, kind, help) atomic_store(&t.name, v++);
 	VY_TELEMETRY_FIELDS(FILL)
 #undef FILL
 	vy_telemetry_add(&t, h2d_bytes, 100);
@@ -681,7 +681,7 @@ static void telemetry_reset_zeroes_counters_keeps_gauges(void)
 	CHECK_EQ(s.pooled_bytes, 7000);
 	size_t bad = 0;
 	v = 1;
-#define AFTER(name, kind)                                                            \
+#define AFTER(name, kind, help)                                                            \
 	if (strcmp(#name, "resident_bytes") && strcmp(#name, "pooled_bytes"))        \
 		bad += s.name != (KIND_IS_COUNTER_##kind ? 0 : v);                   \
 	v++;
