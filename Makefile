@@ -49,9 +49,9 @@ ifneq ($(HAVE_CUDA_H),)
 BENCH_BIN  += $(BUILD)/bench/cudaraw
 endif
 
-.PHONY: all deps test-deps test test-gpu bench fuzz install uninstall clean
+.PHONY: all deps test-deps test test-gpu bench fuzz man install uninstall clean
 .SECONDARY:
-all: $(BUILD)/vyrefs $(UNIT_BIN) $(GPU_BIN) $(BUILD)/tests/fs/renameat2 $(BENCH_BIN)
+all: $(BUILD)/vyrefs $(UNIT_BIN) $(GPU_BIN) $(BUILD)/tests/fs/renameat2 $(BENCH_BIN) $(BUILD)/tools/man_options
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -86,6 +86,15 @@ $(BUILD)/bench/poolbench: $(BUILD)/bench/poolbench.o $(CORE_LIB)
 
 $(BUILD)/bench/%: $(BUILD)/bench/%.o
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
+# The man page: docs/vyrefs.8 is made from docs/vyrefs.8.in and the settings
+# table (config/options.c) that --help and .vyre/config use; commit it after
+# `make man`. cli_test fails when it is not what this makes.
+$(BUILD)/tools/man_options: $(BUILD)/tools/man_options.o $(BUILD)/config/options.o
+	$(CC) $(CFLAGS) -o $@ $^
+
+man: $(BUILD)/tools/man_options
+	$(BUILD)/tools/man_options <docs/vyrefs.8.in >docs/vyrefs.8.tmp && mv docs/vyrefs.8.tmp docs/vyrefs.8
 
 # On the GPU machine: every figure beside its baseline, into bench/out/
 # (BENCH_BACKEND=host BENCH_QUICK=1 for a smoke check anywhere).
@@ -131,11 +140,12 @@ test-gpu:
 PREFIX ?= /usr/local
 install: $(BUILD)/vyrefs
 	install -D -m 755 $(BUILD)/vyrefs $(DESTDIR)$(PREFIX)/bin/vyrefs
+	install -D -m 644 docs/vyrefs.8 $(DESTDIR)$(PREFIX)/share/man/man8/vyrefs.8
 
 uninstall:
-	rm -f $(DESTDIR)$(PREFIX)/bin/vyrefs
+	rm -f $(DESTDIR)$(PREFIX)/bin/vyrefs $(DESTDIR)$(PREFIX)/share/man/man8/vyrefs.8
 
 clean:
 	rm -rf $(BUILD)
 
--include $(CORE_OBJ:.o=.d) $(FS_OBJ:.o=.d) $(BENCH_BIN:%=%.d) $(UNIT_SRC:%.c=$(BUILD)/%.d) $(GPU_SRC:%.c=$(BUILD)/%.d) $(UNIT_LIB:.o=.d)
+-include $(CORE_OBJ:.o=.d) $(FS_OBJ:.o=.d) $(BUILD)/tools/man_options.d $(BENCH_BIN:%=%.d) $(UNIT_SRC:%.c=$(BUILD)/%.d) $(GPU_SRC:%.c=$(BUILD)/%.d) $(UNIT_LIB:.o=.d)

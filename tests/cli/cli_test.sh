@@ -122,4 +122,28 @@ test_unknown_mount_flag_is_refused() {
 	assertContains "$err" "unknown option 'frobnicate'"
 }
 
+# The settings of --help and of the man page come from one table, and the
+# committed page is what that table makes now; groff finds nothing to warn of.
+help_keys() {
+	"$VYREFS" --help | sed -n 's/^     \([a-z_]*\)=.*/\1/p' | sort
+}
+
+test_man_page_is_made_from_the_settings_table() {
+	tool=${BUILD:-build}/tools/man_options
+	assertTrue "$tool is built (Fix: make)" "[ -x '$tool' ]"
+	diff=$("$tool" <docs/vyrefs.8.in | diff - docs/vyrefs.8)
+	assertEquals "docs/vyrefs.8 is what docs/vyrefs.8.in and the settings table make (Fix: make man): $diff" 0 $?
+	keys=$(help_keys)
+	assertNotEquals "--help lists settings" "" "$keys"
+	assertEquals "the man page's settings are --help's" "$keys" \
+		"$(sed -n 's/^\\fB\([a-z_]*\)=\\fP.*/\1/p' docs/vyrefs.8 | sort)"
+	for section in NAME SYNOPSIS DESCRIPTION OPTIONS SETTINGS "THE CONTROL DIRECTORY" "THE CONTROL LANGUAGE" \
+		SIGNALS "EXIT STATUS" FILES EXAMPLES; do
+		assertTrue "section $section" "grep -qx '.SH $section' docs/vyrefs.8"
+	done
+	need groff || return
+	warn=$(groff -ww -z -man docs/vyrefs.8 2>&1)
+	assertEquals "groff -ww -z -man docs/vyrefs.8 warns" "" "$warn"
+}
+
 . "${SHUNIT2:-/usr/bin/shunit2}"

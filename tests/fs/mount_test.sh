@@ -164,6 +164,16 @@ test_config_file_then_options() {
 	rm -f "$D/../vyrefs-roundtrip.conf"
 }
 
+# .vyre/config has a line for each setting --help lists (both come from the
+# settings table), set or left to its default; config= is not a setting.
+test_vyre_config_shows_every_setting_of_help() {
+	mount_vyrefs || fail "mount"
+	cfg=$(sed -n 's/^\([a-z_]*\) = .*/\1/p; s/^# \([a-z_]*\): .*/\1/p' "$MNT/.vyre/config" | sort)
+	help=$("$VYREFS" --help | sed -n 's/^     \([a-z_]*\)=.*/\1/p' | grep -vx config | sort)
+	assertNotEquals "" "$help"
+	assertEquals "$help" "$cfg"
+}
+
 test_bad_option_fails_before_mounting() {
 	err=$("$VYREFS" -o "backend=$backend,pool_budget=many" "$D" 2>&1)
 	assertEquals 2 $?
