@@ -129,11 +129,11 @@ test-deps:
 
 test: test-deps
 	@$(MAKE) --no-print-directory all
-	@tests/run.sh host
+	@BUILD=$(BUILD) tests/run.sh host
 
 test-gpu:
 	@$(MAKE) --no-print-directory all
-	@tests/run.sh cuda
+	@BUILD=$(BUILD) tests/run.sh cuda
 
 # /usr/local/bin is on the PATH mount(8) gives mount.fuse3, so fstab's
 # `fuse.vyrefs` entries find it there.

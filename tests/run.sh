@@ -13,10 +13,11 @@ shift
 only=" $* "
 cd "$(dirname "$0")/.."
 export VY_TEST_BACKEND=$backend
-export VYREFS=${VYREFS:-$PWD/build/vyrefs}
+build=${BUILD:-build}
+export BUILD=$build
+export VYREFS=${VYREFS:-$PWD/$build/vyrefs}
 export SHUNIT2=${SHUNIT2:-/usr/bin/shunit2}
 export SHUNIT_COLOR=none
-build=${BUILD:-build}
 log=$(mktemp -d /tmp/vyrefs-tests.XXXXXX)
 passed=0 failed=0 skipped=0
 
