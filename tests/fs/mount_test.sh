@@ -45,6 +45,8 @@ need_mount_helper() {
 test_mount_t_fuse_vyrefs_as_fstab_does() {
 	need_mount_helper
 	need unshare
+	# A private mount namespace needs / to be a mount (a bare chroot's is not).
+	mountpoint -q / || skip_test "needs / to be a mount point (in a chroot, bind-mount its root onto itself first)"
 	bindir=$(mktemp -d)
 	ln -s "$(realpath "$VYREFS")" "$bindir/vyrefs"
 	out=$(unshare -m --propagation private sh -c "
