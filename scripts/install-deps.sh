@@ -50,8 +50,8 @@ apt_install() {
 	run=()
 	[ "$(id -u)" = 0 ] || run=(sudo)
 	local start=$SECONDS
+	{ : >"$apt_log"; } 2>/dev/null || apt_log=$(mktemp /tmp/vyrefs-apt.XXXXXX.log) # root's, from an earlier run
 	echo "installing with ${run[*]:+${run[*]} }apt-get: $* (log: $apt_log)"
-	: >"$apt_log" 2>/dev/null || apt_log=$(mktemp /tmp/vyrefs-apt.XXXXXX.log)
 	# Install from the lists at hand; refresh them only if that fails.
 	if ! apt_get "$@"; then
 		echo "  the package lists may be stale: apt-get update"
