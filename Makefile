@@ -17,9 +17,16 @@ CPPFLAGS += -I. -D_GNU_SOURCE $(PKG_CFLAGS)
 LDLIBS   += -ldl -pthread
 
 # The cuda backend needs only cuda.h and cudaTypedefs.h at build time; the
-# driver is loaded at run time. Without the headers it reports itself absent.
-ifneq ($(wildcard $(CUDA_HOME)/include/cuda.h),)
+# driver is loaded at run time. Without the headers it reports itself absent
+# (`vyrefs --build-info` says `cuda_backend no`), and the top-level make says
+# so once.
+HAVE_CUDA_H := $(wildcard $(CUDA_HOME)/include/cuda.h)
+ifneq ($(HAVE_CUDA_H),)
 CPPFLAGS += -DVY_HAVE_CUDA_H -isystem $(CUDA_HOME)/include
+else ifeq ($(MAKELEVEL),0)
+ifneq ($(filter-out clean uninstall deps test-deps,$(or $(MAKECMDGOALS),all)),)
+$(info vyrefs: building without the cuda backend: no $(CUDA_HOME)/include/cuda.h (the host backend works; Fix: install the CUDA toolkit or set CUDA_HOME to one, then make clean all))
+endif
 endif
 
 CORE_SRC   := $(wildcard core/*.c) $(wildcard config/*.c) $(wildcard ctl/*.c) $(wildcard proto/*.c)
@@ -51,13 +58,13 @@ CORE_LIB   := $(BUILD)/libvycore.a
 # bench/: the null FUSE fs, the timed loops, the store's pool figures, and
 # (with cuda.h) the raw driver program.
 BENCH_BIN  := $(BUILD)/bench/nullfs $(BUILD)/bench/vybench $(BUILD)/bench/poolbench
-ifneq ($(wildcard $(CUDA_HOME)/include/cuda.h),)
+ifneq ($(HAVE_CUDA_H),)
 BENCH_BIN  += $(BUILD)/bench/cudaraw
 endif
 
-.PHONY: all deps test test-gpu bench fuzz install uninstall clean
+.PHONY: all deps test-deps test test-gpu bench fuzz man install uninstall clean
 .SECONDARY:
-all: $(BUILD)/vyrefs $(LIB) $(BUILD)/vyrefs.pc $(BUILD)/tests/client/vymap $(UNIT_BIN) $(GPU_BIN) $(BUILD)/tests/fs/renameat2 $(BENCH_BIN)
+all: $(BUILD)/vyrefs $(LIB) $(BUILD)/vyrefs.pc $(BUILD)/tests/client/vymap $(UNIT_BIN) $(GPU_BIN) $(BUILD)/tests/fs/renameat2 $(BENCH_BIN) $(BUILD)/tools/man_options
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -109,6 +116,15 @@ $(BUILD)/bench/poolbench: $(BUILD)/bench/poolbench.o $(CORE_LIB)
 $(BUILD)/bench/%: $(BUILD)/bench/%.o
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
+# The man page: docs/vyrefs.8 is made from docs/vyrefs.8.in and the settings
+# table (config/options.c) that --help and .vyre/config use; commit it after
+# `make man`. cli_test fails when it is not what this makes.
+$(BUILD)/tools/man_options: $(BUILD)/tools/man_options.o $(BUILD)/config/options.o
+	$(CC) $(CFLAGS) -o $@ $^
+
+man: $(BUILD)/tools/man_options
+	$(BUILD)/tools/man_options <docs/vyrefs.8.in >docs/vyrefs.8.tmp && mv docs/vyrefs.8.tmp docs/vyrefs.8
+
 # On the GPU machine: every figure beside its baseline, into bench/out/
 # (BENCH_BACKEND=host BENCH_QUICK=1 for a smoke check anywhere).
 bench: all
@@ -131,17 +147,22 @@ fuzz: $(BUILD)/fuzz/fuzz_ctl_parse
 		if [ $$rc != 0 ]; then echo "fuzz: FAILED (exit $$rc); see $(BUILD)/fuzz/log and $(BUILD)/fuzz/crash-*"; fi; \
 		exit $$rc
 
-# Install what is missing (apt, as root), once per machine.
+# Install what is missing (apt-get as root, or through sudo; without sudo
+# it names the packages): `deps` to build and mount, `test-deps` also for
+# the suites and the fuzzer.
 deps:
-	@scripts/install-deps.sh
+	@scripts/install-deps.sh build
 
-test: deps
+test-deps:
+	@scripts/install-deps.sh test
+
+test: test-deps
 	@$(MAKE) --no-print-directory all
-	@tests/run.sh host
+	@BUILD=$(BUILD) tests/run.sh host
 
 test-gpu:
 	@$(MAKE) --no-print-directory all
-	@tests/run.sh cuda
+	@BUILD=$(BUILD) tests/run.sh cuda
 
 # /usr/local/bin is on the PATH mount(8) gives mount.fuse3, so fstab's
 # `fuse.vyrefs` entries find it there.
@@ -151,13 +172,14 @@ install: $(BUILD)/vyrefs $(LIB) $(BUILD)/vyrefs.pc
 	install -D -m 755 $(LIB) $(DESTDIR)$(PREFIX)/lib/libvyrefs.so
 	install -D -m 644 client/vyrefs.h $(DESTDIR)$(PREFIX)/include/vyrefs.h
 	install -D -m 644 $(BUILD)/vyrefs.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/vyrefs.pc
+	install -D -m 644 docs/vyrefs.8 $(DESTDIR)$(PREFIX)/share/man/man8/vyrefs.8
 	-[ -n "$(DESTDIR)" ] || ldconfig
 
 uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/bin/vyrefs $(DESTDIR)$(PREFIX)/lib/libvyrefs.so $(DESTDIR)$(PREFIX)/include/vyrefs.h \
-		$(DESTDIR)$(PREFIX)/lib/pkgconfig/vyrefs.pc
+		$(DESTDIR)$(PREFIX)/lib/pkgconfig/vyrefs.pc $(DESTDIR)$(PREFIX)/share/man/man8/vyrefs.8
 
 clean:
 	rm -rf $(BUILD)
 
--include $(CORE_OBJ:.o=.d) $(FS_OBJ:.o=.d) $(LAUNCHER_OBJ:.o=.d) $(CLIENT_OBJ:.o=.d) $(LIB_OBJ:.o=.d) $(BENCH_BIN:%=%.d) $(UNIT_SRC:%.c=$(BUILD)/%.d) $(GPU_SRC:%.c=$(BUILD)/%.d) $(UNIT_LIB:.o=.d)
+-include $(CORE_OBJ:.o=.d) $(FS_OBJ:.o=.d) $(LAUNCHER_OBJ:.o=.d) $(CLIENT_OBJ:.o=.d) $(LIB_OBJ:.o=.d) $(BUILD)/tools/man_options.d $(BENCH_BIN:%=%.d) $(UNIT_SRC:%.c=$(BUILD)/%.d) $(GPU_SRC:%.c=$(BUILD)/%.d) $(UNIT_LIB:.o=.d)

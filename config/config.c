@@ -1,5 +1,6 @@
 /* Configuration: defaults, INI files (inih), -o key=value. */
 #include "config/config.h"
+#include "config/options.h"
 #include "config/size.h"
 #include "core/checked.h"
 
@@ -13,8 +14,6 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#define KEYS "backend, ordinal, host_memory, resident_budget, pool_budget, staging_cache, max_write, page_cache, write_behind, readahead, idle_threads, " \
-	     "kernel_cache, allow_other, launch_timeout"
 #define FIX_SIZE "write a whole number of bytes, optionally with K, M, G or T, e.g. 512M"
 #define MAX_WRITE_MIN 4096u
 #define MAX_WRITE_MAX (1u << 20) /* what the kernel's max_pages allows */
@@ -178,7 +177,15 @@ vy_err vy_config_set(vy_config *c, const char *key, const char *value, vy_error 
 	} else if (!strcmp(key, "launch_timeout")) {
 		rc = duration_value(key, value, &next.launch_timeout_ms, e);
 	} else {
-		rc = vy_fail(e, VY_EINVAL, "use one of: " KEYS, "unknown option '%s'", key);
+		char keys[512] = "use one of: ";
+		size_t at = strlen(keys);
+		for (size_t i = 0; i < vy_options_count; i++) {
+			int n = snprintf(keys + at, sizeof(keys) - at, "%s%s", i ? ", " : "", vy_options[i].key);
+			if (n < 0 || (size_t)n >= sizeof(keys) - at)
+				break;
+			at += (size_t)n;
+		}
+		rc = vy_fail(e, VY_EINVAL, keys, "unknown option '%s'", key);
 	}
 	if (rc == VY_OK)
 		*c = next;
@@ -272,35 +279,60 @@ static void put(char *buf, size_t cap, size_t *at, const char *fmt, ...)
 		*at += (size_t)n;
 }
 
+/* The value of setting `key` as .vyre/config writes it, into v; false when
+ * it is left to a computed default (the table's words say which) or is not
+ * a setting of the INI file (config). */
+static bool ini_value(const vy_config *c, const char *key, char *v, size_t cap)
+{
+	const vy_core_options *o = &c->core;
+	if (!strcmp(key, "backend"))
+		snprintf(v, cap, "%s", vy_backend_name(o->device.backend));
+	else if (!strcmp(key, "ordinal"))
+		snprintf(v, cap, "%d", o->device.ordinal);
+	else if (!strcmp(key, "host_memory") && o->device.host_memory)
+		snprintf(v, cap, "%llu", (unsigned long long)o->device.host_memory);
+	else if (!strcmp(key, "resident_budget") && o->store.budget_bytes)
+		snprintf(v, cap, "%llu", (unsigned long long)o->store.budget_bytes);
+	else if (!strcmp(key, "resident_budget"))
+		snprintf(v, cap, "%u%%", o->store.budget_percent);
+	else if (!strcmp(key, "pool_budget") && c->pool_budget_set)
+		snprintf(v, cap, "%llu", (unsigned long long)o->store.pool_cap);
+	else if (!strcmp(key, "staging_cache"))
+		snprintf(v, cap, "%llu", (unsigned long long)o->staging_cache);
+	else if (!strcmp(key, "max_write"))
+		snprintf(v, cap, "%llu", (unsigned long long)c->max_write);
+	else if (!strcmp(key, "page_cache"))
+		snprintf(v, cap, "%s", c->page_cache ? "on" : "off");
+	else if (!strcmp(key, "write_behind"))
+		snprintf(v, cap, "%s", c->write_behind ? "on" : "off");
+	else if (!strcmp(key, "readahead"))
+		snprintf(v, cap, "%s", c->readahead ? "on" : "off");
+	else if (!strcmp(key, "idle_threads"))
+		snprintf(v, cap, "%u", c->idle_threads);
+	else if (!strcmp(key, "kernel_cache"))
+		snprintf(v, cap, "%llu", (unsigned long long)c->kernel_cache);
+	else if (!strcmp(key, "allow_other"))
+		snprintf(v, cap, "%s", c->allow_other ? "on" : "off");
+	else if (!strcmp(key, "launch_timeout"))
+		snprintf(v, cap, "%llums", (unsigned long long)c->launch_timeout_ms);
+	else
+		return false;
+	return true;
+}
+
 size_t vy_config_format_ini(const vy_config *c, char *buf, size_t cap)
 {
 	size_t at = 0;
 	if (cap)
 		buf[0] = '\0';
-	const vy_core_options *o = &c->core;
 	put(buf, cap, &at, "[%s]\n", VY_CONFIG_SECTION);
-	put(buf, cap, &at, "backend = %s\n", vy_backend_name(o->device.backend));
-	put(buf, cap, &at, "ordinal = %d\n", o->device.ordinal);
-	if (o->device.host_memory)
-		put(buf, cap, &at, "host_memory = %llu\n", (unsigned long long)o->device.host_memory);
-	else
-		put(buf, cap, &at, "# host_memory: a quarter of RAM\n");
-	if (o->store.budget_bytes)
-		put(buf, cap, &at, "resident_budget = %llu\n", (unsigned long long)o->store.budget_bytes);
-	else
-		put(buf, cap, &at, "resident_budget = %u%%\n", o->store.budget_percent);
-	if (c->pool_budget_set)
-		put(buf, cap, &at, "pool_budget = %llu\n", (unsigned long long)o->store.pool_cap);
-	else
-		put(buf, cap, &at, "# pool_budget: device memory / 32\n");
-	put(buf, cap, &at, "staging_cache = %llu\n", (unsigned long long)o->staging_cache);
-	put(buf, cap, &at, "max_write = %llu\n", (unsigned long long)c->max_write);
-	put(buf, cap, &at, "page_cache = %s\n", c->page_cache ? "on" : "off");
-	put(buf, cap, &at, "write_behind = %s\n", c->write_behind ? "on" : "off");
-	put(buf, cap, &at, "readahead = %s\n", c->readahead ? "on" : "off");
-	put(buf, cap, &at, "idle_threads = %u\n", c->idle_threads);
-	put(buf, cap, &at, "kernel_cache = %llu\n", (unsigned long long)c->kernel_cache);
-	put(buf, cap, &at, "allow_other = %s\n", c->allow_other ? "on" : "off");
-	put(buf, cap, &at, "launch_timeout = %llums\n", (unsigned long long)c->launch_timeout_ms);
+	for (size_t i = 0; i < vy_options_count; i++) {
+		const vy_option_doc *d = &vy_options[i];
+		char v[64];
+		if (ini_value(c, d->key, v, sizeof(v)))
+			put(buf, cap, &at, "%s = %s\n", d->key, v);
+		else if (strcmp(d->key, "config") != 0)
+			put(buf, cap, &at, "# %s: %s\n", d->key, d->dflt);
+	}
 	return at;
 }

@@ -10,54 +10,55 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* X(name, kind): kind is COUNTER (reset by vy_telemetry_reset) or GAUGE (the
- * current state, kept across resets). */
-#define VY_TELEMETRY_FIELDS(X)                                                 \
-	X(h2d_bytes, COUNTER)        /* bytes copied host -> device */          \
-	X(h2d_ops, COUNTER)          /* driver copies host -> device */         \
-	X(wb_copies, COUNTER)        /* of them, write-behind slots (fs) */     \
-	X(d2h_bytes, COUNTER)        /* bytes copied device -> host */          \
-	X(d2h_ops, COUNTER)          /* driver copies device -> host */         \
-	X(ra_copies, COUNTER)        /* of them, readahead chunks (fs) */       \
-	X(ra_hits, COUNTER)          /* reads answered from readahead (fs) */   \
-	X(d2d_bytes, COUNTER)        /* bytes copied device -> device */        \
-	X(d2d_ops, COUNTER)          /* driver copies device -> device */       \
-	X(memset_bytes, COUNTER)     /* bytes set by device memsets */          \
-	X(memset_ops, COUNTER)       /* device memsets */                       \
-	X(syncs, COUNTER)            /* host waits on a stream */               \
-	X(driver_allocs, COUNTER)    /* device allocations from the driver */   \
-	X(driver_frees, COUNTER)     /* device frees to the driver */           \
-	X(pool_hits, COUNTER)        /* allocations served by the pool */       \
-	X(pool_misses, COUNTER)      /* allocations the pool could not serve */ \
-	X(pool_evictions, COUNTER)   /* pooled buffers freed to make room */    \
-	X(pool_bypasses, COUNTER)    /* frees too large to pool, freed at once */ \
-	X(deferred_frees, COUNTER)   /* frees deferred until work finished */   \
-	X(staging_hits, COUNTER)     /* pinned buffers served from the cache */ \
-	X(staging_misses, COUNTER)   /* pinned buffers allocated anew */        \
-	X(launches, COUNTER)         /* kernel launches */                      \
-	X(sequences, COUNTER)        /* control-file sequences run */           \
-	X(steps, COUNTER)            /* their steps, repeats counted */         \
-	X(device_time_us, COUNTER)   /* device time measured by events */       \
-	X(share_moves, COUNTER)      /* small buffers moved to memory of their own to be shared */ \
-	X(exports, COUNTER)          /* buffers handed to the launcher (or a client) */ \
-	X(launcher_starts, COUNTER)  /* launcher processes started */           \
-	X(launcher_restarts, COUNTER) /* of them, after a fault, crash or timeout */ \
-	X(maps, COUNTER)             /* files mapped by client programs (vy_map) */ \
-	X(resident_bytes, GAUGE)     /* bytes in live buffers */                \
-	X(resident_buffers, GAUGE)   /* live buffers */                         \
-	X(pooled_bytes, GAUGE)       /* idle bytes held by the pool */          \
-	X(pooled_buffers, GAUGE)     /* idle buffers held by the pool */        \
-	X(staging_cached_bytes, GAUGE) /* idle pinned bytes in the cache */ \
-	X(mapped_bytes, GAUGE)       /* device bytes client programs map now */
+/* X(name, kind, help): kind is COUNTER (reset by vy_telemetry_reset) or GAUGE
+ * (the current state, kept across resets); help is the one line that
+ * .vyre/metrics gives as its # HELP. */
+#define VY_TELEMETRY_FIELDS(X)                                                  \
+	X(h2d_bytes, COUNTER, "bytes copied host to device") \
+	X(h2d_ops, COUNTER, "driver copies host to device") \
+	X(wb_copies, COUNTER, "host-to-device copies that carried write-behind slots") \
+	X(d2h_bytes, COUNTER, "bytes copied device to host") \
+	X(d2h_ops, COUNTER, "driver copies device to host") \
+	X(ra_copies, COUNTER, "device-to-host copies that were readahead chunks") \
+	X(ra_hits, COUNTER, "reads answered from readahead memory") \
+	X(d2d_bytes, COUNTER, "bytes copied device to device") \
+	X(d2d_ops, COUNTER, "driver copies device to device") \
+	X(memset_bytes, COUNTER, "bytes set by device memsets") \
+	X(memset_ops, COUNTER, "device memsets") \
+	X(syncs, COUNTER, "host waits on a stream") \
+	X(driver_allocs, COUNTER, "device allocations from the driver") \
+	X(driver_frees, COUNTER, "device frees to the driver") \
+	X(pool_hits, COUNTER, "allocations served by the pool") \
+	X(pool_misses, COUNTER, "allocations the pool could not serve") \
+	X(pool_evictions, COUNTER, "pooled buffers freed to make room") \
+	X(pool_bypasses, COUNTER, "frees too large to pool, freed at once") \
+	X(deferred_frees, COUNTER, "frees deferred until work finished") \
+	X(staging_hits, COUNTER, "pinned buffers served from the cache") \
+	X(staging_misses, COUNTER, "pinned buffers allocated anew") \
+	X(launches, COUNTER, "kernel launches") \
+	X(sequences, COUNTER, "control-file sequences run") \
+	X(steps, COUNTER, "control-file sequence steps run, repeats counted") \
+	X(share_moves, COUNTER, "files under 2 MiB moved to device memory of their own to be mapped") \
+	X(exports, COUNTER, "buffers mapped into the launcher") \
+	X(launcher_starts, COUNTER, "launcher processes started") \
+	X(launcher_restarts, COUNTER, "launchers started after one faulted, died or ran past launch_timeout") \
+	X(maps, COUNTER, "files mapped by programs") \
+	X(device_time_us, COUNTER, "device time of control-file sequences, by CUDA events") \
+	X(resident_bytes, GAUGE, "bytes in live buffers") \
+	X(resident_buffers, GAUGE, "live buffers") \
+	X(pooled_bytes, GAUGE, "idle bytes held by the pool") \
+	X(pooled_buffers, GAUGE, "idle buffers held by the pool") \
+	X(staging_cached_bytes, GAUGE, "idle pinned bytes in the cache") \
+	X(mapped_bytes, GAUGE, "device bytes programs map now")
 
 typedef struct vy_telemetry {
-#define VY_TELEMETRY_ATOMIC(name, kind) _Atomic uint64_t name;
+#define VY_TELEMETRY_ATOMIC(name, kind, help) _Atomic uint64_t name;
 	VY_TELEMETRY_FIELDS(VY_TELEMETRY_ATOMIC)
 #undef VY_TELEMETRY_ATOMIC
 } vy_telemetry;
 
 typedef struct vy_telemetry_snapshot {
-#define VY_TELEMETRY_PLAIN(name, kind) uint64_t name;
+#define VY_TELEMETRY_PLAIN(name, kind, help) uint64_t name;
 	VY_TELEMETRY_FIELDS(VY_TELEMETRY_PLAIN)
 #undef VY_TELEMETRY_PLAIN
 } vy_telemetry_snapshot;
@@ -79,5 +80,11 @@ void vy_telemetry_reset(vy_telemetry *t);
 /* Render as `key value` lines into buf (NUL-terminated, truncated to cap).
  * Returns the length the full text needs, like snprintf. */
 size_t vy_telemetry_format(const vy_telemetry_snapshot *s, char *buf, size_t cap);
+
+/* The same snapshot in the Prometheus text exposition format: `# HELP` and
+ * `# TYPE` for each, names `vyrefs_KEY`, counters `vyrefs_KEY_total`, and
+ * microseconds as seconds (device_time_us is vyrefs_device_time_seconds_total).
+ * Like vy_telemetry_format: NUL-terminated, returns the length needed. */
+size_t vy_telemetry_format_prometheus(const vy_telemetry_snapshot *s, char *buf, size_t cap);
 
 #endif

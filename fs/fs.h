@@ -32,7 +32,7 @@ typedef enum vy_kind { VY_DIR, VY_FILE, VY_SYMLINK, VY_VIRTUAL, VY_MODULE } vy_k
 
 /* The files of .vyre/ whose content vyrefs makes. */
 typedef enum vy_virtual {
-	VY_V_NONE, VY_V_CTL, VY_V_LOG, VY_V_STATS, VY_V_DEVICE, VY_V_CONFIG,
+	VY_V_NONE, VY_V_CTL, VY_V_LOG, VY_V_STATS, VY_V_METRICS, VY_V_DEVICE, VY_V_CONFIG,
 	VY_V_MODLOG, /* modules/NAME.log: the JIT log of module NAME (target) */
 	VY_V_SOCKET, /* the name of the socket client programs map files through */
 } vy_virtual;

@@ -6,56 +6,86 @@
 #include <unistd.h>
 
 #include "config/config.h"
+#include "config/options.h"
 #include "core/selfcheck.h"
 #include "fs/mount.h"
 #include "fs/version.h"
 #include "launcher/launcher.h"
 #include "client/cp.h"
 
+/* Write `text` from column `col` on, wrapped before column 80, each new
+ * line indented to `col`; `at` is the column the cursor is in now. */
+static void wrap(FILE *to, const char *text, int col, int at)
+{
+	while (*text) {
+		while (*text == ' ')
+			text++;
+		int word = (int)strcspn(text, " ");
+		if (at > col && at + 1 + word > 79) {
+			fprintf(to, "\n%*s", col, "");
+			at = col;
+		} else if (at > col) {
+			fputc(' ', to);
+			at++;
+		} else if (at < col) {
+			fprintf(to, "%*s", col - at, "");
+			at = col;
+		}
+		fprintf(to, "%.*s", word, text);
+		at += word;
+		text += word;
+	}
+	fputc('\n', to);
+}
+
 static void usage(FILE *to)
 {
-	fprintf(to,
-		"usage: vyrefs [-f] [-d] [-o opt[,opt...]] [SOURCE] MOUNTPOINT\n"
-		"       vyrefs --self-check [-o opt[,opt...]]\n"
-		"       vyrefs --help | --version\n"
-		"\n"
-		"Mounts a filesystem whose files are GPU-resident buffers. Detaches once the\n"
-		"mount is ready; unmount with `umount MOUNTPOINT` or `fusermount3 -u MOUNTPOINT`.\n"
-		"\n"
-		"  -f             stay in the foreground (messages on stderr)\n"
-		"  -d             trace FUSE requests (implies -f)\n"
-		"  --self-check   move bytes through every core path on the backend, verify\n"
-		"                 them and the accounting, and exit 0 when all passed\n"
-		"  -o config=FILE read settings from an INI file (default %s if present)\n"
-		"  -o opt,...     settings (these override the file):\n"
-		"     backend=auto|cuda|host   auto: cuda when a GPU is present, else host\n"
-		"     ordinal=N                which GPU (default 0)\n"
-		"     host_memory=SIZE         host backend capacity (default 1/4 of RAM)\n"
-		"     resident_budget=SIZE|P%%  device bytes for files (default 90%%)\n"
-		"     pool_budget=SIZE         idle buffers kept for reuse (default device\n"
-		"                              memory / 32; 0 disables)\n"
-		"     staging_cache=SIZE       pinned host bytes cached (default 128M)\n"
-		"     max_write=SIZE           largest write request, 4K..1M (default 1M)\n"
-		"     page_cache=on|off        keep the kernel page cache across opens (on)\n"
-		"     write_behind=on|off      acknowledge small writes once gathered in pinned\n"
-		"                              memory; copy failures show at close/fsync (on)\n"
-		"     readahead=on|off         copy the next 2 MiB of a file read in order to\n"
-		"                              host memory ahead of the reads (on)\n"
-		"     idle_threads=N           idle FUSE workers waiting on the kernel when\n"
-		"                              requests come one at a time, 2..10; the rest\n"
-		"                              sleep, so they stay on hot workers (2); 0:\n"
-		"                              libfuse's own loop\n"
-		"     kernel_cache=SIZE        CUDA JIT cache for modules (256M; 0 disables)\n"
-		"     allow_other=on|off       let other users in (off; needs user_allow_other\n"
-		"                              in /etc/fuse.conf for non-root mounts)\n"
-		"     launch_timeout=DURATION  a control sequence's time limit, e.g. 60s,\n"
-		"                              500ms, 2m; past it its launcher is killed and the\n"
-		"                              write fails with ETIMEDOUT (60s; 0: none)\n"
-		"  -o ro,nosuid,nodev,noexec,...  usual mount flags; rw, defaults, noauto,\n"
-		"                 _netdev, nofail and x-* are accepted for /etc/fstab\n"
-		"\n"
-		"/etc/fstab:  vyrefs  /mnt/gpu  fuse.vyrefs  defaults,backend=cuda  0 0\n",
-		VY_CONFIG_DEFAULT_FILE);
+	fputs("usage: vyrefs [-f] [-d] [-o opt[,opt...]] [SOURCE] MOUNTPOINT\n"
+	      "       vyrefs --self-check [-o opt[,opt...]]\n"
+	      "       vyrefs --help | --version | --build-info\n"
+	      "\n"
+	      "Mounts a filesystem whose files are GPU-resident buffers. Detaches once the\n"
+	      "mount is ready; unmount with `umount MOUNTPOINT` or `fusermount3 -u MOUNTPOINT`.\n"
+	      "\n"
+	      "  -f             stay in the foreground (messages on stderr)\n"
+	      "  -d             trace FUSE requests (implies -f)\n"
+	      "  --build-info   which backends this binary has (`cuda_backend yes|no`)\n"
+	      "  --self-check   move bytes through every core path on the backend, verify\n"
+	      "                 them and the accounting, and exit 0 when all passed\n"
+	      "  -o opt,...     settings, each also an INI key (-o settings override the file):\n",
+	      to);
+	/* The settings, from the table the man page and .vyre/config use. */
+	for (size_t i = 0; i < vy_options_count; i++) {
+		const vy_option_doc *d = &vy_options[i];
+		char head[80], text[1024];
+		int at = snprintf(head, sizeof(head), "     %s=%s", d->key, d->values);
+		fputs(head, to);
+		snprintf(text, sizeof(text), "%s (default: %s)", d->help, d->dflt);
+		if (at > 29) {
+			fputc('\n', to);
+			at = 0;
+		}
+		wrap(to, text, 30, at);
+	}
+	fputs("  -o ro,nosuid,nodev,noexec,...  usual mount flags; rw, defaults, noauto,\n"
+	      "                 _netdev, nofail and x-* are accepted for /etc/fstab\n"
+	      "\n"
+	      "/etc/fstab:  vyrefs  /mnt/gpu  fuse.vyrefs  defaults,backend=cuda  0 0\n"
+	      "See vyrefs(8).\n",
+	      to);
+}
+
+/* What this binary was built with, one `key value` a line: tests and users
+ * ask it which backends it has rather than guessing from the machine. */
+static void build_info(void)
+{
+	printf("version %s\n", VY_VERSION);
+	printf("host_backend yes\n");
+#ifdef VY_HAVE_CUDA_H
+	printf("cuda_backend yes\n");
+#else
+	printf("cuda_backend no\n");
+#endif
 }
 
 /* Mount flags the kernel takes from us. */
@@ -171,6 +201,9 @@ int main(int argc, char **argv)
 			goto done;
 		} else if (!strcmp(a, "--version") || !strcmp(a, "-V")) {
 			printf("vyrefs %s\n", VY_VERSION);
+			goto done;
+		} else if (!strcmp(a, "--build-info")) {
+			build_info();
 			goto done;
 		} else if (!strcmp(a, "--self-check")) {
 			c.self_check = true;

@@ -122,6 +122,7 @@ static int serve(const vy_mount_args *a)
 	bool fs_ready = false;
 	struct fuse_session *se = NULL;
 	int status = 1;
+	bool mounted = false; /* a failed mount says only why, with its Fix */
 	/* The baseline comes after the driver's own stream memory is there. */
 	if (vy_device_warm_streams(dev, a->cfg.core.streams, &e) != VY_OK ||
 	    dev->ops->mem_info(dev, &free0, &total, &e) != VY_OK || vy_core_attach(dev, &a->cfg.core, &core, &e) != VY_OK ||
@@ -154,6 +155,7 @@ static int serve(const vy_mount_args *a)
 		fuse_remove_signal_handlers(se);
 		goto out;
 	}
+	mounted = true;
 	vy_store_usage u;
 	vy_store_usage_get(core->store, &u);
 	if (!a->foreground) {
@@ -191,12 +193,12 @@ out:
 		status = 1;
 	}
 	if (core && dev->ops->mem_info(dev, &free1, &total, &e) == VY_OK) {
-		if (free1 == free0)
+		if (free1 == free0 && mounted)
 			vy_log(LOG_INFO, "unmounted %s: device memory back to baseline (%" PRIu64 " bytes free)",
 			       a->mountpoint, free1);
-		else
-			vy_log(LOG_WARNING, "unmounted %s: %" PRIu64 " bytes free, %" PRIu64 " at mount", a->mountpoint,
-			       free1, free0);
+		else if (free1 != free0)
+			vy_log(LOG_WARNING, "%s %s: %" PRIu64 " bytes free, %" PRIu64 " at mount",
+			       mounted ? "unmounted" : "after the failed mount of", a->mountpoint, free1, free0);
 	}
 	vy_device_close(dev);
 	if (report_fd >= 0)

@@ -33,6 +33,7 @@ vy_err vy_vyre_build(vy_fs *fs, vy_inode *root, vy_error *e)
 	if (!v || !m || !add(fs, v, "ctl", VY_VIRTUAL, VY_V_CTL, S_IFREG | 0600) ||
 	    !add(fs, v, "log", VY_VIRTUAL, VY_V_LOG, S_IFREG | 0444) ||
 	    !add(fs, v, "stats", VY_VIRTUAL, VY_V_STATS, S_IFREG | 0444) ||
+	    !add(fs, v, "metrics", VY_VIRTUAL, VY_V_METRICS, S_IFREG | 0444) ||
 	    !add(fs, v, "device", VY_VIRTUAL, VY_V_DEVICE, S_IFREG | 0444) ||
 	    !add(fs, v, "config", VY_VIRTUAL, VY_V_CONFIG, S_IFREG | 0444) ||
 	    !add(fs, v, "socket", VY_VIRTUAL, VY_V_SOCKET, S_IFREG | 0444))
@@ -93,6 +94,58 @@ static void render_stats(vy_fs *fs, text *t)
 	add_text(t, "budget_bytes %" PRIu64 "\n", u.budget);
 }
 
+/* A label value as the exposition format writes it: \\, \" and \n escaped. */
+static void add_label_value(text *t, const char *v)
+{
+	for (; *v; v++) {
+		if (*v == '\\' || *v == '"')
+			add_text(t, "\\%c", *v);
+		else if (*v == '\n')
+			add_text(t, "\\n");
+		else
+			add_text(t, "%c", *v);
+	}
+}
+
+/* .vyre/metrics: the snapshot .vyre/stats shows, in the Prometheus text
+ * exposition format, then the budget and the device's memory as gauges and
+ * the device as an info metric (labels backend, name, ordinal). */
+static void render_metrics(vy_fs *fs, text *t)
+{
+	vy_telemetry_snapshot s;
+	vy_telemetry_snapshot_take(&fs->core->tel, &s);
+	size_t need = vy_telemetry_format_prometheus(&s, NULL, 0);
+	char *body = malloc(need + 1);
+	if (!body) {
+		t->failed = true;
+		return;
+	}
+	vy_telemetry_format_prometheus(&s, body, need + 1);
+	add_text(t, "%s", body);
+	free(body);
+	vy_store_usage u;
+	vy_store_usage_get(fs->core->store, &u);
+	add_text(t, "# HELP vyrefs_budget_bytes the resident budget: device bytes files may use\n"
+		    "# TYPE vyrefs_budget_bytes gauge\nvyrefs_budget_bytes %" PRIu64 "\n",
+		 u.budget);
+	uint64_t free_b = 0, total = 0;
+	vy_error e;
+	if (fs->core->dev->ops->mem_info(fs->core->dev, &free_b, &total, &e) == VY_OK)
+		add_text(t,
+			 "# HELP vyrefs_device_memory_total_bytes the device's memory\n"
+			 "# TYPE vyrefs_device_memory_total_bytes gauge\nvyrefs_device_memory_total_bytes %" PRIu64 "\n"
+			 "# HELP vyrefs_device_memory_free_bytes the device's free memory, as its driver reports it\n"
+			 "# TYPE vyrefs_device_memory_free_bytes gauge\nvyrefs_device_memory_free_bytes %" PRIu64 "\n",
+			 total, free_b);
+	const vy_device_info *i = &fs->core->dev->info;
+	add_text(t, "# HELP vyrefs_device_info the device under the mount (always 1)\n"
+		    "# TYPE vyrefs_device_info gauge\nvyrefs_device_info{backend=\"");
+	add_label_value(t, i->backend);
+	add_text(t, "\",name=\"");
+	add_label_value(t, i->name);
+	add_text(t, "\",ordinal=\"%d\"} 1\n", i->ordinal);
+}
+
 static void render_device(vy_fs *fs, text *t)
 {
 	const vy_device_info *i = &fs->core->dev->info;
@@ -114,6 +167,9 @@ char *vy_vyre_render(vy_fs *fs, vy_inode *in, size_t *len)
 	switch (in->virt) {
 	case VY_V_STATS:
 		render_stats(fs, &t);
+		break;
+	case VY_V_METRICS:
+		render_metrics(fs, &t);
 		break;
 	case VY_V_DEVICE:
 		render_device(fs, &t);

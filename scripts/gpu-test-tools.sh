@@ -1,15 +1,18 @@
 #!/usr/bin/env bash
 # The GPU machine has no package registry and lacks tools some suites use
-# (getfattr/setfattr, rsync, and mount.fuse3 where mount(8) looks for it).
+# (getfattr/setfattr, rsync, pgrep where procps is missing, and mount.fuse3
+# where mount(8) looks for it).
 #   scripts/gpu-test-tools.sh fetch     here: download the .debs into .device/tools
 #   . scripts/gpu-test-tools.sh install there, after `. .device/gpu-env.sh`
-# Without them those tests are skipped (and counted as skipped), not failed.
+# Without them those tests are skipped (and counted as skipped), not failed,
+# except the daemon-gone checks, which fail without pgrep (a check that
+# cannot look must not pass). The system's own tools come first on PATH.
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 tools="$here/.device/tools"
 case "${1:-}" in
 fetch)
-	mkdir -p "$tools" && (cd "$tools" && apt-get download attr rsync libpopt0) && ls "$tools"
+	mkdir -p "$tools" && (cd "$tools" && apt-get download attr rsync libpopt0 procps libproc2-0) && ls "$tools"
 	;;
 install)
 	for deb in "$tools"/*.deb; do [ -e "$deb" ] && dpkg -x "$deb" /tmp/root; done

@@ -1,47 +1,78 @@
 #!/usr/bin/env bash
-# Install what building and testing vyrefs needs, where it is missing
-# (Debian/Ubuntu; apt needs root). Safe to run again: it only installs what
-# it does not find. The CUDA toolkit's headers (cuda.h) are not a package
-# here: they are looked for under CUDA_HOME (default /usr/local/cuda), and
-# without them the cuda backend is left out of the build.
+# Install what vyrefs needs, where it is missing (Debian/Ubuntu, apt).
+#   scripts/install-deps.sh          build and mount: `make deps`
+#   scripts/install-deps.sh test     also what `make test` and `make fuzz` use
+# As root it runs apt-get; as a user with sudo, `sudo apt-get`; as a user
+# without sudo it stops at once, naming the packages to install. Safe to run
+# again: it only installs what it does not find. The CUDA toolkit's headers
+# (cuda.h) are not a package here: the Makefile looks for them under
+# CUDA_HOME and says once when it builds without them.
 set -u
+mode=${1:-build}
+case "$mode" in build|test) ;; *) echo "usage: scripts/install-deps.sh [build|test]" >&2; exit 2 ;; esac
+
+if [ "$mode" = test ] && [ "$(id -u)" != 0 ]; then
+	echo "make test: not root: the mount, ctl and fs suites need root (FUSE mounts, mount(8) and fstab, tests as another user), and installing packages needs apt-get as root; the C unit suites and the CLI suite run, the rest are reported as skipped (Fix: run make test as root, e.g. sudo make test)"
+fi
 
 missing=()
 have_pc() { pkg-config --exists "$1" 2>/dev/null; }
 command -v cc >/dev/null 2>&1 || missing+=(gcc)
+[ -r /usr/include/stdio.h ] || missing+=(libc6-dev) # only recommended by gcc
 command -v make >/dev/null 2>&1 || missing+=(make)
 command -v pkg-config >/dev/null 2>&1 || missing+=(pkg-config)
 have_pc fuse3 || missing+=(libfuse3-dev)
 command -v fusermount3 >/dev/null 2>&1 || missing+=(fuse3)
 have_pc inih || missing+=(libinih-dev)
 have_pc libxxhash || missing+=(libxxhash-dev)
-command -v clang >/dev/null 2>&1 || missing+=(clang)
-command -v python3 >/dev/null 2>&1 || missing+=(python3)
-# numpy for the mapping suite (tests/client): Debian's python3 and its numpy
-{ python3 -c 'import numpy' || /usr/bin/python3 -c 'import numpy'; } >/dev/null 2>&1 || missing+=(python3-numpy)
-command -v getfattr >/dev/null 2>&1 || missing+=(attr)
-command -v rsync >/dev/null 2>&1 || missing+=(rsync)
-command -v fio >/dev/null 2>&1 || missing+=(fio) # the bench's smoke run
-if [ -z "${SHUNIT2:-}" ] || [ ! -r "${SHUNIT2}" ]; then
-	[ -r /usr/bin/shunit2 ] || missing+=(shunit2)
+if [ "$mode" = test ]; then
+	command -v clang >/dev/null 2>&1 || missing+=(clang)
+	command -v python3 >/dev/null 2>&1 || missing+=(python3)
+	# numpy for the mapping suite (tests/client): Debian's python3 and its numpy
+	{ python3 -c 'import numpy' || /usr/bin/python3 -c 'import numpy'; } >/dev/null 2>&1 || missing+=(python3-numpy)
+	command -v getfattr >/dev/null 2>&1 || missing+=(attr)
+	command -v rsync >/dev/null 2>&1 || missing+=(rsync)
+	command -v pgrep >/dev/null 2>&1 || missing+=(procps)   # the daemon-gone checks
+	command -v groff >/dev/null 2>&1 || missing+=(groff-base) # the man page check
+	command -v fio >/dev/null 2>&1 || missing+=(fio)        # the bench's smoke run
+	if [ -z "${SHUNIT2:-}" ] || [ ! -r "${SHUNIT2}" ]; then
+		[ -r /usr/bin/shunit2 ] || missing+=(shunit2)
+	fi
 fi
 
-if [ ${#missing[@]} -gt 0 ]; then
-	if [ "$(id -u)" != 0 ]; then
-		echo "vyrefs: missing packages: ${missing[*]} (Fix: sudo apt-get install ${missing[*]}, or run make test as root)" >&2
-		exit 1
-	fi
-	echo "installing: ${missing[*]}"
-	export DEBIAN_FRONTEND=noninteractive
+# apt_install PACKAGE...: as root or through sudo, with a line per package
+# set up; the whole output goes to /tmp/vyrefs-apt.log.
+apt_log=/tmp/vyrefs-apt.log
+apt_get() { # ARGS...: apt-get install, its set-up packages shown, all logged
+	"${run[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "$@" 2>&1 |
+		tee -a "$apt_log" | sed -un 's/^Setting up \([^ ]*\).*/  set up \1/p'
+	return "${PIPESTATUS[0]}"
+}
+apt_install() {
+	run=()
+	[ "$(id -u)" = 0 ] || run=(sudo)
+	local start=$SECONDS
+	{ : >"$apt_log"; } 2>/dev/null || apt_log=$(mktemp /tmp/vyrefs-apt.XXXXXX.log) # root's, from an earlier run
+	echo "installing with ${run[*]:+${run[*]} }apt-get: $* (log: $apt_log)"
 	# Install from the lists at hand; refresh them only if that fails.
-	if ! apt-get install -y -q --no-install-recommends "${missing[@]}" >/tmp/vyrefs-apt.log 2>&1; then
-		apt-get update -q >>/tmp/vyrefs-apt.log 2>&1
-		if ! apt-get install -y -q --no-install-recommends "${missing[@]}" >>/tmp/vyrefs-apt.log 2>&1; then
-			tail -n 20 /tmp/vyrefs-apt.log >&2
-			echo "vyrefs: could not install ${missing[*]} (Fix: see /tmp/vyrefs-apt.log; check the apt sources)" >&2
-			exit 1
+	if ! apt_get "$@"; then
+		echo "  the package lists may be stale: apt-get update"
+		"${run[@]}" apt-get update -q >>"$apt_log" 2>&1
+		if ! apt_get "$@"; then
+			tail -n 20 "$apt_log" >&2
+			echo "vyrefs: could not install $* (Fix: see $apt_log; check the apt sources)" >&2
+			return 1
 		fi
 	fi
+	echo "installed in $((SECONDS - start)) s"
+}
+
+if [ ${#missing[@]} -gt 0 ]; then
+	if [ "$(id -u)" != 0 ] && ! command -v sudo >/dev/null 2>&1; then
+		echo "vyrefs: missing packages: ${missing[*]} (Fix: as root, apt-get install --no-install-recommends ${missing[*]}; then run this again)" >&2
+		exit 1
+	fi
+	apt_install "${missing[@]}" || exit 1
 fi
 
 # `make fuzz` needs clang's libFuzzer runtime, which Debian only recommends.
@@ -54,19 +85,12 @@ fuzzer_links() {
 	rm -rf "$dir"
 	return $rc
 }
-if command -v clang >/dev/null 2>&1 && ! fuzzer_links; then
+if [ "$mode" = test ] && command -v clang >/dev/null 2>&1 && ! fuzzer_links; then
 	major=$(clang --version | sed -n 's/.*clang version \([0-9]*\).*/\1/p' | head -n 1)
-	if [ "$(id -u)" = 0 ] && [ -n "$major" ]; then
-		echo "installing: libclang-rt-$major-dev"
-		DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "libclang-rt-$major-dev" \
-			>>/tmp/vyrefs-apt.log 2>&1 || echo "note: no libFuzzer runtime: make fuzz will not build (Fix: apt-get install libclang-rt-$major-dev)"
+	if [ -n "$major" ] && { [ "$(id -u)" = 0 ] || command -v sudo >/dev/null 2>&1; }; then
+		apt_install "libclang-rt-$major-dev" || echo "note: no libFuzzer runtime: make fuzz will not build (Fix: apt-get install libclang-rt-$major-dev)"
 	else
-		echo "note: no libFuzzer runtime for clang (Fix: sudo apt-get install libclang-rt-${major:-NN}-dev)"
+		echo "note: no libFuzzer runtime for clang: make fuzz will not build (Fix: as root, apt-get install libclang-rt-${major:-NN}-dev)"
 	fi
-fi
-
-cuda_home=${CUDA_HOME:-/usr/local/cuda}
-if [ ! -r "$cuda_home/include/cuda.h" ]; then
-	echo "note: no $cuda_home/include/cuda.h: building without the cuda backend (the host backend works; set CUDA_HOME to a CUDA toolkit to build it in)"
 fi
 exit 0

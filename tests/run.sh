@@ -1,17 +1,23 @@
 #!/usr/bin/env bash
-# Run every suite on one backend and end with `N passed, N failed`.
-#   tests/run.sh host   C unit suites + shunit2 suites on the host backend
-#   tests/run.sh cuda   the same on the cuda backend, plus tests/gpu/
-# Exit status 0 only when nothing failed.
+# Run every suite on one backend and end with `N passed, N failed, N skipped`.
+#   tests/run.sh host [SUITE...]   C unit suites + shunit2 suites on the host backend
+#   tests/run.sh cuda [SUITE...]   the same on the cuda backend, plus tests/gpu/
+# SUITE names pick some: `unit` (the C suites) or a shunit2 suite's name
+# (cli_test, mount_test, ...). As a non-root user the suites that mount are
+# reported as skipped, with the reason. Each suite says when it starts and
+# how long it took. Exit status 0 only when nothing failed.
 set -u
 backend=${1:-host}
-case "$backend" in host|cuda) ;; *) echo "usage: tests/run.sh host|cuda" >&2; exit 2 ;; esac
+case "$backend" in host|cuda) ;; *) echo "usage: tests/run.sh host|cuda [SUITE...]" >&2; exit 2 ;; esac
+shift
+only=" $* "
 cd "$(dirname "$0")/.."
 export VY_TEST_BACKEND=$backend
-export VYREFS=${VYREFS:-$PWD/build/vyrefs}
+build=${BUILD:-build}
+export BUILD=$build
+export VYREFS=${VYREFS:-$PWD/$build/vyrefs}
 export SHUNIT2=${SHUNIT2:-/usr/bin/shunit2}
 export SHUNIT_COLOR=none
-build=${BUILD:-build}
 log=$(mktemp -d /tmp/vyrefs-tests.XXXXXX)
 passed=0 failed=0 skipped=0
 
@@ -20,6 +26,7 @@ run_c() {
 	local bin=$1 name out
 	name=$(basename "$bin")
 	out="$log/$name.log"
+	local start=$SECONDS
 	"$bin" >"$out" 2>&1
 	local rc=$? line
 	line=$(tail -n 1 "$out")
@@ -34,7 +41,7 @@ run_c() {
 	if [ $rc != 0 ]; then
 		grep -v '^ok \|^skip ' "$out"
 	fi
-	echo "$name: $line"
+	echo "$name: $line ($((SECONDS - start)) s)"
 }
 
 # shunit2 suites print each test's name, then ASSERT/ERROR lines for its
@@ -44,6 +51,8 @@ run_sh() {
 	local suite=$1 name out ran fails
 	name=$(basename "$suite")
 	out="$log/$name.log"
+	local start=$SECONDS
+	case "$name" in bench_test.sh) echo "$name: running (about 2 minutes)" ;; *) echo "$name: running" ;; esac
 	bash "$suite" >"$out" 2>&1
 	local rc=$?
 	ran=$(sed -n 's/^Ran \([0-9]*\) test.*/\1/p' "$out" | tail -n 1)
@@ -61,21 +70,57 @@ run_sh() {
 	skipped=$((skipped + skips))
 	[ "$fails" != 0 ] && grep -B1 '^ASSERT\|^ERROR' "$out"
 	grep -B1 '^SKIPPED' "$out" | grep -v '^--' | paste - - | sed 's/^/  skip /'
-	echo "$name: $ran run, $fails failed, $skips skipped"
+	echo "$name: $ran run, $fails failed, $skips skipped ($((SECONDS - start)) s)"
 }
 
-for bin in "$build"/tests/unit/test_*; do
-	[ -x "$bin" ] && run_c "$bin"
-done
-for suite in tests/cli/*_test.sh tests/fs/*_test.sh tests/ctl/*_test.sh tests/client/*_test.sh; do
-	[ -f "$suite" ] && run_sh "$suite"
-done
-if [ "$backend" = cuda ]; then
-	for bin in "$build"/tests/gpu/test_*; do
+# picked NAME: the suite was asked for (or none were named).
+picked() {
+	[ "$only" = "  " ] || [[ $only == *" $1 "* ]]
+}
+
+# skip_suite SUITE REASON: count its tests as skipped, saying why.
+skip_suite() {
+	local n
+	n=$(grep -c '^test_[A-Za-z0-9_]*()' "$1")
+	skipped=$((skipped + n))
+	echo "$(basename "$1"): $n skipped: $2"
+}
+
+# Mount suites need root: FUSE mounts (/dev/fuse may be root's only),
+# mount(8) and fstab, and tests that act as another user.
+needs_root() {
+	case "$(basename "$1")" in cli_test.sh) return 1 ;; *) return 0 ;; esac
+}
+if [ "$(id -u)" != 0 ]; then
+	echo "not root: the suites that mount are skipped (they need root for FUSE mounts, mount(8) and fstab, and tests as another user; Fix: run as root, e.g. sudo make test)"
+fi
+
+run_suite() {
+	picked "$(basename "$1" .sh)" || return 0
+	if [ "$(id -u)" != 0 ] && needs_root "$1"; then
+		skip_suite "$1" "needs root (FUSE mounts, mount(8), other-user tests)"
+		return 0
+	fi
+	run_sh "$1"
+}
+
+if picked unit; then
+	echo "unit suites: running"
+	for bin in "$build"/tests/unit/test_*; do
 		[ -x "$bin" ] && run_c "$bin"
 	done
+fi
+for suite in tests/cli/*_test.sh tests/fs/*_test.sh tests/ctl/*_test.sh tests/client/*_test.sh; do
+	[ -f "$suite" ] && run_suite "$suite"
+done
+if [ "$backend" = cuda ]; then
+	if picked unit; then
+		for bin in "$build"/tests/gpu/test_*; do
+			[ -x "$bin" ] && run_c "$bin"
+		done
+	fi
 	for suite in tests/gpu/*_test.sh; do
-		[ -f "$suite" ] && run_sh "$suite"
+		[ -f "$suite" ] && run_suite "$suite"
 	done
 fi
 echo "logs: $log"

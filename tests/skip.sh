@@ -15,3 +15,32 @@ need() {
 		command -v "$t" >/dev/null 2>&1 || { skip_test "needs $t"; return 1; }
 	done
 }
+
+# cuda_built_in: true when this vyrefs has the cuda backend, as the binary
+# itself says (`--build-info`); fails the test when it cannot tell.
+cuda_built_in() {
+	local said
+	said=$("$VYREFS" --build-info 2>&1 | sed -n 's/^cuda_backend \(yes\|no\)$/\1/p')
+	if [ -z "$said" ]; then
+		fail "vyrefs --build-info gives no cuda_backend line"
+		return 2
+	fi
+	[ "$said" = yes ]
+}
+
+# cuda_driver_here: a CUDA driver (libcuda.so.1) is installed on this machine.
+cuda_driver_here() {
+	ldconfig -p 2>/dev/null | grep -q 'libcuda.so.1 '
+}
+
+# assertNoCudaRefusal ERR: the refusal of backend=cuda on this build: no
+# driver for a build with the cuda backend, no backend for one without it.
+assertNoCudaRefusal() {
+	if cuda_built_in; then
+		assertContains "$1" "no CUDA driver"
+		assertContains "$1" "(Fix: install the NVIDIA driver"
+	else
+		assertContains "$1" "this vyrefs was built without the CUDA backend"
+		assertContains "$1" "(Fix: install the CUDA toolkit headers"
+	fi
+}

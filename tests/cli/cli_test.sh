@@ -65,12 +65,20 @@ test_budget_too_small_fails_cleanly() {
 }
 
 test_cuda_without_gpu_says_what_to_do() {
-	if [ "$backend" = cuda ] || ldconfig -p 2>/dev/null | grep -q 'libcuda.so.1 '; then
+	if cuda_built_in && { [ "$backend" = cuda ] || cuda_driver_here; }; then
 		skip_test "a CUDA driver is installed: this checks machines without one"
 	fi
 	err=$("$VYREFS" --self-check -o backend=cuda 2>&1 >/dev/null)
 	assertEquals 1 $?
-	assertContains "$err" "Fix: install the NVIDIA driver"
+	assertNoCudaRefusal "$err"
+}
+
+test_build_info_says_which_backends() {
+	out=$("$VYREFS" --build-info)
+	assertEquals 0 $?
+	assertContains "$out" "host_backend yes"
+	n=$(printf '%s\n' "$out" | grep -cx 'cuda_backend \(yes\|no\)')
+	assertEquals "one cuda_backend yes|no line: $out" 1 "$n"
 }
 
 test_missing_mountpoint_is_refused_with_fix() {
@@ -112,6 +120,30 @@ test_unknown_mount_flag_is_refused() {
 	err=$("$VYREFS" -o backend=host,frobnicate /tmp 2>&1 >/dev/null)
 	assertEquals 2 $?
 	assertContains "$err" "unknown option 'frobnicate'"
+}
+
+# The settings of --help and of the man page come from one table, and the
+# committed page is what that table makes now; groff finds nothing to warn of.
+help_keys() {
+	"$VYREFS" --help | sed -n 's/^     \([a-z_]*\)=.*/\1/p' | sort
+}
+
+test_man_page_is_made_from_the_settings_table() {
+	tool=${BUILD:-build}/tools/man_options
+	assertTrue "$tool is built (Fix: make)" "[ -x '$tool' ]"
+	diff=$("$tool" <docs/vyrefs.8.in | diff - docs/vyrefs.8)
+	assertEquals "docs/vyrefs.8 is what docs/vyrefs.8.in and the settings table make (Fix: make man): $diff" 0 $?
+	keys=$(help_keys)
+	assertNotEquals "--help lists settings" "" "$keys"
+	assertEquals "the man page's settings are --help's" "$keys" \
+		"$(sed -n 's/^\\fB\([a-z_]*\)=\\fP.*/\1/p' docs/vyrefs.8 | sort)"
+	for section in NAME SYNOPSIS DESCRIPTION OPTIONS SETTINGS "THE CONTROL DIRECTORY" "THE CONTROL LANGUAGE" \
+		SIGNALS "EXIT STATUS" FILES EXAMPLES; do
+		assertTrue "section $section" "grep -qx '.SH $section' docs/vyrefs.8"
+	done
+	need groff || return
+	warn=$(groff -ww -z -man docs/vyrefs.8 2>&1)
+	assertEquals "groff -ww -z -man docs/vyrefs.8 warns" "" "$warn"
 }
 
 . "${SHUNIT2:-/usr/bin/shunit2}"

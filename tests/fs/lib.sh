@@ -45,6 +45,27 @@ unmount_vyrefs() {
 	MNT=""
 }
 
+# daemon_alive PATTERN: a vyrefs process whose command line matches is
+# running. pgrep (procps) answers 0 (found) or 1 (none); anything else (no
+# pgrep, a bad pattern) fails the test and counts as alive, so a "daemon is
+# gone" check cannot pass without having looked.
+daemon_alive() {
+	pgrep -f "$1" >/dev/null 2>&1
+	local rc=$?
+	[ $rc -le 1 ] && return $rc
+	fail "pgrep -f '$1' failed (exit $rc) (Fix: install procps)"
+	return 0
+}
+
+# wait_gone PATTERN: wait up to 10 s for the daemon matching it to exit.
+wait_gone() {
+	for _ in $(seq 200); do
+		daemon_alive "$1" || return 0
+		sleep 0.05
+	done
+	return 1
+}
+
 # The value of a key in .vyre/stats.
 stat_of() {
 	awk -v k="$1" '$1 == k { print $2 }' "$MNT/.vyre/stats"

@@ -13,16 +13,12 @@ tearDown() {
 	if mountpoint -q "$D" 2>/dev/null; then
 		fusermount3 -u "$D" 2>/dev/null || umount -l "$D"
 	fi
-	for _ in $(seq 100); do pgrep -f "vyrefs.*$D" >/dev/null || break; sleep 0.05; done
+	wait_gone "vyrefs.*$D" || fail "a daemon on $D is still running"
 	rmdir "$D" 2>/dev/null
 	unmount_vyrefs
 	if [ -n "$VY_LOG" ] && [ -z "${VY_KEEP_LOGS:-}" ]; then rm -f "$VY_LOG"; fi
 }
 
-wait_gone() { # wait for the daemon serving $1 to exit
-	for _ in $(seq 200); do pgrep -f "vyrefs.*$1" >/dev/null || return 0; sleep 0.05; done
-	return 1
-}
 
 test_daemon_returns_once_the_mount_is_ready() {
 	"$VYREFS" -o "backend=$backend,host_memory=256M" "$D"
@@ -33,7 +29,7 @@ test_daemon_returns_once_the_mount_is_ready() {
 	assertContains "$(grep " $D " /proc/mounts)" "fuse.vyrefs"
 	assertNotContains "allow_other is off by default" "$(grep " $D " /proc/mounts)" "allow_other"
 	umount "$D" || fail "umount"
-	assertTrue "the daemon exits after umount" "wait_gone '$D'"
+	assertTrue "the daemon exits after umount" "wait_gone 'vyrefs.*$D'"
 }
 
 # fstab's `vyrefs /mnt/gpu fuse.vyrefs defaults,... 0 0` runs mount(8),
@@ -49,6 +45,8 @@ need_mount_helper() {
 test_mount_t_fuse_vyrefs_as_fstab_does() {
 	need_mount_helper
 	need unshare
+	# A private mount namespace needs / to be a mount (a bare chroot's is not).
+	mountpoint -q / || skip_test "needs / to be a mount point (in a chroot, bind-mount its root onto itself first)"
 	bindir=$(mktemp -d)
 	ln -s "$(realpath "$VYREFS")" "$bindir/vyrefs"
 	out=$(unshare -m --propagation private sh -c "
@@ -64,7 +62,7 @@ test_mount_t_fuse_vyrefs_as_fstab_does() {
 	assertContains "$out" "noatime"
 	assertContains "$out" "backend = $backend"
 	assertContains "$out" "via fstab"
-	assertTrue "wait_gone '$D'"
+	assertTrue "wait_gone 'vyrefs.*$D'"
 }
 
 # The old form, `mount -t fuse /path/to/vyrefs#SOURCE`, needs no PATH.
@@ -75,7 +73,7 @@ test_mount_t_fuse_with_a_full_path() {
 	printf 'ok' >"$D/f"
 	assertEquals "ok" "$(cat "$D/f")"
 	umount "$D" || fail "umount"
-	assertTrue "wait_gone '$D'"
+	assertTrue "wait_gone 'vyrefs.*$D'"
 }
 
 test_sigterm_and_sigint_unmount_cleanly() {
@@ -168,6 +166,16 @@ test_config_file_then_options() {
 	rm -f "$D/../vyrefs-roundtrip.conf"
 }
 
+# .vyre/config has a line for each setting --help lists (both come from the
+# settings table), set or left to its default; config= is not a setting.
+test_vyre_config_shows_every_setting_of_help() {
+	mount_vyrefs || fail "mount"
+	cfg=$(sed -n 's/^\([a-z_]*\) = .*/\1/p; s/^# \([a-z_]*\): .*/\1/p' "$MNT/.vyre/config" | sort)
+	help=$("$VYREFS" --help | sed -n 's/^     \([a-z_]*\)=.*/\1/p' | grep -vx config | sort)
+	assertNotEquals "" "$help"
+	assertEquals "$help" "$cfg"
+}
+
 test_bad_option_fails_before_mounting() {
 	err=$("$VYREFS" -o "backend=$backend,pool_budget=many" "$D" 2>&1)
 	assertEquals 2 $?
@@ -176,15 +184,31 @@ test_bad_option_fails_before_mounting() {
 }
 
 test_cuda_backend_without_gpu_refuses_to_mount() {
-	if [ "$backend" = cuda ] || ldconfig -p 2>/dev/null | grep -q 'libcuda.so.1 '; then
+	if cuda_built_in && { [ "$backend" = cuda ] || cuda_driver_here; }; then
 		skip_test "a CUDA driver is installed: this checks machines without one"
 	fi
 	err=$("$VYREFS" -o backend=cuda "$D" 2>&1)
 	assertEquals 1 $?
-	assertContains "$err" "no CUDA driver"
-	assertContains "$err" "(Fix: "
+	assertNoCudaRefusal "$err"
 	assertFalse "nothing mounted" "mountpoint -q '$D'"
-	assertFalse "no daemon left" "pgrep -f 'vyrefs.*$D'"
+	assertFalse "no daemon left" "daemon_alive 'vyrefs.*$D'"
+}
+
+# A mount that fails says why, with its Fix, and nothing about unmounting.
+# As another user on root's directory, it fails at the mount itself, after
+# the device is open.
+test_failed_mount_says_only_why() {
+	[ "$(id -u)" = 0 ] || skip_test "needs root (to run vyrefs as another user)"
+	need setpriv || return
+	for fg in "" -f; do
+		err=$(setpriv --reuid=65534 --regid=65534 --clear-groups "$VYREFS" $fg -o "backend=host,host_memory=64M" "$D" 2>&1)
+		assertEquals "$fg: $err" 1 $?
+		assertContains "$fg" "$err" "cannot mount on $D"
+		assertContains "$fg" "$err" "(Fix: "
+		assertNotContains "$fg: $err" "$err" "unmounted"
+		assertNotContains "$fg: $err" "$err" "baseline"
+		assertFalse "nothing mounted" "mountpoint -q '$D'"
+	done
 }
 
 test_auto_backend_says_once_which_it_chose() {
@@ -196,7 +220,7 @@ test_auto_backend_says_once_which_it_chose() {
 	assertContains "$err" "using the host backend"
 	assertEquals "said once" 1 "$(printf '%s\n' "$err" | grep -c 'using the host backend')"
 	umount "$D"
-	wait_gone "$D"
+	assertTrue "the daemon exits after umount" "wait_gone 'vyrefs.*$D'"
 }
 
 . "${SHUNIT2:-/usr/bin/shunit2}"

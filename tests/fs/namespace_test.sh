@@ -188,11 +188,14 @@ test_user_xattrs_and_vyre_xattrs() {
 
 test_vyre_directory_is_protected() {
 	V="$MNT/.vyre"
-	assertEquals "config ctl device log modules socket stats" "$(ls "$V" | tr '\n' ' ' | sed 's/ $//')"
-	assertEquals "600 444 444 444 700 755" \
-		"$(stat -c %a "$V/ctl" "$V/stats" "$V/device" "$V/config" "$V/modules" "$V" | tr '\n' ' ' | sed 's/ $//')"
-	rm -f "$V/stats" 2>/dev/null
+	assertEquals "config ctl device log metrics modules socket stats" "$(ls "$V" | tr '\n' ' ' | sed 's/ $//')"
+	assertEquals "600 444 444 444 444 444 700 755" \
+		"$(stat -c %a "$V/ctl" "$V/stats" "$V/metrics" "$V/socket" "$V/device" "$V/config" "$V/modules" "$V" | tr '\n' ' ' | sed 's/ $//')"
+	rm -f "$V/stats" "$V/metrics" 2>/dev/null
 	assertTrue "stats stays" "[ -e '$V/stats' ]"
+	assertTrue "metrics stays" "[ -e '$V/metrics' ]"
+	(echo 1 >"$V/metrics") 2>/dev/null
+	assertNotEquals "metrics cannot be written" 0 $?
 	rm -rf "$V" 2>/dev/null
 	assertTrue ".vyre stays" "[ -d '$V' ]"
 	mv "$V" "$MNT/elsewhere" 2>/dev/null

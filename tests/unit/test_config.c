@@ -2,6 +2,7 @@
  * (every key, refusals with a Fix hint, all-or-none), error messages and
  * their errno mapping, telemetry rendering and reset. */
 #include "config/config.h"
+#include "config/options.h"
 #include "config/size.h"
 #include "core/err.h"
 #include "core/telemetry.h"
@@ -9,6 +10,7 @@
 
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #define KiB (1ull << 10)
@@ -430,6 +432,51 @@ static void config_ini_round_trips(void)
 	}
 }
 
+/* The settings table and the parser know the same keys: each table key
+ * (but config, which main takes) is a key vy_config_set knows, and
+ * .vyre/config has a line for each, in the table's order. */
+static void options_table_matches_the_settings(void)
+{
+	vy_config c;
+	vy_config_defaults(&c);
+	size_t need = vy_config_format_ini(&c, NULL, 0);
+	char *text = malloc(need + 1);
+	CHECK(text != NULL);
+	if (!text)
+		return;
+	vy_config_format_ini(&c, text, need + 1);
+	const char *at = text;
+	for (size_t i = 0; i < vy_options_count; i++) {
+		const char *key = vy_options[i].key;
+		CHECK(vy_option_find(key) == &vy_options[i]);
+		CHECK(vy_options[i].values[0] && vy_options[i].dflt[0] && vy_options[i].help[0]);
+		if (!strcmp(key, "config"))
+			continue;
+		vy_error e;
+		vy_config_set(&c, key, "\x01bogus", &e);
+		if (strstr(e.msg, "unknown option")) {
+			fprintf(stderr, "  table key %s: %s\n", key, e.msg);
+			vy_test_failures++;
+		}
+		char set[64], unset[64];
+		snprintf(set, sizeof(set), "\n%s = ", key);
+		snprintf(unset, sizeof(unset), "\n# %s: %s\n", key, vy_options[i].dflt);
+		const char *line = strstr(at, set);
+		if (!line)
+			line = strstr(at, unset);
+		if (!line) {
+			fprintf(stderr, "  .vyre/config has no line for %s after %.20s\n", key, at);
+			vy_test_failures++;
+			continue;
+		}
+		at = line + 1;
+	}
+	free(text);
+	vy_error e;
+	CHECK_EQ(vy_config_set(&c, "bogus", "1", &e), VY_EINVAL);
+	CHECK(strstr(e.msg, "allow_other, launch_timeout, config") != NULL); /* the list comes from the table */
+}
+
 /* ---- errors ----------------------------------------------------------- */
 
 static void fail_formats_message_and_hint(void)
@@ -553,7 +600,7 @@ static void keep_first_keeps_the_first_failure(void)
 #define KIND_IS_COUNTER_GAUGE 0
 
 static const char *const tel_names[] = {
-#define NAME(name, kind) #name,
+#define NAME(name, kind, help) #name,
 	VY_TELEMETRY_FIELDS(NAME)
 #undef NAME
 };
@@ -563,7 +610,7 @@ static const char *const tel_names[] = {
 static void distinct_snapshot(vy_telemetry_snapshot *s)
 {
 	uint64_t v = 1000;
-#define SETV(name, kind) s->name = v++;
+#define SETV(name, kind, help) s->name = v++;
 	VY_TELEMETRY_FIELDS(SETV)
 #undef SETV
 }
@@ -658,13 +705,13 @@ static void telemetry_reset_zeroes_counters_keeps_gauges(void)
 	vy_telemetry_snapshot s;
 	vy_telemetry_snapshot_take(&t, &s);
 	size_t nonzero = 0;
-#define NONZERO(name, kind) nonzero += s.name != 0;
+#define NONZERO(name, kind, help) nonzero += s.name != 0;
 	VY_TELEMETRY_FIELDS(NONZERO)
 #undef NONZERO
 	CHECK_EQ(nonzero, 0); /* init zeroes everything */
 	/* Every field gets a distinct nonzero value. */
 	uint64_t v = 1;
-#define FILL(name, kind) atomic_store(&t.name, v++);
+#define FILL(name, kind, help) atomic_store(&t.name, v++);
 	VY_TELEMETRY_FIELDS(FILL)
 #undef FILL
 	vy_telemetry_add(&t, h2d_bytes, 100);
@@ -681,7 +728,7 @@ static void telemetry_reset_zeroes_counters_keeps_gauges(void)
 	CHECK_EQ(s.pooled_bytes, 7000);
 	size_t bad = 0;
 	v = 1;
-#define AFTER(name, kind)                                                            \
+#define AFTER(name, kind, help)                                                            \
 	if (strcmp(#name, "resident_bytes") && strcmp(#name, "pooled_bytes"))        \
 		bad += s.name != (KIND_IS_COUNTER_##kind ? 0 : v);                   \
 	v++;
@@ -711,6 +758,7 @@ int main(void)
 		TEST_CASE(config_file_sections_and_comments),
 		TEST_CASE(config_file_errors_name_file_and_line),
 		TEST_CASE(config_ini_round_trips),
+		TEST_CASE(options_table_matches_the_settings),
 		TEST_CASE(errno_mapping),
 		TEST_CASE(error_names),
 		TEST_CASE(keep_first_keeps_the_first_failure),

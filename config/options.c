@@ -1,0 +1,43 @@
+/* The settings table (config/options.h says who reads it). */
+#include "config/options.h"
+
+#include <string.h>
+
+const vy_option_doc vy_options[] = {
+	{"backend", "auto|cuda|host", "auto",
+	 "which memory the files live in: cuda, a GPU through the CUDA driver; host, host memory; auto, cuda when a "
+	 "driver and a GPU are present, else host (said once)"},
+	{"ordinal", "N", "0", "which GPU, numbered as nvidia-smi -L lists them"},
+	{"host_memory", "SIZE", "a quarter of RAM", "the host backend's capacity"},
+	{"resident_budget", "SIZE|P%", "90%", "device bytes that files may use: a size, or a percentage of the device's memory"},
+	{"pool_budget", "SIZE", "device memory / 32", "idle buffers kept for reuse; 0 turns the pool off"},
+	{"staging_cache", "SIZE", "128M", "idle pinned host memory kept for transfers"},
+	{"max_write", "SIZE", "1M", "the largest write request the kernel sends, 4K to 1M"},
+	{"page_cache", "on|off", "on", "keep the kernel's page cache of a file across opens"},
+	{"write_behind", "on|off", "on",
+	 "acknowledge writes of up to 2 MiB once gathered in pinned host memory and copy them to the device "
+	 "asynchronously; reads, control sequences, close and fsync wait for them, and a failed copy fails the "
+	 "next write, read, close or fsync of that file"},
+	{"readahead", "on|off", "on",
+	 "copy a file read in order from the device 2 MiB ahead into pinned host memory and answer reads from there"},
+	{"idle_threads", "N", "2",
+	 "idle FUSE workers that wait on the kernel when requests come one at a time, 2 to 10; the others sleep, so "
+	 "requests stay on hot workers; 0 is libfuse's own loop"},
+	{"kernel_cache", "SIZE", "256M", "the CUDA JIT cache for modules (CUDA_CACHE_MAXSIZE, in ~/.cache/vyrefs); 0 turns it off"},
+	{"allow_other", "on|off", "off",
+	 "let other users reach the mount; a mount by a user other than root needs user_allow_other in /etc/fuse.conf"},
+	{"launch_timeout", "DURATION", "60s",
+	 "a control sequence's time limit (500ms, 60s, 2m; a plain number is seconds): past it its launcher is "
+	 "killed and the write fails with ETIMEDOUT; 0: no limit"},
+	{"config", "FILE", "/etc/vyrefs.conf if present",
+	 "an INI file read before the other -o settings, which override it"},
+};
+const size_t vy_options_count = sizeof(vy_options) / sizeof(vy_options[0]);
+
+const vy_option_doc *vy_option_find(const char *key)
+{
+	for (size_t i = 0; i < vy_options_count; i++)
+		if (!strcmp(vy_options[i].key, key))
+			return &vy_options[i];
+	return NULL;
+}
