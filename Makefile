@@ -44,7 +44,7 @@ endif
 
 .PHONY: all deps test test-gpu bench fuzz install uninstall clean
 .SECONDARY:
-all: $(BUILD)/vyrefs $(UNIT_BIN) $(GPU_BIN) $(BUILD)/tests/fs/renameat2 $(BENCH_BIN)
+all: $(BUILD)/vyrefs $(UNIT_BIN) $(GPU_BIN) $(BUILD)/tests/fs/renameat2 $(BUILD)/tests/fs/posix_probe $(BENCH_BIN)
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -67,9 +67,9 @@ $(BUILD)/tests/unit/test_fsfile: $(BUILD)/tests/unit/test_fsfile.o $(UNIT_LIB) \
 $(BUILD)/tests/gpu/test_%: $(BUILD)/tests/gpu/test_%.o $(UNIT_LIB) $(CORE_LIB)
 	$(CC) $(CFLAGS) -o $@ $^ $(PKG_LIBS) $(LDLIBS)
 
-$(BUILD)/tests/fs/renameat2: tests/fs/renameat2.c
+$(BUILD)/tests/fs/%: tests/fs/%.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $<
+	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $< $(LDLIBS)
 
 $(BUILD)/bench/nullfs: $(BUILD)/bench/nullfs.o $(BUILD)/fs/session.o $(BUILD)/fs/session_loop.o
 	$(CC) $(CFLAGS) -o $@ $^ $(PKG_LIBS) $(LDLIBS)

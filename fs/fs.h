@@ -27,8 +27,10 @@
 #include "fs/xattr.h"
 
 /* VY_MODULE: a file in .vyre/modules/, kept in host memory (it is code for
- * the JIT, not a GPU buffer). */
-typedef enum vy_kind { VY_DIR, VY_FILE, VY_SYMLINK, VY_VIRTUAL, VY_MODULE } vy_kind;
+ * the JIT, not a GPU buffer). VY_SPECIAL: a FIFO, character or block device
+ * or socket: mode and rdev only, no buffer; the kernel gives it its
+ * behaviour and never opens it through vyrefs. */
+typedef enum vy_kind { VY_DIR, VY_FILE, VY_SYMLINK, VY_VIRTUAL, VY_MODULE, VY_SPECIAL } vy_kind;
 
 /* The files of .vyre/ whose content vyrefs makes. */
 typedef enum vy_virtual {
@@ -43,7 +45,8 @@ typedef struct vy_inode {
 	bool fixed; /* root, .vyre and its entries: not removed or renamed */
 	pthread_rwlock_t lock;
 	pthread_mutex_t meta;
-	mode_t mode;
+	mode_t mode; /* its S_IFMT bits never change */
+	dev_t rdev;  /* VY_SPECIAL: the device number */
 	uid_t uid;
 	gid_t gid;
 	struct timespec atime, mtime, ctime;
@@ -137,7 +140,7 @@ void vy_inode_touch(vy_inode *in, bool modified);
  * dropped as the kernel leaves that to us (fs/session.h). True when the
  * mode changed: the kernel's cached attributes must go. */
 bool vy_inode_wrote(vy_inode *in, fuse_req_t req);
-/* S_IFDIR, S_IFREG or S_IFLNK: fixed at creation, read without locks. */
+/* The S_IFMT bits: fixed at creation, read without locks. */
 mode_t vy_inode_type(const vy_inode *in);
 void vy_now(struct timespec *ts);
 

@@ -156,6 +156,9 @@ void vy_inode_stat(vy_fs *fs, vy_inode *in, struct stat *st)
 		st->st_size = (off_t)in->dlen;
 		st->st_blocks = (blkcnt_t)((in->dlen + 511) / 512);
 		break;
+	case VY_SPECIAL:
+		st->st_rdev = in->rdev;
+		break;
 	}
 }
 
@@ -187,6 +190,7 @@ mode_t vy_inode_type(const vy_inode *in)
 	case VY_FILE:
 	case VY_VIRTUAL:
 	case VY_MODULE: break;
+	case VY_SPECIAL: return in->mode & S_IFMT; /* never changes: no lock */
 	}
 	return S_IFREG;
 }

