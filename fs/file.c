@@ -72,6 +72,15 @@ static vy_err reserve(vy_fs *fs, vy_inode *in, uint64_t need, vy_error *e)
 	if (!exact || need > VY_FILE_MAX)
 		return vy_fail(e, VY_EOVERFLOW, "keep files under 8 EiB", "a %llu-byte file is too large",
 			       (unsigned long long)need);
+	/* Larger than the whole budget: no freeing could ever make room, so
+	 * this is EFBIG (too large for this filesystem), not ENOSPC. */
+	vy_store_usage u;
+	vy_store_usage_get(fs->core->store, &u);
+	if (exact > u.budget)
+		return vy_fail(e, VY_EOVERFLOW,
+			       "keep the file under the budget, or mount with a larger one (-o resident_budget=SIZE)",
+			       "a %llu-byte file is larger than this mount's whole resident budget of %llu bytes",
+			       (unsigned long long)need, (unsigned long long)u.budget);
 	uint64_t doubled = in->cap <= UINT64_MAX / 2 ? page_up(in->cap * 2) : 0;
 	uint64_t want = doubled > exact ? doubled : exact;
 	vy_err rc = rebuffer(fs, in, want, e);

@@ -34,14 +34,16 @@ static vy_open *handle_of(struct fuse_file_info *fi)
 	return (vy_open *)(uintptr_t)fi->fh;
 }
 
-/* Reply with a core error; say why in the log when the user must act. */
+/* Reply with a core error; say why in the log when the user must act.
+ * A size no budget could hold is EFBIG (the file is too large for this
+ * filesystem); ENOSPC means no room now. */
 static void reply_vy(fuse_req_t req, vy_err rc, const vy_error *e, uint64_t ino, const char *what)
 {
-	if (rc == VY_ENOSPC)
+	if (rc == VY_ENOSPC || rc == VY_EOVERFLOW)
 		vy_log(LOG_WARNING, "%s (inode %" PRIu64 "): %s", what, ino, e->msg);
 	else if (rc == VY_EDEVICE || rc == VY_EINTERNAL || rc == VY_ENOMEM)
 		vy_log(LOG_ERR, "%s (inode %" PRIu64 "): %s", what, ino, e->msg);
-	fuse_reply_err(req, vy_err_errno(rc));
+	fuse_reply_err(req, rc == VY_EOVERFLOW ? EFBIG : vy_err_errno(rc));
 }
 
 static double attr_timeout(const vy_inode *in)
