@@ -814,13 +814,37 @@ static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_f
 		fuse_reply_err(req, 0);
 }
 
+/* An open directory: readdir shows the entries made before `limit` (a
+ * cookie), fixed at opendir and at each rewind. An entry created, or
+ * renamed (a rename makes a new entry), after that need not appear, as
+ * tmpfs answers: a reader that renames each entry it reads ends, and sees
+ * each original name once. */
+typedef struct vy_opendir {
+	uint64_t limit; /* ns */
+} vy_opendir;
+
 static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	vy_inode *in = vy_fs_inode(fs_of(req), ino);
-	if (!in || in->kind != VY_DIR)
-		fuse_reply_err(req, in ? ENOTDIR : ENOENT);
-	else
-		fuse_reply_open(req, fi);
+	vy_fs *fs = fs_of(req);
+	vy_opendir *od = malloc(sizeof(*od));
+	if (!od) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	pthread_mutex_lock(&fs->ns);
+	vy_inode *in = vy_u64map_get(&fs->inodes, ino);
+	int err = !in ? ENOENT : in->kind != VY_DIR ? ENOTDIR : 0;
+	if (!err)
+		od->limit = in->dir.next_cookie;
+	pthread_mutex_unlock(&fs->ns);
+	if (err) {
+		free(od);
+		fuse_reply_err(req, err);
+		return;
+	}
+	fi->fh = (uint64_t)(uintptr_t)od;
+	if (fuse_reply_open(req, fi) != 0)
+		free(od);
 }
 
 /* Add one entry to a readdir reply; false once the buffer is full. */
@@ -841,8 +865,8 @@ static bool add_dirent(fuse_req_t req, char *buf, size_t size, size_t *used, con
 /* readdir offsets: 1 after ".", 2 after "..", 2 + cookie after an entry. */
 static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi)
 {
-	(void)fi;
 	vy_fs *fs = fs_of(req);
+	vy_opendir *od = (vy_opendir *)(uintptr_t)fi->fh;
 	char *buf = malloc(size ? size : 1);
 	if (!buf) {
 		fuse_reply_err(req, ENOMEM);
@@ -857,12 +881,14 @@ static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, s
 		fuse_reply_err(req, d ? ENOTDIR : ENOENT);
 		return;
 	}
+	if (off <= 0)
+		od->limit = d->dir.next_cookie; /* a rewind sees the directory anew */
 	bool room = true;
 	if (off < 1)
 		room = add_dirent(req, buf, size, &used, ".", d->ino, S_IFDIR, 1);
 	if (room && off < 2)
 		room = add_dirent(req, buf, size, &used, "..", d->parent, S_IFDIR, 2);
-	for (const vy_dirent *e = vy_dir_next(&d->dir, off < 2 ? 0 : (uint64_t)off - 2); room && e;
+	for (const vy_dirent *e = vy_dir_next(&d->dir, off < 2 ? 0 : (uint64_t)off - 2); room && e && e->cookie < od->limit;
 	     e = vy_dir_next(&d->dir, e->cookie)) {
 		vy_inode *in = vy_u64map_get(&fs->inodes, e->ino);
 		room = add_dirent(req, buf, size, &used, e->name, e->ino, in ? vy_inode_type(in) : 0,
@@ -876,7 +902,7 @@ static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, s
 static void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	(void)ino;
-	(void)fi;
+	free((vy_opendir *)(uintptr_t)fi->fh);
 	fuse_reply_err(req, 0);
 }
 

@@ -7,7 +7,8 @@
  *   handle MNT PATH      name_to_handle_at PATH, drop the kernel's caches,
  *                        open_by_handle_at and read: "handle ok BYTES" (a
  *                        directory: "handle ok dir ENTRIES")
- *   readdir DIR N        read DIR renaming every entry read ("x" -> "x.r"):
+ *   readdir DIR N        read DIR (files 0 .. N-1), renaming every entry
+ *                        read, renamed ones too ("x" -> "x.r"):
  *                        "readdir originals=K repeats=R new=W"
  *   dio FILE ROUNDS      buffered readers run while another fd writes the
  *                        whole file with O_DIRECT AIO; afterwards every
@@ -162,11 +163,9 @@ static int check_readdir(const char *dir, long n)
 		}
 		char *end;
 		long i = strtol(e->d_name, &end, 10);
-		if (*end != '\0' || i < 0 || i >= n) {
+		if (*end != '\0' || i < 0 || i >= n)
 			fresh++; /* a renamed entry: need not appear */
-			continue;
-		}
-		if (seen[i]++)
+		else if (seen[i]++)
 			repeats++;
 		else
 			originals++;

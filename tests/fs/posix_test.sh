@@ -143,4 +143,15 @@ test_sizes_no_budget_holds_are_efbig_and_no_room_is_enospc() {
 	assertEquals 41943040 "$(stat -c %s "$MNT/b")"
 }
 
+test_readdir_ends_while_its_entries_are_renamed() {
+	for n in 10 3000; do
+		mkdir "$MNT/d$n"
+		(cd "$MNT/d$n" && seq 0 $((n - 1)) | xargs touch) || fail "make $n files"
+		assertEquals "$n files" "readdir originals=$n repeats=0 new=0" "$(timeout 60 "$PROBE" readdir "$MNT/d$n" $n)"
+		assertEquals "all renamed" "$n" "$(ls "$MNT/d$n" | grep -c '\.r$')"
+	done
+	# A new stream (and a rewind) sees the directory as it is now.
+	assertEquals "$(seq 0 9 | sed 's/$/.r/' | sort)" "$(ls "$MNT/d10" | sort)"
+}
+
 . "${SHUNIT2:-/usr/bin/shunit2}"
