@@ -741,6 +741,14 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 	pthread_rwlock_unlock(&in->lock);
 	if (rc == VY_OK)
 		wrote(req, in);
+	if (rc == VY_OK && fs->cfg.page_cache && (fi->flags & O_DIRECT)) {
+		/* A direct write passes the page cache by, and the kernel drops
+		 * the range only around a synchronous one: pages that buffered
+		 * readers refilled while an AIO write ran would stay, across
+		 * opens too (keep_cache). Drop them here, before the reply: a
+		 * page still being read waits for its read, then goes. */
+		fuse_lowlevel_notify_inval_inode(fs->se, in->ino, off, (off_t)size);
+	}
 	if (rc == VY_OK)
 		fuse_reply_write(req, size);
 	else

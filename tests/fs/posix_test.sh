@@ -154,4 +154,12 @@ test_readdir_ends_while_its_entries_are_renamed() {
 	assertEquals "$(seq 0 9 | sed 's/$/.r/' | sort)" "$(ls "$MNT/d10" | sort)"
 }
 
+test_buffered_reads_see_a_direct_write_that_ran_beside_them() {
+	unmount_vyrefs
+	mount_vyrefs "page_cache=on" || fail "mount"
+	# 4 buffered readers run while another fd writes 4 MiB with O_DIRECT
+	# AIO; then the open fd and a fresh open read every byte new, 30 times.
+	assertEquals "dio stale=0" "$(timeout 120 "$PROBE" dio "$MNT/f" 30)"
+}
+
 . "${SHUNIT2:-/usr/bin/shunit2}"
