@@ -177,7 +177,7 @@ bool vy_inode_wrote(vy_inode *in, fuse_req_t req)
 	vy_now(&in->ctime);
 	in->mtime = in->ctime;
 	mode_t was = in->mode;
-	in->mode = vy_session_kill_suid(req, in->mode);
+	in->mode = vy_session_kill_suid(req, in->mode, in->gid, false);
 	pthread_mutex_unlock(&in->meta);
 	return in->mode != was;
 }

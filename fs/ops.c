@@ -219,10 +219,14 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 		}
 	}
 	pthread_mutex_lock(&in->meta);
+	/* suid/sgid dropped as the kernel leaves to us; the reply carries it.
+	 * A chown decides by the group the file had. */
 	if (to_set & FUSE_SET_ATTR_SIZE) {
 		vy_now(&in->mtime);
-		in->mode = vy_session_kill_suid(req, in->mode); /* the reply carries it */
+		in->mode = vy_session_kill_suid(req, in->mode, in->gid, false);
 	}
+	if (to_set & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID))
+		in->mode = vy_session_kill_suid(req, in->mode, in->gid, true);
 	if (to_set & FUSE_SET_ATTR_MODE)
 		in->mode = (in->mode & S_IFMT) | (attr->st_mode & 07777);
 	if (to_set & FUSE_SET_ATTR_UID)
@@ -1081,12 +1085,10 @@ static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, of
 	}
 	vy_error e;
 	pthread_rwlock_wrlock(&in->lock);
-	uint64_t before = in->size;
 	vy_err rc = vy_file_allocate(fs, in, (uint64_t)off, (uint64_t)len, mode & FALLOC_FL_KEEP_SIZE, &e);
-	bool grew = in->size != before;
 	pthread_rwlock_unlock(&in->lock);
-	if (rc == VY_OK && grew)
-		wrote(req, in);
+	if (rc == VY_OK)
+		wrote(req, in); /* times and suid/sgid, KEEP_SIZE too, as tmpfs */
 	if (rc == VY_OK)
 		fuse_reply_err(req, 0);
 	else

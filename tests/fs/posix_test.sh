@@ -162,4 +162,53 @@ test_buffered_reads_see_a_direct_write_that_ran_beside_them() {
 	assertEquals "dio stale=0" "$(timeout 120 "$PROBE" dio "$MNT/f" 30)"
 }
 
+# suid_matrix DIR: for each mode, caller and operation, the mode after it.
+# Callers: root; uid 1000 outside the file's group 0; uid 1000 in it.
+suid_matrix() {
+	local dir=$1 mode who op f n=0 run
+	for mode in 6777 6767 4777 2777 2767 2757 0777; do
+		for who in root user ingroup; do
+			case $who in
+			root) run="" ;;
+			user) run="setpriv --reuid=1000 --regid=1000 --clear-groups" ;;
+			ingroup) run="setpriv --reuid=1000 --regid=1000 --groups=0" ;;
+			esac
+			for op in write truncate fallocate fallocate-n chown chgrp-owner; do
+				n=$((n + 1))
+				f="$dir/s$n"
+				printf 'abc' >"$f"
+				if [ "$op" = chgrp-owner ]; then chown 1000:1000 "$f"; fi
+				chmod "$mode" "$f"
+				case $op in
+				write) $run dd if=/dev/zero of="$f" bs=1 count=1 seek=1 conv=notrunc status=none ;;
+				truncate) $run truncate -s 10 "$f" ;;
+				fallocate) $run fallocate -l 8192 "$f" ;;
+				fallocate-n) $run fallocate -n -l 8192 "$f" ;;
+				chown) chown 1000:0 "$f" ;;
+				chgrp-owner) $run chgrp 0 "$f" ;;
+				esac 2>/dev/null
+				echo "$mode $who $op rc=$? -> $(stat -c %a "$f")"
+			done
+		done
+	done
+}
+
+test_suid_and_sgid_are_cleared_as_on_tmpfs() {
+	unmount_vyrefs
+	mount_vyrefs "allow_other=on" || fail "mount"
+	mount_tmpfs
+	local want got
+	want=$(suid_matrix "$TMPFS")
+	got=$(suid_matrix "$MNT")
+	assertEquals "$want" "$got"
+	# The kernel's rules, pinned (tmpfs on this kernel gives the same).
+	for line in "6767 user write rc=0 -> 767" "6767 ingroup write rc=0 -> 2767" \
+		"2767 user truncate rc=0 -> 767" "6777 root write rc=0 -> 6777" \
+		"6777 user fallocate-n rc=0 -> 777" "2767 ingroup fallocate rc=0 -> 2767" \
+		"6777 root chown rc=0 -> 777" "6767 root chown rc=0 -> 2767" \
+		"2757 ingroup chgrp-owner rc=0 -> 757" "0777 user write rc=0 -> 777"; do
+		assertContains "$got" "$line"
+	done
+}
+
 . "${SHUNIT2:-/usr/bin/shunit2}"
