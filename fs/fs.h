@@ -103,6 +103,9 @@ typedef struct vy_fs {
 	char *log[VY_LOG_KEEP];  /* a ring, oldest at log_head */
 	size_t log_head, log_count;
 	uint64_t next_seq;
+	/* Every entry's generation: inode numbers are never reused within a
+	 * mount, and a handle from an earlier mount finds another number. */
+	uint32_t generation;
 	uid_t owner; /* the mounting user */
 	gid_t group;
 	struct fuse_session *se;

@@ -201,6 +201,9 @@ vy_err vy_fs_init(vy_fs *fs, vy_core *core, const vy_config *cfg, vy_error *e)
 	fs->core = core;
 	fs->cfg = *cfg;
 	fs->next_ino = FUSE_ROOT_ID;
+	struct timespec now;
+	vy_now(&now);
+	fs->generation = (uint32_t)((uint64_t)now.tv_sec * 1000003u ^ (uint64_t)now.tv_nsec ^ (uint64_t)getpid()) | 1u;
 	fs->owner = getuid();
 	fs->group = getgid();
 	vy_u64map_init(&fs->inodes);

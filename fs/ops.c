@@ -73,6 +73,7 @@ static void reply_entry(fuse_req_t req, vy_fs *fs, vy_inode *in)
 	vy_inode_stat(fs, in, &ep.attr);
 	pthread_rwlock_unlock(&in->lock);
 	ep.ino = in->ino;
+	ep.generation = fs->generation;
 	ep.attr_timeout = attr_timeout(in);
 	ep.entry_timeout = VY_ATTR_TIMEOUT;
 	if (fuse_reply_entry(req, &ep) != 0)
@@ -92,6 +93,10 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 {
 	vy_fs *fs = userdata;
 	vy_session_conn(conn, fs->cfg.max_write);
+	/* File handles (name_to_handle_at, the kernel NFS server): the kernel
+	 * looks up "." of a node id it has forgotten, ".." of a directory. */
+	if (conn->capable & FUSE_CAP_EXPORT_SUPPORT)
+		conn->want |= FUSE_CAP_EXPORT_SUPPORT;
 }
 
 /* Names over NAME_MAX_LEN bytes: ENAMETOOLONG in every operation that takes
@@ -111,10 +116,10 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		return;
 	pthread_mutex_lock(&fs->ns);
 	vy_inode *p = vy_u64map_get(&fs->inodes, parent), *in = NULL;
-	if (p && p->kind == VY_DIR) {
-		if (!strcmp(name, "."))
-			in = p;
-		else if (!strcmp(name, ".."))
+	if (p && !strcmp(name, ".")) {
+		in = p; /* a file handle's node id, of any type */
+	} else if (p && p->kind == VY_DIR) {
+		if (!strcmp(name, ".."))
 			in = vy_u64map_get(&fs->inodes, p->parent);
 		else {
 			vy_dirent *d = vy_dir_find(&p->dir, name);
@@ -343,6 +348,7 @@ static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name, vy_ki
 		in->nlookup++;
 		vy_inode_stat(fs, in, &ep.attr);
 		ep.ino = in->ino;
+		ep.generation = fs->generation;
 		ep.attr_timeout = ep.entry_timeout = VY_ATTR_TIMEOUT;
 		if (fuse_reply_create(req, &ep, fi) != 0) {
 			in->nlookup--;

@@ -7,6 +7,9 @@
  *   handle MNT PATH      name_to_handle_at PATH, drop the kernel's caches,
  *                        open_by_handle_at and read: "handle ok BYTES" (a
  *                        directory: "handle ok dir ENTRIES")
+ *   handle-gone MNT PATH the same, PATH removed before the caches drop:
+ *                        "handle gone ESTALE"
+ *   sum PATH             "BYTES SUM" of PATH, as handle prints them
  *   readdir DIR N        read DIR (files 0 .. N-1), renaming every entry
  *                        read, renamed ones too ("x" -> "x.r"):
  *                        "readdir originals=K repeats=R new=W"
@@ -84,7 +87,28 @@ static int drop_caches(void)
 	return n == 1 ? 0 : -1;
 }
 
-static int check_handle(const char *mnt, const char *path)
+/* "BYTES SUM" of what fd reads to its end, or NULL on a read error. */
+static const char *read_sum(int fd)
+{
+	static char out[64];
+	char buf[65536];
+	size_t total = 0;
+	unsigned long sum = 0;
+	for (;;) {
+		ssize_t n = read(fd, buf, sizeof(buf));
+		if (n < 0)
+			return NULL;
+		if (n == 0)
+			break;
+		for (ssize_t i = 0; i < n; i++)
+			sum = sum * 31 + (unsigned char)buf[i];
+		total += (size_t)n;
+	}
+	snprintf(out, sizeof(out), "%zu %lx", total, sum);
+	return out;
+}
+
+static int check_handle(const char *mnt, const char *path, bool gone)
 {
 	struct file_handle *fh = malloc(sizeof(*fh) + MAX_HANDLE_SZ);
 	if (!fh)
@@ -96,11 +120,21 @@ static int check_handle(const char *mnt, const char *path)
 	int mfd = open(mnt, O_RDONLY | O_DIRECTORY);
 	if (mfd < 0)
 		return fail("open mount");
+	if (gone && unlink(path) != 0)
+		return fail("unlink");
 	if (drop_caches() != 0)
 		return fail("drop_caches");
 	int fd = open_by_handle_at(mfd, fh, O_RDONLY);
+	if (fd < 0 && gone && errno == ESTALE) {
+		printf("handle gone ESTALE\n");
+		return 0;
+	}
 	if (fd < 0)
 		return fail("open_by_handle_at");
+	if (gone) {
+		printf("handle of a removed file opened\n");
+		return 1;
+	}
 	struct stat st;
 	if (fstat(fd, &st) != 0)
 		return fail("fstat");
@@ -117,21 +151,11 @@ static int check_handle(const char *mnt, const char *path)
 		closedir(d);
 		printf("handle ok dir %d\n", n);
 	} else {
-		char buf[65536];
-		size_t total = 0;
-		unsigned long sum = 0;
-		for (;;) {
-			ssize_t n = read(fd, buf, sizeof(buf));
-			if (n < 0)
-				return fail("read");
-			if (n == 0)
-				break;
-			for (ssize_t i = 0; i < n; i++)
-				sum = sum * 31 + (unsigned char)buf[i];
-			total += (size_t)n;
-		}
+		const char *sum = read_sum(fd);
+		if (!sum)
+			return fail("read");
 		close(fd);
-		printf("handle ok %zu %lx\n", total, sum);
+		printf("handle ok %s\n", sum);
 	}
 	close(mfd);
 	free(fh);
@@ -283,12 +307,22 @@ int main(int argc, char **argv)
 {
 	if (argc == 3 && !strcmp(argv[1], "socket"))
 		return check_socket(argv[2]);
+	if (argc == 3 && !strcmp(argv[1], "sum")) {
+		int fd = open(argv[2], O_RDONLY);
+		const char *sum = fd < 0 ? NULL : read_sum(fd);
+		if (!sum)
+			return fail(argv[2]);
+		printf("%s\n", sum);
+		return 0;
+	}
 	if (argc == 4 && !strcmp(argv[1], "handle"))
-		return check_handle(argv[2], argv[3]);
+		return check_handle(argv[2], argv[3], false);
+	if (argc == 4 && !strcmp(argv[1], "handle-gone"))
+		return check_handle(argv[2], argv[3], true);
 	if (argc == 4 && !strcmp(argv[1], "readdir"))
 		return check_readdir(argv[2], atol(argv[3]));
 	if (argc == 4 && !strcmp(argv[1], "dio"))
 		return check_dio(argv[2], atoi(argv[3]));
-	fprintf(stderr, "usage: posix_probe socket PATH | handle MNT PATH | readdir DIR N | dio FILE ROUNDS\n");
+	fprintf(stderr, "usage: posix_probe socket PATH | handle[-gone] MNT PATH | sum PATH | readdir DIR N | dio FILE ROUNDS\n");
 	return 2;
 }

@@ -211,4 +211,19 @@ test_suid_and_sgid_are_cleared_as_on_tmpfs() {
 	done
 }
 
+test_file_handles_outlive_the_kernels_caches() {
+	mkdir -p "$MNT/a/b"
+	make_data "$WORK/data" 300000
+	cp "$WORK/data" "$MNT/a/b/f" || fail "cp"
+	local sum
+	sum=$("$PROBE" sum "$WORK/data") || fail "sum"
+	# name_to_handle_at, drop the kernel's dentries and inodes, then
+	# open_by_handle_at reads the same bytes; a directory's handle finds
+	# its path again through "..".
+	assertEquals "handle ok $sum" "$(cd / && "$OLDPWD/$PROBE" handle "$MNT" "$MNT/a/b/f")"
+	assertEquals "handle ok dir 3" "$(cd / && "$OLDPWD/$PROBE" handle "$MNT" "$MNT/a/b")"
+	# A file removed before the handle is used: ESTALE.
+	assertEquals "handle gone ESTALE" "$(cd / && "$OLDPWD/$PROBE" handle-gone "$MNT" "$MNT/a/b/f")"
+}
+
 . "${SHUNIT2:-/usr/bin/shunit2}"
