@@ -194,6 +194,9 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 		fuse_reply_err(req, ENOENT);
 		return;
 	}
+	/* Nothing to set is a chown(-1, -1) (or a kill the kernel left to
+	 * us): ctime only, as on tmpfs. */
+	bool ctime_only = to_set == 0;
 	if (in->fixed && in->ino != FUSE_ROOT_ID) {
 		/* `echo ... > .vyre/ctl` may truncate it: nothing to do. */
 		bool ctl_trunc = in->virt == VY_V_CTL && to_set == FUSE_SET_ATTR_SIZE && attr->st_size == 0;
@@ -202,7 +205,9 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 			return;
 		}
 		to_set = 0;
+		ctime_only = false;
 	}
+	bool resized = false; /* truncate(2) to the size it has changes no time */
 	if ((to_set & FUSE_SET_ATTR_SIZE) && in->kind == VY_MODULE) {
 		int err = attr->st_size < 0 ? EINVAL : vy_moddir_truncate(in, (uint64_t)attr->st_size);
 		if (err) {
@@ -215,6 +220,7 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 	} else if (to_set & FUSE_SET_ATTR_SIZE) {
 		vy_error e;
 		pthread_rwlock_wrlock(&in->lock);
+		resized = attr->st_size >= 0 && (uint64_t)attr->st_size != in->size;
 		vy_err rc = attr->st_size < 0 ? vy_fail(&e, VY_EINVAL, "give a size of 0 or more", "negative size")
 					      : vy_file_truncate(fs, in, (uint64_t)attr->st_size, &e);
 		pthread_rwlock_unlock(&in->lock);
@@ -224,10 +230,12 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 		}
 	}
 	pthread_mutex_lock(&in->meta);
+	mode_t was = in->mode;
 	/* suid/sgid dropped as the kernel leaves to us; the reply carries it.
 	 * A chown decides by the group the file had. */
 	if (to_set & FUSE_SET_ATTR_SIZE) {
-		vy_now(&in->mtime);
+		if (resized)
+			vy_now(&in->mtime);
 		in->mode = vy_session_kill_suid(req, in->mode, in->gid, false);
 	}
 	if (to_set & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID))
@@ -242,9 +250,10 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 		set_time(&in->atime, &attr->st_atim, to_set & FUSE_SET_ATTR_ATIME_NOW);
 	if (to_set & (FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_MTIME_NOW))
 		set_time(&in->mtime, &attr->st_mtim, to_set & FUSE_SET_ATTR_MTIME_NOW);
+	const int size_only = FUSE_SET_ATTR_SIZE | FUSE_SET_ATTR_KILL_SUID | FUSE_SET_ATTR_KILL_SGID;
 	if (to_set & FUSE_SET_ATTR_CTIME)
 		in->ctime = attr->st_ctim;
-	else if (to_set)
+	else if ((to_set & ~size_only) || resized || ctime_only || in->mode != was)
 		vy_now(&in->ctime);
 	pthread_mutex_unlock(&in->meta);
 	struct stat st;

@@ -13,6 +13,9 @@
  *   readdir DIR N        read DIR (files 0 .. N-1), renaming every entry
  *                        read, renamed ones too ("x" -> "x.r"):
  *                        "readdir originals=K repeats=R new=W"
+ *   script DIR           a fixed script of POSIX operations in DIR, one
+ *                        line a step (errno, parent and child times and
+ *                        link counts), to compare with tmpfs
  *   dio FILE ROUNDS      buffered readers run while another fd writes the
  *                        whole file with O_DIRECT AIO; afterwards every
  *                        buffered read must show the new bytes: "dio stale=0" */
@@ -29,6 +32,9 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <linux/fs.h>
+#include <time.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -303,8 +309,199 @@ static int check_dio(const char *path, int rounds)
 	return stale == 0 ? 0 : 1;
 }
 
+
+/* script DIR: one fixed script of POSIX operations, run in DIR, one line a
+ * step: what it answered, and whether the mtime (m) and ctime (c) of the
+ * parent and of the child changed, with their link counts. Run on vyrefs
+ * and on tmpfs, the lines must be the same. Paths are relative to DIR. */
+static char *errname(int e)
+{
+	static char buf[32];
+	const char *n = e ? strerrorname_np(e) : "OK";
+	snprintf(buf, sizeof(buf), "%s", n ? n : "E?");
+	return buf;
+}
+
+static void times_changed(char *out, const struct stat *a, const struct stat *b)
+{
+	out[0] = a->st_mtim.tv_sec != b->st_mtim.tv_sec || a->st_mtim.tv_nsec != b->st_mtim.tv_nsec ? 'm' : '-';
+	out[1] = a->st_ctim.tv_sec != b->st_ctim.tv_sec || a->st_ctim.tv_nsec != b->st_ctim.tv_nsec ? 'c' : '-';
+	out[2] = '\0';
+}
+
+static void report(const char *label, const char *parent, const struct stat *pb, bool ph, const char *child,
+		   const struct stat *cb, bool ch, int err)
+{
+	struct stat pa, ca;
+	bool pha = lstat(parent, &pa) == 0, cha = lstat(child, &ca) == 0;
+	char pt[3] = "x", ct[3] = "x";
+	if (ph && pha)
+		times_changed(pt, pb, &pa);
+	if (ch && cha)
+		times_changed(ct, cb, &ca);
+	else if (cha)
+		strcpy(ct, "+");
+	else if (ch)
+		strcpy(ct, "0");
+	printf("%-40s %-12s parent:%s n=%lu child:%s", label, errname(err), pt, pha ? (unsigned long)pa.st_nlink : 0ul,
+	       ct);
+	if (cha)
+		printf(" n=%lu mode=%o", (unsigned long)ca.st_nlink, (unsigned)ca.st_mode);
+	printf("\n");
+	fflush(stdout);
+}
+
+#define STEP(label, parent, child, expr)                                                  \
+	do {                                                                              \
+		struct stat pb_, cb_;                                                     \
+		bool ph_ = lstat(parent, &pb_) == 0, ch_ = lstat(child, &cb_) == 0;       \
+		usleep(15000); /* past a coarse clock's tick (HZ=100) */                            \
+		errno = 0;                                                                \
+		int e_ = (expr) < 0 ? errno : 0;                                          \
+		report(label, parent, &pb_, ph_, child, &cb_, ch_, e_);                   \
+	} while (0)
+
+static int create_excl(const char *path)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0644);
+	return fd < 0 ? -1 : close(fd);
+}
+
+static int open_close(const char *path, int flags)
+{
+	int fd = open(path, flags | O_NONBLOCK);
+	return fd < 0 ? -1 : close(fd);
+}
+
+static int append(const char *path)
+{
+	int fd = open(path, O_WRONLY | O_APPEND | O_NONBLOCK);
+	if (fd < 0)
+		return -1;
+	ssize_t n = write(fd, "abc", 3);
+	int e = errno;
+	close(fd);
+	errno = e;
+	return n == 3 ? 0 : -1;
+}
+
+static int rename2(const char *from, const char *to, unsigned flags)
+{
+	return (int)syscall(SYS_renameat2, AT_FDCWD, from, AT_FDCWD, to, flags);
+}
+
+static int make(const char *type, const char *name)
+{
+	if (!strcmp(type, "reg"))
+		return create_excl(name);
+	if (!strcmp(type, "dir"))
+		return mkdir(name, 0755);
+	if (!strcmp(type, "fifo"))
+		return mknod(name, S_IFIFO | 0644, 0);
+	if (!strcmp(type, "chr"))
+		return mknod(name, S_IFCHR | 0644, makedev(1, 3));
+	if (!strcmp(type, "sock"))
+		return mknod(name, S_IFSOCK | 0644, 0);
+	return symlink("target", name);
+}
+
+static int script(const char *dir)
+{
+	if (chdir(dir) != 0)
+		return fail("chdir");
+	char label[128], n[64], l[64], m[64], in_sub[64];
+	if (mkdir("sub", 0777) != 0)
+		return fail("mkdir sub");
+	static const char *const types[] = {"reg", "dir", "fifo", "chr", "sock", "lnk"};
+	for (size_t t = 0; t < sizeof(types) / sizeof(types[0]); t++) {
+		const char *ty = types[t];
+		snprintf(n, sizeof(n), "t_%s", ty);
+		snprintf(l, sizeof(l), "t_%s.l", ty);
+		snprintf(m, sizeof(m), "t_%s.m", ty);
+		snprintf(in_sub, sizeof(in_sub), "sub/t_%s", ty);
+#define L(what) (snprintf(label, sizeof(label), "%s %s", ty, what), label)
+		STEP(L("create"), ".", n, make(ty, n));
+		STEP(L("create again"), ".", n, make(ty, n));
+		STEP(L("chmod 0600"), ".", n, fchmodat(AT_FDCWD, n, 0600, 0));
+		STEP(L("lchmod 0640"), ".", n, fchmodat(AT_FDCWD, n, 0640, AT_SYMLINK_NOFOLLOW));
+		STEP(L("lchown 1000:1000"), ".", n, fchownat(AT_FDCWD, n, 1000, 1000, AT_SYMLINK_NOFOLLOW));
+		STEP(L("lchown -1:-1"), ".", n, fchownat(AT_FDCWD, n, (uid_t)-1, (gid_t)-1, AT_SYMLINK_NOFOLLOW));
+		STEP(L("utimes now"), ".", n, utimensat(AT_FDCWD, n, NULL, AT_SYMLINK_NOFOLLOW));
+		struct timespec ts[2] = {{1000, 0}, {2000, 0}};
+		STEP(L("utimes 1000 2000"), ".", n, utimensat(AT_FDCWD, n, ts, AT_SYMLINK_NOFOLLOW));
+		STEP(L("truncate 5"), ".", n, truncate(n, 5));
+		STEP(L("open O_TRUNC"), ".", n, open_close(n, O_WRONLY | O_TRUNC));
+		STEP(L("open O_RDONLY"), ".", n, open_close(n, O_RDONLY));
+		STEP(L("append"), ".", n, append(n));
+		STEP(L("link"), ".", l, link(n, l));
+		STEP(L("rename link to new"), ".", m, rename(l, m));
+		STEP(L("rename over own link"), ".", n, rename(m, n));
+		STEP(L("unlink other name"), ".", m, unlink(m));
+		STEP(L("rename into sub"), "sub", in_sub, rename(n, in_sub));
+		STEP(L("rename back"), ".", n, rename(in_sub, n));
+		STEP(L("rename noreplace onto sub"), ".", n, rename2(n, "sub", RENAME_NOREPLACE));
+		STEP(L("rename exchange with sub"), ".", n, rename2(n, "sub", RENAME_EXCHANGE));
+		STEP(L("rename exchange back"), ".", n, rename2(n, "sub", RENAME_EXCHANGE));
+		STEP(L("unlink"), ".", n, unlink(n));
+		STEP(L("rmdir"), ".", n, rmdir(n));
+		STEP(L("unlink again"), ".", n, unlink(n));
+#undef L
+	}
+	/* rename and rmdir corners */
+	STEP("mkdir a", ".", "a", mkdir("a", 0755));
+	STEP("mkdir a/b", "a", "a/b", mkdir("a/b", 0755));
+	STEP("rename a into a/b/c", ".", "a", rename("a", "a/b/c"));
+	STEP("rename a to a", ".", "a", rename("a", "a"));
+	STEP("mkdir e", ".", "e", mkdir("e", 0755));
+	STEP("rename a/b over empty e", ".", "e", rename("a/b", "e"));
+	STEP("mkdir f", ".", "f", mkdir("f", 0755));
+	STEP("create f/x", "f", "f/x", create_excl("f/x"));
+	STEP("rename e over non-empty f", ".", "f", rename("e", "f"));
+	STEP("create g", ".", "g", create_excl("g"));
+	STEP("rename g over dir f", ".", "f", rename("g", "f"));
+	STEP("rename dir e over file g", ".", "g", rename("e", "g"));
+	STEP("rename . to x", ".", "x", rename(".", "x"));
+	STEP("rename a/.. to x", ".", "x", rename("a/..", "x"));
+	STEP("rename g to .", ".", "g", rename("g", "."));
+	STEP("rename g to a/..", ".", "g", rename("g", "a/.."));
+	STEP("rmdir .", ".", ".", rmdir("."));
+	STEP("rmdir a/..", ".", "a", rmdir("a/.."));
+	STEP("rmdir f (non-empty)", ".", "f", rmdir("f"));
+	STEP("mkdir over file g", ".", "g", mkdir("g", 0755));
+	STEP("create over dir f", ".", "f", create_excl("f"));
+	STEP("open dir f for writing", ".", "f", open_close("f", O_WRONLY));
+	STEP("link dir f", ".", "f2", link("f", "f2"));
+	STEP("create through file g/x", ".", "g", create_excl("g/x"));
+	STEP("unlink missing", ".", "nothing", unlink("nothing"));
+	STEP("create in missing dir", ".", "nothing", create_excl("nothing/x"));
+	STEP("exchange file g and dir f", ".", "g", rename2("g", "f", RENAME_EXCHANGE));
+	STEP("exchange back", ".", "g", rename2("g", "f", RENAME_EXCHANGE));
+	STEP("noreplace g onto e", ".", "e", rename2("g", "e", RENAME_NOREPLACE));
+	STEP("rename dir f into sub", "sub", "sub/f", rename("f", "sub/f"));
+	STEP("rename dir back", ".", "f", rename("sub/f", "f"));
+	STEP("hard link g g2", ".", "g2", link("g", "g2"));
+	STEP("rename g over g2 (same inode)", ".", "g2", rename("g", "g2"));
+	STEP("chmod 2755 g", ".", "g", chmod("g", 02755));
+	/* set up by the caller: rootowned (root's, 0644) and sticky/ (1777,
+	 * root's) with sticky/rootfile (root's, 0666) */
+	STEP("chmod rootowned", ".", "rootowned", chmod("rootowned", 0600));
+	STEP("chown rootowned", ".", "rootowned", chown("rootowned", 1000, 1000));
+	STEP("utimes now rootowned", ".", "rootowned", utimensat(AT_FDCWD, "rootowned", NULL, 0));
+	STEP("utimes set rootowned", ".", "rootowned", utimensat(AT_FDCWD, "rootowned", (struct timespec[2]){{5, 0}, {6, 0}}, 0));
+	STEP("truncate rootowned", ".", "rootowned", truncate("rootowned", 0));
+	STEP("rename in sticky", "sticky", "sticky/moved", rename("sticky/rootfile", "sticky/moved"));
+	STEP("unlink in sticky", "sticky", "sticky/rootfile", unlink("sticky/rootfile"));
+	STEP("append in sticky", "sticky", "sticky/rootfile", append("sticky/rootfile"));
+	STEP("create own in sticky", "sticky", "sticky/own", create_excl("sticky/own"));
+	STEP("unlink own in sticky", "sticky", "sticky/own", unlink("sticky/own"));
+	STEP("unlink rootowned", ".", "rootowned", unlink("rootowned"));
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
+	if (argc == 3 && !strcmp(argv[1], "script"))
+		return script(argv[2]);
 	if (argc == 3 && !strcmp(argv[1], "socket"))
 		return check_socket(argv[2]);
 	if (argc == 3 && !strcmp(argv[1], "sum")) {

@@ -25,7 +25,8 @@ tearDown() {
 
 mount_tmpfs() {
 	TMPFS=$(mktemp -d /tmp/vyrefs-tmpfs.XXXXXX)
-	mount -t tmpfs -o size=64m tmpfs "$TMPFS" || fail "tmpfs"
+	# nodev,nosuid: as libfuse mounts vyrefs
+	mount -t tmpfs -o size=64m,nodev,nosuid tmpfs "$TMPFS" || fail "tmpfs"
 	chmod 755 "$TMPFS"
 }
 
@@ -224,6 +225,40 @@ test_file_handles_outlive_the_kernels_caches() {
 	assertEquals "handle ok dir 3" "$(cd / && "$OLDPWD/$PROBE" handle "$MNT" "$MNT/a/b")"
 	# A file removed before the handle is used: ESTALE.
 	assertEquals "handle gone ESTALE" "$(cd / && "$OLDPWD/$PROBE" handle-gone "$MNT" "$MNT/a/b/f")"
+}
+
+# posix_script ROOT WHO: the probe's script in a fresh ROOT/w, as root or
+# as uid 1000 (setpriv), after setting up what it needs root for.
+posix_script() {
+	local w="$1/w-$2" run=""
+	mkdir "$w" && chmod 755 "$w"
+	: >"$w/rootowned"
+	mkdir "$w/sticky" && chmod 1777 "$w/sticky"
+	: >"$w/sticky/rootfile" && chmod 666 "$w/sticky/rootfile"
+	if [ "$2" = user ]; then
+		chown 1000:1000 "$w"
+		run="setpriv --reuid=1000 --regid=1000 --clear-groups"
+	fi
+	local probe
+	probe=$(realpath "$PROBE")
+	(cd / && $run "$probe" script "$w")
+}
+
+test_posix_script_matches_tmpfs_as_root_and_as_another_user() {
+	# Every file type through create, chmod, chown, utimes, truncate, open,
+	# link, rename (noreplace, exchange, corners), unlink and rmdir, plus
+	# permissions and sticky directories: each step's errno, whether the
+	# parent's and the child's mtime and ctime changed, and link counts.
+	unmount_vyrefs
+	mount_vyrefs "allow_other=on" || fail "mount"
+	mount_tmpfs
+	local who want got
+	for who in root user; do
+		want=$(posix_script "$TMPFS" $who)
+		got=$(posix_script "$MNT" $who)
+		assertEquals "$who: steps" 189 "$(echo "$want" | wc -l)"
+		assertEquals "$who: differences from tmpfs" "" "$(diff <(echo "$want") <(echo "$got"))"
+	done
 }
 
 . "${SHUNIT2:-/usr/bin/shunit2}"
