@@ -192,6 +192,20 @@ vy_err vy_file_allocate(vy_fs *fs, vy_inode *in, uint64_t off, uint64_t len, boo
 	return rc;
 }
 
+vy_err vy_file_punch(vy_fs *fs, vy_inode *in, uint64_t off, uint64_t len, vy_error *e)
+{
+	uint64_t end;
+	if (!vy_add_u64(off, len, &end) || end > VY_FILE_MAX)
+		end = VY_FILE_MAX;
+	/* Gathered writes land first, or their copy would overwrite zeros. */
+	vy_err rc = vy_wbehind_settle(fs, in, e);
+	if (rc != VY_OK)
+		return rc;
+	vy_readahead_forget(in);
+	uint64_t stop = end < in->size ? end : in->size;
+	return off < stop ? zero(fs, in, off, stop, e) : VY_OK;
+}
+
 vy_err vy_file_copy(vy_fs *fs, vy_inode *src, uint64_t off_in, vy_inode *dst, uint64_t off_out, uint64_t len,
 		    uint64_t *copied, vy_error *e)
 {

@@ -1086,8 +1086,12 @@ static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, of
 {
 	vy_fs *fs = fs_of(req);
 	vy_inode *in = handle_of(fi)->in;
-	if (mode & ~FALLOC_FL_KEEP_SIZE) {
-		fuse_reply_err(req, EOPNOTSUPP); /* punching holes, zero/collapse/insert range */
+	if (mode & ~(FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE)) {
+		fuse_reply_err(req, EOPNOTSUPP); /* zero, collapse, insert range: as tmpfs */
+		return;
+	}
+	if ((mode & FALLOC_FL_PUNCH_HOLE) && !(mode & FALLOC_FL_KEEP_SIZE)) {
+		fuse_reply_err(req, EINVAL); /* as fallocate(2): a hole keeps the size */
 		return;
 	}
 	if (in->kind != VY_FILE) {
@@ -1100,7 +1104,9 @@ static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, of
 	}
 	vy_error e;
 	pthread_rwlock_wrlock(&in->lock);
-	vy_err rc = vy_file_allocate(fs, in, (uint64_t)off, (uint64_t)len, mode & FALLOC_FL_KEEP_SIZE, &e);
+	vy_err rc = mode & FALLOC_FL_PUNCH_HOLE
+			    ? vy_file_punch(fs, in, (uint64_t)off, (uint64_t)len, &e)
+			    : vy_file_allocate(fs, in, (uint64_t)off, (uint64_t)len, mode & FALLOC_FL_KEEP_SIZE, &e);
 	pthread_rwlock_unlock(&in->lock);
 	if (rc == VY_OK)
 		wrote(req, in); /* times and suid/sgid, KEEP_SIZE too, as tmpfs */

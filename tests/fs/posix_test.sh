@@ -261,4 +261,33 @@ test_posix_script_matches_tmpfs_as_root_and_as_another_user() {
 	done
 }
 
+# punch_and_zero DIR: holes punched (and ranges zeroed: refused, as tmpfs
+# refuses them) in a written file, each followed by its size and checksum.
+punch_and_zero() {
+	local f=$1/pz
+	head -c 300000 "$WORK/data" >"$f"
+	for op in "--punch-hole -o 4096 -l 8192" "--punch-hole -o 100 -l 50" "--punch-hole -o 290000 -l 100000" \
+		"--zero-range -o 20000 -l 5000" "--zero-range -o 299000 -l 10000" \
+		"--zero-range --keep-size -o 305000 -l 4096" "--zero-range --keep-size -o 150000 -l 9999999"; do
+		# shellcheck disable=SC2086
+		fallocate $op "$f" 2>&1 | sed 's/.*: //'
+		echo "$op: $(stat -c %s "$f") $(cksum <"$f")"
+	done
+	fallocate --punch-hole -o 0 -l 4096 "$f" 2>&1 | sed 's/.*: //' # without --keep-size: fallocate(1) adds it
+	echo "collapse: $(fallocate --collapse-range -o 0 -l 4096 "$f" 2>&1 | sed 's/.*: //')"
+}
+
+test_punched_holes_and_zeroed_ranges_read_as_on_tmpfs() {
+	make_data "$WORK/data" 300000
+	mount_tmpfs
+	local want
+	want=$(punch_and_zero "$TMPFS")
+	assertContains "$want" "--punch-hole -o 100 -l 50: 300000 "
+	assertEquals "$want" "$(punch_and_zero "$MNT")"
+	# write-behind: gathered bytes land before the zeros
+	unmount_vyrefs
+	mount_vyrefs "write_behind=on" || fail "mount"
+	assertEquals "$want" "$(punch_and_zero "$MNT")"
+}
+
 . "${SHUNIT2:-/usr/bin/shunit2}"
