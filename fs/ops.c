@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/statvfs.h>
+#include <sys/sysmacros.h>
 #include <sys/xattr.h>
 
 #define NAME_MAX_LEN 255
@@ -486,10 +487,25 @@ static void reparent(vy_inode *in, vy_inode *from, vy_inode *to)
 	to->nlink++;
 }
 
-static int do_rename(vy_fs *fs, fuse_ino_t parent, const char *name, fuse_ino_t newparent, const char *newname,
-		     unsigned flags, vy_inode **gone)
+/* A whiteout (what overlayfs leaves over a lower file): a character device
+ * 0:0 of mode 0, the caller's (a setgid directory's group). NULL without
+ * memory. ns held. */
+static vy_inode *whiteout(vy_fs *fs, vy_inode *dir, const struct fuse_ctx *ctx)
 {
-	if (flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE) || (flags & RENAME_NOREPLACE && flags & RENAME_EXCHANGE))
+	pthread_mutex_lock(&dir->meta);
+	gid_t gid = dir->mode & S_ISGID ? dir->gid : ctx->gid;
+	pthread_mutex_unlock(&dir->meta);
+	vy_inode *wh = vy_inode_new(fs, VY_SPECIAL, S_IFCHR, ctx->uid, gid);
+	if (wh)
+		wh->rdev = makedev(0, 0);
+	return wh;
+}
+
+static int do_rename(vy_fs *fs, const struct fuse_ctx *ctx, fuse_ino_t parent, const char *name,
+		     fuse_ino_t newparent, const char *newname, unsigned flags, vy_inode **gone)
+{
+	if (flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE | RENAME_WHITEOUT) ||
+	    (flags & RENAME_EXCHANGE && flags & (RENAME_NOREPLACE | RENAME_WHITEOUT)))
 		return EINVAL;
 	if (strlen(name) > NAME_MAX_LEN || strlen(newname) > NAME_MAX_LEN)
 		return ENAMETOOLONG;
@@ -525,13 +541,18 @@ static int do_rename(vy_fs *fs, fuse_ino_t parent, const char *name, fuse_ino_t 
 			return EEXIST;
 		if (target == in)
 			return 0; /* two names of one file: POSIX says do nothing */
+		if (target && (in->kind == VY_DIR) != (target->kind == VY_DIR))
+			return in->kind == VY_DIR ? ENOTDIR : EISDIR;
+		if (target && target->kind == VY_DIR && target->dir.count > 0)
+			return ENOTEMPTY;
+		/* The whiteout is made first: past the entry's move, nothing
+		 * may fail. */
+		vy_inode *wh = NULL;
+		if ((flags & RENAME_WHITEOUT) && fs->inodes.count >= INODES_MAX)
+			return ENOSPC;
+		if ((flags & RENAME_WHITEOUT) && !(wh = whiteout(fs, p, ctx)))
+			return ENOMEM;
 		if (target) {
-			if (in->kind == VY_DIR && target->kind != VY_DIR)
-				return ENOTDIR;
-			if (in->kind != VY_DIR && target->kind == VY_DIR)
-				return EISDIR;
-			if (target->kind == VY_DIR && target->dir.count > 0)
-				return ENOTEMPTY;
 			/* Take over the target's entry: no allocation, so
 			 * nothing can fail past this point. */
 			nd->ino = in->ino;
@@ -544,9 +565,17 @@ static int do_rename(vy_fs *fs, fuse_ino_t parent, const char *name, fuse_ino_t 
 			vy_inode_touch(target, false);
 			*gone = target;
 		} else if (!vy_dir_add(&np->dir, newname, in->ino)) {
+			if (wh)
+				vy_inode_reap(fs, wh); /* no name, no reference: freed */
 			return ENOMEM;
 		}
-		vy_dir_remove(&p->dir, name);
+		if (wh) {
+			d->ino = wh->ino; /* the old name, now the whiteout's */
+			wh->nlink = 1;
+			vy_inode_touch(wh, false);
+		} else {
+			vy_dir_remove(&p->dir, name);
+		}
 		reparent(in, p, np);
 	}
 	vy_inode_touch(in, false);
@@ -562,7 +591,7 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
 	vy_fs *fs = fs_of(req);
 	vy_inode *gone = NULL;
 	pthread_mutex_lock(&fs->ns);
-	int err = do_rename(fs, parent, name, newparent, newname, flags, &gone);
+	int err = do_rename(fs, fuse_req_ctx(req), parent, name, newparent, newname, flags, &gone);
 	if (gone)
 		vy_inode_reap(fs, gone);
 	pthread_mutex_unlock(&fs->ns);

@@ -290,4 +290,27 @@ test_punched_holes_and_zeroed_ranges_read_as_on_tmpfs() {
 	assertEquals "$want" "$(punch_and_zero "$MNT")"
 }
 
+# whiteouts DIR: renames that leave a whiteout (what overlayfs needs).
+whiteouts() {
+	local d=$1 r="$BUILD/tests/fs/renameat2"
+	printf 'A' >"$d/a"
+	printf 'C' >"$d/c"
+	mkdir "$d/dir"
+	echo "a->b: $("$r" "$d/a" "$d/b" whiteout)"
+	echo "b->c: $("$r" "$d/b" "$d/c" whiteout)"
+	echo "dir->dir2: $("$r" "$d/dir" "$d/dir2" whiteout)"
+	echo "c->a (a whiteout): $("$r" "$d/c" "$d/a" whiteout)"
+	(cd "$d" && for f in *; do echo "$f $(stat -c '%F %a %u %g %Hr %Lr %h' "$f")"; done)
+}
+
+test_rename_whiteout_leaves_a_whiteout_as_on_tmpfs() {
+	mount_tmpfs
+	local want
+	want=$(whiteouts "$TMPFS")
+	assertContains "$want" "b character special file 0 0 0 0 0 1"
+	assertEquals "$want" "$(whiteouts "$MNT")"
+	assertEquals "A" "$(cat "$MNT/a")"
+	rm "$MNT/b" "$MNT/c" "$MNT/dir" || fail "whiteouts are removed as files"
+}
+
 . "${SHUNIT2:-/usr/bin/shunit2}"
