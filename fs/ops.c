@@ -90,6 +90,14 @@ static void wrote(fuse_req_t req, vy_inode *in)
 		fuse_lowlevel_notify_inval_inode(fs_of(req)->se, in->ino, -1, 0);
 }
 
+/* A file's capabilities go with a change of its bytes or owner, whoever
+ * makes it (the kernel's killpriv rule, left to us with
+ * FUSE_HANDLE_KILLPRIV_V2). The inode's write lock is held. */
+static void kill_caps(vy_inode *in)
+{
+	vy_xattrs_remove(&in->xattrs, "security.capability");
+}
+
 static void op_init(void *userdata, struct fuse_conn_info *conn)
 {
 	vy_fs *fs = userdata;
@@ -224,11 +232,18 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 		resized = attr->st_size >= 0 && (uint64_t)attr->st_size != in->size;
 		vy_err rc = attr->st_size < 0 ? vy_fail(&e, VY_EINVAL, "give a size of 0 or more", "negative size")
 					      : vy_file_truncate(fs, in, (uint64_t)attr->st_size, &e);
+		if (rc == VY_OK)
+			kill_caps(in);
 		pthread_rwlock_unlock(&in->lock);
 		if (rc != VY_OK) {
 			reply_vy(req, rc, &e, ino, "truncate");
 			return;
 		}
+	}
+	if ((to_set & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)) && in->kind != VY_DIR) {
+		pthread_rwlock_wrlock(&in->lock);
+		kill_caps(in);
+		pthread_rwlock_unlock(&in->lock);
 	}
 	pthread_mutex_lock(&in->meta);
 	mode_t was = in->mode;
@@ -656,6 +671,8 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		vy_error e;
 		pthread_rwlock_wrlock(&in->lock);
 		vy_err rc = in->size ? vy_file_truncate(fs, in, 0, &e) : VY_OK;
+		if (rc == VY_OK)
+			kill_caps(in);
 		pthread_rwlock_unlock(&in->lock);
 		if (rc != VY_OK) {
 			reply_vy(req, rc, &e, ino, "truncate at open");
@@ -786,6 +803,8 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 	vy_error e;
 	pthread_rwlock_wrlock(&in->lock);
 	vy_err rc = vy_file_write(fs, in, (uint64_t)off, buf, size, &e);
+	if (rc == VY_OK)
+		kill_caps(in);
 	pthread_rwlock_unlock(&in->lock);
 	if (rc == VY_OK)
 		wrote(req, in);
@@ -1008,8 +1027,12 @@ static int xattr_name_ok(const char *name)
 {
 	if (!strncmp(name, VYRE_XATTR_PREFIX, strlen(VYRE_XATTR_PREFIX)))
 		return EPERM; /* vyrefs's own, read-only */
-	if (strncmp(name, "user.", 5) != 0)
-		return EOPNOTSUPP; /* only the user namespace is stored */
+	/* As tmpfs: user., trusted. (the kernel lets only CAP_SYS_ADMIN at
+	 * them; overlayfs keeps its own there) and security. (file
+	 * capabilities, LSM labels). system. (POSIX ACLs) is not stored:
+	 * without FUSE_CAP_POSIX_ACL the kernel would not enforce them. */
+	if (strncmp(name, "user.", 5) != 0 && strncmp(name, "trusted.", 8) != 0 && strncmp(name, "security.", 9) != 0)
+		return EOPNOTSUPP;
 	return 0;
 }
 
@@ -1136,6 +1159,8 @@ static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, of
 	vy_err rc = mode & FALLOC_FL_PUNCH_HOLE
 			    ? vy_file_punch(fs, in, (uint64_t)off, (uint64_t)len, &e)
 			    : vy_file_allocate(fs, in, (uint64_t)off, (uint64_t)len, mode & FALLOC_FL_KEEP_SIZE, &e);
+	if (rc == VY_OK)
+		kill_caps(in);
 	pthread_rwlock_unlock(&in->lock);
 	if (rc == VY_OK)
 		wrote(req, in); /* times and suid/sgid, KEEP_SIZE too, as tmpfs */
@@ -1174,6 +1199,8 @@ static void op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in, 
 	vy_error e;
 	uint64_t copied = 0;
 	vy_err rc = vy_file_copy(fs, src, (uint64_t)off_in, dst, (uint64_t)off_out, len, &copied, &e);
+	if (rc == VY_OK && copied)
+		kill_caps(dst);
 	if (src != dst)
 		pthread_rwlock_unlock(&src->lock);
 	pthread_rwlock_unlock(&dst->lock);

@@ -174,8 +174,8 @@ test_user_xattrs_and_vyre_xattrs() {
 	assertNotEquals "an empty file has no buffer" 0 $?
 	setfattr -n user.vyre.handle -v 7 "$MNT/x" 2>/dev/null
 	assertNotEquals "user.vyre.* is read-only" 0 $?
-	setfattr -n trusted.x -v 1 "$MNT/x" 2>/dev/null
-	assertNotEquals "only user.* is stored" 0 $?
+	setfattr -n system.x -v 1 "$MNT/x" 2>/dev/null
+	assertNotEquals "system.* is not stored" 0 $?
 	setfattr -x user.color "$MNT/x" || fail "remove"
 	getfattr --absolute-names -n user.color "$MNT/x" >/dev/null 2>&1
 	assertNotEquals "removed" 0 $?

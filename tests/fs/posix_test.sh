@@ -313,4 +313,34 @@ test_rename_whiteout_leaves_a_whiteout_as_on_tmpfs() {
 	rm "$MNT/b" "$MNT/c" "$MNT/dir" || fail "whiteouts are removed as files"
 }
 
+# xattr_namespaces DIR: which namespaces are stored, and when a file's
+# capabilities (security.capability) go.
+xattr_namespaces() {
+	local f=$1/x
+	printf 'x' >"$f"
+	for a in user.a trusted.b security.c system.d; do
+		echo "$a: $(setfattr -n "$a" -v "v-$a" "$f" 2>&1 | sed 's/.*: //') $(getfattr --absolute-names --only-values -n "$a" "$f" 2>/dev/null)"
+	done
+	echo "listed: $(getfattr --absolute-names -d -m - "$f" | grep -v '^#' | tr '\n' ' ')"
+	echo "trusted as a user: $(setpriv --reuid=1000 --regid=1000 --clear-groups setfattr -n trusted.e -v 1 "$f" 2>&1 | sed 's/.*: //')"
+	for op in "printf y >>$f" "truncate -s 1 $f" "truncate -s 1 $f" "fallocate -n -l 8192 $f" "chown 0:0 $f" "chmod 755 $f" \
+		"cat $f"; do
+		setcap cap_net_raw+ep "$f" || echo "setcap failed"
+		sh -c "$op" >/dev/null
+		echo "caps after $op: $(getcap "$f" | sed 's/.* //')"
+	done | sed "s|$1/||g"
+}
+
+test_trusted_and_security_xattrs_and_caps_as_on_tmpfs() {
+	unmount_vyrefs
+	mount_vyrefs "allow_other=on" || fail "mount"
+	mount_tmpfs
+	local want
+	want=$(xattr_namespaces "$TMPFS")
+	assertContains "$want" "trusted.b:  v-trusted.b"
+	assertEquals "a write drops caps" "" "$(echo "$want" | sed -n 's/^caps after printf y >>x: //p')"
+	assertContains "$want" "caps after chmod 755 x: cap_net_raw=ep"
+	assertEquals "$want" "$(xattr_namespaces "$MNT")"
+}
+
 . "${SHUNIT2:-/usr/bin/shunit2}"
