@@ -343,4 +343,28 @@ test_trusted_and_security_xattrs_and_caps_as_on_tmpfs() {
 	assertEquals "$want" "$(xattr_namespaces "$MNT")"
 }
 
+test_remount_changes_flags_and_refuses_settings_by_name() {
+	unmount_vyrefs
+	mount_vyrefs "noexec,noatime" || fail "mount"
+	assertContains "generic flags reach the kernel" "$(findmnt -no OPTIONS "$MNT")" "rw,nosuid,nodev,noexec,noatime"
+	printf 'kept' >"$MNT/a"
+	# As mount.fuse3 runs it for `mount -o remount,ro`.
+	"$VYREFS" vyrefs "$MNT" -o remount,ro,user_id=0 || fail "remount ro"
+	assertContains "$(findmnt -no OPTIONS "$MNT")" "ro,nosuid,nodev,noexec,noatime"
+	assertEquals "Read-only file system" "$(why touch "$MNT/b")"
+	assertEquals "Read-only file system" "$(why sh -c "echo x >>'$MNT/a'")"
+	assertEquals "kept" "$(cat "$MNT/a")"
+	"$VYREFS" "$MNT" -o remount,rw,exec,page_cache=on || fail "remount rw, a setting as it is"
+	assertContains "$(findmnt -no OPTIONS "$MNT")" "rw,nosuid,nodev,noatime"
+	printf 'new' >"$MNT/b" || fail "writable again"
+	assertEquals "vyrefs: 'page_cache=off' cannot change on a live mount (Fix: leave it out of the remount, or unmount and mount again with it)" \
+		"$("$VYREFS" "$MNT" -o remount,page_cache=off 2>&1)"
+	exec 3>>"$MNT/b"
+	assertContains "open for writing" "$("$VYREFS" "$MNT" -o remount,ro 2>&1)" "Device or resource busy (Fix: close the files open for writing on it first)"
+	exec 3>&-
+	assertContains "$("$VYREFS" "$WORK" -o remount,ro 2>&1)" "is not a vyrefs mount"
+	unmount_vyrefs
+	assertReleased
+}
+
 . "${SHUNIT2:-/usr/bin/shunit2}"
