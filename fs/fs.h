@@ -50,6 +50,10 @@ typedef struct vy_inode {
 	uid_t uid;
 	gid_t gid;
 	struct timespec atime, mtime, ctime;
+	/* chattr flags (FS_IOC_SETFLAGS), meta: FS_IMMUTABLE_FL,
+	 * FS_APPEND_FL, FS_NODUMP_FL, FS_NOATIME_FL, as tmpfs keeps. The
+	 * kernel does not see them on a FUSE inode: vyrefs enforces i and a. */
+	unsigned attr_flags;
 	_Atomic uint32_t nlink; /* written under ns */
 	uint64_t nlookup; /* ns: the kernel's references */
 	uint32_t opens;   /* ns: open file handles */

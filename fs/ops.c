@@ -118,6 +118,18 @@ static bool name_too_long(fuse_req_t req, const char *name)
 	return true;
 }
 
+/* chattr's flags vyrefs keeps, as tmpfs keeps them. */
+#define VY_ATTR_FLAGS (FS_IMMUTABLE_FL | FS_APPEND_FL | FS_NODUMP_FL | FS_NOATIME_FL)
+
+/* Whether `in` is immutable (chattr +i), or append-only too when `append`. */
+static bool frozen(vy_inode *in, bool append)
+{
+	pthread_mutex_lock(&in->meta);
+	unsigned f = in->attr_flags;
+	pthread_mutex_unlock(&in->meta);
+	return (f & FS_IMMUTABLE_FL) || (append && (f & FS_APPEND_FL));
+}
+
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	vy_fs *fs = fs_of(req);
@@ -217,6 +229,22 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 		ctime_only = false;
 	}
 	bool resized = false; /* truncate(2) to the size it has changes no time */
+	{
+		/* chattr +i: nothing changes; +a: no size, mode, owner or
+		 * given times (touching to now is an append's right). */
+		pthread_mutex_lock(&in->meta);
+		unsigned f = in->attr_flags;
+		pthread_mutex_unlock(&in->meta);
+		int kill = FUSE_SET_ATTR_KILL_SUID | FUSE_SET_ATTR_KILL_SGID;
+		bool given_times = ((to_set & FUSE_SET_ATTR_ATIME) && !(to_set & FUSE_SET_ATTR_ATIME_NOW)) ||
+				   ((to_set & FUSE_SET_ATTR_MTIME) && !(to_set & FUSE_SET_ATTR_MTIME_NOW));
+		int changes = FUSE_SET_ATTR_MODE | FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID | FUSE_SET_ATTR_SIZE;
+		if (((f & FS_IMMUTABLE_FL) && (to_set & ~kill)) ||
+		    ((f & FS_APPEND_FL) && ((to_set & changes) || given_times))) {
+			fuse_reply_err(req, EPERM);
+			return;
+		}
+	}
 	if ((to_set & FUSE_SET_ATTR_SIZE) && in->kind == VY_MODULE) {
 		int err = attr->st_size < 0 ? EINVAL : vy_moddir_truncate(in, (uint64_t)attr->st_size);
 		if (err) {
@@ -324,6 +352,8 @@ static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name, vy_ki
 	}
 	if (!err && vy_dir_find(&p->dir, name))
 		err = EEXIST;
+	if (!err && frozen(p, false))
+		err = EPERM; /* an immutable directory takes no new entry */
 	if (!err && fs->inodes.count >= INODES_MAX)
 		err = ENOSPC;
 	gid_t gid = ctx->gid;
@@ -440,8 +470,8 @@ static void remove_name(fuse_req_t req, fuse_ino_t parent, const char *name, boo
 		err = ENOTDIR;
 	else if (!in)
 		err = ENOENT;
-	else if (in->fixed)
-		err = EPERM;
+	else if (in->fixed || frozen(in, true) || frozen(p, true))
+		err = EPERM; /* chattr +i or +a on the entry or its directory */
 	else if (dir && in->kind != VY_DIR)
 		err = ENOTDIR;
 	else if (!dir && in->kind == VY_DIR)
@@ -539,6 +569,8 @@ static int do_rename(vy_fs *fs, const struct fuse_ctx *ctx, fuse_ino_t parent, c
 		return ENOENT;
 	if (in->fixed || (target && target->fixed))
 		return EPERM;
+	if (frozen(in, true) || (target && frozen(target, true)) || frozen(p, true) || frozen(np, true))
+		return EPERM; /* chattr +i or +a */
 	if (in->kind == VY_DIR && under(fs, np, in))
 		return EINVAL; /* into itself */
 	if (flags & RENAME_EXCHANGE) {
@@ -628,6 +660,8 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const 
 		err = EPERM;
 	else if (!err && vy_dir_find(&np->dir, newname))
 		err = EEXIST;
+	else if (!err && (frozen(in, true) || frozen(np, false)))
+		err = EPERM; /* chattr +i or +a */
 	else if (!err && in->nlink == UINT32_MAX)
 		err = EMLINK;
 	else if (!err && !vy_dir_add(&np->dir, newname, in->ino))
@@ -657,6 +691,11 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		return;
 	}
 	bool writing = (fi->flags & O_ACCMODE) != O_RDONLY;
+	if ((writing || (fi->flags & O_TRUNC)) &&
+	    (frozen(in, false) || (frozen(in, true) && (!(fi->flags & O_APPEND) || (fi->flags & O_TRUNC))))) {
+		fuse_reply_err(req, EPERM); /* chattr +i: no writer; +a: appends only */
+		return;
+	}
 	if (in->kind == VY_VIRTUAL && writing && in->virt != VY_V_CTL) {
 		fuse_reply_err(req, EPERM); /* .vyre's files are vyrefs's to write */
 		return;
@@ -798,6 +837,10 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 			fuse_reply_err(req, err);
 		else
 			fuse_reply_write(req, size);
+		return;
+	}
+	if (frozen(in, false)) {
+		fuse_reply_err(req, EPERM); /* made immutable while open */
 		return;
 	}
 	vy_error e;
@@ -1043,6 +1086,8 @@ static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const 
 	int err = in ? xattr_name_ok(name) : ENOENT;
 	if (!err && in->fixed && in->ino != FUSE_ROOT_ID)
 		err = EPERM;
+	if (!err && frozen(in, true))
+		err = EPERM; /* chattr +i or +a */
 	if (!err) {
 		pthread_rwlock_wrlock(&in->lock);
 		err = vy_xattrs_set(&in->xattrs, name, value, size, flags);
@@ -1124,6 +1169,8 @@ static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 	int err = in ? xattr_name_ok(name) : ENOENT;
 	if (!err && in->fixed && in->ino != FUSE_ROOT_ID)
 		err = EPERM;
+	if (!err && frozen(in, true))
+		err = EPERM; /* chattr +i or +a */
 	if (!err) {
 		pthread_rwlock_wrlock(&in->lock);
 		err = vy_xattrs_remove(&in->xattrs, name);
@@ -1152,6 +1199,10 @@ static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, of
 	}
 	if (off < 0 || len <= 0) {
 		fuse_reply_err(req, EINVAL);
+		return;
+	}
+	if (frozen(in, false) || (frozen(in, true) && (mode & ~FALLOC_FL_KEEP_SIZE))) {
+		fuse_reply_err(req, EPERM); /* as vfs_fallocate for chattr +i, +a */
 		return;
 	}
 	vy_error e;
@@ -1183,6 +1234,10 @@ static void op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in, 
 		fuse_reply_err(req, EOPNOTSUPP); /* the kernel falls back to read and write */
 		return;
 	}
+	if (frozen(dst, false)) {
+		fuse_reply_err(req, EPERM);
+		return;
+	}
 	/* The reply's count is 32 bits wide: copy at most that, in pages. */
 	if (len > (UINT32_MAX & ~(size_t)4095))
 		len = UINT32_MAX & ~(size_t)4095;
@@ -1211,6 +1266,100 @@ static void op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in, 
 		fuse_reply_write(req, (size_t)copied);
 	else
 		reply_vy(req, rc, &e, ino_out, "copy_file_range");
+}
+
+/* chattr and lsattr (FS_IOC_GETFLAGS, FS_IOC_SETFLAGS; the kernel checks
+ * CAP_LINUX_IMMUTABLE for i and a). Flags tmpfs does not keep are refused
+ * with EOPNOTSUPP, as tmpfs refuses them. */
+static void op_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void *arg, struct fuse_file_info *fi, unsigned flags,
+		     const void *in_buf, size_t in_bufsz, size_t out_bufsz)
+{
+	(void)arg;
+	(void)fi;
+	(void)flags;
+	vy_fs *fs = fs_of(req);
+	vy_inode *in = vy_fs_inode(fs, ino);
+	if (!in) {
+		fuse_reply_err(req, ENOENT);
+		return;
+	}
+	/* The kernel reads the old flags as an fsxattr before setting. */
+	static const struct {
+		unsigned flag, xflag;
+	} xmap[] = {{FS_IMMUTABLE_FL, FS_XFLAG_IMMUTABLE},
+		    {FS_APPEND_FL, FS_XFLAG_APPEND},
+		    {FS_NODUMP_FL, FS_XFLAG_NODUMP},
+		    {FS_NOATIME_FL, FS_XFLAG_NOATIME}};
+	unsigned cur, want;
+	struct fsxattr fx;
+	switch (cmd) {
+	case FS_IOC_FSGETXATTR:
+		if (out_bufsz < sizeof(fx)) {
+			fuse_reply_err(req, EINVAL);
+			return;
+		}
+		memset(&fx, 0, sizeof(fx));
+		pthread_mutex_lock(&in->meta);
+		cur = in->attr_flags;
+		pthread_mutex_unlock(&in->meta);
+		for (size_t i = 0; i < sizeof(xmap) / sizeof(xmap[0]); i++)
+			if (cur & xmap[i].flag)
+				fx.fsx_xflags |= xmap[i].xflag;
+		fuse_reply_ioctl(req, 0, &fx, sizeof(fx));
+		return;
+	case FS_IOC_FSSETXATTR:
+		if (in_bufsz < sizeof(fx)) {
+			fuse_reply_err(req, EINVAL);
+			return;
+		}
+		memcpy(&fx, in_buf, sizeof(fx));
+		want = 0;
+		for (size_t i = 0; i < sizeof(xmap) / sizeof(xmap[0]); i++)
+			if (fx.fsx_xflags & xmap[i].xflag) {
+				want |= xmap[i].flag;
+				fx.fsx_xflags &= ~xmap[i].xflag;
+			}
+		if (fx.fsx_xflags || fx.fsx_extsize || fx.fsx_projid || fx.fsx_cowextsize) {
+			fuse_reply_err(req, EOPNOTSUPP);
+			return;
+		}
+		break;
+	case FS_IOC_GETFLAGS:
+	case FS_IOC32_GETFLAGS:
+		if (out_bufsz < sizeof(cur)) {
+			fuse_reply_err(req, EINVAL);
+			return;
+		}
+		pthread_mutex_lock(&in->meta);
+		cur = in->attr_flags;
+		pthread_mutex_unlock(&in->meta);
+		fuse_reply_ioctl(req, 0, &cur, sizeof(cur));
+		return;
+	case FS_IOC_SETFLAGS:
+	case FS_IOC32_SETFLAGS:
+		if (in_bufsz < sizeof(want)) {
+			fuse_reply_err(req, EINVAL);
+			return;
+		}
+		memcpy(&want, in_buf, sizeof(want));
+		if (want & ~VY_ATTR_FLAGS) {
+			fuse_reply_err(req, EOPNOTSUPP);
+			return;
+		}
+		break;
+	default:
+		fuse_reply_err(req, ENOTTY);
+		return;
+	}
+	if (in->fixed && in->ino != FUSE_ROOT_ID) {
+		fuse_reply_err(req, EPERM);
+		return;
+	}
+	pthread_mutex_lock(&in->meta);
+	in->attr_flags = want;
+	vy_now(&in->ctime);
+	pthread_mutex_unlock(&in->meta);
+	fuse_reply_ioctl(req, 0, NULL, 0);
 }
 
 const struct fuse_lowlevel_ops vy_fs_ops = {
@@ -1245,4 +1394,5 @@ const struct fuse_lowlevel_ops vy_fs_ops = {
 	.create = op_create,
 	.fallocate = op_fallocate,
 	.copy_file_range = op_copy_file_range,
+	.ioctl = op_ioctl,
 };

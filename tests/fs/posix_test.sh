@@ -367,4 +367,32 @@ test_remount_changes_flags_and_refuses_settings_by_name() {
 	assertReleased
 }
 
+# chattr_matrix DIR: what each operation answers on a file (and in a
+# directory) with chattr +i and +a, and lsattr's view.
+chattr_matrix() {
+	local d=$1 flag op
+	for flag in i a; do
+		for op in "echo x >>f" "echo x >f" "truncate -s 0 f" "rm f" "mv f g" "ln f g" "chmod 600 f" \
+			"chown 1:1 f" "touch f" "touch -d @5 f" "setfattr -n user.x -v 1 f" "fallocate -l 8192 f" \
+			"fallocate -n -l 8192 f" "cat f" "touch dir/new" "rm dir/old" "mv dir/old dir/o2" "mkdir dir/sub"; do
+			rm -rf "$d/w" && mkdir -p "$d/w/dir" && printf 'abc' >"$d/w/f" && printf 'o' >"$d/w/dir/old"
+			chattr "+$flag" "$d/w/f" "$d/w/dir" || echo "chattr +$flag failed"
+			echo "+$flag $op: $(cd "$d/w" && sh -c "$op" 2>&1 >/dev/null | sed 's/.*: //')"
+			chattr "-$flag" "$d/w/f" "$d/w/dir"
+		done
+	done
+	lsattr -d "$d/w/f" | cut -c1-22
+	chattr +dA "$d/w/f" && lsattr -d "$d/w/f" | cut -c1-22
+	echo "+c: $(chattr +c "$d/w/f" 2>&1 | sed 's/.*: //; s/ while.*//')"
+}
+
+test_chattr_immutable_and_append_only_as_on_tmpfs() {
+	mount_tmpfs
+	local want
+	want=$(chattr_matrix "$TMPFS")
+	assertContains "$want" "+i echo x >>f: Operation not permitted"
+	assertContains "$want" "+a echo x >>f: "
+	assertEquals "$want" "$(chattr_matrix "$MNT")"
+}
+
 . "${SHUNIT2:-/usr/bin/shunit2}"
