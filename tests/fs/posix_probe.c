@@ -495,6 +495,35 @@ static int script(const char *dir)
 	STEP("create own in sticky", "sticky", "sticky/own", create_excl("sticky/own"));
 	STEP("unlink own in sticky", "sticky", "sticky/own", unlink("sticky/own"));
 	STEP("unlink rootowned", ".", "rootowned", unlink("rootowned"));
+	/* setgid directories, open flags, symlinks */
+	STEP("mkdir sg", ".", "sg", mkdir("sg", 0775));
+	STEP("chmod 2775 sg", ".", "sg", chmod("sg", 02775));
+	STEP("mkdir sg/d", "sg", "sg/d", mkdir("sg/d", 0755));
+	STEP("create sg/f", "sg", "sg/f", create_excl("sg/f"));
+	STEP("mkfifo sg/p", "sg", "sg/p", mknod("sg/p", S_IFIFO | 02755, 0));
+	STEP("chmod 2755 sg/f", "sg", "sg/f", chmod("sg/f", 02755));
+	STEP("symlink sl -> g", ".", "sl", symlink("g", "sl"));
+	STEP("symlink dl -> sg", ".", "dl", symlink("sg", "dl"));
+	STEP("open sl O_NOFOLLOW", ".", "sl", open_close("sl", O_RDONLY | O_NOFOLLOW));
+	STEP("open g O_DIRECTORY", ".", "g", open_close("g", O_RDONLY | O_DIRECTORY));
+	STEP("create sl O_EXCL", ".", "sl", create_excl("sl"));
+	STEP("create dl/x through link", "sg", "sg/x", create_excl("dl/x"));
+	STEP("rmdir dl (a link)", ".", "dl", rmdir("dl"));
+	STEP("rename sg to dl (dir over link)", ".", "dl", rename("sg", "dl"));
+	STEP("rename dl to sg", ".", "sg", rename("dl", "sg"));
+	STEP("truncate sl (follows)", ".", "g", truncate("sl", 3));
+	STEP("utimes sl follows", ".", "g", utimensat(AT_FDCWD, "sl", NULL, 0));
+	STEP("link sl (the link itself)", ".", "sl2", linkat(AT_FDCWD, "sl", AT_FDCWD, "sl2", 0));
+	STEP("link sl -L (the target)", ".", "g3", linkat(AT_FDCWD, "sl", AT_FDCWD, "g3", AT_SYMLINK_FOLLOW));
+	STEP("mkdir name with /.. trail", ".", "q", mkdir("q/..", 0755));
+	STEP("rename sub/.. away", ".", "sub", rename("sub/..", "zz"));
+	STEP("rmdir sub/.", "sub", "sub", rmdir("sub/."));
+	STEP("rename sg/d to sub/d", "sub", "sub/d", rename("sg/d", "sub/d"));
+	STEP("rename sub sg/sub (dir with a dir)", "sg", "sg/sub", rename("sub", "sg/sub"));
+	STEP("rename sg/sub over empty sg/d", "sg", "sg/sub", rename("sg/sub", "sg/d"));
+	STEP("mkdir sg/d/d/x", "sg/d/d", "sg/d/d/x", mkdir("sg/d/d/x", 0700));
+	STEP("rename sg under its own descendant", ".", "sg", rename("sg", "sg/d/d/x/y"));
+	STEP("rename sg/d/d/x up to sg/x", "sg", "sg/x", rename("sg/d/d/x", "sg/x"));
 	return 0;
 }
 
