@@ -61,6 +61,7 @@ typedef struct vy_inode {
 	uint64_t size, cap;
 	vy_handle buf; /* 0: no buffer (empty file) */
 	bool written;  /* since the last capacity fit */
+	bool linkable; /* ns: an O_TMPFILE without O_EXCL, which linkat may name */
 	struct vy_wbehind *wb; /* write-behind slots (wbehind.h), or NULL */
 	_Atomic(struct vy_readahead *) ra; /* readahead chunks (readahead.h), or NULL */
 	/* VY_DIR */

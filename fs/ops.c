@@ -334,6 +334,8 @@ static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name, vy_ki
 	const struct fuse_ctx *ctx = fuse_req_ctx(req);
 	if (name_too_long(req, name))
 		return;
+	/* O_TMPFILE (session.h): a file without a name, until linkat. */
+	bool tmpfile = fi && !strcmp(name, VY_SESSION_TMPFILE_NAME);
 	char *copy = target ? strdup(target) : NULL;
 	vy_open *h = fi ? vy_open_new(NULL) : NULL;
 	if ((target && !copy) || (fi && !h)) {
@@ -347,7 +349,7 @@ static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name, vy_ki
 	int err = writable_dir(fs, p);
 	char *module = NULL;
 	if (!err && p->ino == fs->modules_ino) {
-		err = kind == VY_FILE ? vy_moddir_name(name, &module) : EPERM;
+		err = tmpfile ? EOPNOTSUPP : kind == VY_FILE ? vy_moddir_name(name, &module) : EPERM;
 		kind = VY_MODULE;
 	}
 	if (!err && vy_dir_find(&p->dir, name))
@@ -368,7 +370,7 @@ static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name, vy_ki
 	}
 	if (!err && !(in = vy_inode_new(fs, kind, mode, ctx->uid, gid)))
 		err = ENOMEM;
-	if (!err && !vy_dir_add(&p->dir, name, in->ino))
+	if (!err && !tmpfile && !vy_dir_add(&p->dir, name, in->ino))
 		err = ENOMEM; /* the nameless inode is reaped below */
 	if (err) {
 		if (in) {
@@ -389,9 +391,11 @@ static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name, vy_ki
 		in->parent = p->ino;
 		p->nlink++;
 	} else {
-		in->nlink = 1;
+		in->nlink = tmpfile ? 0 : 1;
+		in->linkable = tmpfile && !(fi->flags & O_EXCL); /* O_EXCL: never named */
 	}
-	vy_inode_touch(p, true);
+	if (!tmpfile)
+		vy_inode_touch(p, true);
 	if (fi) {
 		h->in = in;
 		in->opens++;
@@ -402,6 +406,8 @@ static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name, vy_ki
 		memset(&ep, 0, sizeof(ep));
 		in->nlookup++;
 		vy_inode_stat(fs, in, &ep.attr);
+		if (tmpfile)
+			ep.attr.st_nlink = 1; /* the kernel's d_tmpfile takes it to 0 */
 		ep.ino = in->ino;
 		ep.generation = fs->generation;
 		ep.attr_timeout = ep.entry_timeout = VY_ATTR_TIMEOUT;
@@ -653,8 +659,8 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const 
 	pthread_mutex_lock(&fs->ns);
 	vy_inode *in = vy_u64map_get(&fs->inodes, ino), *np = vy_u64map_get(&fs->inodes, newparent);
 	int err = writable_dir(fs, np);
-	if (!err && !in)
-		err = ENOENT;
+	if (!err && (!in || (in->nlink == 0 && !in->linkable)))
+		err = ENOENT; /* gone, or an O_TMPFILE made with O_EXCL */
 	else if (!err && (in->kind == VY_DIR || in->fixed || in->kind == VY_MODULE || in->kind == VY_VIRTUAL ||
 			  np->ino == fs->modules_ino))
 		err = EPERM;

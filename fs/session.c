@@ -33,6 +33,14 @@ static ssize_t io_read(int fd, void *buf, size_t len, void *userdata)
 	(void)userdata;
 	ssize_t n = read(fd, buf, len);
 	const struct fuse_in_header *in = buf;
+	if (n >= (ssize_t)sizeof(*in) && in->opcode == FUSE_TMPFILE) {
+		/* O_TMPFILE: libfuse 3.14 has no operation for it and would
+		 * answer ENOSYS. Its body is CREATE's (fuse_create_in, then the
+		 * name, which is "/": no real create can name that), and so is
+		 * the reply's; the create operation makes an unnamed inode for
+		 * that name (vy_session_tmpfile_name). */
+		((struct fuse_in_header *)buf)->opcode = FUSE_CREATE;
+	}
 	if (n >= (ssize_t)(sizeof(*in) + sizeof(struct fuse_init_in)) && in->opcode == FUSE_INIT) {
 		const struct fuse_init_in *arg = (const void *)(in + 1);
 		atomic_store(&init_offered, (arg->flags & FUSE_HANDLE_KILLPRIV_V2) != 0);

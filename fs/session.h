@@ -19,6 +19,11 @@ void vy_session_conn(struct fuse_conn_info *conn, size_t max_write);
  * write. -1 when the mount failed. */
 int vy_session_mount(struct fuse_session *se, const char *mountpoint);
 
+/* The name a create carries when it is an O_TMPFILE (session.c turns the
+ * kernel's FUSE_TMPFILE into a create of this name): make the inode
+ * without a name. */
+#define VY_SESSION_TMPFILE_NAME "/"
+
 /* `mode` (of a file in group `gid`) after a write, truncate or fallocate
  * by the request's caller, or after a chown (`chown`): suid and sgid
  * dropped as the kernel would drop them (session.c says the rule). */

@@ -16,6 +16,8 @@
  *   script DIR           a fixed script of POSIX operations in DIR, one
  *                        line a step (errno, parent and child times and
  *                        link counts), to compare with tmpfs
+ *   tmpfile DIR          O_TMPFILE written, linked in by linkat; an O_EXCL
+ *                        one linkat refuses
  *   dio FILE ROUNDS      buffered readers run while another fd writes the
  *                        whole file with O_DIRECT AIO; afterwards every
  *                        buffered read must show the new bytes: "dio stale=0" */
@@ -527,8 +529,45 @@ static int script(const char *dir)
 	return 0;
 }
 
+/* tmpfile DIR: O_TMPFILE, written, linked in with linkat; an O_EXCL one
+ * that linkat refuses. One line a step. */
+static int check_tmpfile(const char *dir)
+{
+	char proc[64], named[4096], buf[16] = {0};
+	struct stat st;
+	int fd = open(dir, O_TMPFILE | O_RDWR, 0640);
+	if (fd < 0)
+		return fail("open O_TMPFILE");
+	if (write(fd, "hello", 5) != 5 || fstat(fd, &st) != 0)
+		return fail("write");
+	printf("unnamed: nlink=%lu size=%lld mode=%o\n", (unsigned long)st.st_nlink, (long long)st.st_size,
+	       (unsigned)st.st_mode);
+	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
+	snprintf(named, sizeof(named), "%s/named", dir);
+	if (linkat(AT_FDCWD, proc, AT_FDCWD, named, AT_SYMLINK_FOLLOW) != 0)
+		return fail("linkat");
+	close(fd);
+	fd = open(named, O_RDONLY);
+	if (fd < 0 || fstat(fd, &st) != 0 || read(fd, buf, sizeof(buf) - 1) < 0)
+		return fail("named");
+	close(fd);
+	printf("linked: nlink=%lu size=%lld mode=%o bytes=%s\n", (unsigned long)st.st_nlink, (long long)st.st_size,
+	       (unsigned)st.st_mode, buf);
+	fd = open(dir, O_TMPFILE | O_RDWR | O_EXCL, 0600);
+	if (fd < 0)
+		return fail("open O_TMPFILE|O_EXCL");
+	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
+	snprintf(named, sizeof(named), "%s/excl", dir);
+	int rc = linkat(AT_FDCWD, proc, AT_FDCWD, named, AT_SYMLINK_FOLLOW);
+	printf("O_EXCL linkat: %s\n", rc == 0 ? "OK" : errname(errno));
+	close(fd);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
+	if (argc == 3 && !strcmp(argv[1], "tmpfile"))
+		return check_tmpfile(argv[2]);
 	if (argc == 3 && !strcmp(argv[1], "script"))
 		return script(argv[2]);
 	if (argc == 3 && !strcmp(argv[1], "socket"))

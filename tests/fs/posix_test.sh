@@ -402,4 +402,17 @@ test_chattr_immutable_and_append_only_as_on_tmpfs() {
 	assertEquals "$want" "$(chattr_matrix "$MNT")"
 }
 
+test_o_tmpfile_as_on_tmpfs() {
+	mount_tmpfs
+	local want
+	want=$("$PROBE" tmpfile "$TMPFS")
+	assertContains "$want" "linked: nlink=1 size=5 mode=100640 bytes=hello"
+	assertEquals "$want" "$("$PROBE" tmpfile "$MNT")"
+	assertEquals "named" "$(ls "$MNT")"
+	# The O_EXCL one, never named, is gone with its buffer.
+	assertEquals 1 "$(stat_of resident_buffers)"
+	unmount_vyrefs
+	assertReleased
+}
+
 . "${SHUNIT2:-/usr/bin/shunit2}"
