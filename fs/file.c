@@ -86,6 +86,15 @@ static vy_err reserve(vy_fs *fs, vy_inode *in, uint64_t need, vy_error *e)
 	if (!exact || need > VY_FILE_MAX)
 		return vy_fail(e, VY_EOVERFLOW, "keep files under 8 EiB", "a %llu-byte file is too large",
 			       (unsigned long long)need);
+	/* Larger than the whole budget: no freeing could ever make room, so
+	 * this is EFBIG (too large for this filesystem), not ENOSPC. */
+	vy_store_usage u;
+	vy_store_usage_get(fs->core->store, &u);
+	if (exact > u.budget)
+		return vy_fail(e, VY_EOVERFLOW,
+			       "keep the file under the budget, or mount with a larger one (-o resident_budget=SIZE)",
+			       "a %llu-byte file is larger than this mount's whole resident budget of %llu bytes",
+			       (unsigned long long)need, (unsigned long long)u.budget);
 	uint64_t doubled = in->cap <= UINT64_MAX / 2 ? page_up(in->cap * 2) : 0;
 	uint64_t want = doubled > exact ? doubled : exact;
 	vy_err rc = rebuffer(fs, in, want, e);
@@ -197,6 +206,20 @@ vy_err vy_file_allocate(vy_fs *fs, vy_inode *in, uint64_t off, uint64_t len, boo
 	if (rc == VY_OK)
 		in->size = end;
 	return rc;
+}
+
+vy_err vy_file_punch(vy_fs *fs, vy_inode *in, uint64_t off, uint64_t len, vy_error *e)
+{
+	uint64_t end;
+	if (!vy_add_u64(off, len, &end) || end > VY_FILE_MAX)
+		end = VY_FILE_MAX;
+	/* Gathered writes land first, or their copy would overwrite zeros. */
+	vy_err rc = vy_wbehind_settle(fs, in, e);
+	if (rc != VY_OK)
+		return rc;
+	vy_readahead_forget(in);
+	uint64_t stop = end < in->size ? end : in->size;
+	return off < stop ? zero(fs, in, off, stop, e) : VY_OK;
 }
 
 vy_err vy_file_copy(vy_fs *fs, vy_inode *src, uint64_t off_in, vy_inode *dst, uint64_t off_out, uint64_t len,

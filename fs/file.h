@@ -27,6 +27,9 @@ vy_err vy_file_write(vy_fs *fs, vy_inode *in, uint64_t off, const void *buf, siz
 vy_err vy_file_truncate(vy_fs *fs, vy_inode *in, uint64_t size, vy_error *e);
 /* Make room for [off, off+len); unless keep_size, extend the file over it. */
 vy_err vy_file_allocate(vy_fs *fs, vy_inode *in, uint64_t off, uint64_t len, bool keep_size, vy_error *e);
+/* Punch a hole: [off, off+len) within the size reads as zeros, the size
+ * stays. Files are not sparse: the hole keeps its device bytes, zeroed. */
+vy_err vy_file_punch(vy_fs *fs, vy_inode *in, uint64_t off, uint64_t len, vy_error *e);
 /* Copy up to len bytes on the device (both locked; the same inode once);
  * *copied says how many (fewer at the source's end). */
 vy_err vy_file_copy(vy_fs *fs, vy_inode *src, uint64_t off_in, vy_inode *dst, uint64_t off_out, uint64_t len,

@@ -27,8 +27,10 @@
 #include "fs/xattr.h"
 
 /* VY_MODULE: a file in .vyre/modules/, kept in host memory (it is code for
- * the JIT, not a GPU buffer). */
-typedef enum vy_kind { VY_DIR, VY_FILE, VY_SYMLINK, VY_VIRTUAL, VY_MODULE } vy_kind;
+ * the JIT, not a GPU buffer). VY_SPECIAL: a FIFO, character or block device
+ * or socket: mode and rdev only, no buffer; the kernel gives it its
+ * behaviour and never opens it through vyrefs. */
+typedef enum vy_kind { VY_DIR, VY_FILE, VY_SYMLINK, VY_VIRTUAL, VY_MODULE, VY_SPECIAL } vy_kind;
 
 /* The files of .vyre/ whose content vyrefs makes. */
 typedef enum vy_virtual {
@@ -44,10 +46,15 @@ typedef struct vy_inode {
 	bool fixed; /* root, .vyre and its entries: not removed or renamed */
 	pthread_rwlock_t lock;
 	pthread_mutex_t meta;
-	mode_t mode;
+	mode_t mode; /* its S_IFMT bits never change */
+	dev_t rdev;  /* VY_SPECIAL: the device number */
 	uid_t uid;
 	gid_t gid;
 	struct timespec atime, mtime, ctime;
+	/* chattr flags (FS_IOC_SETFLAGS), meta: FS_IMMUTABLE_FL,
+	 * FS_APPEND_FL, FS_NODUMP_FL, FS_NOATIME_FL, as tmpfs keeps. The
+	 * kernel does not see them on a FUSE inode: vyrefs enforces i and a. */
+	unsigned attr_flags;
 	_Atomic uint32_t nlink; /* written under ns */
 	uint64_t nlookup; /* ns: the kernel's references */
 	uint32_t opens;   /* ns: open file handles */
@@ -56,6 +63,7 @@ typedef struct vy_inode {
 	vy_handle buf; /* 0: no buffer (empty file) */
 	uint32_t maps; /* client mappings (fs/mapsrv.c): the buffer may not move */
 	bool written;  /* since the last capacity fit */
+	bool linkable; /* ns: an O_TMPFILE without O_EXCL, which linkat may name */
 	struct vy_wbehind *wb; /* write-behind slots (wbehind.h), or NULL */
 	_Atomic(struct vy_readahead *) ra; /* readahead chunks (readahead.h), or NULL */
 	/* VY_DIR */
@@ -104,6 +112,9 @@ typedef struct vy_fs {
 	char *log[VY_LOG_KEEP];  /* a ring, oldest at log_head */
 	size_t log_head, log_count;
 	uint64_t next_seq;
+	/* Every entry's generation: inode numbers are never reused within a
+	 * mount, and a handle from an earlier mount finds another number. */
+	uint32_t generation;
 	uid_t owner; /* the mounting user */
 	gid_t group;
 	struct fuse_session *se;
@@ -141,7 +152,7 @@ void vy_inode_touch(vy_inode *in, bool modified);
  * dropped as the kernel leaves that to us (fs/session.h). True when the
  * mode changed: the kernel's cached attributes must go. */
 bool vy_inode_wrote(vy_inode *in, fuse_req_t req);
-/* S_IFDIR, S_IFREG or S_IFLNK: fixed at creation, read without locks. */
+/* The S_IFMT bits: fixed at creation, read without locks. */
 mode_t vy_inode_type(const vy_inode *in);
 void vy_now(struct timespec *ts);
 

@@ -156,6 +156,9 @@ void vy_inode_stat(vy_fs *fs, vy_inode *in, struct stat *st)
 		st->st_size = (off_t)in->dlen;
 		st->st_blocks = (blkcnt_t)((in->dlen + 511) / 512);
 		break;
+	case VY_SPECIAL:
+		st->st_rdev = in->rdev;
+		break;
 	}
 }
 
@@ -174,7 +177,7 @@ bool vy_inode_wrote(vy_inode *in, fuse_req_t req)
 	vy_now(&in->ctime);
 	in->mtime = in->ctime;
 	mode_t was = in->mode;
-	in->mode = vy_session_kill_suid(req, in->mode);
+	in->mode = vy_session_kill_suid(req, in->mode, in->gid, false);
 	pthread_mutex_unlock(&in->meta);
 	return in->mode != was;
 }
@@ -187,6 +190,7 @@ mode_t vy_inode_type(const vy_inode *in)
 	case VY_FILE:
 	case VY_VIRTUAL:
 	case VY_MODULE: break;
+	case VY_SPECIAL: return in->mode & S_IFMT; /* never changes: no lock */
 	}
 	return S_IFREG;
 }
@@ -218,6 +222,9 @@ vy_err vy_fs_init(vy_fs *fs, vy_core *core, const vy_config *cfg, vy_error *e)
 	fs->core = core;
 	fs->cfg = *cfg;
 	fs->next_ino = FUSE_ROOT_ID;
+	struct timespec now;
+	vy_now(&now);
+	fs->generation = (uint32_t)((uint64_t)now.tv_sec * 1000003u ^ (uint64_t)now.tv_nsec ^ (uint64_t)getpid()) | 1u;
 	fs->owner = getuid();
 	fs->group = getgid();
 	vy_u64map_init(&fs->inodes);

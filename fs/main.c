@@ -9,6 +9,7 @@
 #include "config/options.h"
 #include "core/selfcheck.h"
 #include "fs/mount.h"
+#include "fs/remount.h"
 #include "fs/version.h"
 #include "launcher/launcher.h"
 #include "client/cp.h"
@@ -67,7 +68,9 @@ static void usage(FILE *to)
 		}
 		wrap(to, text, 30, at);
 	}
-	fputs("  -o ro,nosuid,nodev,noexec,...  usual mount flags; rw, defaults, noauto,\n"
+	fputs("  -o remount,ro,...  change a live mount's flags (mount -o remount runs it);\n"
+	      "                 settings there must be the ones it runs with\n"
+	      "  -o ro,nosuid,nodev,noexec,...  usual mount flags; rw, defaults, noauto,\n"
 	      "                 _netdev, nofail and x-* are accepted for /etc/fstab\n"
 	      "\n"
 	      "/etc/fstab:  vyrefs  /mnt/gpu  fuse.vyrefs  defaults,backend=cuda  0 0\n"
@@ -110,6 +113,7 @@ typedef struct cli {
 	char *settings;     /* key=value items, applied after the file */
 	const char *config; /* -o config=FILE */
 	bool self_check;
+	bool remount; /* -o remount: change a live mount's flags (remount.h) */
 } cli;
 
 static bool append(char **list, const char *item)
@@ -132,7 +136,9 @@ static int take_options(cli *c, char *list)
 	for (char *item = strtok_r(list, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
 		if (!item[0])
 			continue;
-		if (!strncmp(item, "config=", 7)) {
+		if (!strcmp(item, "remount")) {
+			c->remount = true;
+		} else if (!strncmp(item, "config=", 7)) {
 			c->config = item + 7;
 		} else if (!strncmp(item, "fsname=", 7)) {
 			c->m.source = item + 7;
@@ -230,6 +236,10 @@ int main(int argc, char **argv)
 			fprintf(stderr, "vyrefs: too many arguments (Fix: vyrefs [-o opts] [SOURCE] MOUNTPOINT)\n");
 			rc = 2;
 		}
+	}
+	if (rc == 0 && c.remount && npos > 0) {
+		rc = vy_remount(pos[npos - 1], c.m.mount_flags, c.settings);
+		goto done;
 	}
 	if (rc == 0)
 		rc = settle_config(&c);

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/statvfs.h>
+#include <sys/sysmacros.h>
 #include <sys/xattr.h>
 
 #define NAME_MAX_LEN 255
@@ -34,14 +35,16 @@ static vy_open *handle_of(struct fuse_file_info *fi)
 	return (vy_open *)(uintptr_t)fi->fh;
 }
 
-/* Reply with a core error; say why in the log when the user must act. */
+/* Reply with a core error; say why in the log when the user must act.
+ * A size no budget could hold is EFBIG (the file is too large for this
+ * filesystem); ENOSPC means no room now. */
 static void reply_vy(fuse_req_t req, vy_err rc, const vy_error *e, uint64_t ino, const char *what)
 {
-	if (rc == VY_ENOSPC)
+	if (rc == VY_ENOSPC || rc == VY_EOVERFLOW)
 		vy_log(LOG_WARNING, "%s (inode %" PRIu64 "): %s", what, ino, e->msg);
 	else if (rc == VY_EDEVICE || rc == VY_EINTERNAL || rc == VY_ENOMEM)
 		vy_log(LOG_ERR, "%s (inode %" PRIu64 "): %s", what, ino, e->msg);
-	fuse_reply_err(req, vy_err_errno(rc));
+	fuse_reply_err(req, rc == VY_EOVERFLOW ? EFBIG : vy_err_errno(rc));
 }
 
 static double attr_timeout(const vy_inode *in)
@@ -71,6 +74,7 @@ static void reply_entry(fuse_req_t req, vy_fs *fs, vy_inode *in)
 	vy_inode_stat(fs, in, &ep.attr);
 	pthread_rwlock_unlock(&in->lock);
 	ep.ino = in->ino;
+	ep.generation = fs->generation;
 	ep.attr_timeout = attr_timeout(in);
 	ep.entry_timeout = VY_ATTR_TIMEOUT;
 	if (fuse_reply_entry(req, &ep) != 0)
@@ -86,21 +90,57 @@ static void wrote(fuse_req_t req, vy_inode *in)
 		fuse_lowlevel_notify_inval_inode(fs_of(req)->se, in->ino, -1, 0);
 }
 
+/* A file's capabilities go with a change of its bytes or owner, whoever
+ * makes it (the kernel's killpriv rule, left to us with
+ * FUSE_HANDLE_KILLPRIV_V2). The inode's write lock is held. */
+static void kill_caps(vy_inode *in)
+{
+	vy_xattrs_remove(&in->xattrs, "security.capability");
+}
+
 static void op_init(void *userdata, struct fuse_conn_info *conn)
 {
 	vy_fs *fs = userdata;
 	vy_session_conn(conn, fs->cfg.max_write);
+	/* File handles (name_to_handle_at, the kernel NFS server): the kernel
+	 * looks up "." of a node id it has forgotten, ".." of a directory. */
+	if (conn->capable & FUSE_CAP_EXPORT_SUPPORT)
+		conn->want |= FUSE_CAP_EXPORT_SUPPORT;
+}
+
+/* Names over NAME_MAX_LEN bytes: ENAMETOOLONG in every operation that takes
+ * one, lookup included, as every Linux filesystem answers. */
+static bool name_too_long(fuse_req_t req, const char *name)
+{
+	if (strlen(name) <= NAME_MAX_LEN)
+		return false;
+	fuse_reply_err(req, ENAMETOOLONG);
+	return true;
+}
+
+/* chattr's flags vyrefs keeps, as tmpfs keeps them. */
+#define VY_ATTR_FLAGS (FS_IMMUTABLE_FL | FS_APPEND_FL | FS_NODUMP_FL | FS_NOATIME_FL)
+
+/* Whether `in` is immutable (chattr +i), or append-only too when `append`. */
+static bool frozen(vy_inode *in, bool append)
+{
+	pthread_mutex_lock(&in->meta);
+	unsigned f = in->attr_flags;
+	pthread_mutex_unlock(&in->meta);
+	return (f & FS_IMMUTABLE_FL) || (append && (f & FS_APPEND_FL));
 }
 
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	vy_fs *fs = fs_of(req);
+	if (name_too_long(req, name))
+		return;
 	pthread_mutex_lock(&fs->ns);
 	vy_inode *p = vy_u64map_get(&fs->inodes, parent), *in = NULL;
-	if (p && p->kind == VY_DIR) {
-		if (!strcmp(name, "."))
-			in = p;
-		else if (!strcmp(name, ".."))
+	if (p && !strcmp(name, ".")) {
+		in = p; /* a file handle's node id, of any type */
+	} else if (p && p->kind == VY_DIR) {
+		if (!strcmp(name, ".."))
 			in = vy_u64map_get(&fs->inodes, p->parent);
 		else {
 			vy_dirent *d = vy_dir_find(&p->dir, name);
@@ -175,6 +215,9 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 		fuse_reply_err(req, ENOENT);
 		return;
 	}
+	/* Nothing to set is a chown(-1, -1) (or a kill the kernel left to
+	 * us): ctime only, as on tmpfs. */
+	bool ctime_only = to_set == 0;
 	if (in->fixed && in->ino != FUSE_ROOT_ID) {
 		/* `echo ... > .vyre/ctl` may truncate it: nothing to do. */
 		bool ctl_trunc = in->virt == VY_V_CTL && to_set == FUSE_SET_ATTR_SIZE && attr->st_size == 0;
@@ -183,6 +226,24 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 			return;
 		}
 		to_set = 0;
+		ctime_only = false;
+	}
+	bool resized = false; /* truncate(2) to the size it has changes no time */
+	{
+		/* chattr +i: nothing changes; +a: no size, mode, owner or
+		 * given times (touching to now is an append's right). */
+		pthread_mutex_lock(&in->meta);
+		unsigned f = in->attr_flags;
+		pthread_mutex_unlock(&in->meta);
+		int kill = FUSE_SET_ATTR_KILL_SUID | FUSE_SET_ATTR_KILL_SGID;
+		bool given_times = ((to_set & FUSE_SET_ATTR_ATIME) && !(to_set & FUSE_SET_ATTR_ATIME_NOW)) ||
+				   ((to_set & FUSE_SET_ATTR_MTIME) && !(to_set & FUSE_SET_ATTR_MTIME_NOW));
+		int changes = FUSE_SET_ATTR_MODE | FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID | FUSE_SET_ATTR_SIZE;
+		if (((f & FS_IMMUTABLE_FL) && (to_set & ~kill)) ||
+		    ((f & FS_APPEND_FL) && ((to_set & changes) || given_times))) {
+			fuse_reply_err(req, EPERM);
+			return;
+		}
 	}
 	if ((to_set & FUSE_SET_ATTR_SIZE) && in->kind == VY_MODULE) {
 		int err = attr->st_size < 0 ? EINVAL : vy_moddir_truncate(in, (uint64_t)attr->st_size);
@@ -196,19 +257,33 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 	} else if (to_set & FUSE_SET_ATTR_SIZE) {
 		vy_error e;
 		pthread_rwlock_wrlock(&in->lock);
+		resized = attr->st_size >= 0 && (uint64_t)attr->st_size != in->size;
 		vy_err rc = attr->st_size < 0 ? vy_fail(&e, VY_EINVAL, "give a size of 0 or more", "negative size")
 					      : vy_file_truncate(fs, in, (uint64_t)attr->st_size, &e);
+		if (rc == VY_OK)
+			kill_caps(in);
 		pthread_rwlock_unlock(&in->lock);
 		if (rc != VY_OK) {
 			reply_vy(req, rc, &e, ino, "truncate");
 			return;
 		}
 	}
-	pthread_mutex_lock(&in->meta);
-	if (to_set & FUSE_SET_ATTR_SIZE) {
-		vy_now(&in->mtime);
-		in->mode = vy_session_kill_suid(req, in->mode); /* the reply carries it */
+	if ((to_set & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)) && in->kind != VY_DIR) {
+		pthread_rwlock_wrlock(&in->lock);
+		kill_caps(in);
+		pthread_rwlock_unlock(&in->lock);
 	}
+	pthread_mutex_lock(&in->meta);
+	mode_t was = in->mode;
+	/* suid/sgid dropped as the kernel leaves to us; the reply carries it.
+	 * A chown decides by the group the file had. */
+	if (to_set & FUSE_SET_ATTR_SIZE) {
+		if (resized)
+			vy_now(&in->mtime);
+		in->mode = vy_session_kill_suid(req, in->mode, in->gid, false);
+	}
+	if (to_set & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID))
+		in->mode = vy_session_kill_suid(req, in->mode, in->gid, true);
 	if (to_set & FUSE_SET_ATTR_MODE)
 		in->mode = (in->mode & S_IFMT) | (attr->st_mode & 07777);
 	if (to_set & FUSE_SET_ATTR_UID)
@@ -219,9 +294,10 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 		set_time(&in->atime, &attr->st_atim, to_set & FUSE_SET_ATTR_ATIME_NOW);
 	if (to_set & (FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_MTIME_NOW))
 		set_time(&in->mtime, &attr->st_mtim, to_set & FUSE_SET_ATTR_MTIME_NOW);
+	const int size_only = FUSE_SET_ATTR_SIZE | FUSE_SET_ATTR_KILL_SUID | FUSE_SET_ATTR_KILL_SGID;
 	if (to_set & FUSE_SET_ATTR_CTIME)
 		in->ctime = attr->st_ctim;
-	else if (to_set)
+	else if ((to_set & ~size_only) || resized || ctime_only || in->mode != was)
 		vy_now(&in->ctime);
 	pthread_mutex_unlock(&in->meta);
 	struct stat st;
@@ -252,14 +328,14 @@ static void op_readlink(fuse_req_t req, fuse_ino_t ino)
 /* Make a named inode in `parent`; on success the entry is replied (or, with
  * `fi`, the entry and an open handle). */
 static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name, vy_kind kind, mode_t mode,
-		      const char *target, struct fuse_file_info *fi)
+		      const char *target, struct fuse_file_info *fi, dev_t rdev)
 {
 	vy_fs *fs = fs_of(req);
 	const struct fuse_ctx *ctx = fuse_req_ctx(req);
-	if (strlen(name) > NAME_MAX_LEN) {
-		fuse_reply_err(req, ENAMETOOLONG);
+	if (name_too_long(req, name))
 		return;
-	}
+	/* O_TMPFILE (session.h): a file without a name, until linkat. */
+	bool tmpfile = fi && !strcmp(name, VY_SESSION_TMPFILE_NAME);
 	char *copy = target ? strdup(target) : NULL;
 	vy_open *h = fi ? vy_open_new(NULL) : NULL;
 	if ((target && !copy) || (fi && !h)) {
@@ -273,11 +349,13 @@ static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name, vy_ki
 	int err = writable_dir(fs, p);
 	char *module = NULL;
 	if (!err && p->ino == fs->modules_ino) {
-		err = kind == VY_FILE ? vy_moddir_name(name, &module) : EPERM;
+		err = tmpfile ? EOPNOTSUPP : kind == VY_FILE ? vy_moddir_name(name, &module) : EPERM;
 		kind = VY_MODULE;
 	}
 	if (!err && vy_dir_find(&p->dir, name))
 		err = EEXIST;
+	if (!err && frozen(p, false))
+		err = EPERM; /* an immutable directory takes no new entry */
 	if (!err && fs->inodes.count >= INODES_MAX)
 		err = ENOSPC;
 	gid_t gid = ctx->gid;
@@ -292,7 +370,7 @@ static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name, vy_ki
 	}
 	if (!err && !(in = vy_inode_new(fs, kind, mode, ctx->uid, gid)))
 		err = ENOMEM;
-	if (!err && !vy_dir_add(&p->dir, name, in->ino))
+	if (!err && !tmpfile && !vy_dir_add(&p->dir, name, in->ino))
 		err = ENOMEM; /* the nameless inode is reaped below */
 	if (err) {
 		if (in) {
@@ -307,14 +385,17 @@ static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name, vy_ki
 		return;
 	}
 	in->target = module ? module : copy;
+	in->rdev = rdev;
 	if (kind == VY_DIR) {
 		in->nlink = 2;
 		in->parent = p->ino;
 		p->nlink++;
 	} else {
-		in->nlink = 1;
+		in->nlink = tmpfile ? 0 : 1;
+		in->linkable = tmpfile && !(fi->flags & O_EXCL); /* O_EXCL: never named */
 	}
-	vy_inode_touch(p, true);
+	if (!tmpfile)
+		vy_inode_touch(p, true);
 	if (fi) {
 		h->in = in;
 		in->opens++;
@@ -325,7 +406,10 @@ static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name, vy_ki
 		memset(&ep, 0, sizeof(ep));
 		in->nlookup++;
 		vy_inode_stat(fs, in, &ep.attr);
+		if (tmpfile)
+			ep.attr.st_nlink = 1; /* the kernel's d_tmpfile takes it to 0 */
 		ep.ino = in->ino;
+		ep.generation = fs->generation;
 		ep.attr_timeout = ep.entry_timeout = VY_ATTR_TIMEOUT;
 		if (fuse_reply_create(req, &ep, fi) != 0) {
 			in->nlookup--;
@@ -340,33 +424,47 @@ static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name, vy_ki
 
 static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev)
 {
-	(void)rdev;
-	if (!S_ISREG(mode)) {
-		fuse_reply_err(req, EOPNOTSUPP); /* device files, fifos, sockets: not GPU buffers */
+	/* FIFOs, devices and sockets hold no bytes of ours: the kernel gives
+	 * them their behaviour (a pipe, the device's driver, the socket). */
+	mode_t type = mode & S_IFMT;
+	switch (type) {
+	case S_IFREG:
+		make_node(req, parent, name, VY_FILE, type | (mode & 07777), NULL, NULL, 0);
+		return;
+	case S_IFIFO:
+	case S_IFCHR:
+	case S_IFBLK:
+	case S_IFSOCK:
+		make_node(req, parent, name, VY_SPECIAL, type | (mode & 07777), NULL, NULL,
+			  type == S_IFCHR || type == S_IFBLK ? rdev : 0);
+		return;
+	default:
+		fuse_reply_err(req, EINVAL); /* as mknod(2) for an unknown type */
 		return;
 	}
-	make_node(req, parent, name, VY_FILE, mode, NULL, NULL);
 }
 
 static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
 {
-	make_node(req, parent, name, VY_DIR, S_IFDIR | (mode & 07777), NULL, NULL);
+	make_node(req, parent, name, VY_DIR, S_IFDIR | (mode & 07777), NULL, NULL, 0);
 }
 
 static void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char *name)
 {
-	make_node(req, parent, name, VY_SYMLINK, S_IFLNK | 0777, link, NULL);
+	make_node(req, parent, name, VY_SYMLINK, S_IFLNK | 0777, link, NULL, 0);
 }
 
 static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, struct fuse_file_info *fi)
 {
-	make_node(req, parent, name, VY_FILE, S_IFREG | (mode & 07777), NULL, fi);
+	make_node(req, parent, name, VY_FILE, S_IFREG | (mode & 07777), NULL, fi, 0);
 }
 
 /* Remove `name` from `parent` (a file with unlink, a directory with rmdir). */
 static void remove_name(fuse_req_t req, fuse_ino_t parent, const char *name, bool dir)
 {
 	vy_fs *fs = fs_of(req);
+	if (name_too_long(req, name))
+		return;
 	pthread_mutex_lock(&fs->ns);
 	vy_inode *p = vy_u64map_get(&fs->inodes, parent);
 	vy_dirent *d = p && p->kind == VY_DIR ? vy_dir_find(&p->dir, name) : NULL;
@@ -378,8 +476,8 @@ static void remove_name(fuse_req_t req, fuse_ino_t parent, const char *name, boo
 		err = ENOTDIR;
 	else if (!in)
 		err = ENOENT;
-	else if (in->fixed)
-		err = EPERM;
+	else if (in->fixed || frozen(in, true) || frozen(p, true))
+		err = EPERM; /* chattr +i or +a on the entry or its directory */
 	else if (dir && in->kind != VY_DIR)
 		err = ENOTDIR;
 	else if (!dir && in->kind == VY_DIR)
@@ -440,12 +538,27 @@ static void reparent(vy_inode *in, vy_inode *from, vy_inode *to)
 	to->nlink++;
 }
 
-static int do_rename(vy_fs *fs, fuse_ino_t parent, const char *name, fuse_ino_t newparent, const char *newname,
-		     unsigned flags, vy_inode **gone)
+/* A whiteout (what overlayfs leaves over a lower file): a character device
+ * 0:0 of mode 0, the caller's (a setgid directory's group). NULL without
+ * memory. ns held. */
+static vy_inode *whiteout(vy_fs *fs, vy_inode *dir, const struct fuse_ctx *ctx)
 {
-	if (flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE) || (flags & RENAME_NOREPLACE && flags & RENAME_EXCHANGE))
+	pthread_mutex_lock(&dir->meta);
+	gid_t gid = dir->mode & S_ISGID ? dir->gid : ctx->gid;
+	pthread_mutex_unlock(&dir->meta);
+	vy_inode *wh = vy_inode_new(fs, VY_SPECIAL, S_IFCHR, ctx->uid, gid);
+	if (wh)
+		wh->rdev = makedev(0, 0);
+	return wh;
+}
+
+static int do_rename(vy_fs *fs, const struct fuse_ctx *ctx, fuse_ino_t parent, const char *name,
+		     fuse_ino_t newparent, const char *newname, unsigned flags, vy_inode **gone)
+{
+	if (flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE | RENAME_WHITEOUT) ||
+	    (flags & RENAME_EXCHANGE && flags & (RENAME_NOREPLACE | RENAME_WHITEOUT)))
 		return EINVAL;
-	if (strlen(newname) > NAME_MAX_LEN)
+	if (strlen(name) > NAME_MAX_LEN || strlen(newname) > NAME_MAX_LEN)
 		return ENAMETOOLONG;
 	vy_inode *p = vy_u64map_get(&fs->inodes, parent), *np = vy_u64map_get(&fs->inodes, newparent);
 	int err = writable_dir(fs, p);
@@ -462,6 +575,8 @@ static int do_rename(vy_fs *fs, fuse_ino_t parent, const char *name, fuse_ino_t 
 		return ENOENT;
 	if (in->fixed || (target && target->fixed))
 		return EPERM;
+	if (frozen(in, true) || (target && frozen(target, true)) || frozen(p, true) || frozen(np, true))
+		return EPERM; /* chattr +i or +a */
 	if (in->kind == VY_DIR && under(fs, np, in))
 		return EINVAL; /* into itself */
 	if (flags & RENAME_EXCHANGE) {
@@ -479,13 +594,18 @@ static int do_rename(vy_fs *fs, fuse_ino_t parent, const char *name, fuse_ino_t 
 			return EEXIST;
 		if (target == in)
 			return 0; /* two names of one file: POSIX says do nothing */
+		if (target && (in->kind == VY_DIR) != (target->kind == VY_DIR))
+			return in->kind == VY_DIR ? ENOTDIR : EISDIR;
+		if (target && target->kind == VY_DIR && target->dir.count > 0)
+			return ENOTEMPTY;
+		/* The whiteout is made first: past the entry's move, nothing
+		 * may fail. */
+		vy_inode *wh = NULL;
+		if ((flags & RENAME_WHITEOUT) && fs->inodes.count >= INODES_MAX)
+			return ENOSPC;
+		if ((flags & RENAME_WHITEOUT) && !(wh = whiteout(fs, p, ctx)))
+			return ENOMEM;
 		if (target) {
-			if (in->kind == VY_DIR && target->kind != VY_DIR)
-				return ENOTDIR;
-			if (in->kind != VY_DIR && target->kind == VY_DIR)
-				return EISDIR;
-			if (target->kind == VY_DIR && target->dir.count > 0)
-				return ENOTEMPTY;
 			/* Take over the target's entry: no allocation, so
 			 * nothing can fail past this point. */
 			nd->ino = in->ino;
@@ -498,9 +618,17 @@ static int do_rename(vy_fs *fs, fuse_ino_t parent, const char *name, fuse_ino_t 
 			vy_inode_touch(target, false);
 			*gone = target;
 		} else if (!vy_dir_add(&np->dir, newname, in->ino)) {
+			if (wh)
+				vy_inode_reap(fs, wh); /* no name, no reference: freed */
 			return ENOMEM;
 		}
-		vy_dir_remove(&p->dir, name);
+		if (wh) {
+			d->ino = wh->ino; /* the old name, now the whiteout's */
+			wh->nlink = 1;
+			vy_inode_touch(wh, false);
+		} else {
+			vy_dir_remove(&p->dir, name);
+		}
 		reparent(in, p, np);
 	}
 	vy_inode_touch(in, false);
@@ -516,7 +644,7 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
 	vy_fs *fs = fs_of(req);
 	vy_inode *gone = NULL;
 	pthread_mutex_lock(&fs->ns);
-	int err = do_rename(fs, parent, name, newparent, newname, flags, &gone);
+	int err = do_rename(fs, fuse_req_ctx(req), parent, name, newparent, newname, flags, &gone);
 	if (gone)
 		vy_inode_reap(fs, gone);
 	pthread_mutex_unlock(&fs->ns);
@@ -526,20 +654,20 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
 static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
 {
 	vy_fs *fs = fs_of(req);
-	if (strlen(newname) > NAME_MAX_LEN) {
-		fuse_reply_err(req, ENAMETOOLONG);
+	if (name_too_long(req, newname))
 		return;
-	}
 	pthread_mutex_lock(&fs->ns);
 	vy_inode *in = vy_u64map_get(&fs->inodes, ino), *np = vy_u64map_get(&fs->inodes, newparent);
 	int err = writable_dir(fs, np);
-	if (!err && !in)
-		err = ENOENT;
+	if (!err && (!in || (in->nlink == 0 && !in->linkable)))
+		err = ENOENT; /* gone, or an O_TMPFILE made with O_EXCL */
 	else if (!err && (in->kind == VY_DIR || in->fixed || in->kind == VY_MODULE || in->kind == VY_VIRTUAL ||
 			  np->ino == fs->modules_ino))
 		err = EPERM;
 	else if (!err && vy_dir_find(&np->dir, newname))
 		err = EEXIST;
+	else if (!err && (frozen(in, true) || frozen(np, false)))
+		err = EPERM; /* chattr +i or +a */
 	else if (!err && in->nlink == UINT32_MAX)
 		err = EMLINK;
 	else if (!err && !vy_dir_add(&np->dir, newname, in->ino))
@@ -563,11 +691,17 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fuse_reply_err(req, ENOENT);
 		return;
 	}
-	if (in->kind == VY_DIR) {
-		fuse_reply_err(req, EISDIR);
+	if (in->kind == VY_DIR || in->kind == VY_SPECIAL) {
+		/* The kernel opens FIFOs, devices and sockets itself. */
+		fuse_reply_err(req, in->kind == VY_DIR ? EISDIR : ENXIO);
 		return;
 	}
 	bool writing = (fi->flags & O_ACCMODE) != O_RDONLY;
+	if ((writing || (fi->flags & O_TRUNC)) &&
+	    (frozen(in, false) || (frozen(in, true) && (!(fi->flags & O_APPEND) || (fi->flags & O_TRUNC))))) {
+		fuse_reply_err(req, EPERM); /* chattr +i: no writer; +a: appends only */
+		return;
+	}
 	if (in->kind == VY_VIRTUAL && writing && in->virt != VY_V_CTL) {
 		fuse_reply_err(req, EPERM); /* .vyre's files are vyrefs's to write */
 		return;
@@ -582,6 +716,8 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		vy_error e;
 		pthread_rwlock_wrlock(&in->lock);
 		vy_err rc = in->size ? vy_file_truncate(fs, in, 0, &e) : VY_OK;
+		if (rc == VY_OK)
+			kill_caps(in);
 		pthread_rwlock_unlock(&in->lock);
 		if (rc != VY_OK) {
 			reply_vy(req, rc, &e, ino, "truncate at open");
@@ -709,12 +845,26 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 			fuse_reply_write(req, size);
 		return;
 	}
+	if (frozen(in, false)) {
+		fuse_reply_err(req, EPERM); /* made immutable while open */
+		return;
+	}
 	vy_error e;
 	pthread_rwlock_wrlock(&in->lock);
 	vy_err rc = vy_file_write(fs, in, (uint64_t)off, buf, size, &e);
+	if (rc == VY_OK)
+		kill_caps(in);
 	pthread_rwlock_unlock(&in->lock);
 	if (rc == VY_OK)
 		wrote(req, in);
+	if (rc == VY_OK && fs->cfg.page_cache && (fi->flags & O_DIRECT)) {
+		/* A direct write passes the page cache by, and the kernel drops
+		 * the range only around a synchronous one: pages that buffered
+		 * readers refilled while an AIO write ran would stay, across
+		 * opens too (keep_cache). Drop them here, before the reply: a
+		 * page still being read waits for its read, then goes. */
+		fuse_lowlevel_notify_inval_inode(fs->se, in->ino, off, (off_t)size);
+	}
 	if (rc == VY_OK)
 		fuse_reply_write(req, size);
 	else
@@ -788,13 +938,37 @@ static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_f
 		fuse_reply_err(req, 0);
 }
 
+/* An open directory: readdir shows the entries made before `limit` (a
+ * cookie), fixed at opendir and at each rewind. An entry created, or
+ * renamed (a rename makes a new entry), after that need not appear, as
+ * tmpfs answers: a reader that renames each entry it reads ends, and sees
+ * each original name once. */
+typedef struct vy_opendir {
+	uint64_t limit; /* ns */
+} vy_opendir;
+
 static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	vy_inode *in = vy_fs_inode(fs_of(req), ino);
-	if (!in || in->kind != VY_DIR)
-		fuse_reply_err(req, in ? ENOTDIR : ENOENT);
-	else
-		fuse_reply_open(req, fi);
+	vy_fs *fs = fs_of(req);
+	vy_opendir *od = malloc(sizeof(*od));
+	if (!od) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	pthread_mutex_lock(&fs->ns);
+	vy_inode *in = vy_u64map_get(&fs->inodes, ino);
+	int err = !in ? ENOENT : in->kind != VY_DIR ? ENOTDIR : 0;
+	if (!err)
+		od->limit = in->dir.next_cookie;
+	pthread_mutex_unlock(&fs->ns);
+	if (err) {
+		free(od);
+		fuse_reply_err(req, err);
+		return;
+	}
+	fi->fh = (uint64_t)(uintptr_t)od;
+	if (fuse_reply_open(req, fi) != 0)
+		free(od);
 }
 
 /* Add one entry to a readdir reply; false once the buffer is full. */
@@ -815,8 +989,8 @@ static bool add_dirent(fuse_req_t req, char *buf, size_t size, size_t *used, con
 /* readdir offsets: 1 after ".", 2 after "..", 2 + cookie after an entry. */
 static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi)
 {
-	(void)fi;
 	vy_fs *fs = fs_of(req);
+	vy_opendir *od = (vy_opendir *)(uintptr_t)fi->fh;
 	char *buf = malloc(size ? size : 1);
 	if (!buf) {
 		fuse_reply_err(req, ENOMEM);
@@ -831,12 +1005,14 @@ static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, s
 		fuse_reply_err(req, d ? ENOTDIR : ENOENT);
 		return;
 	}
+	if (off <= 0)
+		od->limit = d->dir.next_cookie; /* a rewind sees the directory anew */
 	bool room = true;
 	if (off < 1)
 		room = add_dirent(req, buf, size, &used, ".", d->ino, S_IFDIR, 1);
 	if (room && off < 2)
 		room = add_dirent(req, buf, size, &used, "..", d->parent, S_IFDIR, 2);
-	for (const vy_dirent *e = vy_dir_next(&d->dir, off < 2 ? 0 : (uint64_t)off - 2); room && e;
+	for (const vy_dirent *e = vy_dir_next(&d->dir, off < 2 ? 0 : (uint64_t)off - 2); room && e && e->cookie < od->limit;
 	     e = vy_dir_next(&d->dir, e->cookie)) {
 		vy_inode *in = vy_u64map_get(&fs->inodes, e->ino);
 		room = add_dirent(req, buf, size, &used, e->name, e->ino, in ? vy_inode_type(in) : 0,
@@ -850,7 +1026,7 @@ static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, s
 static void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	(void)ino;
-	(void)fi;
+	free((vy_opendir *)(uintptr_t)fi->fh);
 	fuse_reply_err(req, 0);
 }
 
@@ -900,8 +1076,12 @@ static int xattr_name_ok(const char *name)
 {
 	if (!strncmp(name, VYRE_XATTR_PREFIX, strlen(VYRE_XATTR_PREFIX)))
 		return EPERM; /* vyrefs's own, read-only */
-	if (strncmp(name, "user.", 5) != 0)
-		return EOPNOTSUPP; /* only the user namespace is stored */
+	/* As tmpfs: user., trusted. (the kernel lets only CAP_SYS_ADMIN at
+	 * them; overlayfs keeps its own there) and security. (file
+	 * capabilities, LSM labels). system. (POSIX ACLs) is not stored:
+	 * without FUSE_CAP_POSIX_ACL the kernel would not enforce them. */
+	if (strncmp(name, "user.", 5) != 0 && strncmp(name, "trusted.", 8) != 0 && strncmp(name, "security.", 9) != 0)
+		return EOPNOTSUPP;
 	return 0;
 }
 
@@ -912,6 +1092,8 @@ static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const 
 	int err = in ? xattr_name_ok(name) : ENOENT;
 	if (!err && in->fixed && in->ino != FUSE_ROOT_ID)
 		err = EPERM;
+	if (!err && frozen(in, true))
+		err = EPERM; /* chattr +i or +a */
 	if (!err) {
 		pthread_rwlock_wrlock(&in->lock);
 		err = vy_xattrs_set(&in->xattrs, name, value, size, flags);
@@ -993,6 +1175,8 @@ static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 	int err = in ? xattr_name_ok(name) : ENOENT;
 	if (!err && in->fixed && in->ino != FUSE_ROOT_ID)
 		err = EPERM;
+	if (!err && frozen(in, true))
+		err = EPERM; /* chattr +i or +a */
 	if (!err) {
 		pthread_rwlock_wrlock(&in->lock);
 		err = vy_xattrs_remove(&in->xattrs, name);
@@ -1007,8 +1191,12 @@ static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, of
 {
 	vy_fs *fs = fs_of(req);
 	vy_inode *in = handle_of(fi)->in;
-	if (mode & ~FALLOC_FL_KEEP_SIZE) {
-		fuse_reply_err(req, EOPNOTSUPP); /* punching holes, zero/collapse/insert range */
+	if (mode & ~(FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE)) {
+		fuse_reply_err(req, EOPNOTSUPP); /* zero, collapse, insert range: as tmpfs */
+		return;
+	}
+	if ((mode & FALLOC_FL_PUNCH_HOLE) && !(mode & FALLOC_FL_KEEP_SIZE)) {
+		fuse_reply_err(req, EINVAL); /* as fallocate(2): a hole keeps the size */
 		return;
 	}
 	if (in->kind != VY_FILE) {
@@ -1019,14 +1207,20 @@ static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, of
 		fuse_reply_err(req, EINVAL);
 		return;
 	}
+	if (frozen(in, false) || (frozen(in, true) && (mode & ~FALLOC_FL_KEEP_SIZE))) {
+		fuse_reply_err(req, EPERM); /* as vfs_fallocate for chattr +i, +a */
+		return;
+	}
 	vy_error e;
 	pthread_rwlock_wrlock(&in->lock);
-	uint64_t before = in->size;
-	vy_err rc = vy_file_allocate(fs, in, (uint64_t)off, (uint64_t)len, mode & FALLOC_FL_KEEP_SIZE, &e);
-	bool grew = in->size != before;
+	vy_err rc = mode & FALLOC_FL_PUNCH_HOLE
+			    ? vy_file_punch(fs, in, (uint64_t)off, (uint64_t)len, &e)
+			    : vy_file_allocate(fs, in, (uint64_t)off, (uint64_t)len, mode & FALLOC_FL_KEEP_SIZE, &e);
+	if (rc == VY_OK)
+		kill_caps(in);
 	pthread_rwlock_unlock(&in->lock);
-	if (rc == VY_OK && grew)
-		wrote(req, in);
+	if (rc == VY_OK)
+		wrote(req, in); /* times and suid/sgid, KEEP_SIZE too, as tmpfs */
 	if (rc == VY_OK)
 		fuse_reply_err(req, 0);
 	else
@@ -1046,6 +1240,10 @@ static void op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in, 
 		fuse_reply_err(req, EOPNOTSUPP); /* the kernel falls back to read and write */
 		return;
 	}
+	if (frozen(dst, false)) {
+		fuse_reply_err(req, EPERM);
+		return;
+	}
 	/* The reply's count is 32 bits wide: copy at most that, in pages. */
 	if (len > (UINT32_MAX & ~(size_t)4095))
 		len = UINT32_MAX & ~(size_t)4095;
@@ -1062,6 +1260,8 @@ static void op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in, 
 	vy_error e;
 	uint64_t copied = 0;
 	vy_err rc = vy_file_copy(fs, src, (uint64_t)off_in, dst, (uint64_t)off_out, len, &copied, &e);
+	if (rc == VY_OK && copied)
+		kill_caps(dst);
 	if (src != dst)
 		pthread_rwlock_unlock(&src->lock);
 	pthread_rwlock_unlock(&dst->lock);
@@ -1072,6 +1272,100 @@ static void op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in, 
 		fuse_reply_write(req, (size_t)copied);
 	else
 		reply_vy(req, rc, &e, ino_out, "copy_file_range");
+}
+
+/* chattr and lsattr (FS_IOC_GETFLAGS, FS_IOC_SETFLAGS; the kernel checks
+ * CAP_LINUX_IMMUTABLE for i and a). Flags tmpfs does not keep are refused
+ * with EOPNOTSUPP, as tmpfs refuses them. */
+static void op_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void *arg, struct fuse_file_info *fi, unsigned flags,
+		     const void *in_buf, size_t in_bufsz, size_t out_bufsz)
+{
+	(void)arg;
+	(void)fi;
+	(void)flags;
+	vy_fs *fs = fs_of(req);
+	vy_inode *in = vy_fs_inode(fs, ino);
+	if (!in) {
+		fuse_reply_err(req, ENOENT);
+		return;
+	}
+	/* The kernel reads the old flags as an fsxattr before setting. */
+	static const struct {
+		unsigned flag, xflag;
+	} xmap[] = {{FS_IMMUTABLE_FL, FS_XFLAG_IMMUTABLE},
+		    {FS_APPEND_FL, FS_XFLAG_APPEND},
+		    {FS_NODUMP_FL, FS_XFLAG_NODUMP},
+		    {FS_NOATIME_FL, FS_XFLAG_NOATIME}};
+	unsigned cur, want;
+	struct fsxattr fx;
+	switch (cmd) {
+	case FS_IOC_FSGETXATTR:
+		if (out_bufsz < sizeof(fx)) {
+			fuse_reply_err(req, EINVAL);
+			return;
+		}
+		memset(&fx, 0, sizeof(fx));
+		pthread_mutex_lock(&in->meta);
+		cur = in->attr_flags;
+		pthread_mutex_unlock(&in->meta);
+		for (size_t i = 0; i < sizeof(xmap) / sizeof(xmap[0]); i++)
+			if (cur & xmap[i].flag)
+				fx.fsx_xflags |= xmap[i].xflag;
+		fuse_reply_ioctl(req, 0, &fx, sizeof(fx));
+		return;
+	case FS_IOC_FSSETXATTR:
+		if (in_bufsz < sizeof(fx)) {
+			fuse_reply_err(req, EINVAL);
+			return;
+		}
+		memcpy(&fx, in_buf, sizeof(fx));
+		want = 0;
+		for (size_t i = 0; i < sizeof(xmap) / sizeof(xmap[0]); i++)
+			if (fx.fsx_xflags & xmap[i].xflag) {
+				want |= xmap[i].flag;
+				fx.fsx_xflags &= ~xmap[i].xflag;
+			}
+		if (fx.fsx_xflags || fx.fsx_extsize || fx.fsx_projid || fx.fsx_cowextsize) {
+			fuse_reply_err(req, EOPNOTSUPP);
+			return;
+		}
+		break;
+	case FS_IOC_GETFLAGS:
+	case FS_IOC32_GETFLAGS:
+		if (out_bufsz < sizeof(cur)) {
+			fuse_reply_err(req, EINVAL);
+			return;
+		}
+		pthread_mutex_lock(&in->meta);
+		cur = in->attr_flags;
+		pthread_mutex_unlock(&in->meta);
+		fuse_reply_ioctl(req, 0, &cur, sizeof(cur));
+		return;
+	case FS_IOC_SETFLAGS:
+	case FS_IOC32_SETFLAGS:
+		if (in_bufsz < sizeof(want)) {
+			fuse_reply_err(req, EINVAL);
+			return;
+		}
+		memcpy(&want, in_buf, sizeof(want));
+		if (want & ~VY_ATTR_FLAGS) {
+			fuse_reply_err(req, EOPNOTSUPP);
+			return;
+		}
+		break;
+	default:
+		fuse_reply_err(req, ENOTTY);
+		return;
+	}
+	if (in->fixed && in->ino != FUSE_ROOT_ID) {
+		fuse_reply_err(req, EPERM);
+		return;
+	}
+	pthread_mutex_lock(&in->meta);
+	in->attr_flags = want;
+	vy_now(&in->ctime);
+	pthread_mutex_unlock(&in->meta);
+	fuse_reply_ioctl(req, 0, NULL, 0);
 }
 
 const struct fuse_lowlevel_ops vy_fs_ops = {
@@ -1106,4 +1400,5 @@ const struct fuse_lowlevel_ops vy_fs_ops = {
 	.create = op_create,
 	.fallocate = op_fallocate,
 	.copy_file_range = op_copy_file_range,
+	.ioctl = op_ioctl,
 };

@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -32,6 +33,14 @@ static ssize_t io_read(int fd, void *buf, size_t len, void *userdata)
 	(void)userdata;
 	ssize_t n = read(fd, buf, len);
 	const struct fuse_in_header *in = buf;
+	if (n >= (ssize_t)sizeof(*in) && in->opcode == FUSE_TMPFILE) {
+		/* O_TMPFILE: libfuse 3.14 has no operation for it and would
+		 * answer ENOSYS. Its body is CREATE's (fuse_create_in, then the
+		 * name, which is "/": no real create can name that), and so is
+		 * the reply's; the create operation makes an unnamed inode for
+		 * that name (vy_session_tmpfile_name). */
+		((struct fuse_in_header *)buf)->opcode = FUSE_CREATE;
+	}
 	if (n >= (ssize_t)(sizeof(*in) + sizeof(struct fuse_init_in)) && in->opcode == FUSE_INIT) {
 		const struct fuse_init_in *arg = (const void *)(in + 1);
 		atomic_store(&init_offered, (arg->flags & FUSE_HANDLE_KILLPRIV_V2) != 0);
@@ -68,15 +77,40 @@ int vy_session_mount(struct fuse_session *se, const char *mountpoint)
 	return 0;
 }
 
-mode_t vy_session_kill_suid(fuse_req_t req, mode_t mode)
+/* Whether the request's caller is in group `gid`: its fs gid or one of its
+ * supplementary groups (read from /proc; unread, the fs gid alone). */
+static bool caller_in_group(fuse_req_t req, gid_t gid)
 {
-	/* The kernel's rule, with uid 0 standing in for CAP_FSETID: a write or
-	 * truncate by anyone else drops set-user-ID, and set-group-ID where
-	 * group execute is set (without it, it marks mandatory locking). */
-	if (!S_ISREG(mode) || fuse_req_ctx(req)->uid == 0)
+	if (fuse_req_ctx(req)->gid == gid)
+		return true;
+	gid_t small[64], *list = small;
+	int n = fuse_req_getgroups(req, 64, small);
+	if (n > 64) {
+		list = malloc((size_t)n * sizeof(*list));
+		int m = list ? fuse_req_getgroups(req, n, list) : -ENOMEM;
+		n = m < n ? m : n;
+	}
+	bool in = false;
+	for (int i = 0; i < n && !in; i++)
+		in = list[i] == gid;
+	if (list != small)
+		free(list);
+	return in;
+}
+
+mode_t vy_session_kill_suid(fuse_req_t req, mode_t mode, gid_t gid, bool chown)
+{
+	/* The kernel's rule (setattr_should_drop_suidgid, chown_common), with
+	 * uid 0 standing in for CAP_FSETID. A write, truncate or fallocate by
+	 * anyone else drops set-user-ID, and set-group-ID where group execute
+	 * is set or the caller is not in the file's group. A chown of anything
+	 * but a directory drops set-user-ID whoever asks (root too), and
+	 * set-group-ID by the same group rule. */
+	bool root = fuse_req_ctx(req)->uid == 0;
+	if (chown ? S_ISDIR(mode) : (!S_ISREG(mode) || root))
 		return mode;
-	mode &= ~(mode_t)S_ISUID;
-	if (mode & S_IXGRP)
-		mode &= ~(mode_t)S_ISGID;
-	return mode;
+	mode_t kill = S_ISUID;
+	if ((mode & S_ISGID) && ((mode & S_IXGRP) || (!root && !caller_in_group(req, gid))))
+		kill |= S_ISGID;
+	return mode & ~kill;
 }

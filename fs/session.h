@@ -6,6 +6,7 @@
 
 #define FUSE_USE_VERSION 312
 #include <fuse_lowlevel.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
 
@@ -18,9 +19,15 @@ void vy_session_conn(struct fuse_conn_info *conn, size_t max_write);
  * write. -1 when the mount failed. */
 int vy_session_mount(struct fuse_session *se, const char *mountpoint);
 
-/* `mode` after a write or truncate by the request's caller: suid and sgid
- * dropped as the kernel would (callers other than root). */
-mode_t vy_session_kill_suid(fuse_req_t req, mode_t mode);
+/* The name a create carries when it is an O_TMPFILE (session.c turns the
+ * kernel's FUSE_TMPFILE into a create of this name): make the inode
+ * without a name. */
+#define VY_SESSION_TMPFILE_NAME "/"
+
+/* `mode` (of a file in group `gid`) after a write, truncate or fallocate
+ * by the request's caller, or after a chown (`chown`): suid and sgid
+ * dropped as the kernel would drop them (session.c says the rule). */
+mode_t vy_session_kill_suid(fuse_req_t req, mode_t mode, gid_t gid, bool chown);
 
 /* Serve requests until unmount or a signal; 0, or a negative errno.
  * waiting >= 2: once requests come one at a time, at most that many idle

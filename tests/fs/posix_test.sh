@@ -1,0 +1,418 @@
+#!/usr/bin/env bash
+# POSIX and Linux filesystem behaviour as tmpfs gives it (issue 19): special
+# files, long names, EFBIG, readdir under renames, coherence after direct
+# writes, suid/sgid clearing, file handles.
+. tests/fs/lib.sh
+PROBE=${BUILD}/tests/fs/posix_probe
+WORK=""
+TMPFS=""
+
+setUp() {
+	WORK=$(mktemp -d /tmp/vyrefs-work.XXXXXX)
+	mount_vyrefs "${VY_OPTS:-}" || fail "mount"
+}
+
+tearDown() {
+	unmount_vyrefs
+	if [ -n "$TMPFS" ]; then
+		umount "$TMPFS" 2>/dev/null
+		rmdir "$TMPFS"
+		TMPFS=""
+	fi
+	rm -rf "$WORK"
+	if [ -n "$VY_LOG" ] && [ -z "${VY_KEEP_LOGS:-}" ]; then rm -f "$VY_LOG"; fi
+}
+
+mount_tmpfs() {
+	TMPFS=$(mktemp -d /tmp/vyrefs-tmpfs.XXXXXX)
+	# nodev,nosuid: as libfuse mounts vyrefs
+	mount -t tmpfs -o size=64m,nodev,nosuid tmpfs "$TMPFS" || fail "tmpfs"
+	chmod 755 "$TMPFS"
+}
+
+test_special_files_keep_mode_and_rdev() {
+	mkfifo -m 640 "$MNT/fifo" || fail "mkfifo"
+	mknod -m 600 "$MNT/null" c 1 3 || fail "mknod c"
+	mknod "$MNT/blk" b 7 200 || fail "mknod b"
+	assertEquals "fifo 640" "fifo 640" "$(stat -c '%F %a' "$MNT/fifo")"
+	assertEquals "character special file 1 3 600" "$(stat -c '%F %Hr %Lr %a' "$MNT/null")"
+	assertEquals "block special file 7 200" "$(stat -c '%F %Hr %Lr' "$MNT/blk")"
+	# The kernel gives them their behaviour: a pipe; a device node is not
+	# opened on a nodev mount (libfuse's default), as on tmpfs -o nodev.
+	(echo through >"$MNT/fifo") &
+	local writer=$!
+	assertEquals "through" "$(timeout 5 cat "$MNT/fifo")"
+	wait $writer
+	assertEquals "nodev" "Permission denied" "$(cat "$MNT/null" 2>&1 | sed 's/.*: //')"
+	assertEquals "socket ok" "$("$PROBE" socket "$MNT/sock")"
+	assertEquals "socket" "$(stat -c %F "$MNT/sock")"
+	# No buffers: nothing resident.
+	assertEquals 0 "$(stat_of resident_buffers)"
+	# Links, renames, chmod, chown, times and unlink, as for any file.
+	ln "$MNT/fifo" "$MNT/fifo2" || fail "link"
+	assertEquals 2 "$(stat -c %h "$MNT/fifo")"
+	mv "$MNT/blk" "$MNT/blk2" || fail "rename"
+	chmod 604 "$MNT/blk2" && chown 12:34 "$MNT/blk2" || fail "chmod/chown"
+	touch -d @1000000000 "$MNT/blk2" || fail "utimes"
+	assertEquals "604 12 34 1000000000 7 200" "$(stat -c '%a %u %g %Y %Hr %Lr' "$MNT/blk2")"
+	assertEquals "fifo2 sock" "$(cd "$MNT" && ls -d fifo2 sock | tr '\n' ' ' | sed 's/ $//')"
+	assertEquals "p c b s" "$(cd "$MNT" && find fifo null blk2 sock -printf '%y ' | sed 's/ $//')"
+	rm "$MNT/fifo" "$MNT/fifo2" "$MNT/null" "$MNT/blk2" "$MNT/sock" || fail "unlink"
+	assertEquals ".vyre" "$(ls -A "$MNT")"
+	unmount_vyrefs
+	assertReleased
+}
+
+test_tar_and_rsync_trees_with_special_files() {
+	need tar rsync || return 0
+	mkdir -p "$WORK/src/d"
+	mkfifo -m 600 "$WORK/src/d/fifo"
+	mknod -m 640 "$WORK/src/d/tty" c 5 0
+	mknod "$WORK/src/blk" b 8 1
+	printf 'data' >"$WORK/src/f"
+	chown 7:8 "$WORK/src/d/tty"
+	touch -h -d @1500000000 "$WORK/src/d/fifo" "$WORK/src/d/tty" "$WORK/src/blk"
+	# Compared with the same on tmpfs (tar keeps whole seconds).
+	listing() { (cd "$1" && find . -mindepth 1 -printf '%p %y %m %U %G %Ts ' -exec stat -c '%Hr,%Lr' {} \; | sort); }
+	tar -C "$WORK/src" -cf "$WORK/t.tar" . || fail "tar -c"
+	mount_tmpfs
+	for root in "$MNT" "$TMPFS"; do
+		mkdir "$root/t"
+		tar -C "$root/t" -xpf "$WORK/t.tar" || fail "tar -x"
+		rsync -a "$WORK/src/" "$root/r/" || fail "rsync -a"
+	done
+	assertEquals "tar -x" "$(listing "$TMPFS/t")" "$(listing "$MNT/t")"
+	assertContains "$(listing "$MNT/t")" "./d/tty c 640 7 8 1500000000 5,0"
+	assertEquals "rsync -a" "$(listing "$TMPFS/r")" "$(listing "$MNT/r")"
+}
+
+test_names_over_255_bytes_are_enametoolong() {
+	local n255 n256 n1000 out
+	n255=$(printf 'a%.0s' $(seq 255))
+	n256=$(printf 'b%.0s' $(seq 256))
+	n1000=$(printf 'c%.0s' $(seq 1000))
+	: >"$MNT/$n255" || fail "a 255-byte name"
+	mkdir "$MNT/d"
+	: >"$MNT/f"
+	for long in "$n256" "$n1000"; do
+		out=""
+		for op in stat chmod truncate rm rmdir "mv-from" "mv-to" "ln-to" "ln-s" mkdir mkfifo create; do
+			case $op in
+			stat) stat "$MNT/$long" ;;
+			chmod) chmod 600 "$MNT/$long" ;;
+			truncate) truncate -s 0 "$MNT/$long" ;;
+			rm) rm "$MNT/$long" ;;
+			rmdir) rmdir "$MNT/$long" ;;
+			mv-from) mv "$MNT/$long" "$MNT/x" ;;
+			mv-to) mv "$MNT/f" "$MNT/d/$long" ;;
+			ln-to) ln "$MNT/f" "$MNT/d/$long" ;;
+			ln-s) ln -s f "$MNT/d/$long" ;;
+			mkdir) mkdir "$MNT/d/$long" ;;
+			mkfifo) mkfifo "$MNT/d/$long" ;;
+			create) : >"$MNT/d/$long" ;;
+			esac 2>"$WORK/err"
+			grep -q "File name too long" "$WORK/err" && out="$out $op" || out="$out $op:$(tr '\n' ' ' <"$WORK/err")"
+		done
+		assertEquals "${#long}-byte names" " stat chmod truncate rm rmdir mv-from mv-to ln-to ln-s mkdir mkfifo create" "$out"
+	done
+	assertTrue "[ -f '$MNT/f' ]"
+	assertEquals "nothing made" "" "$(ls -A "$MNT/d")"
+}
+
+# errno's text from a command's stderr.
+why() { "$@" 2>&1 >/dev/null | sed 's/.*: //' | head -n 1; }
+
+test_sizes_no_budget_holds_are_efbig_and_no_room_is_enospc() {
+	need fallocate || return 0
+	unmount_vyrefs
+	mount_vyrefs "resident_budget=64M" || fail "mount"
+	assertEquals "truncate far" "File too large" "$(why truncate -s 999999999999999 "$MNT/f")"
+	assertEquals "truncate past the budget" "File too large" "$(why truncate -s 65M "$MNT/f")"
+	assertEquals "fallocate past the budget" "File too large" "$(why fallocate -l 65M "$MNT/f")"
+	assertEquals "fallocate -n past the budget" "File too large" "$(why fallocate -n -l 65M "$MNT/f")"
+	assertEquals "write at 1 TiB" "File too large" \
+		"$(why dd if=/dev/zero of="$MNT/f" bs=4k count=1 seek=256M conv=notrunc status=none)"
+	assertEquals "nothing stayed" "0 0" "$(stat -c '%s %b' "$MNT/f")"
+	assertContains "$(cat "$VY_LOG")" "is larger than this mount's whole resident budget of 67108864 bytes (Fix: keep the file under the budget"
+	# Room that is taken now: ENOSPC, and it comes back.
+	fallocate -l 40M "$MNT/a" || fail "fallocate a"
+	assertEquals "no room now" "No space left on device" "$(why truncate -s 40M "$MNT/b")"
+	assertEquals "no room now (write)" "No space left on device" \
+		"$(why dd if=/dev/zero of="$MNT/b" bs=1M count=1 seek=39 status=none)"
+	rm "$MNT/a"
+	truncate -s 40M "$MNT/b" || fail "room again"
+	assertEquals 41943040 "$(stat -c %s "$MNT/b")"
+}
+
+test_readdir_ends_while_its_entries_are_renamed() {
+	for n in 10 3000; do
+		mkdir "$MNT/d$n"
+		(cd "$MNT/d$n" && seq 0 $((n - 1)) | xargs touch) || fail "make $n files"
+		assertEquals "$n files" "readdir originals=$n repeats=0 new=0" "$(timeout 60 "$PROBE" readdir "$MNT/d$n" $n)"
+		assertEquals "all renamed" "$n" "$(ls "$MNT/d$n" | grep -c '\.r$')"
+	done
+	# A new stream (and a rewind) sees the directory as it is now.
+	assertEquals "$(seq 0 9 | sed 's/$/.r/' | sort)" "$(ls "$MNT/d10" | sort)"
+}
+
+test_buffered_reads_see_a_direct_write_that_ran_beside_them() {
+	unmount_vyrefs
+	mount_vyrefs "page_cache=on" || fail "mount"
+	# 4 buffered readers run while another fd writes 4 MiB with O_DIRECT
+	# AIO; then the open fd and a fresh open read every byte new, 30 times.
+	assertEquals "dio stale=0" "$(timeout 120 "$PROBE" dio "$MNT/f" 30)"
+}
+
+# suid_matrix DIR: for each mode, caller and operation, the mode after it.
+# Callers: root; uid 1000 outside the file's group 0; uid 1000 in it.
+suid_matrix() {
+	local dir=$1 mode who op f n=0 run
+	for mode in 6777 6767 4777 2777 2767 2757 0777; do
+		for who in root user ingroup; do
+			case $who in
+			root) run="" ;;
+			user) run="setpriv --reuid=1000 --regid=1000 --clear-groups" ;;
+			ingroup) run="setpriv --reuid=1000 --regid=1000 --groups=0" ;;
+			esac
+			for op in write truncate fallocate fallocate-n chown chgrp-owner; do
+				n=$((n + 1))
+				f="$dir/s$n"
+				printf 'abc' >"$f"
+				if [ "$op" = chgrp-owner ]; then chown 1000:1000 "$f"; fi
+				chmod "$mode" "$f"
+				case $op in
+				write) $run dd if=/dev/zero of="$f" bs=1 count=1 seek=1 conv=notrunc status=none ;;
+				truncate) $run truncate -s 10 "$f" ;;
+				fallocate) $run fallocate -l 8192 "$f" ;;
+				fallocate-n) $run fallocate -n -l 8192 "$f" ;;
+				chown) chown 1000:0 "$f" ;;
+				chgrp-owner) $run chgrp 0 "$f" ;;
+				esac 2>/dev/null
+				echo "$mode $who $op rc=$? -> $(stat -c %a "$f")"
+			done
+		done
+	done
+}
+
+test_suid_and_sgid_are_cleared_as_on_tmpfs() {
+	need setpriv fallocate || return 0
+	unmount_vyrefs
+	mount_vyrefs "allow_other=on" || fail "mount"
+	mount_tmpfs
+	local want got
+	want=$(suid_matrix "$TMPFS")
+	got=$(suid_matrix "$MNT")
+	assertEquals "$want" "$got"
+	# The kernel's rules, pinned (tmpfs on this kernel gives the same).
+	for line in "6767 user write rc=0 -> 767" "6767 ingroup write rc=0 -> 2767" \
+		"2767 user truncate rc=0 -> 767" "6777 root write rc=0 -> 6777" \
+		"6777 user fallocate-n rc=0 -> 777" "2767 ingroup fallocate rc=0 -> 2767" \
+		"6777 root chown rc=0 -> 777" "6767 root chown rc=0 -> 2767" \
+		"2757 ingroup chgrp-owner rc=0 -> 757" "0777 user write rc=0 -> 777"; do
+		assertContains "$got" "$line"
+	done
+}
+
+test_file_handles_outlive_the_kernels_caches() {
+	mkdir -p "$MNT/a/b"
+	make_data "$WORK/data" 300000
+	cp "$WORK/data" "$MNT/a/b/f" || fail "cp"
+	local sum
+	sum=$("$PROBE" sum "$WORK/data") || fail "sum"
+	# name_to_handle_at, drop the kernel's dentries and inodes, then
+	# open_by_handle_at reads the same bytes; a directory's handle finds
+	# its path again through "..".
+	assertEquals "handle ok $sum" "$(cd / && "$OLDPWD/$PROBE" handle "$MNT" "$MNT/a/b/f")"
+	assertEquals "handle ok dir 3" "$(cd / && "$OLDPWD/$PROBE" handle "$MNT" "$MNT/a/b")"
+	# A file removed before the handle is used: ESTALE.
+	assertEquals "handle gone ESTALE" "$(cd / && "$OLDPWD/$PROBE" handle-gone "$MNT" "$MNT/a/b/f")"
+}
+
+# posix_script ROOT WHO: the probe's script in a fresh ROOT/w, as root or
+# as uid 1000 (setpriv), after setting up what it needs root for.
+posix_script() {
+	local w="$1/w-$2" run=""
+	mkdir "$w" && chmod 755 "$w"
+	: >"$w/rootowned"
+	mkdir "$w/sticky" && chmod 1777 "$w/sticky"
+	: >"$w/sticky/rootfile" && chmod 666 "$w/sticky/rootfile"
+	if [ "$2" = user ]; then
+		chown 1000:1000 "$w"
+		run="setpriv --reuid=1000 --regid=1000 --clear-groups"
+	fi
+	local probe
+	probe=$(realpath "$PROBE")
+	(cd / && $run "$probe" script "$w")
+}
+
+test_posix_script_matches_tmpfs_as_root_and_as_another_user() {
+	need setpriv || return 0
+	# Every file type through create, chmod, chown, utimes, truncate, open,
+	# link, rename (noreplace, exchange, corners), unlink and rmdir, plus
+	# permissions, sticky and setgid directories, symlinks and open flags:
+	# each step's errno, whether the parent's and the child's mtime and
+	# ctime changed, and link counts.
+	unmount_vyrefs
+	mount_vyrefs "allow_other=on" || fail "mount"
+	mount_tmpfs
+	local who want got
+	for who in root user; do
+		want=$(posix_script "$TMPFS" $who)
+		got=$(posix_script "$MNT" $who)
+		assertEquals "$who: steps" 217 "$(echo "$want" | wc -l)"
+		assertEquals "$who: differences from tmpfs" "" "$(diff <(echo "$want") <(echo "$got"))"
+	done
+}
+
+# punch_and_zero DIR: holes punched (and ranges zeroed: refused, as tmpfs
+# refuses them) in a written file, each followed by its size and checksum.
+punch_and_zero() {
+	local f=$1/pz
+	head -c 300000 "$WORK/data" >"$f"
+	for op in "--punch-hole -o 4096 -l 8192" "--punch-hole -o 100 -l 50" "--punch-hole -o 290000 -l 100000" \
+		"--zero-range -o 20000 -l 5000" "--zero-range -o 299000 -l 10000" \
+		"--zero-range --keep-size -o 305000 -l 4096" "--zero-range --keep-size -o 150000 -l 9999999"; do
+		# shellcheck disable=SC2086
+		fallocate $op "$f" 2>&1 | sed 's/.*: //'
+		echo "$op: $(stat -c %s "$f") $(cksum <"$f")"
+	done
+	fallocate --punch-hole -o 0 -l 4096 "$f" 2>&1 | sed 's/.*: //' # without --keep-size: fallocate(1) adds it
+	echo "collapse: $(fallocate --collapse-range -o 0 -l 4096 "$f" 2>&1 | sed 's/.*: //')"
+}
+
+test_punched_holes_and_zeroed_ranges_read_as_on_tmpfs() {
+	need fallocate || return 0
+	make_data "$WORK/data" 300000
+	mount_tmpfs
+	local want
+	want=$(punch_and_zero "$TMPFS")
+	assertContains "$want" "--punch-hole -o 100 -l 50: 300000 "
+	assertEquals "$want" "$(punch_and_zero "$MNT")"
+	# write-behind: gathered bytes land before the zeros
+	unmount_vyrefs
+	mount_vyrefs "write_behind=on" || fail "mount"
+	assertEquals "$want" "$(punch_and_zero "$MNT")"
+}
+
+# whiteouts DIR: renames that leave a whiteout (what overlayfs needs).
+whiteouts() {
+	local d=$1 r="$BUILD/tests/fs/renameat2"
+	printf 'A' >"$d/a"
+	printf 'C' >"$d/c"
+	mkdir "$d/dir"
+	echo "a->b: $("$r" "$d/a" "$d/b" whiteout)"
+	echo "b->c: $("$r" "$d/b" "$d/c" whiteout)"
+	echo "dir->dir2: $("$r" "$d/dir" "$d/dir2" whiteout)"
+	echo "c->a (a whiteout): $("$r" "$d/c" "$d/a" whiteout)"
+	(cd "$d" && for f in *; do echo "$f $(stat -c '%F %a %u %g %Hr %Lr %h' "$f")"; done)
+}
+
+test_rename_whiteout_leaves_a_whiteout_as_on_tmpfs() {
+	mount_tmpfs
+	local want
+	want=$(whiteouts "$TMPFS")
+	assertContains "$want" "b character special file 0 0 0 0 0 1"
+	assertEquals "$want" "$(whiteouts "$MNT")"
+	assertEquals "A" "$(cat "$MNT/a")"
+	rm "$MNT/b" "$MNT/c" "$MNT/dir" || fail "whiteouts are removed as files"
+}
+
+# xattr_namespaces DIR: which namespaces are stored, and when a file's
+# capabilities (security.capability) go.
+xattr_namespaces() {
+	local f=$1/x
+	printf 'x' >"$f"
+	for a in user.a trusted.b security.c system.d; do
+		echo "$a: $(setfattr -n "$a" -v "v-$a" "$f" 2>&1 | sed 's/.*: //') $(getfattr --absolute-names --only-values -n "$a" "$f" 2>/dev/null)"
+	done
+	echo "listed: $(getfattr --absolute-names -d -m - "$f" | grep -v '^#' | tr '\n' ' ')"
+	echo "trusted as a user: $(setpriv --reuid=1000 --regid=1000 --clear-groups setfattr -n trusted.e -v 1 "$f" 2>&1 | sed 's/.*: //')"
+	for op in "printf y >>$f" "truncate -s 1 $f" "truncate -s 1 $f" "fallocate -n -l 8192 $f" "chown 0:0 $f" "chmod 755 $f" \
+		"cat $f"; do
+		setcap cap_net_raw+ep "$f" || echo "setcap failed"
+		sh -c "$op" >/dev/null
+		echo "caps after $op: $(getcap "$f" | sed 's/.* //')"
+	done | sed "s|$1/||g"
+}
+
+test_trusted_and_security_xattrs_and_caps_as_on_tmpfs() {
+	need setpriv setfattr getfattr setcap getcap || return 0
+	unmount_vyrefs
+	mount_vyrefs "allow_other=on" || fail "mount"
+	mount_tmpfs
+	local want
+	want=$(xattr_namespaces "$TMPFS")
+	assertContains "$want" "trusted.b:  v-trusted.b"
+	assertEquals "a write drops caps" "" "$(echo "$want" | sed -n 's/^caps after printf y >>x: //p')"
+	assertContains "$want" "caps after chmod 755 x: cap_net_raw=ep"
+	assertEquals "$want" "$(xattr_namespaces "$MNT")"
+}
+
+test_remount_changes_flags_and_refuses_settings_by_name() {
+	need findmnt || return 0
+	unmount_vyrefs
+	mount_vyrefs "noexec,noatime" || fail "mount"
+	assertContains "generic flags reach the kernel" "$(findmnt -no OPTIONS "$MNT")" "rw,nosuid,nodev,noexec,noatime"
+	printf 'kept' >"$MNT/a"
+	# As mount.fuse3 runs it for `mount -o remount,ro`.
+	"$VYREFS" vyrefs "$MNT" -o remount,ro,user_id=0 || fail "remount ro"
+	assertContains "$(findmnt -no OPTIONS "$MNT")" "ro,nosuid,nodev,noexec,noatime"
+	assertEquals "Read-only file system" "$(why touch "$MNT/b")"
+	assertEquals "Read-only file system" "$(why sh -c "echo x >>'$MNT/a'")"
+	assertEquals "kept" "$(cat "$MNT/a")"
+	"$VYREFS" "$MNT" -o remount,rw,exec,page_cache=on || fail "remount rw, a setting as it is"
+	assertContains "$(findmnt -no OPTIONS "$MNT")" "rw,nosuid,nodev,noatime"
+	printf 'new' >"$MNT/b" || fail "writable again"
+	assertEquals "vyrefs: 'page_cache=off' cannot change on a live mount (Fix: leave it out of the remount, or unmount and mount again with it)" \
+		"$("$VYREFS" "$MNT" -o remount,page_cache=off 2>&1)"
+	exec 3>>"$MNT/b"
+	assertContains "open for writing" "$("$VYREFS" "$MNT" -o remount,ro 2>&1)" "Device or resource busy (Fix: close the files open for writing on it first)"
+	exec 3>&-
+	assertContains "$("$VYREFS" "$WORK" -o remount,ro 2>&1)" "is not a vyrefs mount"
+	unmount_vyrefs
+	assertReleased
+}
+
+# chattr_matrix DIR: what each operation answers on a file (and in a
+# directory) with chattr +i and +a, and lsattr's view.
+chattr_matrix() {
+	local d=$1 flag op
+	for flag in i a; do
+		for op in "echo x >>f" "echo x >f" "truncate -s 0 f" "rm f" "mv f g" "ln f g" "chmod 600 f" \
+			"chown 1:1 f" "touch f" "touch -d @5 f" "setfattr -n user.x -v 1 f" "fallocate -l 8192 f" \
+			"fallocate -n -l 8192 f" "cat f" "touch dir/new" "rm dir/old" "mv dir/old dir/o2" "mkdir dir/sub"; do
+			rm -rf "$d/w" && mkdir -p "$d/w/dir" && printf 'abc' >"$d/w/f" && printf 'o' >"$d/w/dir/old"
+			chattr "+$flag" "$d/w/f" "$d/w/dir" || echo "chattr +$flag failed"
+			echo "+$flag $op: $(cd "$d/w" && sh -c "$op" 2>&1 >/dev/null | sed 's/.*: //')"
+			chattr "-$flag" "$d/w/f" "$d/w/dir"
+		done
+	done
+	lsattr -d "$d/w/f" | cut -c1-22
+	chattr +dA "$d/w/f" && lsattr -d "$d/w/f" | cut -c1-22
+	echo "+c: $(chattr +c "$d/w/f" 2>&1 | sed 's/.*: //; s/ while.*//')"
+}
+
+test_chattr_immutable_and_append_only_as_on_tmpfs() {
+	need chattr lsattr setfattr || return 0
+	mount_tmpfs
+	local want
+	want=$(chattr_matrix "$TMPFS")
+	assertContains "$want" "+i echo x >>f: Operation not permitted"
+	assertContains "$want" "+a echo x >>f: "
+	assertEquals "$want" "$(chattr_matrix "$MNT")"
+}
+
+test_o_tmpfile_as_on_tmpfs() {
+	mount_tmpfs
+	local want
+	want=$("$PROBE" tmpfile "$TMPFS")
+	assertContains "$want" "linked: nlink=1 size=5 mode=100640 bytes=hello"
+	assertEquals "$want" "$("$PROBE" tmpfile "$MNT")"
+	assertEquals "named" "$(ls "$MNT")"
+	# The O_EXCL one, never named, is gone with its buffer.
+	assertEquals 1 "$(stat_of resident_buffers)"
+	unmount_vyrefs
+	assertReleased
+}
+
+. "${SHUNIT2:-/usr/bin/shunit2}"
