@@ -56,8 +56,9 @@ static void show(uint64_t done, uint64_t total, void *ctx)
 
 static const char *way_name(int how)
 {
-	return how == VY_COPY_MAPPED ? "mapped" : how == VY_COPY_IN_MOUNT ? "in the mount, device to device"
-									: "plain read and write";
+	return how == VY_COPY_DAEMON	 ? "by the daemon, around FUSE"
+	       : how == VY_COPY_IN_MOUNT ? "in the mount, device to device"
+					 : "plain read and write";
 }
 
 static int preserve(const char *src, const char *dst, const struct stat *st)
@@ -171,8 +172,9 @@ static void usage(FILE *f)
 {
 	fprintf(f, "usage: vyrefs cp [-rpfnv] [--progress|--no-progress] [--threads=N] SRC... DST\n"
 		   "Copy files into, out of and within vyrefs mounts at the speed of the other side:\n"
-		   "the mount's side is mapped, N threads (one per core, at most 16) move 16 MiB\n"
-		   "pieces through pinned memory. Where no mapping can be had it reads and writes.\n"
+		   "the mount's daemon moves the bytes with N threads (one per core, at most 16)\n"
+		   "through pinned memory, around FUSE. With no mount on either side it reads and\n"
+		   "writes.\n"
 		   "  -r, -R, --recursive   copy directories\n"
 		   "  -p                    keep mode, owner and times\n"
 		   "  -f, --force           remove a destination that cannot be opened, and try again\n"

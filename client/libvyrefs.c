@@ -90,7 +90,7 @@ int vy_client_mount_root(const char *file, dev_t dev, char *root, size_t cap)
 	return n > 0 && (size_t)n < cap ? 0 : fail(ENAMETOOLONG, "vyrefs: the mount's path is too long");
 }
 
-static int connect_daemon(const char *file, dev_t dev, int *out)
+int vy_client_connect(const char *file, dev_t dev, int *out)
 {
 	char root[PATH_MAX], path[PATH_MAX + 32], name[128] = "";
 	int rc = vy_client_mount_root(file, dev, root, sizeof(root));
@@ -128,16 +128,31 @@ static int connect_daemon(const char *file, dev_t dev, int *out)
 	return 0;
 }
 
-/* One request, one reply of at least `min` bytes beginning with a status. */
-static int call(int sock, uint16_t op, const void *in, size_t len, int fd, size_t min, vy_msg *r)
+#define call(sock, op, in, len, fd, min, r) \
+	vy_client_call((sock), (op), (in), (len), &(int){(fd)}, (fd) >= 0 ? 1 : 0, (min), NULL, NULL, (r))
+
+int vy_client_call(int sock, uint16_t op, const void *in, size_t len, const int *fds, unsigned nfds, size_t min,
+		   void (*progress)(uint64_t, uint64_t, void *), void *ctx, vy_msg *r)
 {
 	vy_chan ch = {.sock = sock, .mb_fd = -1};
 	const void *parts[1] = {in};
 	size_t lens[1] = {len};
 	vy_error e;
-	if (vy_chan_send(&ch, op, 1, parts, lens, 1, fd >= 0 ? &fd : NULL, fd >= 0 ? 1 : 0, &e) != VY_OK ||
-	    vy_chan_recv(&ch, 60000, 0, r, &e) != VY_OK)
+	if (vy_chan_send(&ch, op, 1, parts, lens, 1, nfds ? fds : NULL, nfds, &e) != VY_OK)
 		return fail_vy(&e);
+	for (;;) {
+		/* A copy's progress comes first; a map's answer within a minute. */
+		if (vy_chan_recv(&ch, progress ? -1 : 60000, 0, r, &e) != VY_OK)
+			return fail_vy(&e);
+		if (r->h.opcode != VY_OP_CLIENT_PROGRESS)
+			break;
+		vy_client_progress p;
+		if (r->len == sizeof(p) && progress) {
+			memcpy(&p, r->body, sizeof(p));
+			progress(p.done, p.total, ctx);
+		}
+		vy_msg_free(r);
+	}
 	if (r->h.opcode != (op | VY_OP_REPLY) || r->len < min || r->len < sizeof(vy_status)) {
 		vy_msg_free(r);
 		return fail(EPROTO, "vyrefs: the daemon answered out of turn (Fix: use libvyrefs of the mount's version)");
@@ -197,7 +212,7 @@ API int vy_map(const char *path, int flags, vy_mapping **out)
 	if (!rc && !S_ISREG(st.st_mode))
 		rc = fail(EINVAL, "vyrefs: %s is not a regular file (Fix: map a file)", path);
 	if (!rc)
-		rc = connect_daemon(path, st.st_dev, &sock);
+		rc = vy_client_connect(path, st.st_dev, &sock);
 	vy_msg r = {0};
 	uint32_t backend = 0;
 	int ordinal = -1;

@@ -49,16 +49,15 @@ const char *vy_last_error(void);
 
 /* Copy one regular file into, out of or within a vyrefs mount, at the
  * speed of the other side: into a mount, `dst` is created through the mount
- * (so its permissions are checked there) with src's mode bits and its
- * size, mapped, and filled by `threads` readers of src (0: one per core, at
- * most 16) through pinned buffers and asynchronous copies; holes in a
- * sparse src stay zeros on the device, unread. Out of a mount the same in
- * reverse. Within one mount it is copy_file_range (device to device).
- * Where no mapping can be had (no write access to the mount's file, or no
- * mount on either side) it reads and writes. `progress` (may be NULL) is
- * called now and then with bytes done and total. *how (may be NULL) says
- * which way it went. */
-enum vy_copy_how { VY_COPY_MAPPED = 1, VY_COPY_IN_MOUNT = 2, VY_COPY_PLAIN = 3 };
+ * (so its permissions are checked there) with src's mode bits and sized;
+ * then the daemon reads src through the fd this passes it, with `threads`
+ * threads (0: one per core, at most 16), pinned memory and its streams;
+ * holes in a sparse src are not read (the file reads zeros there). Out of
+ * a mount the reverse. Within one mount it is copy_file_range (device to
+ * device). With no mount on either side, or a mount too old to copy, it
+ * reads and writes. `progress` (may be NULL) is called now and then with
+ * bytes done and total. *how (may be NULL) says which way it went. */
+enum vy_copy_how { VY_COPY_DAEMON = 1, VY_COPY_IN_MOUNT = 2, VY_COPY_PLAIN = 3 };
 int vy_copy_file(const char *src, const char *dst, int threads, void (*progress)(uint64_t done, uint64_t total, void *ctx),
 	    void *ctx, int *how);
 

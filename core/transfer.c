@@ -409,6 +409,16 @@ static vy_err copy_to_host(vy_core *c, vy_stream *s, vy_dptr at, uint64_t len, v
 	return rc;
 }
 
+static vy_err copy_from_host(vy_core *c, vy_stream *s, vy_dptr at, uint64_t len, void *src, vy_error *e)
+{
+	vy_err rc = c->dev->ops->copy_htod(c->dev, s, at, src, len, e);
+	if (rc == VY_OK) {
+		vy_telemetry_add(&c->tel, h2d_ops, 1);
+		vy_telemetry_add(&c->tel, h2d_bytes, len);
+	}
+	return rc;
+}
+
 static vy_err set_bytes(vy_core *c, vy_stream *s, vy_dptr at, uint64_t len, void *byte, vy_error *e)
 {
 	vy_err rc = c->dev->ops->memset8(c->dev, s, at, *(const uint8_t *)byte, len, e);
@@ -422,6 +432,11 @@ static vy_err set_bytes(vy_core *c, vy_stream *s, vy_dptr at, uint64_t len, void
 vy_err vy_readback_pinned(vy_core *c, vy_handle h, uint64_t offset, void *dst, uint64_t len, vy_error *e)
 {
 	return on_buffer(c, h, offset, len, "readback", copy_to_host, dst, e);
+}
+
+vy_err vy_upload_pinned(vy_core *c, vy_handle h, uint64_t offset, const void *src, uint64_t len, vy_error *e)
+{
+	return on_buffer(c, h, offset, len, "upload", copy_from_host, (void *)src, e);
 }
 
 vy_err vy_fill(vy_core *c, vy_handle h, uint64_t offset, uint64_t len, uint8_t byte, vy_error *e)

@@ -41,6 +41,10 @@ vy_err vy_readback_many(vy_core *c, const vy_readback *rbs, size_t n, vy_error *
  * staging buffer): one driver copy, no staging copy. */
 vy_err vy_readback_pinned(vy_core *c, vy_handle h, uint64_t offset, void *dst, uint64_t len, vy_error *e);
 
+/* Write one range straight from page-locked memory the caller holds: one
+ * driver copy, no staging copy. */
+vy_err vy_upload_pinned(vy_core *c, vy_handle h, uint64_t offset, const void *src, uint64_t len, vy_error *e);
+
 /* Set [offset, offset+len) of a buffer to `byte` with a device memset: no
  * host-to-device bytes. */
 vy_err vy_fill(vy_core *c, vy_handle h, uint64_t offset, uint64_t len, uint8_t byte, vy_error *e);

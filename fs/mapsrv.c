@@ -4,6 +4,7 @@
  * that stalls in the middle of a message holds only its own thread. */
 #include "fs/mapsrv.h"
 #include "core/grow.h"
+#include "fs/copysrv.h"
 #include "fs/log.h"
 #include "fs/readahead.h"
 #include "fs/wbehind.h"
@@ -12,6 +13,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -118,8 +120,10 @@ static vy_err reply_status(conn *c, const vy_msg *m, vy_err rc, const vy_error *
 	return reply(c, m, &st, sizeof(st), -1);
 }
 
-/* The inode a client's fd names, held like an open file; or why not. */
-static vy_err inode_of_fd(vy_mapsrv *srv, int fd, vy_inode **out, vy_error *e)
+/* The inode a client's fd names, held like an open file; or why not. The
+ * fd must be open for writing (a mapping can write), or for reading when
+ * `reading` (a copy out of the file). */
+static vy_err inode_of_fd(vy_mapsrv *srv, int fd, bool reading, vy_inode **out, vy_error *e)
 {
 	struct stat st;
 	if (fstat(fd, &st) != 0)
@@ -129,7 +133,9 @@ static vy_err inode_of_fd(vy_mapsrv *srv, int fd, vy_inode **out, vy_error *e)
 			       "the passed file is not on this mount (device %u:%u, the mount is %u:%u)",
 			       major(st.st_dev), minor(st.st_dev), major(srv->dev), minor(srv->dev));
 	int flags = fcntl(fd, F_GETFL);
-	if (flags < 0 || (flags & O_ACCMODE) == O_RDONLY)
+	if (reading && (flags < 0 || (flags & O_ACCMODE) == O_WRONLY))
+		return vy_fail(e, VY_EACCES, "open the file for reading", "the file was opened write-only");
+	if (!reading && (flags < 0 || (flags & O_ACCMODE) == O_RDONLY))
 		return vy_fail(e, VY_EACCES, "open the file for writing (O_RDWR): a mapping can write it",
 			       "the file was opened read-only; device memory cannot be mapped read-only");
 	vy_fs *fs = srv->fs;
@@ -183,7 +189,7 @@ static vy_err op_map(conn *c, vy_msg *m)
 	else if (c->nmaps >= MAPS_MAX)
 		rc = vy_fail(&e, VY_EBUSY, "unmap files first", "one connection may map %d files", MAPS_MAX);
 	if (rc == VY_OK)
-		rc = inode_of_fd(c->srv, fd, &in, &e);
+		rc = inode_of_fd(c->srv, fd, false, &in, &e);
 	if (fd >= 0)
 		close(fd);
 	vy_buffer_view v = {0};
@@ -279,6 +285,71 @@ static vy_err op_unmap(conn *c, vy_msg *m)
 	return reply_status(c, m, VY_OK, NULL);
 }
 
+typedef struct copy_ctx {
+	conn *c;
+	const vy_msg *m;
+} copy_ctx;
+
+/* Progress to the client; true when it went away (the copy stops). */
+static bool copy_tick(void *ctx, uint64_t done, uint64_t total)
+{
+	copy_ctx *x = ctx;
+	vy_client_progress p = {.done = done, .total = total};
+	vy_chan ch = {.sock = x->c->sock, .mb_fd = -1};
+	const void *parts[1] = {&p};
+	size_t lens[1] = {sizeof(p)};
+	vy_error e;
+	if (vy_chan_send(&ch, VY_OP_CLIENT_PROGRESS, x->m->h.unique, parts, lens, 1, NULL, 0, &e) != VY_OK)
+		return true;
+	struct pollfd pf = {.fd = x->c->sock, .events = POLLIN};
+	char b;
+	return poll(&pf, 1, 0) > 0 && ((pf.revents & (POLLHUP | POLLERR)) || recv(x->c->sock, &b, 1, MSG_PEEK | MSG_DONTWAIT) == 0);
+}
+
+static vy_err op_copy(conn *c, vy_msg *m)
+{
+	vy_client_copy_in in = {0};
+	vy_client_copy_out out = {0};
+	vy_error e;
+	vy_err rc = VY_OK;
+	int mine = vy_msg_take_fd(m, 0), other = vy_msg_take_fd(m, 1);
+	vy_inode *ino = NULL;
+	if (mine < 0 || other < 0 || m->len != sizeof(in))
+		rc = vy_fail(&e, VY_EINVAL, "pass both files' fds with the request (libvyrefs does)",
+			     "a COPY request without its two file descriptors");
+	if (rc == VY_OK) {
+		memcpy(&in, m->body, sizeof(in));
+		if (in.direction > VY_COPY_OUT)
+			rc = vy_fail(&e, VY_EINVAL, "use libvyrefs of this vyrefs version", "copy direction %u", in.direction);
+	}
+	bool into = in.direction == VY_COPY_INTO;
+	struct stat st;
+	int flags = other >= 0 ? fcntl(other, F_GETFL) : -1;
+	if (rc == VY_OK && (fstat(other, &st) != 0 || !S_ISREG(st.st_mode)))
+		rc = vy_fail(&e, VY_EINVAL, "copy regular files", "the other file is not a regular file");
+	else if (rc == VY_OK && st.st_dev == c->srv->dev)
+		rc = vy_fail(&e, VY_EINVAL, "copy within the mount with cp (copy_file_range: device to device)",
+			     "both files are on this mount");
+	else if (rc == VY_OK && (flags < 0 || (flags & O_ACCMODE) == (into ? O_WRONLY : O_RDONLY)))
+		rc = vy_fail(&e, VY_EACCES, into ? "open the source for reading" : "open the destination for writing",
+			     "the other file's descriptor cannot be %s", into ? "read" : "written");
+	if (rc == VY_OK)
+		rc = inode_of_fd(c->srv, mine, !into, &ino, &e);
+	if (mine >= 0)
+		close(mine);
+	if (rc == VY_OK) {
+		copy_ctx ctx = {.c = c, .m = m};
+		vy_copysrv_job job = {.in = ino, .other = other, .into = into, .size = in.size, .threads = in.threads,
+				      .tick = copy_tick, .ctx = &ctx};
+		rc = vy_copysrv_run(c->srv->fs, &job, &out.done, &out.total, &e);
+		let_go(c->srv->fs, ino);
+	}
+	if (other >= 0)
+		close(other);
+	status_of(&out.st, rc, &e);
+	return reply(c, m, &out, sizeof(out), -1);
+}
+
 static vy_err op_hello(conn *c, vy_msg *m)
 {
 	vy_fs *fs = c->srv->fs;
@@ -295,10 +366,7 @@ static vy_err op_hello(conn *c, vy_msg *m)
 				     "protocol %u.%u asked, this vyrefs speaks %u.%u", in.major, in.minor, VY_PROTO_MAJOR,
 				     VY_PROTO_MINOR);
 	}
-	const vy_device_info *d = &fs->core->dev->info;
-	if (rc == VY_OK && !fs->core->dev->share)
-		rc = vy_fail(&e, VY_ENOTSUP, "use a GPU with virtual memory management (and a driver for CUDA 12 or newer)",
-			     "this device cannot share memory with another process");
+	const vy_device_info *d = &fs->core->dev->info; /* MAP says if it cannot share; COPY needs no sharing */
 	out.backend = strcmp(d->backend, "cuda") ? VY_BACKEND_HOST : VY_BACKEND_CUDA;
 	out.ordinal = d->ordinal;
 	out.share_granularity = d->share_granularity;
@@ -333,6 +401,9 @@ static void *serve_conn(void *arg)
 			break;
 		case VY_OP_CLIENT_UNMAP:
 			rc = op_unmap(c, &m);
+			break;
+		case VY_OP_CLIENT_COPY:
+			rc = op_copy(c, &m);
 			break;
 		default:
 			rc = reply_status(c, &m,

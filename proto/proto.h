@@ -26,7 +26,7 @@
 #define VY_PROTO_MINOR 0
 /* No message is larger: a sequence of 1 MiB of text fits well within. */
 #define VY_PROTO_MSG_MAX (64u << 20)
-#define VY_PROTO_FDS_MAX 1
+#define VY_PROTO_FDS_MAX 2
 #define VY_PROTO_TEXT_MAX 512 /* a status message, as vy_error's */
 
 typedef struct vy_msg_header {
@@ -50,6 +50,8 @@ enum vy_opcode {
 	VY_OP_CLIENT_MAP = 17,   /* client_map_in, 1 fd (the file) -> client_map_out, 1 fd (its memory) */
 	VY_OP_CLIENT_SYNC = 18,  /* client_ref_in -> vy_status */
 	VY_OP_CLIENT_UNMAP = 19, /* client_ref_in -> vy_status */
+	VY_OP_CLIENT_COPY = 20,  /* client_copy_in, 2 fds -> client_progress..., client_copy_out */
+	VY_OP_CLIENT_PROGRESS = 21, /* daemon -> client during a COPY: client_progress */
 	VY_OP_REPLY = 0x8000,
 };
 
@@ -159,6 +161,29 @@ typedef struct vy_client_ref_in {
 	uint64_t id;
 } vy_client_ref_in;
 _Static_assert(sizeof(vy_client_ref_in) == 8, "vy_client_ref_in is 8 bytes");
+
+/* COPY: the daemon copies between a file of the mount (fd 0) and any other
+ * regular file (fd 1) with its own threads, pinned memory and streams, so
+ * a copy costs the client no CUDA context. Into the mount, fd 0 must be
+ * open for writing and fd 1 for reading; out of it, the reverse. */
+enum vy_copy_direction { VY_COPY_INTO = 0, VY_COPY_OUT = 1 };
+typedef struct vy_client_copy_in {
+	uint32_t direction;
+	uint32_t threads; /* 0: the daemon's choice */
+	uint64_t size;    /* into: the bytes to copy (the file was sized to them) */
+} vy_client_copy_in;
+_Static_assert(sizeof(vy_client_copy_in) == 16, "vy_client_copy_in is 16 bytes");
+
+typedef struct vy_client_progress {
+	uint64_t done, total; /* bytes of data; holes are not counted in done */
+} vy_client_progress;
+_Static_assert(sizeof(vy_client_progress) == 16, "vy_client_progress is 16 bytes");
+
+typedef struct vy_client_copy_out {
+	vy_status st;
+	uint64_t done, total;
+} vy_client_copy_out;
+_Static_assert(sizeof(vy_client_copy_out) == 536, "vy_client_copy_out layout");
 
 /* ---- a sequence, as it crosses ------------------------------------------
  * run_in, then nbuffers vy_wire_buffer, nkernels vy_wire_kernel, nsteps

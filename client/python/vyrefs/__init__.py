@@ -273,13 +273,13 @@ def map(path, dtype="uint8", shape=None):  # noqa: A001 - the name users expect
 
 def copy(src, dst, threads=0):
     """Copy a file into, out of or within a vyrefs mount at the speed of the
-    other side (what `vyrefs cp` does): "mapped", "in the mount" or "plain"
+    other side (what `vyrefs cp` does): "daemon", "in the mount" or "plain"
     says how it went. A directory `dst` takes src's name."""
     if os.path.isdir(dst):
         dst = os.path.join(dst, os.path.basename(os.fspath(src)))
     how = ctypes.c_int(0)
     _check(_library().vy_copy_file(os.fsencode(src), os.fsencode(dst), int(threads), None, None, ctypes.byref(how)))
-    return {1: "mapped", 2: "in the mount", 3: "plain"}.get(how.value, "plain")
+    return {1: "daemon", 2: "in the mount", 3: "plain"}.get(how.value, "plain")
 
 
 from . import safetensors  # noqa: E402  (vyrefs.safetensors.load / save)
