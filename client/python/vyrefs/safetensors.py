@@ -56,7 +56,10 @@ def load(path):
             continue
         a, b = info["data_offsets"]
         dt = getattr(torch, _TO_TORCH[info["dtype"]])
-        out[name] = whole[8 + n + a:8 + n + b].view(dt).view(info["shape"])
+        raw = whole[8 + n + a:8 + n + b]
+        if (8 + n + a) % dt.itemsize:
+            raw = raw.clone()  # a writer that did not align it: a copy, the only way to view it
+        out[name] = raw.view(dt).view(info["shape"])
     return out
 
 
@@ -65,7 +68,9 @@ def save(tensors, path, metadata=None):
     `path` in a vyrefs mount; the bytes go device to device."""
     import torch
     header, offset = {}, 0
-    items = sorted(tensors.items())
+    # Widest elements first, as safetensors orders them: every tensor then
+    # starts at a multiple of its element size, so load can view it in place.
+    items = sorted(tensors.items(), key=lambda kv: (-kv[1].element_size(), kv[0]))
     for name, t in items:
         nbytes = t.numel() * t.element_size()
         dtype = str(t.dtype).replace("torch.", "")
