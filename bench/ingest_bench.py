@@ -1,7 +1,7 @@
 """Files into and out of the mount (bench/run.sh, phase `ingest`), each
 beside its baseline, measured in the same run:
 
-  python3 bench/ingest_bench.py VYREFS MOUNT TMPFS
+  python3 bench/ingest_bench.py VYREFS MOUNT TMPFS [BYTES]   (BYTES: 4 GiB)
 
   ingest.read_T_gbps     T threads read the 4 GiB source into memory
   ingest.in_T_gbps       vyrefs cp --threads=T of it into the mount
@@ -16,7 +16,8 @@ beside its baseline, measured in the same run:
 import os, subprocess, sys, threading, time
 
 vy, mnt, tmp = sys.argv[1], sys.argv[2], sys.argv[3]
-SIZE, CHUNK = 4 << 30, 16 << 20
+SIZE = int(sys.argv[4]) if len(sys.argv) > 4 else 4 << 30
+CHUNK = 16 << 20
 
 
 def put(k, v):
@@ -87,6 +88,8 @@ try:
     import torch
     import vyrefs
     from safetensors.torch import load_file, save_file
+    if not torch.cuda.is_available():
+        raise ImportError("no GPU")
 except ImportError:
     sys.exit(0)
 torch.manual_seed(0)

@@ -334,7 +334,7 @@ main() {
 	# (bench/ingest_bench.py).
 	if has ingest; then
 		VYREFS_LIB=$PWD/$BUILD/libvyrefs.so PYTHONPATH=$PWD/client/python \
-			python3 bench/ingest_bench.py "$BUILD/vyrefs" "${MNT[vyrefs]}" "${MNT[tmpfs]}" | tee -a "$RES"
+			python3 bench/ingest_bench.py "$BUILD/vyrefs" "${MNT[vyrefs]}" "${MNT[tmpfs]}" "$SEQ" | tee -a "$RES"
 	fi
 	if has cp; then for t in vyrefs nullfs tmpfs; do copy_in_mount "$t"; done; fi
 	if has churn; then

@@ -76,6 +76,7 @@ static bool io_all(bool reading, int fd, char *buf, uint64_t len, uint64_t off)
 static void *worker(void *arg)
 {
 	run *r = arg;
+	pthread_setname_np(pthread_self(), "vy-copy");
 	vy_core *c = r->fs->core;
 	vy_staging_buf sb = {0};
 	vy_error e;

@@ -378,6 +378,7 @@ static vy_err op_hello(conn *c, vy_msg *m)
 static void *serve_conn(void *arg)
 {
 	conn *c = arg;
+	pthread_setname_np(pthread_self(), "vy-mapconn");
 	/* A client's requests are a few bytes: a larger length is refused
 	 * before anything is allocated for it. */
 	vy_chan ch = {.sock = c->sock, .mb_fd = -1, .max_len = 4096};
@@ -452,6 +453,7 @@ static void reap_conns(vy_mapsrv *srv, bool all)
 static void *accept_loop(void *arg)
 {
 	vy_mapsrv *srv = arg;
+	pthread_setname_np(pthread_self(), "vy-mapsrv"); /* not a FUSE worker (tests count those) */
 	for (;;) {
 		int s = accept4(srv->listen_fd, NULL, NULL, SOCK_CLOEXEC);
 		pthread_mutex_lock(&srv->lock);

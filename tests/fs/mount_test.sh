@@ -117,7 +117,8 @@ served_by() {
 	done
 	wait "${readers[@]}"
 	sleep 0.5 # the kernel's releases and forgets of those files, sent after the close
-	WORKERS=$(($(ls /proc/"$VY_PID"/task | wc -l) - 1)) # less the thread that waits for the end
+	# Less the thread that waits for the end, and the map server's (vy-*).
+	WORKERS=$(($(ls /proc/"$VY_PID"/task | wc -l) - 1 - $(grep -l '^vy-' /proc/"$VY_PID"/task/*/comm | wc -l)))
 	before=$(mktemp) after=$(mktemp)
 	thread_switches >"$before"
 	dd if="$MNT/f1" of=/dev/null bs=4K count=300 iflag=direct status=none
