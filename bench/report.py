@@ -316,6 +316,14 @@ def plot(r, path):
     for ax, rw in zip(axes, ("write", "read")):
         for t, style in zip(TARGETS, ("o-", "s--", "^:")):
             ax.plot(x, [num(r, "dd.%s.%s.%s" % (t, rw, bs)) or 0 for bs in BLOCKS], style, label=NAMES[t])
+        if rw == "write":
+            # Around FUSE: vyrefs cp (the daemon moves the bytes) beside
+            # coreutils cp into the mount, both whole 4 GiB files.
+            for key, style, label in (("ingest.in_default_gbps", "-", "vyrefs cp into vyrefs"),
+                                      ("ingest.cp_in_gbps", "-.", "cp into vyrefs")):
+                v = num(r, key)
+                if v:
+                    ax.axhline(v, linestyle=style, color="gray" if "cp_in" in key else "black", label=label)
         ax.set_xticks(list(x))
         ax.set_xticklabels(BLOCKS)
         ax.set_yscale("log")
@@ -323,7 +331,7 @@ def plot(r, path):
         ax.set_title("sequential %s, %s" % (rw, "4 GiB" if r.get("meta.quick") != "1" else "smoke"))
         ax.grid(True, which="both", alpha=0.3)
     axes[0].set_ylabel("GB/s")
-    axes[0].legend()
+    axes[0].legend(loc="center right", fontsize=8)
     fig.suptitle("%s, commit %s" % (r.get("meta.gpu", r.get("meta.backend")), r.get("meta.commit")))
     fig.tight_layout()
     fig.savefig(path, dpi=110)
