@@ -15,7 +15,7 @@ typedef struct vy_copysrv_job {
 	bool into;        /* into the mount's file (else out of it) */
 	uint64_t size;    /* into: the bytes to copy, at most in's size */
 	unsigned threads; /* 0: one per core, at most 16 */
-	/* Called every 200 ms from the calling thread: report progress; true
+	/* Called every 50 ms from the calling thread: report progress; true
 	 * to stop (the client went away). */
 	bool (*tick)(void *ctx, uint64_t done, uint64_t total);
 	void *ctx;
