@@ -1055,9 +1055,11 @@ static void op_statfs(fuse_req_t req, fuse_ino_t ino)
 /* user.vyre.* read-only attributes of a file with a buffer. */
 static const char *const vyre_xattrs[] = {"user.vyre.handle", "user.vyre.capacity", "user.vyre.device_ptr"};
 
-static bool vyre_xattr(const vy_fs *fs, const vy_inode *in, const char *name, char *out, size_t cap)
+/* user.vyre.device_ptr says where the daemon's context maps the buffer:
+ * only for callers that may write the file, and only on a GPU (on the host
+ * backend it would be an address of the daemon's heap). */
+static bool vyre_xattr(const vy_fs *fs, const vy_inode *in, const char *name, bool may_write, char *out, size_t cap)
 {
-	(void)fs;
 	if (in->kind != VY_FILE || !in->buf)
 		return false;
 	vy_buffer_view v;
@@ -1065,7 +1067,8 @@ static bool vyre_xattr(const vy_fs *fs, const vy_inode *in, const char *name, ch
 		snprintf(out, cap, "%" PRIu64, in->buf);
 	else if (!strcmp(name, vyre_xattrs[1]))
 		snprintf(out, cap, "%" PRIu64, in->cap);
-	else if (!strcmp(name, vyre_xattrs[2]) && vy_store_view(fs->core->store, in->buf, &v, NULL) == VY_OK)
+	else if (!strcmp(name, vyre_xattrs[2]) && may_write && !strcmp(fs->core->dev->info.backend, "cuda") &&
+		 vy_store_view(fs->core->store, in->buf, &v, NULL) == VY_OK)
 		snprintf(out, cap, "0x%" PRIx64, v.ptr);
 	else
 		return false;
@@ -1123,8 +1126,11 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
 		return;
 	}
 	char small[32];
+	pthread_mutex_lock(&in->meta);
+	bool may_write = vy_session_may_write(req, in->mode, in->uid, in->gid);
+	pthread_mutex_unlock(&in->meta);
 	pthread_rwlock_rdlock(&in->lock);
-	if (vyre_xattr(fs, in, name, small, sizeof(small))) {
+	if (vyre_xattr(fs, in, name, may_write, small, sizeof(small))) {
 		pthread_rwlock_unlock(&in->lock);
 		reply_sized(req, small, strlen(small), size);
 		return;

@@ -98,6 +98,18 @@ static bool caller_in_group(fuse_req_t req, gid_t gid)
 	return in;
 }
 
+bool vy_session_may_write(fuse_req_t req, mode_t mode, uid_t uid, gid_t gid)
+{
+	const struct fuse_ctx *c = fuse_req_ctx(req);
+	if (c->uid == 0)
+		return true;
+	if (c->uid == uid)
+		return mode & S_IWUSR;
+	if (caller_in_group(req, gid))
+		return mode & S_IWGRP;
+	return mode & S_IWOTH;
+}
+
 mode_t vy_session_kill_suid(fuse_req_t req, mode_t mode, gid_t gid, bool chown)
 {
 	/* The kernel's rule (setattr_should_drop_suidgid, chown_common), with

@@ -28,6 +28,9 @@ int vy_session_mount(struct fuse_session *se, const char *mountpoint);
  * by the request's caller, or after a chown (`chown`): suid and sgid
  * dropped as the kernel would drop them (session.c says the rule). */
 mode_t vy_session_kill_suid(fuse_req_t req, mode_t mode, gid_t gid, bool chown);
+/* Whether the request's caller may write a file of this mode and owner
+ * (uid 0 may write anything, as for CAP_DAC_OVERRIDE). */
+bool vy_session_may_write(fuse_req_t req, mode_t mode, uid_t uid, gid_t gid);
 
 /* Serve requests until unmount or a signal; 0, or a negative errno.
  * waiting >= 2: once requests come one at a time, at most that many idle

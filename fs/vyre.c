@@ -31,7 +31,8 @@ vy_err vy_vyre_build(vy_fs *fs, vy_inode *root, vy_error *e)
 	vy_inode *v = add(fs, root, VY_VYRE_NAME, VY_DIR, VY_V_NONE, S_IFDIR | 0755);
 	vy_inode *m = v ? add(fs, v, "modules", VY_DIR, VY_V_NONE, S_IFDIR | 0700) : NULL;
 	if (!v || !m || !add(fs, v, "ctl", VY_VIRTUAL, VY_V_CTL, S_IFREG | 0600) ||
-	    !add(fs, v, "log", VY_VIRTUAL, VY_V_LOG, S_IFREG | 0444) ||
+	    /* the mounting user's, as ctl: its lines name files and pids */
+	    !add(fs, v, "log", VY_VIRTUAL, VY_V_LOG, S_IFREG | 0600) ||
 	    !add(fs, v, "stats", VY_VIRTUAL, VY_V_STATS, S_IFREG | 0444) ||
 	    !add(fs, v, "metrics", VY_VIRTUAL, VY_V_METRICS, S_IFREG | 0444) ||
 	    !add(fs, v, "device", VY_VIRTUAL, VY_V_DEVICE, S_IFREG | 0444) ||
