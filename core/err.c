@@ -93,6 +93,7 @@ const char *vy_err_name(vy_err code)
 	case VY_EINTERNAL: return "einternal";
 	case VY_ETIMEDOUT: return "etimedout";
 	case VY_EACCES: return "eacces";
+	case VY_EINTR: return "eintr";
 	}
 	return "unknown";
 }
@@ -114,6 +115,7 @@ int vy_err_errno(vy_err code)
 	case VY_EINTERNAL: return EIO;
 	case VY_ETIMEDOUT: return ETIMEDOUT;
 	case VY_EACCES: return EACCES;
+	case VY_EINTR: return EINTR;
 	}
 	return EIO;
 }

@@ -23,9 +23,10 @@ typedef enum vy_err {
 	VY_EINTERNAL, /* an internal invariant broke (accounting drift) */
 	VY_ETIMEDOUT, /* work ran past its time limit and was stopped */
 	VY_EACCES,    /* not permitted: e.g. a file opened read-only to map */
+	VY_EINTR,     /* stopped on request: the caller got a signal */
 } vy_err;
 
-#define VY_ERR_LAST VY_EACCES /* codes that cross a process boundary are checked against it */
+#define VY_ERR_LAST VY_EINTR /* codes that cross a process boundary are checked against it */
 
 #define VY_ERROR_MSG_MAX 512
 

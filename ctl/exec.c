@@ -516,7 +516,7 @@ static vy_err execute(run *r, vy_ctl_result *res)
 	vy_err rc = build_seq(r, &views);
 	vy_run_result out = {.failed_step = -1};
 	if (rc == VY_OK)
-		rc = r->runner->ops->run(r->runner, &r->seq, views, &out, &r->err->e);
+		rc = r->runner->ops->run(r->runner, &r->seq, views, r->files->stop, &out, &r->err->e);
 	free(views);
 	vy_telemetry *t = &r->core->tel;
 	vy_telemetry_add(t, memset_ops, out.memset_ops);
@@ -528,7 +528,7 @@ static vy_err execute(run *r, vy_ctl_result *res)
 	vy_telemetry_add(t, steps, out.steps);
 	if (rc == VY_OK)
 		vy_telemetry_add(t, device_time_us, (uint64_t)out.device_us);
-	else if (rc == VY_EDEVICE || rc == VY_ETIMEDOUT)
+	else if (rc == VY_EDEVICE || rc == VY_ETIMEDOUT || rc == VY_EINTR)
 		name_the_damage(r, &out);
 	else if (out.failed_step >= 0 && (size_t)out.failed_step < r->plan->nsteps)
 		r->err->line = r->plan->steps[out.failed_step].line;

@@ -36,6 +36,9 @@ typedef struct vy_ctl_files {
 	void (*written)(void *ctx, void *file, uint64_t ino);
 	/* The file's reference is no longer needed. */
 	void (*release)(void *ctx, void *file);
+	/* Non-zero once the sequence should stop (its writer got a signal):
+	 * it stops at its next step. May be NULL. */
+	const _Atomic uint32_t *stop;
 } vy_ctl_files;
 
 typedef struct vy_ctl_result {

@@ -22,6 +22,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 extern char **environ;
@@ -33,6 +34,10 @@ extern char **environ;
  * sequence's reply comes sooner than a wake-up takes (launcher/launcher.c
  * does the same for requests). */
 #define REPLY_SPIN_US 100
+/* A RUN's wait looks for a stop this often; a launcher that has not
+ * stopped this long after it was asked to is killed. */
+#define STOP_SLICE_MS 50
+#define STOP_GRACE_MS 1000
 
 typedef struct saved_module {
 	char *name;
@@ -90,15 +95,50 @@ static void lose(launcher_runner *l, char *why, size_t why_cap)
 	vy_u64map_init(&l->mapped);
 }
 
-/* One request and its reply (of at least `min` bytes, and a vy_status
- * first). The reply is the caller's to free. Lock held. */
-static vy_err call(launcher_runner *l, uint16_t op, const void *const *parts, const size_t *lens, unsigned nparts,
-		   const int *fds, unsigned nfds, int timeout_ms, size_t min, vy_msg *reply, vy_error *e)
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* Wait for the reply to a RUN: in slices, so that a stop asked for (the
+ * writer got a signal, or the mount is going away) reaches the launcher
+ * through the mailbox, and a launcher that does not stop within a second
+ * (a kernel keeps it busy) is answered with VY_EINTR for the caller to
+ * kill. VY_ETIMEDOUT past timeout_ms. Lock held. */
+static vy_err await_run(launcher_runner *l, int timeout_ms, const _Atomic uint32_t *stop, vy_msg *reply, vy_error *e)
+{
+	uint64_t start = now_ms(), asked = 0;
+	for (unsigned spin = REPLY_SPIN_US;; spin = 0) {
+		vy_err rc = vy_chan_recv(&l->ch, STOP_SLICE_MS, spin, reply, e);
+		if (rc != VY_ETIMEDOUT)
+			return rc;
+		uint64_t now = now_ms();
+		if (timeout_ms >= 0 && now - start >= (uint64_t)timeout_ms)
+			return vy_fail(e, VY_ETIMEDOUT, "raise launch_timeout", "no answer within %d ms", timeout_ms);
+		bool want = (stop && atomic_load(stop)) || (l->o.exiting && l->o.exiting(l->o.exiting_ctx));
+		if (want && !asked) {
+			vy_chan_set_stop(&l->ch, 1);
+			asked = now;
+		}
+		if (asked && (now - asked >= STOP_GRACE_MS || !vy_chan_stop_flag(&l->ch)))
+			return vy_fail(e, VY_EINTR, "make the kernel end sooner", "the sequence was stopped");
+	}
+}
+
+/* One request and its reply (of at least `min` bytes, a vy_status first);
+ * a RUN's wait can be stopped (await_run). The reply is the caller's to
+ * free. Lock held. */
+static vy_err call_stoppable(launcher_runner *l, uint16_t op, const void *const *parts, const size_t *lens,
+			     unsigned nparts, const int *fds, unsigned nfds, int timeout_ms, const _Atomic uint32_t *stop,
+			     size_t min, vy_msg *reply, vy_error *e)
 {
 	uint64_t unique = ++l->unique;
 	vy_err rc = vy_chan_send(&l->ch, op, unique, parts, lens, nparts, fds, nfds, e);
 	if (rc == VY_OK)
-		rc = vy_chan_recv(&l->ch, timeout_ms, REPLY_SPIN_US, reply, e);
+		rc = op == VY_OP_RUN ? await_run(l, timeout_ms, stop, reply, e)
+				     : vy_chan_recv(&l->ch, timeout_ms, REPLY_SPIN_US, reply, e);
 	if (rc != VY_OK)
 		return rc;
 	if (reply->h.opcode != (op | VY_OP_REPLY) || reply->h.unique != unique || reply->len < min ||
@@ -108,6 +148,12 @@ static vy_err call(launcher_runner *l, uint16_t op, const void *const *parts, co
 			       "the launcher answered out of turn");
 	}
 	return VY_OK;
+}
+
+static vy_err call(launcher_runner *l, uint16_t op, const void *const *parts, const size_t *lens, unsigned nparts,
+		   const int *fds, unsigned nfds, int timeout_ms, size_t min, vy_msg *reply, vy_error *e)
+{
+	return call_stoppable(l, op, parts, lens, nparts, fds, nfds, timeout_ms, NULL, min, reply, e);
 }
 
 /* The status at the start of a reply, as an error. */
@@ -418,7 +464,8 @@ static vy_err map_buffers(launcher_runner *l, const vy_seq *seq, const vy_buffer
 	return VY_OK;
 }
 
-static vy_err lr_run(vy_runner *r, const vy_seq *seq, const vy_buffer_view *views, vy_run_result *res, vy_error *e)
+static vy_err lr_run(vy_runner *r, const vy_seq *seq, const vy_buffer_view *views, const _Atomic uint32_t *stop,
+		     vy_run_result *res, vy_error *e)
 {
 	launcher_runner *l = lr_of(r);
 	memset(res, 0, sizeof(*res));
@@ -443,10 +490,18 @@ static vy_err lr_run(vy_runner *r, const vy_seq *seq, const vy_buffer_view *view
 		size_t lens[1] = {len};
 		int timeout = l->o.timeout_ms ? (l->o.timeout_ms > INT32_MAX ? INT32_MAX : (int)l->o.timeout_ms) : -1;
 		sent = true;
-		rc = call(l, VY_OP_RUN, parts, lens, 1, NULL, 0, timeout, sizeof(vy_run_out), &m, e);
+		vy_chan_set_stop(&l->ch, 0);
+		rc = call_stoppable(l, VY_OP_RUN, parts, lens, 1, NULL, 0, timeout, stop, sizeof(vy_run_out), &m, e);
 	}
 	char why[64] = "";
-	if (sent && rc == VY_ETIMEDOUT) {
+	if (sent && rc == VY_EINTR) {
+		/* Asked to stop, it did not within a second: a kernel keeps
+		 * it busy. Killing it ends the kernel. */
+		lose(l, why, sizeof(why));
+		res->process_lost = true;
+		rc = vy_fail(e, VY_EINTR, "make the kernel end sooner; the mount goes on",
+			     "the sequence was stopped: a kernel kept its launcher busy, so the launcher was killed");
+	} else if (sent && rc == VY_ETIMEDOUT) {
 		lose(l, why, sizeof(why));
 		res->process_lost = true;
 		rc = vy_fail(e, VY_ETIMEDOUT,

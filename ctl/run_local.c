@@ -189,7 +189,8 @@ static vy_err enqueue(local_runner *l, const vy_seq *seq, uint32_t i, const vy_d
 	return d->ops->launch(d, l->stream, fns[st->kernel], st->grid, st->block, st->shared, argp + st->first_arg, e);
 }
 
-static vy_err run_locked(local_runner *l, const vy_seq *seq, const vy_dptr *ptrs, vy_run_result *res, vy_error *e)
+static vy_err run_locked(local_runner *l, const vy_seq *seq, const vy_dptr *ptrs, const _Atomic uint32_t *stop,
+			 vy_run_result *res, vy_error *e)
 {
 	vy_device *d = l->dev;
 	vy_function **fns = calloc(seq->nkernels + 1, sizeof(*fns));
@@ -220,6 +221,12 @@ static vy_err run_locked(local_runner *l, const vy_seq *seq, const vy_dptr *ptrs
 		const vy_wire_group *grp = &seq->groups[g];
 		for (uint64_t n = 0; rc == VY_OK && n < grp->times; n++)
 			for (uint32_t i = grp->first; rc == VY_OK && i < grp->first + grp->count; i++) {
+				if (stop && atomic_load_explicit(stop, memory_order_relaxed)) {
+					rc = vy_fail(e, VY_EINTR, "run it again, or a shorter sequence",
+						     "the sequence was stopped after %llu steps", (unsigned long long)res->steps);
+					res->failed_step = (int)i;
+					break;
+				}
 				rc = enqueue(l, seq, i, ptrs, fns, argp, res, e);
 				if (rc != VY_OK)
 					res->failed_step = (int)i;
@@ -244,25 +251,27 @@ static vy_err run_locked(local_runner *l, const vy_seq *seq, const vy_dptr *ptrs
 	return rc;
 }
 
-vy_err vy_runner_local_run_ptrs(vy_runner *r, const vy_seq *seq, const vy_dptr *ptrs, vy_run_result *res, vy_error *e)
+vy_err vy_runner_local_run_ptrs(vy_runner *r, const vy_seq *seq, const vy_dptr *ptrs, const _Atomic uint32_t *stop,
+				vy_run_result *res, vy_error *e)
 {
 	local_runner *l = local_of(r);
 	memset(res, 0, sizeof(*res));
 	res->failed_step = -1;
 	pthread_mutex_lock(&l->lock);
-	vy_err rc = run_locked(l, seq, ptrs, res, e);
+	vy_err rc = run_locked(l, seq, ptrs, stop, res, e);
 	pthread_mutex_unlock(&l->lock);
 	return rc;
 }
 
-static vy_err local_run(vy_runner *r, const vy_seq *seq, const vy_buffer_view *views, vy_run_result *res, vy_error *e)
+static vy_err local_run(vy_runner *r, const vy_seq *seq, const vy_buffer_view *views, const _Atomic uint32_t *stop,
+			vy_run_result *res, vy_error *e)
 {
 	vy_dptr *ptrs = malloc((seq->nbuffers + 1) * sizeof(*ptrs));
 	if (!ptrs)
 		return vy_fail(e, VY_ENOMEM, "free host memory", "cannot hold the sequence");
 	for (uint32_t i = 0; i < seq->nbuffers; i++)
 		ptrs[i] = views[i].ptr;
-	vy_err rc = vy_runner_local_run_ptrs(r, seq, ptrs, res, e);
+	vy_err rc = vy_runner_local_run_ptrs(r, seq, ptrs, stop, res, e);
 	free(ptrs);
 	return rc;
 }

@@ -11,6 +11,7 @@
 #ifndef VY_RUNNER_H
 #define VY_RUNNER_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -35,8 +36,12 @@ typedef struct vy_runner_ops {
 	vy_err (*load)(vy_runner *r, const char *name, const void *image, size_t len, char **log, vy_error *e);
 	vy_err (*unload)(vy_runner *r, const char *name, vy_error *e);
 	vy_err (*kernel)(vy_runner *r, const char *module, const char *entry, vy_function_info *info, vy_error *e);
-	/* Run a validated sequence; views[i] is seq->buffers[i], pinned. */
-	vy_err (*run)(vy_runner *r, const vy_seq *seq, const vy_buffer_view *views, vy_run_result *res, vy_error *e);
+	/* Run a validated sequence; views[i] is seq->buffers[i], pinned.
+	 * Once *stop (may be NULL) turns non-zero the sequence stops at its
+	 * next step (VY_EINTR), or its launcher is killed if a kernel keeps
+	 * it busy a second longer. */
+	vy_err (*run)(vy_runner *r, const vy_seq *seq, const vy_buffer_view *views, const _Atomic uint32_t *stop,
+		      vy_run_result *res, vy_error *e);
 	/* Give back mappings of buffers freed or replaced since (without
 	 * waiting for a running sequence). */
 	void (*sweep)(vy_runner *r);
@@ -50,9 +55,9 @@ struct vy_runner {
 
 /* In this process, over `dev` (which the caller keeps). */
 vy_err vy_runner_local_open(vy_device *dev, vy_runner **out, vy_error *e);
-/* Run over device pointers (ptrs[i] for seq->buffers[i]). */
-vy_err vy_runner_local_run_ptrs(vy_runner *r, const vy_seq *seq, const vy_dptr *ptrs, vy_run_result *res,
-				vy_error *e);
+/* Run over device pointers (ptrs[i] for seq->buffers[i]); *stop as for run. */
+vy_err vy_runner_local_run_ptrs(vy_runner *r, const vy_seq *seq, const vy_dptr *ptrs, const _Atomic uint32_t *stop,
+				vy_run_result *res, vy_error *e);
 
 typedef struct vy_launcher_options {
 	const char *exe;        /* this program, run with --launcher */
@@ -60,6 +65,9 @@ typedef struct vy_launcher_options {
 	int ordinal;
 	uint64_t host_memory;
 	uint64_t timeout_ms;    /* a sequence's limit; 0: none */
+	/* True once the mount is going away: running sequences stop. */
+	bool (*exiting)(void *ctx);
+	void *exiting_ctx;
 } vy_launcher_options;
 
 /* The daemon's stub for a launcher process, started on first use and again

@@ -124,8 +124,10 @@ static void files_release(void *ctx, void *file)
 static int errno_of(vy_err rc)
 {
 	int err = vy_err_errno(rc);
-	return err == 0 || err == ENOSPC || err == EBUSY || err == EIO || err == ENOMEM || err == ETIMEDOUT ? err
-														      : EINVAL;
+	return err == 0 || err == ENOSPC || err == EBUSY || err == EIO || err == ENOMEM || err == ETIMEDOUT ||
+			       err == EINTR
+		       ? err
+		       : EINVAL;
 }
 
 static void log_line(vy_fs *fs, uint64_t seq, pid_t pid, const char *outcome)
@@ -207,7 +209,7 @@ static void drop_pending(vy_open *h, size_t used)
 	h->plen -= used;
 }
 
-int vy_ctlfile_write(vy_fs *fs, vy_open *h, const char *buf, size_t size, pid_t pid)
+int vy_ctlfile_write(vy_fs *fs, vy_open *h, const char *buf, size_t size, pid_t pid, const _Atomic uint32_t *stop)
 {
 	pthread_mutex_lock(&h->ctl);
 	int result = 0;
@@ -247,7 +249,8 @@ int vy_ctlfile_write(vy_fs *fs, vy_open *h, const char *buf, size_t size, pid_t 
 				      .unlock = files_unlock,
 				      .state = files_state,
 				      .written = files_written,
-				      .release = files_release};
+				      .release = files_release,
+				      .stop = stop};
 		rc = vy_ctl_run(fs->core, fs->modules, fs->runner, &files, &plan, &res, &err);
 	}
 	vy_ctl_plan_free(&plan);

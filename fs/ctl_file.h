@@ -10,7 +10,7 @@
 /* Run every complete statement of this write as one sequence; partial text
  * waits. Returns 0 or the errno for write(): EINVAL for bad input, ENOSPC,
  * EBUSY, EIO for a device failure. */
-int vy_ctlfile_write(vy_fs *fs, vy_open *h, const char *buf, size_t size, pid_t pid);
+int vy_ctlfile_write(vy_fs *fs, vy_open *h, const char *buf, size_t size, pid_t pid, const _Atomic uint32_t *stop);
 /* At flush: what is left unfinished is an error (0 or EINVAL). */
 int vy_ctlfile_flush(vy_fs *fs, vy_open *h, pid_t pid);
 /* Read the reply of the last sequence written through `h`, once. */

@@ -198,6 +198,13 @@ mode_t vy_inode_type(const vy_inode *in)
 /* Sequences run in a launcher process when the device can share memory
  * with one; otherwise in this process, which a faulting kernel then takes
  * down with every file (said once). */
+/* The mount is going away (a signal, umount): running sequences stop. */
+static bool fs_exiting(void *ctx)
+{
+	vy_fs *fs = ctx;
+	return fs->se && fuse_session_exited(fs->se);
+}
+
 static vy_err open_runner(vy_fs *fs, vy_error *e)
 {
 	vy_device *d = fs->core->dev;
@@ -212,6 +219,8 @@ static vy_err open_runner(vy_fs *fs, vy_error *e)
 		.ordinal = d->info.ordinal,
 		.host_memory = d->info.total_bytes,
 		.timeout_ms = fs->cfg.launch_timeout_ms,
+		.exiting = fs_exiting,
+		.exiting_ctx = fs,
 	};
 	return vy_runner_launcher_open(fs->core->store, &fs->core->tel, &o, &fs->runner, e);
 }

@@ -816,13 +816,24 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, stru
 	vy_staging_release(fs->core->staging, &buf);
 }
 
+static void on_interrupt(fuse_req_t req, void *data)
+{
+	(void)req;
+	atomic_store((_Atomic uint32_t *)data, 1);
+}
+
 static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
 		     struct fuse_file_info *fi)
 {
 	vy_fs *fs = fs_of(req);
 	vy_inode *in = handle_of(fi)->in;
 	if (in->kind == VY_VIRTUAL) {
-		int err = vy_ctlfile_write(fs, handle_of(fi), buf, size, fuse_req_ctx(req)->pid);
+		/* A signal to the writer (FUSE sends INTERRUPT) stops its
+		 * sequence at the next step; the write then fails with EINTR. */
+		_Atomic uint32_t stop = 0;
+		fuse_req_interrupt_func(req, on_interrupt, &stop);
+		int err = vy_ctlfile_write(fs, handle_of(fi), buf, size, fuse_req_ctx(req)->pid, &stop);
+		fuse_req_interrupt_func(req, NULL, NULL);
 		if (err)
 			fuse_reply_err(req, err);
 		else

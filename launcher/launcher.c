@@ -253,7 +253,7 @@ static vy_err op_run(launcher *l, vy_msg *m)
 			ptrs[i] = mp->ptr;
 	}
 	if (rc == VY_OK)
-		rc = vy_runner_local_run_ptrs(l->runner, &seq, ptrs, &res, &e);
+		rc = vy_runner_local_run_ptrs(l->runner, &seq, ptrs, vy_chan_stop_flag(&l->ch), &res, &e);
 	free(ptrs);
 	status_of(&out.st, rc, &e);
 	out.st.step = res.failed_step;

@@ -194,6 +194,8 @@ struct vy_mailbox {
 		_Alignas(64) _Atomic uint32_t seq;
 		_Atomic uint32_t sleeping;
 	} dir[2];
+	/* Set by the daemon to stop the running sequence at its next step. */
+	_Alignas(64) _Atomic uint32_t stop;
 };
 
 typedef struct slot_header {
@@ -256,6 +258,17 @@ vy_err vy_chan_open_launcher(vy_chan *c, int sock, int mb_fd, vy_error *e)
 	if (rc == VY_OK)
 		c->seen = atomic_load(&c->mb->dir[0].seq);
 	return rc;
+}
+
+void vy_chan_set_stop(vy_chan *c, uint32_t v)
+{
+	if (c->mb)
+		atomic_store(&c->mb->stop, v);
+}
+
+_Atomic uint32_t *vy_chan_stop_flag(vy_chan *c)
+{
+	return c->mb ? &c->mb->stop : NULL;
 }
 
 void vy_chan_close(vy_chan *c)

@@ -61,6 +61,12 @@ vy_err vy_chan_send(vy_chan *c, uint16_t opcode, uint64_t unique, const void *co
  * channel is unusable after either. */
 vy_err vy_chan_recv(vy_chan *c, int timeout_ms, unsigned spin_us, vy_msg *m, vy_error *e);
 
+/* The mailbox's stop flag: the daemon sets it to stop the running
+ * sequence at its next step; the launcher reads it between steps. Without
+ * a mailbox there is none (NULL; setting it does nothing). */
+void vy_chan_set_stop(vy_chan *c, uint32_t v);
+_Atomic uint32_t *vy_chan_stop_flag(vy_chan *c);
+
 /* Free the body and close fds still owned. */
 void vy_msg_free(vy_msg *m);
 

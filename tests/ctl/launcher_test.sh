@@ -141,6 +141,61 @@ test_launch_timeout_stops_a_sequence_and_the_mount_goes_on() {
 	assertContains "$(cat "$MNT/.vyre/config")" "launch_timeout = 1000ms"
 }
 
+# A 10,000,000-step sequence whose writer is killed: FUSE sends INTERRUPT,
+# the sequence stops at its next step, the write is answered, and the
+# writer is gone at once (not left in D state); stats answer meanwhile.
+test_killing_the_writer_stops_its_sequence() {
+	unmount_vyrefs
+	mount_vyrefs "launch_timeout=0" || fail "mount"
+	truncate -s 64M "$MNT/f"
+	python3 - "$MNT/.vyre/ctl" <<'PY' &
+import os, sys
+fd = os.open(sys.argv[1], os.O_WRONLY)
+os.write(fd, b"repeat 10000000\nfill f 1\nend\n")
+PY
+	writer=$!
+	for _ in $(seq 100); do [ "$(stat_of launcher_starts)" = 1 ] && break; sleep 0.05; done
+	sleep 0.3
+	start=$(date +%s%N)
+	assertContains "stats answer while it runs" "$(timeout 2 cat "$MNT/.vyre/stats")" "sequences"
+	kill -9 "$writer"
+	for _ in $(seq 40); do kill -0 "$writer" 2>/dev/null || break; sleep 0.05; done
+	assertFalse "the writer is gone" "kill -0 $writer 2>/dev/null"
+	wait "$writer" 2>/dev/null
+	for _ in $(seq 40); do grep -q "stopped after" "$MNT/.vyre/log" && break; sleep 0.05; done
+	ms=$((($(date +%s%N) - start) / 1000000))
+	assertTrue "the sequence ended within 2 s of the kill: $ms ms" "[ $ms -lt 2000 ]"
+	log=$(tail -n 1 "$MNT/.vyre/log")
+	assertContains "$log" "the sequence was stopped after"
+	assertContains "$log" "'f' may hold partial results"
+	assertEquals "the launcher stopped, it was not killed" 0 "$(stat_of launcher_restarts)"
+	assertContains "$(run_seq $'fill f 2 0 1\n')" "ok seq="
+}
+
+test_sigterm_unmounts_within_seconds_while_a_sequence_runs() {
+	unmount_vyrefs
+	mount_vyrefs "launch_timeout=0" || fail "mount"
+	truncate -s 64M "$MNT/f"
+	run_seq $'repeat 10000000\nfill f 1\nend\n' >"$MNT.out" &
+	writer=$!
+	for _ in $(seq 100); do [ "$(stat_of launcher_starts)" = 1 ] && break; sleep 0.05; done
+	sleep 0.3
+	start=$(date +%s%N)
+	kill -TERM "$VY_PID"
+	for _ in $(seq 100); do kill -0 "$VY_PID" 2>/dev/null || break; sleep 0.05; done
+	ms=$((($(date +%s%N) - start) / 1000000))
+	assertFalse "the daemon exited" "kill -0 $VY_PID 2>/dev/null"
+	assertTrue "within 5 s of SIGTERM: $ms ms" "[ $ms -lt 5000 ]"
+	wait "$writer" 2>/dev/null
+	assertContains "$(cat "$MNT.out")" "write error"
+	wait "$VY_PID" 2>/dev/null
+	VY_STATUS=$?
+	assertReleased
+	rm -f "$MNT.out"
+	rmdir "$MNT" 2>/dev/null
+	MNT=""
+}
+
 test_bad_launch_timeout_is_refused() {
 	for bad in 1x -1 60S ms 99999999999; do
 		err=$("$VYREFS" -o "backend=host,launch_timeout=$bad" /nonexistent 2>&1)

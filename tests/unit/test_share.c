@@ -9,7 +9,9 @@
 #include "ctl/runner.h"
 #include "tests/unit/support.h"
 
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -198,9 +200,16 @@ static vy_err fill(vy_runner *r, vy_core *c, vy_handle h, uint64_t gen, uint64_t
 	vy_wire_step st = {.kind = VY_WIRE_FILL, .line = 1, .a = 0, .length = len, .byte = byte};
 	vy_wire_group g = {.times = 1, .first = 0, .count = 1};
 	vy_seq seq = {.buffers = &b, .steps = &st, .groups = &g, .nbuffers = 1, .nsteps = 1, .ngroups = 1};
-	rc = r->ops->run(r, &seq, &v, res, e);
+	rc = r->ops->run(r, &seq, &v, NULL, res, e);
 	vy_store_unpin_many(c->store, &h, 1, NULL);
 	return rc;
+}
+
+static void *stop_later(void *arg)
+{
+	usleep(300000);
+	atomic_store((_Atomic uint32_t *)arg, 1);
+	return NULL;
 }
 
 static void launcher_maps_once_per_generation_and_gives_back(void)
@@ -276,7 +285,7 @@ static void launcher_killed_in_a_sequence_costs_that_sequence(void)
 	vy_wire_group g = {.times = 1000000, .first = 0, .count = 1};
 	vy_seq seq = {.buffers = &b, .steps = &st, .groups = &g, .nbuffers = 1, .nsteps = 1, .ngroups = 1};
 	vy_error e;
-	CHECK_EQ(r->ops->run(r, &seq, &v, &res, &e), VY_EDEVICE);
+	CHECK_EQ(r->ops->run(r, &seq, &v, NULL, &res, &e), VY_EDEVICE);
 	CHECK(strstr(e.msg, "killed by signal 9") != NULL);
 	CHECK(res.process_lost);
 	vy_store_unpin_many(f.c->store, &a, 1, NULL);
@@ -290,6 +299,43 @@ static void launcher_killed_in_a_sequence_costs_that_sequence(void)
 	fx_close(&f);
 }
 
+/* A stop asked for during a long sequence ends it at its next step: the
+ * launcher answers EINTR with the steps it ran, and stays. */
+static void a_stop_ends_the_sequence_at_its_next_step(void)
+{
+	fixture f;
+	fx_open(&f);
+	vy_runner *r = launcher_open(&f, 0);
+	vy_handle a;
+	MUST(vy_store_alloc(f.c->store, 8 * MiB, &a, E));
+	vy_run_result res;
+	MUST(fill(r, f.c, a, 0, 16, 1, &res, E));
+	pid_t pid = vy_runner_launcher_pid(r);
+	static _Atomic uint32_t stop;
+	atomic_store(&stop, 0);
+	pthread_t t;
+	pthread_create(&t, NULL, stop_later, (void *)&stop);
+	vy_buffer_view v;
+	MUST(vy_store_pin_many(f.c->store, &a, 1, &v, E));
+	vy_wire_buffer b = {.handle = a, .gen = v.gen, .len = 8 * MiB};
+	vy_wire_step st = {.kind = VY_WIRE_FILL, .line = 2, .a = 0, .length = 8 * MiB, .byte = 5};
+	vy_wire_group g = {.times = 10000000, .first = 0, .count = 1};
+	vy_seq seq = {.buffers = &b, .steps = &st, .groups = &g, .nbuffers = 1, .nsteps = 1, .ngroups = 1};
+	vy_error e;
+	CHECK_EQ(r->ops->run(r, &seq, &v, &stop, &res, &e), VY_EINTR);
+	pthread_join(t, NULL);
+	CHECK(strstr(e.msg, "stopped after") != NULL);
+	CHECK(res.steps > 0 && res.steps < 10000000);
+	CHECK(!res.process_lost);
+	vy_store_unpin_many(f.c->store, &a, 1, NULL);
+	CHECK_EQ(vy_runner_launcher_pid(r), pid); /* the same launcher goes on */
+	MUST(fill(r, f.c, a, 0, 16, 2, &res, E));
+	CHECK_EQ(snap(&f).launcher_restarts, 0);
+	vy_runner_close(r);
+	MUST(vy_store_free(f.c->store, a, E));
+	fx_close(&f);
+}
+
 int main(void)
 {
 	static const vy_test_case cases[] = {
@@ -298,6 +344,7 @@ int main(void)
 		TEST_CASE(exported_free_waits_for_its_mappings),
 		TEST_CASE(launcher_maps_once_per_generation_and_gives_back),
 		TEST_CASE(launcher_killed_in_a_sequence_costs_that_sequence),
+		TEST_CASE(a_stop_ends_the_sequence_at_its_next_step),
 	};
 	return vy_test_main("share", cases, sizeof(cases) / sizeof(cases[0]));
 }
