@@ -6,6 +6,8 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <unistd.h>
+#include <fcntl.h>
 #include <ini.h>
 #include <limits.h>
 #include <stdarg.h>
@@ -144,8 +146,14 @@ vy_err vy_config_set(vy_config *c, const char *key, const char *value, vy_error 
 		next.core.device.ordinal = (int)n;
 	} else if (!strcmp(key, "host_memory")) {
 		rc = size_value(key, value, &v, e);
-		if (rc == VY_OK && v == 0)
+		long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+		uint64_t ram = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : 0;
+		if (rc == VY_OK && v < (1u << 20))
 			rc = bad_value(e, key, value, "give the host backend at least 1M, e.g. host_memory=4G");
+		else if (rc == VY_OK && ram && v > ram)
+			rc = vy_fail(e, VY_EINVAL, "give at most the machine's memory (free -h), e.g. host_memory=4G",
+				     "bad value '%s' for host_memory: this machine has %llu bytes of memory", value,
+				     (unsigned long long)ram);
 		next.core.device.host_memory = v;
 	} else if (!strcmp(key, "resident_budget")) {
 		rc = set_budget(&next, key, value, e);
@@ -238,19 +246,36 @@ static int on_ini(void *user, const char *section, const char *name, const char 
 
 vy_err vy_config_load_file(vy_config *c, const char *path, vy_error *e)
 {
-	FILE *f = fopen(path, "r");
-	if (!f)
+	/* O_NONBLOCK: a FIFO (or a device) named by mistake must not hang the
+	 * mount waiting for a writer; only a regular file is read. */
+	int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0)
 		return vy_fail(e, errno == ENOENT ? VY_ENOENT : VY_EINVAL, "give -o config= a readable INI file",
 			       "cannot read config file %s: %s", path, strerror(errno));
 	struct stat st;
-	if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
-		fclose(f);
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+		close(fd);
 		return vy_fail(e, VY_EINVAL, "give -o config= a regular INI file", "config file %s is not a regular file",
 			       path);
 	}
+	enum { CONFIG_MAX = 1 << 20 };
+	char *text = st.st_size <= CONFIG_MAX ? malloc((size_t)st.st_size + 1) : NULL;
+	ssize_t got = text ? read(fd, text, (size_t)st.st_size) : -1;
+	close(fd);
+	if (got < 0 || (off_t)got != st.st_size) {
+		free(text);
+		return vy_fail(e, VY_EINVAL, "give -o config= an INI file of at most 1 MiB",
+			       "cannot read config file %s whole", path);
+	}
+	text[got] = '\0';
+	if (memchr(text, '\0', (size_t)got)) {
+		free(text);
+		return vy_fail(e, VY_EINVAL, "give -o config= a text INI file", "config file %s is not text (it holds NUL bytes)",
+			       path);
+	}
 	ini_state s = {.next = *c};
-	int line = ini_parse_file(f, on_ini, &s);
-	fclose(f);
+	int line = ini_parse_string(text, on_ini, &s);
+	free(text);
 	if (s.failed) {
 		vy_error_prefix(&s.why, "%s line %d: ", path, line);
 		if (e)

@@ -8,7 +8,7 @@ const vy_option_doc vy_options[] = {
 	 "which memory the files live in: cuda, a GPU through the CUDA driver; host, host memory; auto, cuda when a "
 	 "driver and a GPU are present, else host (said once)"},
 	{"ordinal", "N", "0", "which GPU, numbered as nvidia-smi -L lists them"},
-	{"host_memory", "SIZE", "a quarter of RAM", "the host backend's capacity"},
+	{"host_memory", "SIZE", "a quarter of RAM", "the host backend's capacity, from 1M to the machine's memory"},
 	{"resident_budget", "SIZE|P%", "90%", "device bytes that files may use: a size, or a percentage of the device's memory"},
 	{"pool_budget", "SIZE", "device memory / 32", "idle buffers kept for reuse; 0 turns the pool off"},
 	{"staging_cache", "SIZE", "128M", "idle pinned host memory kept for transfers"},

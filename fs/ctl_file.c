@@ -213,12 +213,28 @@ int vy_ctlfile_write(vy_fs *fs, vy_open *h, const char *buf, size_t size, pid_t 
 {
 	pthread_mutex_lock(&h->ctl);
 	int result = 0;
+	if (h->discard) {
+		/* The rest of a line refused for its length is not statements. */
+		const char *nl = memchr(buf, '\n', size);
+		if (!nl)
+			goto out;
+		h->discard = false;
+		h->next_line++;
+		size -= (size_t)(nl + 1 - buf);
+		buf = nl + 1;
+		if (!size)
+			goto out;
+	}
 	if (h->plen + size > PENDING_MAX) {
 		vy_ctl_error err = {.line = h->next_line};
 		vy_fail(&err.e, VY_EINVAL, "end statements with a newline; a sequence may hold at most 1 MiB of text",
 			"unfinished text over 1 MiB");
 		answer(fs, h, next_seq(fs), pid, VY_EINVAL, &err, NULL);
 		drop_pending(h, h->plen);
+		/* This write is refused whole; a line it leaves unfinished is
+		 * dropped up to its newline in later writes too, or its rest
+		 * would run as statements of its own. */
+		h->discard = !memchr(buf, '\n', size);
 		result = EINVAL;
 		goto out;
 	}

@@ -74,6 +74,7 @@ typedef struct vy_inode {
 	/* VY_MODULE: the image */
 	char *data;
 	size_t dlen;
+	bool overflowed; /* VY_MODULE: a write went past the largest module */
 	vy_xattrs xattrs;
 } vy_inode;
 
@@ -91,6 +92,7 @@ typedef struct vy_open {
 	char *reply;
 	size_t reply_len, reply_pos;
 	bool written; /* a module written through this handle: load at flush */
+	bool discard; /* ctl: the rest of a refused over-long line is dropped */
 	pthread_mutex_t ctl; /* one sequence at a time through one open file */
 	struct vy_open *prev, *next; /* ns */
 } vy_open;

@@ -6,6 +6,7 @@
 #include "core/grow.h"
 #include "fs/copysrv.h"
 #include "fs/log.h"
+#include "fs/mountinfo.h"
 #include "fs/readahead.h"
 #include "fs/wbehind.h"
 #include "proto/channel.h"
@@ -54,47 +55,6 @@ struct vy_mapsrv {
 	dev_t dev; /* the mount's device number */
 	char name[64];
 };
-
-/* The mount's device number from /proc/self/mountinfo (asking the kernel
- * for the mountpoint's attributes would send a request to ourselves). */
-static vy_err mount_dev(const char *mountpoint, dev_t *dev, vy_error *e)
-{
-	FILE *f = fopen("/proc/self/mountinfo", "r");
-	if (!f)
-		return vy_fail(e, VY_ENODEV, "mount /proc", "cannot read /proc/self/mountinfo: %s", strerror(errno));
-	char line[8192];
-	bool found = false;
-	while (fgets(line, sizeof(line), f)) {
-		unsigned maj, min;
-		char point[4096], type[64];
-		/* ID PARENT MAJ:MIN ROOT POINT OPTS ... - TYPE SOURCE SUPER */
-		if (sscanf(line, "%*u %*u %u:%u %*s %4095s", &maj, &min, point) != 3)
-			continue;
-		const char *dash = strstr(line, " - ");
-		if (!dash || sscanf(dash + 3, "%63s", type) != 1 || strncmp(type, "fuse", 4) != 0)
-			continue;
-		/* mountinfo escapes blanks as \040 */
-		char plain[4096];
-		size_t k = 0;
-		for (const char *p = point; *p && k + 1 < sizeof(plain); p++) {
-			if (p[0] == '\\' && p[1] >= '0' && p[1] <= '3' && p[2] && p[3]) {
-				plain[k++] = (char)((p[1] - '0') * 64 + (p[2] - '0') * 8 + (p[3] - '0'));
-				p += 3;
-			} else {
-				plain[k++] = *p;
-			}
-		}
-		plain[k] = '\0';
-		if (!strcmp(plain, mountpoint)) {
-			*dev = makedev(maj, min);
-			found = true; /* the last one is the top of a stack */
-		}
-	}
-	fclose(f);
-	if (!found)
-		return vy_fail(e, VY_ENODEV, "report this bug", "the mount on %s is not in /proc/self/mountinfo", mountpoint);
-	return VY_OK;
-}
 
 static vy_err reply(conn *c, const vy_msg *m, const void *out, size_t len, int fd)
 {
@@ -505,7 +465,11 @@ vy_err vy_mapsrv_start(vy_fs *fs, const char *mountpoint, vy_error *e)
 		return vy_fail(e, VY_ENOMEM, "free host memory", "cannot allocate the map server");
 	}
 	srv->fs = fs;
-	vy_err rc = mount_dev(mountpoint, &srv->dev, e);
+	vy_err rc = VY_OK;
+	/* The mount's device number (asking the kernel for the mountpoint's
+	 * attributes would send a request to ourselves). */
+	if (!vy_mountinfo_find(mountpoint, "fuse", &srv->dev))
+		rc = vy_fail(e, VY_ENODEV, "report this bug", "the mount on %s is not in /proc/self/mountinfo", mountpoint);
 	struct sockaddr_un addr = {.sun_family = AF_UNIX};
 	/* Abstract: no file to leave behind or to guard; a client proves
 	 * itself with the fd it passes. */

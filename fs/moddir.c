@@ -51,6 +51,8 @@ int vy_moddir_write(vy_inode *in, uint64_t off, const char *buf, size_t size)
 		err = resize(in, off + size);
 	if (!err)
 		memcpy(in->data + off, buf, size);
+	if (err == EFBIG)
+		in->overflowed = true; /* what is kept is not the module */
 	pthread_rwlock_unlock(&in->lock);
 	return err;
 }
@@ -68,6 +70,8 @@ int vy_moddir_truncate(vy_inode *in, uint64_t size)
 {
 	pthread_rwlock_wrlock(&in->lock);
 	int err = resize(in, size);
+	if (!err && size == 0)
+		in->overflowed = false; /* written afresh */
 	pthread_rwlock_unlock(&in->lock);
 	return err;
 }
@@ -129,8 +133,13 @@ int vy_moddir_load(vy_fs *fs, vy_inode *in)
 {
 	pthread_rwlock_rdlock(&in->lock);
 	vy_error e;
-	vy_err rc = in->dlen ? vy_modules_load(fs->modules, in->target, in->data, in->dlen, &e)
-			     : vy_fail(&e, VY_EINVAL, "copy a PTX, cubin or fatbin file", "module '%s' is empty", in->target);
+	vy_err rc = in->overflowed ? vy_fail(&e, VY_EINVAL, "keep modules under 256 MiB (split the code into several)",
+					      "module '%s' was larger than 256 MiB: what arrived of it is not loaded",
+					      in->target)
+		    : in->dlen ? vy_modules_load(fs->modules, in->target, in->data, in->dlen, &e)
+			       : vy_fail(&e, VY_EINVAL, "copy a PTX, cubin or fatbin file", "module '%s' is empty", in->target);
+	if (in->overflowed)
+		vy_modules_unload(fs->modules, in->target, NULL); /* an older version goes too */
 	pthread_rwlock_unlock(&in->lock);
 	pthread_mutex_lock(&fs->ns);
 	ensure_log(fs, vy_u64map_get(&fs->inodes, fs->modules_ino), in->target);

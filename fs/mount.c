@@ -1,6 +1,7 @@
 /* Mount, serve, unmount; detach once mounted. */
 #include "fs/mount.h"
 #include "fs/mapsrv.h"
+#include "fs/mountinfo.h"
 #include "fs/fs.h"
 #include "fs/log.h"
 #include "fs/ops.h"
@@ -14,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 /* The detached child tells the waiting parent how the mount went, a line at
@@ -211,15 +213,42 @@ int vy_mount_run(const vy_mount_args *given)
 	vy_mount_args copy = *given, *a = &copy;
 	struct stat st;
 	errno = 0;
-	if (stat(a->mountpoint, &st) != 0 || !S_ISDIR(st.st_mode)) {
-		fprintf(stderr, "vyrefs: cannot mount on %s: %s (Fix: create the directory first, e.g. mkdir -p %s)\n",
-			a->mountpoint, errno ? strerror(errno) : "not a directory", a->mountpoint);
+	if (stat(a->mountpoint, &st) != 0) {
+		if (errno == ENOTCONN)
+			fprintf(stderr, "vyrefs: cannot mount on %s: a mount there is dead (%s) (Fix: fusermount3 -u %s, or "
+					"umount -l %s, then mount again)\n",
+				a->mountpoint, strerror(errno), a->mountpoint, a->mountpoint);
+		else
+			fprintf(stderr, "vyrefs: cannot mount on %s: %s (Fix: create the directory first, e.g. mkdir -p %s)\n",
+				a->mountpoint, strerror(errno), a->mountpoint);
+		return 1;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		fprintf(stderr, "vyrefs: cannot mount on %s: it is a %s, not a directory (Fix: mount on a directory, e.g. "
+				"mkdir -p DIR && vyrefs DIR)\n",
+			a->mountpoint, S_ISREG(st.st_mode) ? "regular file" : "special file");
 		return 1;
 	}
 	/* The daemon leaves the working directory: hold the mountpoint whole. */
 	char *abs = realpath(a->mountpoint, NULL);
 	if (abs)
 		a->mountpoint = abs;
+	/* A second mount would hide the first and its files. statfs always
+	 * reaches the daemon (stat may be answered from the kernel's cache),
+	 * so it tells a live mount from a dead one. */
+	struct statfs sf;
+	if (vy_mountinfo_find(a->mountpoint, "fuse.vyrefs", NULL)) {
+		if (statfs(a->mountpoint, &sf) != 0 && errno == ENOTCONN)
+			fprintf(stderr, "vyrefs: cannot mount on %s: a mount there is dead (%s) (Fix: fusermount3 -u %s, or "
+					"umount -l %s, then mount again)\n",
+				a->mountpoint, strerror(ENOTCONN), a->mountpoint, a->mountpoint);
+		else
+			fprintf(stderr, "vyrefs: cannot mount on %s: a vyrefs mount is already there (Fix: umount %s first, "
+					"or mount on another directory)\n",
+				a->mountpoint, a->mountpoint);
+		free(abs);
+		return 1;
+	}
 	if (a->foreground) {
 		int status = serve(a);
 		free(abs);

@@ -146,4 +146,20 @@ test_man_page_is_made_from_the_settings_table() {
 	assertEquals "groff -ww -z -man docs/vyrefs.8 warns" "" "$warn"
 }
 
+# A FIFO named as the config must not hang the mount, and a binary file is
+# not read as settings.
+test_config_must_be_a_regular_text_file() {
+	d=$(mktemp -d)
+	mkfifo "$d/fifo"
+	printf '[vyrefs]\nbackend = host\n\0\001\002' >"$d/binary"
+	err=$(timeout 5 "$VYREFS" --self-check -o "config=$d/fifo" 2>&1)
+	assertEquals "refused at once, not hung (124)" 2 $?
+	assertContains "$err" "is not a regular file"
+	assertContains "$err" "(Fix: "
+	err=$(timeout 5 "$VYREFS" --self-check -o "config=$d/binary" 2>&1)
+	assertEquals 2 $?
+	assertContains "$err" "is not text"
+	rm -rf "$d"
+}
+
 . "${SHUNIT2:-/usr/bin/shunit2}"

@@ -121,6 +121,37 @@ PY
 	assertEquals "CCAAAAAA" "$(cat "$MNT/p")"
 }
 
+# Text over 1 MiB without a newline is refused; the rest of that line, in
+# later writes, is dropped up to its newline rather than run.
+test_the_rest_of_an_overlong_line_is_not_run() {
+	truncate -s 16 "$MNT/a"
+	out=$(python3 - "$MNT/.vyre/ctl" <<'PY'
+import os, sys
+fd = os.open(sys.argv[1], os.O_WRONLY)
+try:
+    for _ in range(3):
+        os.write(fd, b"x" * (512 * 1024))
+    print("no refusal")
+except OSError as e:
+    print("refused:", e.strerror)
+os.write(fd, b"fill a 9 0 16 yyy\nfill a 7 0 1\n")
+os.close(fd)
+PY
+)
+	assertContains "$out" "refused: Invalid argument"
+	assertContains "$(cat "$MNT/.vyre/log")" "unfinished text over 1 MiB"
+	assertEquals "the line's rest was dropped, the next line ran" "07" "$(head -c 1 "$MNT/a" | od -An -tx1 | tr -d ' ')"
+	assertEquals "one error in the log" 1 "$(grep -c error "$MNT/.vyre/log")"
+}
+
+test_a_module_over_256_mib_is_not_kept() {
+	err=$(head -c $((257 * 1048576)) /dev/zero 2>/dev/null | dd of="$MNT/.vyre/modules/big.ptx" bs=1M status=none 2>&1)
+	assertContains "$err" "File too large"
+	assertFalse "not listed: what arrived is not the module" "[ -e '$MNT/.vyre/modules/big.ptx' ]"
+	err=$( (echo "launch big.k grid=1 block=1") 2>&1 >"$MNT/.vyre/ctl")
+	assertContains "$(tail -n 1 "$MNT/.vyre/log")" "module 'big'"
+}
+
 test_unfinished_text_at_close_is_an_error() {
 	truncate -s 8 "$MNT/u"
 	out=$(python3 - "$CTL" <<'PY'

@@ -224,4 +224,27 @@ test_auto_backend_says_once_which_it_chose() {
 	assertTrue "the daemon exits after umount" "wait_gone 'vyrefs.*$D'"
 }
 
+# A second mount on the same directory would hide the first and its files;
+# a dead mount and a file as the mountpoint get hints that fit them.
+test_mountpoint_mistakes_are_named() {
+	mount_vyrefs || fail "mount"
+	err=$("$VYREFS" -o backend=host "$MNT" 2>&1)
+	assertEquals 1 $?
+	assertContains "$err" "a vyrefs mount is already there"
+	assertContains "$err" "(Fix: umount $MNT first"
+	f=$(mktemp /tmp/vyrefs-notadir.XXXXXX)
+	err=$("$VYREFS" -o backend=host "$f" 2>&1)
+	assertContains "$err" "it is a regular file, not a directory"
+	rm -f "$f"
+	# A daemon killed hard leaves a dead mount behind (ENOTCONN).
+	kill -9 "$VY_PID"
+	wait "$VY_PID" 2>/dev/null
+	err=$("$VYREFS" -o backend=host "$MNT" 2>&1)
+	assertContains "dead mount: $err" "$err" "a mount there is dead"
+	assertContains "$err" "fusermount3 -u $MNT"
+	fusermount3 -u "$MNT" 2>/dev/null || umount -l "$MNT"
+	rmdir "$MNT"
+	MNT=""
+}
+
 . "${SHUNIT2:-/usr/bin/shunit2}"

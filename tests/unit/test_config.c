@@ -181,8 +181,8 @@ static void options_each_key_sets_its_field(void)
 	defaults(&w);
 	w.core.device.host_memory = 4 * GiB;
 	expect_parse("host_memory=4G", &w, __LINE__);
-	w.core.device.host_memory = 1;
-	expect_parse("host_memory=1", &w, __LINE__);
+	w.core.device.host_memory = 1 << 20;
+	expect_parse("host_memory=1M", &w, __LINE__);
 
 	defaults(&w);
 	w.core.store.budget_bytes = 8 * GiB;
@@ -279,6 +279,8 @@ static void options_refuse_bad_values(void)
 	expect_refused("ordinal=2147483648", "2147483648", __LINE__);
 	expect_refused("ordinal=99999999999999999999", "ordinal", __LINE__);
 	expect_refused("host_memory=0", "host_memory", __LINE__);
+	expect_refused("host_memory=1", "at least 1M", __LINE__); /* a 0-byte budget */
+	expect_refused("host_memory=16T", "this machine has", __LINE__);
 	expect_refused("host_memory=lots", "lots", __LINE__);
 	expect_refused("host_memory=99999999999999999999", "host_memory", __LINE__);
 	expect_refused("pool_budget=1.5G", "1.5G", __LINE__);
