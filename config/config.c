@@ -33,6 +33,10 @@ void vy_config_defaults(vy_config *c)
 	c->kernel_cache = 256ull << 20;
 	c->allow_other = false;
 	c->launch_timeout_ms = 60000;
+	c->xattr_budget = 64ull << 20;
+	/* As tmpfs's nr_inodes: half the pages of RAM. */
+	long pages = sysconf(_SC_PHYS_PAGES);
+	c->max_inodes = pages > 0 ? (uint64_t)pages / 2 : 1u << 20;
 }
 
 static vy_err bad_value(vy_error *e, const char *key, const char *value, const char *allowed)
@@ -182,6 +186,17 @@ vy_err vy_config_set(vy_config *c, const char *key, const char *value, vy_error 
 		rc = size_value(key, value, &next.kernel_cache, e);
 	} else if (!strcmp(key, "allow_other")) {
 		rc = bool_value(key, value, &next.allow_other, e);
+	} else if (!strcmp(key, "xattr_budget")) {
+		rc = size_value(key, value, &next.xattr_budget, e);
+	} else if (!strcmp(key, "max_inodes")) {
+		unsigned long long n;
+		char *end;
+		errno = 0;
+		n = strtoull(value, &end, 10);
+		rc = isdigit((unsigned char)value[0]) && !*end && !errno && n >= 16
+			     ? VY_OK
+			     : bad_value(e, key, value, "give a count of at least 16, e.g. max_inodes=1000000");
+		next.max_inodes = n;
 	} else if (!strcmp(key, "launch_timeout")) {
 		rc = duration_value(key, value, &next.launch_timeout_ms, e);
 	} else {
@@ -340,6 +355,10 @@ static bool ini_value(const vy_config *c, const char *key, char *v, size_t cap)
 		snprintf(v, cap, "%s", c->allow_other ? "on" : "off");
 	else if (!strcmp(key, "launch_timeout"))
 		snprintf(v, cap, "%llums", (unsigned long long)c->launch_timeout_ms);
+	else if (!strcmp(key, "xattr_budget"))
+		snprintf(v, cap, "%llu", (unsigned long long)c->xattr_budget);
+	else if (!strcmp(key, "max_inodes"))
+		snprintf(v, cap, "%llu", (unsigned long long)c->max_inodes);
 	else
 		return false;
 	return true;

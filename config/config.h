@@ -46,6 +46,8 @@ typedef struct vy_config {
 	uint64_t kernel_cache;
 	bool allow_other;
 	uint64_t launch_timeout_ms; /* 0: no limit */
+	uint64_t xattr_budget;      /* bytes of extended attributes, all files */
+	uint64_t max_inodes;        /* files, directories and links at most */
 	bool pool_budget_set; /* pool_budget given (else device memory / 32) */
 } vy_config;
 

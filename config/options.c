@@ -29,6 +29,11 @@ const vy_option_doc vy_options[] = {
 	{"launch_timeout", "DURATION", "60s",
 	 "a control sequence's time limit (500ms, 60s, 2m; a plain number is seconds): past it its launcher is "
 	 "killed and the write fails with ETIMEDOUT; 0: no limit"},
+	{"xattr_budget", "SIZE", "64M",
+	 "extended attributes of all files together (names and values; each file at most 1M, each value 64K): "
+	 "past it setxattr fails with ENOSPC, so no user can grow the daemon's memory"},
+	{"max_inodes", "N", "half the pages of RAM",
+	 "files, directories and links at most, as tmpfs's nr_inodes (df -i shows them): past it ENOSPC"},
 	{"config", "FILE", "/etc/vyrefs.conf if present",
 	 "an INI file read before the other -o settings, which override it"},
 };

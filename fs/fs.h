@@ -122,6 +122,7 @@ typedef struct vy_fs {
 	struct fuse_session *se;
 	_Atomic unsigned wb_slots; /* write-behind slots held, all files */
 	_Atomic unsigned ra_chunks; /* readahead chunks held, all files */
+	vy_xattr_budget xattr_budget; /* every inode's xattrs count here */
 } vy_fs;
 
 /* Attribute and entry timeouts for the kernel (seconds). */

@@ -6,6 +6,7 @@
 #include "fs/log.h"
 #include "fs/vyre.h"
 
+#include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -32,6 +33,7 @@ vy_inode *vy_inode_new(vy_fs *fs, vy_kind kind, mode_t mode, uid_t uid, gid_t gi
 	}
 	in->ino = fs->next_ino;
 	in->kind = kind;
+	in->xattrs.budget = &fs->xattr_budget;
 	in->mode = mode;
 	in->uid = uid;
 	in->gid = gid;
@@ -49,13 +51,28 @@ vy_inode *vy_inode_new(vy_fs *fs, vy_kind kind, mode_t mode, uid_t uid, gid_t gi
 	return in;
 }
 
+/* Bytes of xattrs and modules freed since malloc last gave memory back. */
+static _Atomic uint64_t freed_since_trim;
+
+/* Deleting files gives the daemon's memory back to the system, not only to
+ * malloc's free lists (now and then: a trim walks every arena). */
+static void gave_back(uint64_t bytes)
+{
+	if (bytes && atomic_fetch_add(&freed_since_trim, bytes) + bytes >= (1u << 20)) {
+		atomic_store(&freed_since_trim, 0);
+		malloc_trim(0);
+	}
+}
+
 static void inode_free(vy_inode *in)
 {
 	if (in->kind == VY_DIR)
 		vy_dir_destroy(&in->dir);
+	uint64_t big = in->xattrs.bytes + in->dlen;
 	free(in->target);
 	free(in->data);
 	vy_xattrs_destroy(&in->xattrs);
+	gave_back(big);
 	pthread_mutex_destroy(&in->meta);
 	pthread_rwlock_destroy(&in->lock);
 	free(in);
@@ -70,6 +87,17 @@ void vy_inode_reap(vy_fs *fs, vy_inode *in)
 		pthread_rwlock_wrlock(&in->lock);
 		vy_file_drop(fs, in);
 		pthread_rwlock_unlock(&in->lock);
+	}
+	if (in->xattrs.n) {
+		/* Nor its xattrs: free them now, not when the kernel forgets the
+		 * inode, which may be much later. */
+		pthread_rwlock_wrlock(&in->lock);
+		uint64_t bytes = in->xattrs.bytes;
+		vy_xattr_budget *budget = in->xattrs.budget;
+		vy_xattrs_destroy(&in->xattrs);
+		in->xattrs.budget = budget;
+		pthread_rwlock_unlock(&in->lock);
+		gave_back(bytes);
 	}
 	if (in->nlookup > 0)
 		return;
@@ -231,6 +259,7 @@ vy_err vy_fs_init(vy_fs *fs, vy_core *core, const vy_config *cfg, vy_error *e)
 	fs->core = core;
 	fs->cfg = *cfg;
 	fs->next_ino = FUSE_ROOT_ID;
+	fs->xattr_budget.max = cfg->xattr_budget;
 	struct timespec now;
 	vy_now(&now);
 	fs->generation = (uint32_t)((uint64_t)now.tv_sec * 1000003u ^ (uint64_t)now.tv_nsec ^ (uint64_t)getpid()) | 1u;

@@ -22,7 +22,6 @@
 #include <sys/xattr.h>
 
 #define NAME_MAX_LEN 255
-#define INODES_MAX (1ull << 32)
 #define VYRE_XATTR_PREFIX "user.vyre."
 
 static vy_fs *fs_of(fuse_req_t req)
@@ -356,7 +355,7 @@ static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name, vy_ki
 		err = EEXIST;
 	if (!err && frozen(p, false))
 		err = EPERM; /* an immutable directory takes no new entry */
-	if (!err && fs->inodes.count >= INODES_MAX)
+	if (!err && fs->inodes.count >= fs->cfg.max_inodes)
 		err = ENOSPC;
 	gid_t gid = ctx->gid;
 	if (!err) {
@@ -601,7 +600,7 @@ static int do_rename(vy_fs *fs, const struct fuse_ctx *ctx, fuse_ino_t parent, c
 		/* The whiteout is made first: past the entry's move, nothing
 		 * may fail. */
 		vy_inode *wh = NULL;
-		if ((flags & RENAME_WHITEOUT) && fs->inodes.count >= INODES_MAX)
+		if ((flags & RENAME_WHITEOUT) && fs->inodes.count >= fs->cfg.max_inodes)
 			return ENOSPC;
 		if ((flags & RENAME_WHITEOUT) && !(wh = whiteout(fs, p, ctx)))
 			return ENOMEM;
@@ -1056,8 +1055,8 @@ static void op_statfs(fuse_req_t req, fuse_ino_t ino)
 	sv.f_blocks = u.budget / 4096;
 	sv.f_bfree = sv.f_bavail = (u.budget - used) / 4096;
 	pthread_mutex_lock(&fs->ns);
-	sv.f_files = INODES_MAX;
-	sv.f_ffree = sv.f_favail = INODES_MAX - fs->inodes.count;
+	sv.f_files = fs->cfg.max_inodes;
+	sv.f_ffree = sv.f_favail = fs->cfg.max_inodes > fs->inodes.count ? fs->cfg.max_inodes - fs->inodes.count : 0;
 	pthread_mutex_unlock(&fs->ns);
 	sv.f_namemax = NAME_MAX_LEN;
 	fuse_reply_statfs(req, &sv);

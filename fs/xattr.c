@@ -8,6 +8,8 @@
 
 void vy_xattrs_destroy(vy_xattrs *x)
 {
+	if (x->budget)
+		atomic_fetch_sub(&x->budget->used, x->bytes);
 	for (size_t i = 0; i < x->n; i++) {
 		free(x->v[i].name);
 		free(x->v[i].value);
@@ -42,9 +44,18 @@ int vy_xattrs_set(vy_xattrs *x, const char *name, const void *value, size_t size
 	size_t bytes = x->bytes - (a ? a->size + name_len : 0) + size + name_len;
 	if (bytes > VY_XATTR_TOTAL_MAX)
 		return ENOSPC;
+	/* Reserve the growth in the mount's total first; give back on failure. */
+	uint64_t grow = bytes > x->bytes ? bytes - x->bytes : 0;
+	if (grow && x->budget && atomic_fetch_add(&x->budget->used, grow) + grow > x->budget->max) {
+		atomic_fetch_sub(&x->budget->used, grow);
+		return ENOSPC;
+	}
 	void *copy = malloc(size ? size : 1);
-	if (!copy)
+	if (!copy) {
+		if (grow && x->budget)
+			atomic_fetch_sub(&x->budget->used, grow);
 		return ENOMEM;
+	}
 	memcpy(copy, value, size);
 	if (!a) {
 		if (x->n == x->cap) {
@@ -52,6 +63,8 @@ int vy_xattrs_set(vy_xattrs *x, const char *name, const void *value, size_t size
 			vy_xattr *v = realloc(x->v, cap * sizeof(*v));
 			if (!v) {
 				free(copy);
+				if (grow && x->budget)
+					atomic_fetch_sub(&x->budget->used, grow);
 				return ENOMEM;
 			}
 			x->v = v;
@@ -60,6 +73,8 @@ int vy_xattrs_set(vy_xattrs *x, const char *name, const void *value, size_t size
 		char *n = strdup(name);
 		if (!n) {
 			free(copy);
+			if (grow && x->budget)
+				atomic_fetch_sub(&x->budget->used, grow);
 			return ENOMEM;
 		}
 		a = &x->v[x->n++];
@@ -68,6 +83,8 @@ int vy_xattrs_set(vy_xattrs *x, const char *name, const void *value, size_t size
 	free(a->value);
 	a->value = copy;
 	a->size = size;
+	if (x->budget && bytes < x->bytes)
+		atomic_fetch_sub(&x->budget->used, x->bytes - bytes);
 	x->bytes = bytes;
 	return 0;
 }
@@ -77,7 +94,10 @@ int vy_xattrs_remove(vy_xattrs *x, const char *name)
 	vy_xattr *a = find(x, name);
 	if (!a)
 		return ENODATA;
-	x->bytes -= a->size + strlen(a->name) + 1;
+	size_t gone = a->size + strlen(a->name) + 1;
+	x->bytes -= gone;
+	if (x->budget)
+		atomic_fetch_sub(&x->budget->used, gone);
 	free(a->name);
 	free(a->value);
 	*a = x->v[--x->n];

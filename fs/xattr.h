@@ -3,10 +3,14 @@
 #ifndef VY_XATTR_H
 #define VY_XATTR_H
 
+#include <stdatomic.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #define VY_XATTR_VALUE_MAX 65536u
 #define VY_XATTR_TOTAL_MAX (1u << 20) /* per inode, names and values */
+/* The mount's total by default: xattr_budget. */
+#define VY_XATTR_BUDGET_DEFAULT (64ull << 20)
 
 typedef struct vy_xattr {
 	char *name;
@@ -14,10 +18,19 @@ typedef struct vy_xattr {
 	size_t size;
 } vy_xattr;
 
+/* The mount's total, shared by every inode's set: each set counts its
+ * bytes there, and a set that would take it past `max` is refused with
+ * ENOSPC, so no user can grow the daemon's memory without bound. */
+typedef struct vy_xattr_budget {
+	_Atomic uint64_t used;
+	uint64_t max;
+} vy_xattr_budget;
+
 typedef struct vy_xattrs {
 	vy_xattr *v;
 	size_t n, cap;
 	size_t bytes; /* names and values together */
+	vy_xattr_budget *budget; /* the mount's (NULL: none) */
 } vy_xattrs;
 
 void vy_xattrs_destroy(vy_xattrs *x);

@@ -286,4 +286,59 @@ test_writes_by_others_drop_suid_and_sgid() {
 	assertEquals "root's write keeps suid" "-rwsrwxrwx" "$(stat -c %A "$MNT/s")"
 }
 
+# No user can grow the daemon's memory with xattrs: the mount's total
+# (xattr_budget) answers ENOSPC, the daemon stays under it, and deleting
+# the files gives the memory back.
+test_xattrs_are_bounded_and_their_memory_comes_back() {
+	need setpriv || return 0
+	unmount_vyrefs
+	mount_vyrefs "allow_other=on,xattr_budget=8M" || fail "mount"
+	chmod 1777 "$MNT"
+	rss0=$(awk '/^VmRSS/ { print $2 }' /proc/"$VY_PID"/status)
+	# Debian's python: another user may not reach a python under /root.
+	out=$(setpriv --reuid=65534 --regid=65534 --clear-groups /usr/bin/python3 - "$MNT" <<'PY'
+import errno, os, sys
+d = os.path.join(sys.argv[1], "many")
+os.mkdir(d)
+value, stored, refused = os.urandom(65536), 0, 0
+for i in range(1000):
+    p = os.path.join(d, "f%d" % i)
+    open(p, "w").close()
+    for k in range(15):
+        try:
+            os.setxattr(p, "user.v%d" % k, value)
+            stored += 1
+        except OSError as e:
+            if e.errno != errno.ENOSPC:
+                raise
+            refused += 1
+    if refused > 20:
+        break
+print(stored, refused)
+PY
+)
+	stored=${out% *}
+	assertTrue "ENOSPC came, at the budget: $out" "[ ${out#* } -gt 0 ] && [ $stored -ge 120 ] && [ $stored -le 128 ]"
+	rss1=$(awk '/^VmRSS/ { print $2 }' /proc/"$VY_PID"/status)
+	assertTrue "RSS grew by at most the budget and 4 MiB: $rss0 -> $rss1 KiB" "[ $((rss1 - rss0)) -le $((8192 + 4096)) ]"
+	rm -rf "$MNT/many"
+	rss2=$(awk '/^VmRSS/ { print $2 }' /proc/"$VY_PID"/status)
+	assertTrue "the memory came back: $rss1 -> $rss2 KiB" "[ $((rss1 - rss2)) -ge 4096 ]"
+	setfattr -n user.again -v yes "$MNT" || fail "room again after deleting"
+}
+
+test_max_inodes_answers_enospc_and_df_shows_it() {
+	unmount_vyrefs
+	mount_vyrefs "max_inodes=40" || fail "mount"
+	assertEquals "df -i shows the limit" 40 "$(df --output=itotal "$MNT" | tail -n 1 | tr -d ' ')"
+	made=0
+	for i in $(seq 60); do (: >"$MNT/f$i") 2>/dev/null && made=$((made + 1)); done
+	err=$( (: >"$MNT/one-more") 2>&1)
+	assertContains "$err" "No space left on device"
+	assertEquals "files made: 40 less the root and .vyre's inodes" \
+		$((40 - $(find "$MNT" -xdev | wc -l) + made)) "$made"
+	rm -f "$MNT"/f*
+	: >"$MNT/after" || fail "room again"
+}
+
 . "${SHUNIT2:-/usr/bin/shunit2}"
