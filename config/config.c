@@ -186,6 +186,14 @@ vy_err vy_config_set(vy_config *c, const char *key, const char *value, vy_error 
 		rc = size_value(key, value, &next.kernel_cache, e);
 	} else if (!strcmp(key, "allow_other")) {
 		rc = bool_value(key, value, &next.allow_other, e);
+	} else if (!strcmp(key, "kernel_cflags")) {
+		size_t len = strlen(value);
+		rc = len < sizeof(next.kernel_cflags) && !strchr(value, '\n')
+			     ? VY_OK
+			     : bad_value(e, key, value, "give NVRTC options on one line, under 256 characters, e.g. "
+							"kernel_cflags=-use_fast_math");
+		if (rc == VY_OK)
+			memcpy(next.kernel_cflags, value, len + 1);
 	} else if (!strcmp(key, "xattr_budget")) {
 		rc = size_value(key, value, &next.xattr_budget, e);
 	} else if (!strcmp(key, "max_inodes")) {
@@ -357,6 +365,8 @@ static bool ini_value(const vy_config *c, const char *key, char *v, size_t cap)
 		snprintf(v, cap, "%llums", (unsigned long long)c->launch_timeout_ms);
 	else if (!strcmp(key, "xattr_budget"))
 		snprintf(v, cap, "%llu", (unsigned long long)c->xattr_budget);
+	else if (!strcmp(key, "kernel_cflags") && c->kernel_cflags[0])
+		snprintf(v, cap, "%s", c->kernel_cflags);
 	else if (!strcmp(key, "max_inodes"))
 		snprintf(v, cap, "%llu", (unsigned long long)c->max_inodes);
 	else
@@ -372,7 +382,7 @@ size_t vy_config_format_ini(const vy_config *c, char *buf, size_t cap)
 	put(buf, cap, &at, "[%s]\n", VY_CONFIG_SECTION);
 	for (size_t i = 0; i < vy_options_count; i++) {
 		const vy_option_doc *d = &vy_options[i];
-		char v[64];
+		char v[320];
 		if (ini_value(c, d->key, v, sizeof(v)))
 			put(buf, cap, &at, "%s = %s\n", d->key, v);
 		else if (strcmp(d->key, "config") != 0)

@@ -48,6 +48,7 @@ typedef struct vy_config {
 	uint64_t launch_timeout_ms; /* 0: no limit */
 	uint64_t xattr_budget;      /* bytes of extended attributes, all files */
 	uint64_t max_inodes;        /* files, directories and links at most */
+	char kernel_cflags[256];    /* NVRTC options for every .cu module */
 	bool pool_budget_set; /* pool_budget given (else device memory / 32) */
 } vy_config;
 

@@ -29,6 +29,9 @@ const vy_option_doc vy_options[] = {
 	{"launch_timeout", "DURATION", "60s",
 	 "a control sequence's time limit (500ms, 60s, 2m; a plain number is seconds): past it its launcher is "
 	 "killed and the write fails with ETIMEDOUT; 0: no limit"},
+	{"kernel_cflags", "OPTIONS", "none",
+	 "NVRTC options for every CUDA C module (.cu) in .vyre/modules/, e.g. -use_fast_math; a module's first line "
+	 "`// vyrefs: OPTIONS` adds its own"},
 	{"xattr_budget", "SIZE", "64M",
 	 "extended attributes of all files together (names and values; each file at most 1M, each value 64K): "
 	 "past it setxattr fails with ENOSPC, so no user can grow the daemon's memory"},

@@ -43,6 +43,8 @@
 	X(launcher_starts, COUNTER, "launcher processes started") \
 	X(launcher_restarts, COUNTER, "launchers started after one faulted, died or ran past launch_timeout") \
 	X(maps, COUNTER, "files mapped by programs") \
+	X(compiles, COUNTER, "CUDA C modules compiled by NVRTC") \
+	X(compile_cache_hits, COUNTER, "CUDA C modules found compiled in the cache") \
 	X(device_time_us, COUNTER, "device time of control-file sequences, by CUDA events") \
 	X(resident_bytes, GAUGE, "bytes in live buffers") \
 	X(resident_buffers, GAUGE, "live buffers") \

@@ -112,6 +112,25 @@ out:
 	return rc;
 }
 
+vy_err vy_modules_failed(vy_modules *m, const char *name, const char *log, vy_error *e)
+{
+	vy_err rc = vy_modules_unload(m, name, e);
+	if (rc != VY_OK)
+		return rc;
+	module *mod = calloc(1, sizeof(*mod));
+	if (!mod || !(mod->name = strdup(name)) || !(mod->log = strdup(log ? log : ""))) {
+		if (mod)
+			free(mod->name);
+		free(mod);
+		return vy_fail(e, VY_ENOMEM, "free host memory", "cannot record module '%s'", name);
+	}
+	pthread_mutex_lock(&m->lock);
+	mod->next = m->list;
+	m->list = mod;
+	pthread_mutex_unlock(&m->lock);
+	return VY_OK;
+}
+
 vy_err vy_modules_unload(vy_modules *m, const char *name, vy_error *e)
 {
 	pthread_mutex_lock(&m->lock);

@@ -22,6 +22,9 @@ void vy_modules_close(vy_modules *m);
  * vy_modules_log whether or not the load worked. */
 vy_err vy_modules_load(vy_modules *m, const char *name, const void *image, size_t len, vy_error *e);
 vy_err vy_modules_unload(vy_modules *m, const char *name, vy_error *e);
+/* Record that module `name` could not be made (its source did not
+ * compile): not loaded, with `log` (copied) as its log. */
+vy_err vy_modules_failed(vy_modules *m, const char *name, const char *log, vy_error *e);
 /* The JIT log of the last load of `name` (malloc'd), or NULL if none. */
 char *vy_modules_log(vy_modules *m, const char *name);
 bool vy_modules_loaded(vy_modules *m, const char *name);

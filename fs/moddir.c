@@ -1,13 +1,14 @@
 /* Module files: bytes in host memory, loaded at close. */
 #include "fs/moddir.h"
 #include "fs/log.h"
+#include "ctl/nvrtc.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const extensions[] = {".ptx", ".cubin", ".fatbin"};
+static const char *const extensions[] = {".ptx", ".cubin", ".fatbin", ".cu"};
 
 int vy_moddir_name(const char *name, char **module)
 {
@@ -24,7 +25,7 @@ int vy_moddir_name(const char *name, char **module)
 			return *module ? 0 : ENOMEM;
 		}
 	}
-	vy_log(LOG_NOTICE, "modules/%s refused: name modules NAME.ptx, NAME.cubin or NAME.fatbin", name);
+	vy_log(LOG_NOTICE, "modules/%s refused: name modules NAME.ptx, NAME.cubin, NAME.fatbin or NAME.cu", name);
 	return EINVAL;
 }
 
@@ -129,15 +130,64 @@ void vy_moddir_closed(vy_fs *fs, vy_inode *in)
 		unlist(fs, in);
 }
 
+/* A .cu module: compiled to PTX by NVRTC (ctl/nvrtc.c), or the reason
+ * recorded as its log. Lock held. */
+static vy_err compile(vy_fs *fs, vy_inode *in, char **ptx, size_t *len, vy_error *e)
+{
+	char *src = malloc(in->dlen + 1), *log = NULL;
+	if (!src)
+		return vy_fail(e, VY_ENOMEM, "free host memory", "cannot hold the source of '%s'", in->target);
+	memcpy(src, in->data, in->dlen);
+	src[in->dlen] = '\0';
+	char name[300];
+	snprintf(name, sizeof(name), "%s.cu", in->target);
+	const vy_device_info *d = &fs->core->dev->info;
+	vy_nvrtc_job job = {.name = name,
+			    .src = src,
+			    .cflags = fs->cfg.kernel_cflags,
+			    .cc_major = d->cc_major,
+			    .cc_minor = d->cc_minor,
+			    .cache_dir = getenv("CUDA_CACHE_DISABLE") ? NULL : getenv("CUDA_CACHE_PATH")};
+	bool hit = false;
+	vy_err rc = strlen(src) != in->dlen ? vy_fail(e, VY_EINVAL, "copy CUDA C source text", "'%s' holds NUL bytes", name)
+					   : vy_nvrtc_compile(&job, ptx, len, &log, &hit, e);
+	if (rc == VY_OK && hit)
+		vy_telemetry_add(&fs->core->tel, compile_cache_hits, 1);
+	else if (rc == VY_OK)
+		vy_telemetry_add(&fs->core->tel, compiles, 1);
+	else
+		vy_modules_failed(fs->modules, in->target, log ? log : e->msg, NULL);
+	free(log);
+	free(src);
+	return rc;
+}
+
+/* Whether `in` is NAME.cu (else PTX, cubin or fatbin). ns held. */
+static bool is_source(vy_fs *fs, vy_inode *in)
+{
+	const char *name = name_of(vy_u64map_get(&fs->inodes, fs->modules_ino), in);
+	size_t len = name ? strlen(name) : 0;
+	return len > 3 && !strcmp(name + len - 3, ".cu");
+}
+
 int vy_moddir_load(vy_fs *fs, vy_inode *in)
 {
+	pthread_mutex_lock(&fs->ns);
+	bool source = is_source(fs, in);
+	pthread_mutex_unlock(&fs->ns);
 	pthread_rwlock_rdlock(&in->lock);
 	vy_error e;
+	char *ptx = NULL;
+	size_t ptx_len = 0;
+	vy_err made = source && !in->overflowed && in->dlen ? compile(fs, in, &ptx, &ptx_len, &e) : VY_OK;
 	vy_err rc = in->overflowed ? vy_fail(&e, VY_EINVAL, "keep modules under 256 MiB (split the code into several)",
 					      "module '%s' was larger than 256 MiB: what arrived of it is not loaded",
 					      in->target)
+		    : made != VY_OK ? made
+		    : ptx	     ? vy_modules_load(fs->modules, in->target, ptx, ptx_len, &e)
 		    : in->dlen ? vy_modules_load(fs->modules, in->target, in->data, in->dlen, &e)
 			       : vy_fail(&e, VY_EINVAL, "copy a PTX, cubin or fatbin file", "module '%s' is empty", in->target);
+	free(ptx);
 	if (in->overflowed)
 		vy_modules_unload(fs->modules, in->target, NULL); /* an older version goes too */
 	pthread_rwlock_unlock(&in->lock);

@@ -56,6 +56,36 @@ test_saxpy_over_files() {
 	assertEquals 1 "$(stat_of launches)"
 }
 
+# CUDA C compiled by NVRTC for this GPU, then launched: saxpy and a
+# reduction give the values computed on the host.
+test_cuda_c_modules_run() {
+	cat >"$MNT.k.cu" <<'CU'
+// vyrefs: -DSCALE=3
+extern "C" __global__ void saxpy3(float *y, const float *x, float a, unsigned n)
+{
+	unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+	if (i < n)
+		y[i] = SCALE * a * x[i] + y[i];
+}
+extern "C" __global__ void total(const float *x, float *out, unsigned n)
+{
+	unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+	if (i < n)
+		atomicAdd(out, x[i]);
+}
+CU
+	cp "$MNT.k.cu" "$MNT/.vyre/modules/k.cu" || fail "compile and load"
+	rm -f "$MNT.k.cu"
+	floats "$MNT/x" 1000 'i % 10'
+	floats "$MNT/y" 1000 '1.0'
+	truncate -s 4 "$MNT/out"
+	printf 'launch k.saxpy3 grid=4 block=256 y x f32:2.0 u32:1000\nlaunch k.total grid=4 block=256 x out u32:1000\n' \
+		>"$MNT/.vyre/ctl" || fail "launch"
+	assertEquals "0 bad []" "$(check "$MNT/y" 1000 '3 * 2.0 * (i % 10) + 1.0')"
+	assertEquals "4500.0" "$(python3 -c "import struct; print(struct.unpack('<f', open('$MNT/out','rb').read(4))[0])")"
+	assertEquals 1 "$(stat_of compiles)"
+}
+
 test_reduction() {
 	floats "$MNT/x" 4096 'i % 7'
 	truncate -s 4 "$MNT/out"
