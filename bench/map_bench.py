@@ -10,9 +10,9 @@ Prints `key value` lines:
   map.st_tmpfs_ms        safetensors.torch.load_file(device="cuda") of a
                          2 GiB file from tmpfs
   map.st_mount_ms        the same from the mount
-  map.st_map_ms          the same tensors through vyrefs.map, zero copy
+  map.st_map_ms          the same tensors through vyrefs.safetensors.load, zero copy
 """
-import json, os, struct, sys, time
+import os, sys, time
 
 import torch
 import vyrefs
@@ -95,37 +95,15 @@ os.system("cp %s/model.safetensors %s/model.safetensors" % (tmp, mnt))
 put("map.st_tmpfs_ms", ms(lambda: load_file(tmp + "/model.safetensors", device="cuda"), reps=3))
 put("map.st_mount_ms", ms(lambda: load_file(mnt + "/model.safetensors", device="cuda"), reps=3))
 
-ST_DTYPES = {"F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16, "I64": torch.int64,
-             "I32": torch.int32, "U8": torch.uint8, "F64": torch.float64, "I8": torch.int8, "BOOL": torch.bool}
-
-
-def st_map(p):
-    """A dict of zero-copy CUDA tensors over a safetensors file of the mount."""
-    with open(p, "rb") as f:
-        n, = struct.unpack("<Q", f.read(8))
-        header = json.loads(f.read(n))
-    m = vyrefs.map(p)
-    whole = torch.as_tensor(m, device="cuda")
-    out = {}
-    for name, info in header.items():
-        if name == "__metadata__":
-            continue
-        a, b = info["data_offsets"]
-        out[name] = whole[8 + n + a:8 + n + b].view(ST_DTYPES[info["dtype"]]).view(info["shape"])
-    return m, out
-
-
 def load_mapped():
-    m, d = st_map(mnt + "/model.safetensors")
+    d = vyrefs.safetensors.load(mnt + "/model.safetensors")  # zero-copy views; the mapping goes with them
     del d
-    m.close()
 
 
 put("map.st_map_ms", ms(load_mapped, reps=3))
-m, d = st_map(mnt + "/model.safetensors")
+d = vyrefs.safetensors.load(mnt + "/model.safetensors")
 ref = load_file(tmp + "/model.safetensors", device="cuda")
 put("map.st_map_exact", float(all(torch.equal(d[k], ref[k]) for k in ref)))
 del d
-m.close()
 os.remove(mnt + "/model.safetensors")
 os.remove(tmp + "/model.safetensors")

@@ -268,11 +268,6 @@ API int vy_map(const char *path, int flags, vy_mapping **out)
 	return 0;
 }
 
-vy_device *vy_mapping_dev(const vy_mapping *m)
-{
-	return m->dev;
-}
-
 API uint64_t vy_mapping_ptr(const vy_mapping *m)
 {
 	return m ? m->ptr : 0;

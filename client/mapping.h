@@ -1,16 +1,15 @@
-/* Inside libvyrefs: what client/copy.c needs of a mapping beyond vyrefs.h
- * (the device it was imported into, for pinned memory and streams). */
+/* Inside libvyrefs: what client/copy.c shares with libvyrefs.c beyond
+ * vyrefs.h (finding and asking the mount's daemon, and the error slot). */
 #ifndef VY_CLIENT_MAPPING_H
 #define VY_CLIENT_MAPPING_H
 
 #include "client/vyrefs.h"
-#include "core/device.h"
+#include "core/err.h"
 
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
-vy_device *vy_mapping_dev(const vy_mapping *m);
 /* The root of the mount that holds `file` (on device `dev`). */
 int vy_client_mount_root(const char *file, dev_t dev, char *root, size_t cap);
 /* Connected to the daemon of the mount holding `file` (on `dev`). */

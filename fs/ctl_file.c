@@ -58,6 +58,14 @@ static vy_err files_share(void *ctx, void *file, vy_error *e)
 {
 	vy_fs *fs = ctx;
 	vy_inode *in = file;
+	/* Most files are shareable already (large, or moved before): then no
+	 * write lock on the way of every sequence. A buffer replaced after
+	 * this look is caught by the check under the read locks (exec.c). */
+	pthread_rwlock_rdlock(&in->lock);
+	bool done = !in->buf || vy_store_shareable(fs->core->store, in->buf);
+	pthread_rwlock_unlock(&in->lock);
+	if (done)
+		return VY_OK;
 	pthread_rwlock_wrlock(&in->lock);
 	vy_err rc = VY_OK;
 	if (in->buf && !vy_store_shareable(fs->core->store, in->buf)) {

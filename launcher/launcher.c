@@ -290,9 +290,11 @@ int vy_launcher_main(int sock)
 {
 	/* Nothing of the daemon's but the channel: the mount's /dev/fuse fd
 	 * held here would keep a dead mount busy. */
-	for (int fd = 3; fd < 1024; fd++)
-		if (fd != sock)
-			close(fd);
+	for (int fd = 3; fd < sock; fd++)
+		close(fd);
+	if (close_range((unsigned)sock + 1, ~0u, 0) != 0) /* before Linux 5.9: one at a time */
+		for (long fd = sock + 1, max = sysconf(_SC_OPEN_MAX); fd < max; fd++)
+			close((int)fd);
 	launcher l = {.ch = {.sock = sock, .mb_fd = -1}};
 	vy_u64map_init(&l.maps);
 	int status = 0;

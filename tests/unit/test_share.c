@@ -188,9 +188,10 @@ static vy_runner *launcher_open(fixture *f, uint64_t timeout_ms)
 	return r;
 }
 
-/* A sequence of one fill of `len` bytes of buffer 0 with `byte`. */
-static vy_err fill(vy_runner *r, vy_core *c, vy_handle h, uint64_t gen, uint64_t len, uint8_t byte,
-		   vy_run_result *res, vy_error *e)
+/* A sequence of `times` fills of `len` bytes of buffer 0 with `byte`
+ * (gen 0: the buffer's own), stopped by *stop (may be NULL). */
+static vy_err fills(vy_runner *r, vy_core *c, vy_handle h, uint64_t gen, uint64_t len, uint8_t byte, uint64_t times,
+		    const _Atomic uint32_t *stop, vy_run_result *res, vy_error *e)
 {
 	vy_buffer_view v;
 	vy_err rc = vy_store_pin_many(c->store, &h, 1, &v, e);
@@ -198,11 +199,17 @@ static vy_err fill(vy_runner *r, vy_core *c, vy_handle h, uint64_t gen, uint64_t
 		return rc;
 	vy_wire_buffer b = {.handle = h, .gen = gen ? gen : v.gen, .len = len};
 	vy_wire_step st = {.kind = VY_WIRE_FILL, .line = 1, .a = 0, .length = len, .byte = byte};
-	vy_wire_group g = {.times = 1, .first = 0, .count = 1};
+	vy_wire_group g = {.times = times, .first = 0, .count = 1};
 	vy_seq seq = {.buffers = &b, .steps = &st, .groups = &g, .nbuffers = 1, .nsteps = 1, .ngroups = 1};
-	rc = r->ops->run(r, &seq, &v, NULL, res, e);
+	rc = r->ops->run(r, &seq, &v, stop, res, e);
 	vy_store_unpin_many(c->store, &h, 1, NULL);
 	return rc;
+}
+
+static vy_err fill(vy_runner *r, vy_core *c, vy_handle h, uint64_t gen, uint64_t len, uint8_t byte,
+		   vy_run_result *res, vy_error *e)
+{
+	return fills(r, c, h, gen, len, byte, 1, NULL, res, e);
 }
 
 static void *stop_later(void *arg)
@@ -278,17 +285,10 @@ static void launcher_killed_in_a_sequence_costs_that_sequence(void)
 		_exit(0);
 	}
 	/* A long sequence: 10^6 fills of 8 MiB. */
-	vy_buffer_view v;
-	MUST(vy_store_pin_many(f.c->store, &a, 1, &v, E));
-	vy_wire_buffer b = {.handle = a, .gen = v.gen, .len = 8 * MiB};
-	vy_wire_step st = {.kind = VY_WIRE_FILL, .line = 3, .a = 0, .length = 8 * MiB, .byte = 9};
-	vy_wire_group g = {.times = 1000000, .first = 0, .count = 1};
-	vy_seq seq = {.buffers = &b, .steps = &st, .groups = &g, .nbuffers = 1, .nsteps = 1, .ngroups = 1};
 	vy_error e;
-	CHECK_EQ(r->ops->run(r, &seq, &v, NULL, &res, &e), VY_EDEVICE);
+	CHECK_EQ(fills(r, f.c, a, 0, 8 * MiB, 9, 1000000, NULL, &res, &e), VY_EDEVICE);
 	CHECK(strstr(e.msg, "killed by signal 9") != NULL);
 	CHECK(res.process_lost);
-	vy_store_unpin_many(f.c->store, &a, 1, NULL);
 	waitpid(killer, NULL, 0);
 	CHECK_EQ(vy_runner_launcher_pid(r), 0);
 	CHECK_EQ(snap(&f).launcher_restarts, 0); /* counted when the next starts */
@@ -315,19 +315,12 @@ static void a_stop_ends_the_sequence_at_its_next_step(void)
 	atomic_store(&stop, 0);
 	pthread_t t;
 	pthread_create(&t, NULL, stop_later, (void *)&stop);
-	vy_buffer_view v;
-	MUST(vy_store_pin_many(f.c->store, &a, 1, &v, E));
-	vy_wire_buffer b = {.handle = a, .gen = v.gen, .len = 8 * MiB};
-	vy_wire_step st = {.kind = VY_WIRE_FILL, .line = 2, .a = 0, .length = 8 * MiB, .byte = 5};
-	vy_wire_group g = {.times = 10000000, .first = 0, .count = 1};
-	vy_seq seq = {.buffers = &b, .steps = &st, .groups = &g, .nbuffers = 1, .nsteps = 1, .ngroups = 1};
 	vy_error e;
-	CHECK_EQ(r->ops->run(r, &seq, &v, &stop, &res, &e), VY_EINTR);
+	CHECK_EQ(fills(r, f.c, a, 0, 8 * MiB, 5, 10000000, &stop, &res, &e), VY_EINTR);
 	pthread_join(t, NULL);
 	CHECK(strstr(e.msg, "stopped after") != NULL);
 	CHECK(res.steps > 0 && res.steps < 10000000);
 	CHECK(!res.process_lost);
-	vy_store_unpin_many(f.c->store, &a, 1, NULL);
 	CHECK_EQ(vy_runner_launcher_pid(r), pid); /* the same launcher goes on */
 	MUST(fill(r, f.c, a, 0, 16, 2, &res, E));
 	CHECK_EQ(snap(&f).launcher_restarts, 0);
