@@ -4,6 +4,7 @@
  * functions of vyrefs.h is hidden in the shared library. */
 #include "client/vyrefs.h"
 #include "client/mapping.h"
+#include "core/span.h"
 #include "core/device.h"
 #include "proto/channel.h"
 
@@ -24,8 +25,8 @@
 
 struct vy_mapping {
 	int sock;
-	uint64_t id, size, bytes;
-	vy_dptr ptr;
+	uint64_t id, size;
+	vy_span span; /* the file's memory, its allocations back to back */
 	vy_device *dev;
 	int ordinal; /* -1: host */
 };
@@ -228,16 +229,18 @@ API int vy_map(const char *path, int flags, vy_mapping **out)
 		}
 	}
 	vy_client_map_out mo = {0};
-	int mem = -1;
+	uint64_t chunk[VY_CHUNKS_MAX];
+	vy_msg mem = {0}; /* the reply, kept for its fds */
 	if (!rc) {
 		vy_client_map_in in = {0};
-		rc = call(sock, VY_OP_CLIENT_MAP, &in, sizeof(in), fd, sizeof(mo), &r);
+		rc = call(sock, VY_OP_CLIENT_MAP, &in, sizeof(in), fd, sizeof(mo), &mem);
 		if (!rc) {
-			memcpy(&mo, r.body, sizeof(mo));
-			mem = vy_msg_take_fd(&r, 0);
-			vy_msg_free(&r);
-			if (mem < 0)
+			memcpy(&mo, mem.body, sizeof(mo));
+			if (mo.nchunks == 0 || mo.nchunks > VY_CHUNKS_MAX || mem.nfds != mo.nchunks ||
+			    mem.len != sizeof(mo) + mo.nchunks * sizeof(uint64_t))
 				rc = fail(EPROTO, "vyrefs: the daemon sent no memory (Fix: use libvyrefs of the mount's version)");
+			else
+				memcpy(chunk, (char *)mem.body + sizeof(mo), mo.nchunks * sizeof(uint64_t));
 		}
 	}
 	close(fd); /* the daemon holds the file now */
@@ -248,11 +251,10 @@ API int vy_map(const char *path, int flags, vy_mapping **out)
 		rc = open_device(backend, ordinal, &m->dev);
 	if (!rc) {
 		vy_error e;
-		if (m->dev->share->import_fd(m->dev, mem, mo.bytes, &m->ptr, &e) != VY_OK)
+		if (vy_span_import(m->dev, mem.fds, chunk, mo.nchunks, &m->span, &e) != VY_OK)
 			rc = fail_vy(&e);
 	}
-	if (mem >= 0)
-		close(mem);
+	vy_msg_free(&mem); /* closes the fds: the mappings hold the memory */
 	if (rc) {
 		free(m);
 		if (sock >= 0)
@@ -262,7 +264,6 @@ API int vy_map(const char *path, int flags, vy_mapping **out)
 	m->sock = sock;
 	m->id = mo.id;
 	m->size = mo.size;
-	m->bytes = mo.bytes;
 	m->ordinal = backend == VY_BACKEND_CUDA ? ordinal : -1;
 	*out = m;
 	return 0;
@@ -270,7 +271,7 @@ API int vy_map(const char *path, int flags, vy_mapping **out)
 
 API uint64_t vy_mapping_ptr(const vy_mapping *m)
 {
-	return m ? m->ptr : 0;
+	return m ? m->span.ptr : 0;
 }
 
 API uint64_t vy_mapping_size(const vy_mapping *m)
@@ -304,7 +305,7 @@ API int vy_unmap(vy_mapping *m)
 		return 0;
 	int rc = vy_sync(m);
 	vy_error e;
-	if (m->dev->share->unimport(m->dev, m->ptr, m->bytes, &e) != VY_OK && !rc)
+	if (vy_span_release(m->dev, &m->span, &e) != VY_OK && !rc)
 		rc = fail_vy(&e);
 	/* Closing the connection ends the mapping in the daemon, which drops
 	 * the file's cached pages once more. */

@@ -62,16 +62,33 @@ typedef struct vy_device_info {
  * can share (cuda: VMM allocations with a POSIX fd handle; host: memfd).
  * Every allocation of `share_granularity` bytes or more, made through
  * alloc, is shareable as a whole; nothing smaller is, and no shareable
- * allocation ever holds two buffers. fd ownership: export_fd hands the
- * caller a new fd it must close; import_fd never takes the fd it is given. */
+ * allocation ever holds two buffers.
+ *
+ * Several shareable allocations can be mapped back to back in a reserved
+ * address range (a span, core/span.h): that is how a file grows in place,
+ * one more allocation at its end, without copying what it holds, and how
+ * another process maps such a file. fd ownership: export_fd hands the
+ * caller a new fd it must close; map_fd never takes the fd it is given. */
 typedef struct vy_device_share_ops {
 	/* A new fd for the shareable allocation that starts at `p`. */
 	vy_err (*export_fd)(vy_device *d, vy_dptr p, int *fd, vy_error *e);
-	/* Map `bytes` of an exported allocation into this process's device
-	 * address space, with read and write access. */
-	vy_err (*import_fd)(vy_device *d, int fd, uint64_t bytes, vy_dptr *out, vy_error *e);
-	vy_err (*unimport)(vy_device *d, vy_dptr p, uint64_t bytes, vy_error *e);
+	/* `bytes` (a multiple of the granularity) of address space, with
+	 * nothing behind it yet; and its release, once nothing is mapped in it. */
+	vy_err (*reserve)(vy_device *d, uint64_t bytes, vy_dptr *out, vy_error *e);
+	vy_err (*unreserve)(vy_device *d, vy_dptr p, uint64_t bytes, vy_error *e);
+	/* Map all `bytes` of an exported allocation (by its fd), or of one of
+	 * this process's own shareable allocations (by its pointer), at `at`
+	 * inside a reservation, with read and write access. */
+	vy_err (*map_fd)(vy_device *d, int fd, uint64_t bytes, vy_dptr at, vy_error *e);
+	vy_err (*map_own)(vy_device *d, vy_dptr p, uint64_t bytes, vy_dptr at, vy_error *e);
+	/* Undo one map_fd or map_own, with the same `at` and `bytes`. */
+	vy_err (*unmap)(vy_device *d, vy_dptr at, uint64_t bytes, vy_error *e);
 } vy_device_share_ops;
+
+/* The most shareable allocations one buffer is made of: growth in place
+ * adds them in steps that grow with the buffer, so even a buffer of the
+ * whole device stays far below this. */
+#define VY_CHUNKS_MAX 128
 
 typedef struct vy_device_ops {
 	void (*close)(vy_device *d);

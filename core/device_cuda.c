@@ -104,7 +104,8 @@ typedef struct cuda_device {
 	pthread_mutex_t vmm_lock;
 	bool vmm_lock_made;
 	vy_u64map vmm;      /* pointer -> vmm_rec: our VMM allocations */
-	vy_u64map imported; /* pointer -> vmm_rec: mappings of others' */
+	vy_u64map reserved; /* pointer -> its bytes: spans' address ranges */
+	vy_u64map mapped;   /* pointer -> its bytes: what map_fd/map_own put there */
 } cuda_device;
 
 /* A VMM allocation or import: its physical handle and mapped size. */
@@ -168,21 +169,27 @@ static vy_err cuda_current(cuda_device *c, vy_error *e)
 static void cuda_close(vy_device *d)
 {
 	cuda_device *c = cuda_of(d);
-	/* VMM memory outlives contexts: give back what the layers above left. */
-	vy_u64map *maps[] = {&c->vmm, &c->imported};
-	for (size_t m = 0; m < 2; m++) {
-		uint64_t key;
-		void *value;
-		size_t cursor = 0;
-		while (vy_u64map_next(maps[m], &cursor, &key, &value)) {
-			vmm_rec *r = value;
-			c->api.MemUnmap((CUdeviceptr)key, (size_t)r->bytes);
-			c->api.MemAddressFree((CUdeviceptr)key, (size_t)r->bytes);
-			c->api.MemRelease(r->handle);
-			free(r);
-		}
-		vy_u64map_destroy(maps[m]);
+	/* VMM memory outlives contexts: give back what the layers above left,
+	 * spans first (their mappings hold physical memory too). */
+	uint64_t key;
+	void *value;
+	size_t cursor = 0;
+	while (vy_u64map_next(&c->mapped, &cursor, &key, &value))
+		c->api.MemUnmap((CUdeviceptr)key, (size_t)(uintptr_t)value);
+	cursor = 0;
+	while (vy_u64map_next(&c->reserved, &cursor, &key, &value))
+		c->api.MemAddressFree((CUdeviceptr)key, (size_t)(uintptr_t)value);
+	cursor = 0;
+	while (vy_u64map_next(&c->vmm, &cursor, &key, &value)) {
+		vmm_rec *r = value;
+		c->api.MemUnmap((CUdeviceptr)key, (size_t)r->bytes);
+		c->api.MemAddressFree((CUdeviceptr)key, (size_t)r->bytes);
+		c->api.MemRelease(r->handle);
+		free(r);
 	}
+	vy_u64map_destroy(&c->vmm);
+	vy_u64map_destroy(&c->reserved);
+	vy_u64map_destroy(&c->mapped);
 	if (c->vmm_lock_made)
 		pthread_mutex_destroy(&c->vmm_lock);
 	if (c->ctx)
@@ -206,7 +213,7 @@ static vy_err cuda_mem_info(vy_device *d, uint64_t *free_bytes, uint64_t *total_
 /* Reserve an address range for r's physical memory, map it and allow read
  * and write from this device; record it in `into`. On failure r's handle is
  * released and r freed. */
-static vy_err vmm_map(cuda_device *c, vmm_rec *r, vy_u64map *into, vy_dptr *out, vy_error *e)
+static vy_err vmm_map(cuda_device *c, vmm_rec *r, vy_dptr *out, vy_error *e)
 {
 	CUdeviceptr p = 0;
 	const char *call = "cuMemAddressReserve";
@@ -228,7 +235,7 @@ static vy_err vmm_map(cuda_device *c, vmm_rec *r, vy_u64map *into, vy_dptr *out,
 	bool put = false;
 	if (cr == CUDA_SUCCESS) {
 		pthread_mutex_lock(&c->vmm_lock);
-		put = vy_u64map_put(into, (uint64_t)p, r);
+		put = vy_u64map_put(&c->vmm, (uint64_t)p, r);
 		pthread_mutex_unlock(&c->vmm_lock);
 	}
 	if (put) {
@@ -279,7 +286,7 @@ static vy_err vmm_alloc(cuda_device *c, uint64_t bytes, vy_dptr *out, vy_error *
 		free(r);
 		return cuda_fail(c, cr, "cuMemCreate", e);
 	}
-	return vmm_map(c, r, &c->vmm, out, e);
+	return vmm_map(c, r, out, e);
 }
 
 static vy_err cuda_alloc(vy_device *d, uint64_t bytes, vy_dptr *out, vy_error *e)
@@ -338,50 +345,144 @@ static vy_err cuda_export_fd(vy_device *d, vy_dptr p, int *fd, vy_error *e)
 	return VY_OK;
 }
 
-static vy_err cuda_import_fd(vy_device *d, int fd, uint64_t bytes, vy_dptr *out, vy_error *e)
+static vy_err cuda_unmap(vy_device *d, vy_dptr at, uint64_t bytes, vy_error *e);
+
+/* Take `p` of `bytes` out of `map` if it is recorded there with that size. */
+static bool take_record(cuda_device *c, vy_u64map *map, vy_dptr p, uint64_t bytes)
 {
-	cuda_device *c = cuda_of(d);
-	if (bytes == 0 || bytes > SIZE_MAX)
-		return vy_fail(e, VY_EINVAL, "import a buffer with the size it was exported with",
-			       "cuda backend: cannot import %llu bytes", (unsigned long long)bytes);
-	CU_CURRENT(c, e);
-	vmm_rec *r = calloc(1, sizeof(*r));
-	if (!r)
-		return vy_fail(e, VY_ENOMEM, "free host memory", "cuda backend: cannot record an import");
-	r->bytes = bytes;
-	CUresult cr = c->api.MemImportFromShareableHandle(&r->handle, (void *)(uintptr_t)fd,
-							   CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
-	if (cr != CUDA_SUCCESS) {
-		free(r);
-		return cuda_fail(c, cr, "cuMemImportFromShareableHandle", e);
-	}
-	return vmm_map(c, r, &c->imported, out, e);
+	pthread_mutex_lock(&c->vmm_lock);
+	void *v = vy_u64map_get(map, p);
+	bool yes = v && (uint64_t)(uintptr_t)v == bytes;
+	if (yes)
+		vy_u64map_remove(map, p);
+	pthread_mutex_unlock(&c->vmm_lock);
+	return yes;
 }
 
-static vy_err cuda_unimport(vy_device *d, vy_dptr p, uint64_t bytes, vy_error *e)
+static bool put_record(cuda_device *c, vy_u64map *map, vy_dptr p, uint64_t bytes)
+{
+	pthread_mutex_lock(&c->vmm_lock);
+	bool put = vy_u64map_put(map, p, (void *)(uintptr_t)bytes);
+	pthread_mutex_unlock(&c->vmm_lock);
+	return put;
+}
+
+static vy_err span_size_check(uint64_t bytes, vy_error *e)
+{
+	if (bytes == 0 || bytes > SIZE_MAX)
+		return vy_fail(e, VY_EINVAL, "map a buffer with the size it was exported with",
+			       "cuda backend: cannot map %llu bytes", (unsigned long long)bytes);
+	return VY_OK;
+}
+
+static vy_err cuda_reserve(vy_device *d, uint64_t bytes, vy_dptr *out, vy_error *e)
+{
+	cuda_device *c = cuda_of(d);
+	vy_err rc = span_size_check(bytes, e);
+	if (rc != VY_OK)
+		return rc;
+	CU_CURRENT(c, e);
+	CUdeviceptr p = 0;
+	CU_CALL(c, e, MemAddressReserve, (&p, (size_t)bytes, 0, 0, 0));
+	if (!put_record(c, &c->reserved, (vy_dptr)p, bytes)) {
+		c->api.MemAddressFree(p, (size_t)bytes);
+		return vy_fail(e, VY_ENOMEM, "free host memory", "cuda backend: cannot record a reservation");
+	}
+	*out = (vy_dptr)p;
+	return VY_OK;
+}
+
+static vy_err cuda_unreserve(vy_device *d, vy_dptr p, uint64_t bytes, vy_error *e)
+{
+	cuda_device *c = cuda_of(d);
+	if (!take_record(c, &c->reserved, p, bytes))
+		return vy_fail(e, VY_EINVAL, "release only what was reserved, once",
+			       "cuda backend: 0x%llx is not a reservation of %llu bytes", (unsigned long long)p,
+			       (unsigned long long)bytes);
+	CU_CURRENT(c, e);
+	CU_CALL(c, e, MemAddressFree, ((CUdeviceptr)p, (size_t)bytes));
+	return VY_OK;
+}
+
+/* Map physical memory at `at` and make it readable and writable here; the
+ * mapping holds the memory, so the caller releases its handle after. */
+static vy_err map_handle(cuda_device *c, CUmemGenericAllocationHandle h, uint64_t bytes, vy_dptr at, vy_error *e)
+{
+	CUresult cr = c->api.MemMap((CUdeviceptr)at, (size_t)bytes, 0, h, 0);
+	if (cr != CUDA_SUCCESS)
+		return cuda_fail(c, cr, "cuMemMap", e);
+	CUmemAccessDesc access = {0};
+	access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+	access.location.id = c->base.info.ordinal;
+	access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+	cr = c->api.MemSetAccess((CUdeviceptr)at, (size_t)bytes, &access, 1);
+	if (cr == CUDA_SUCCESS && !put_record(c, &c->mapped, at, bytes)) {
+		c->api.MemUnmap((CUdeviceptr)at, (size_t)bytes);
+		return vy_fail(e, VY_ENOMEM, "free host memory", "cuda backend: cannot record a mapping");
+	}
+	if (cr != CUDA_SUCCESS) {
+		c->api.MemUnmap((CUdeviceptr)at, (size_t)bytes);
+		return cuda_fail(c, cr, "cuMemSetAccess", e);
+	}
+	return VY_OK;
+}
+
+static vy_err cuda_map_fd(vy_device *d, int fd, uint64_t bytes, vy_dptr at, vy_error *e)
+{
+	cuda_device *c = cuda_of(d);
+	vy_err rc = span_size_check(bytes, e);
+	if (rc != VY_OK)
+		return rc;
+	CU_CURRENT(c, e);
+	CUmemGenericAllocationHandle h;
+	CU_CALL(c, e, MemImportFromShareableHandle,
+		(&h, (void *)(uintptr_t)fd, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR));
+	rc = map_handle(c, h, bytes, at, e);
+	CUresult cr = c->api.MemRelease(h);
+	if (cr != CUDA_SUCCESS && rc == VY_OK) {
+		cuda_unmap(d, at, bytes, NULL);
+		rc = cuda_fail(c, cr, "cuMemRelease", e);
+	}
+	return rc;
+}
+
+static vy_err cuda_map_own(vy_device *d, vy_dptr p, uint64_t bytes, vy_dptr at, vy_error *e)
 {
 	cuda_device *c = cuda_of(d);
 	pthread_mutex_lock(&c->vmm_lock);
-	vmm_rec *r = vy_u64map_get(&c->imported, p);
-	if (r && r->bytes == bytes)
-		vy_u64map_remove(&c->imported, p);
-	else
-		r = NULL;
+	vmm_rec *r = vy_u64map_get(&c->vmm, p);
+	bool ok = r && r->bytes == bytes;
+	CUmemGenericAllocationHandle h = ok ? r->handle : 0;
 	pthread_mutex_unlock(&c->vmm_lock);
-	if (!r)
-		return vy_fail(e, VY_EINVAL, "unmap only what was imported, once",
-			       "cuda backend: 0x%llx is not an imported buffer of %llu bytes", (unsigned long long)p,
+	if (!ok)
+		return vy_fail(e, VY_EINVAL, "map only whole shareable allocations",
+			       "cuda backend: 0x%llx is not a shareable allocation of %llu bytes", (unsigned long long)p,
 			       (unsigned long long)bytes);
 	CU_CURRENT(c, e);
-	vy_err rc = vmm_unmap(c, p, r, e);
-	free(r);
-	return rc;
+	/* Our handle stays ours (cuda_free releases it); the mapping keeps
+	 * the memory until it is unmapped. */
+	return map_handle(c, h, bytes, at, e);
+}
+
+static vy_err cuda_unmap(vy_device *d, vy_dptr at, uint64_t bytes, vy_error *e)
+{
+	cuda_device *c = cuda_of(d);
+	if (!take_record(c, &c->mapped, at, bytes))
+		return vy_fail(e, VY_EINVAL, "unmap only what was mapped, once",
+			       "cuda backend: 0x%llx is not a mapping of %llu bytes", (unsigned long long)at,
+			       (unsigned long long)bytes);
+	CU_CURRENT(c, e);
+	CU_CALL(c, e, MemUnmap, ((CUdeviceptr)at, (size_t)bytes));
+	return VY_OK;
 }
 
 static const vy_device_share_ops cuda_share = {
 	.export_fd = cuda_export_fd,
-	.import_fd = cuda_import_fd,
-	.unimport = cuda_unimport,
+	.reserve = cuda_reserve,
+	.unreserve = cuda_unreserve,
+	.map_fd = cuda_map_fd,
+	.map_own = cuda_map_own,
+	.unmap = cuda_unmap,
 };
 
 static vy_err cuda_host_alloc(vy_device *d, size_t bytes, void **out, vy_error *e)
@@ -717,7 +818,8 @@ vy_err vy_device_cuda_open(int ordinal, vy_device **out, vy_error *e)
 	if (!c)
 		return vy_fail(e, VY_ENOMEM, "free host memory", "cuda backend: cannot allocate its state");
 	vy_u64map_init(&c->vmm);
-	vy_u64map_init(&c->imported);
+	vy_u64map_init(&c->reserved);
+	vy_u64map_init(&c->mapped);
 	if (pthread_mutex_init(&c->vmm_lock, NULL) != 0) {
 		free(c);
 		return vy_fail(e, VY_ENOMEM, "free host memory", "cuda backend: cannot create a mutex");
@@ -770,7 +872,8 @@ fail:
 	if (c->ctx)
 		c->api.PrimaryCtxRelease(c->dev);
 	vy_u64map_destroy(&c->vmm);
-	vy_u64map_destroy(&c->imported);
+	vy_u64map_destroy(&c->reserved);
+	vy_u64map_destroy(&c->mapped);
 	pthread_mutex_destroy(&c->vmm_lock);
 	free(c);
 	return rc;

@@ -44,7 +44,8 @@ typedef struct host_device {
 	uint64_t capacity;
 	uint64_t used;
 	vy_u64map live;     /* pointer -> host_alloc_rec */
-	vy_u64map imported; /* pointer -> its mapped size, in the value */
+	vy_u64map reserved; /* pointer -> its bytes: spans' address ranges */
+	vy_u64map mapped;   /* pointer -> its bytes: what map_fd/map_own put there */
 } host_device;
 
 struct vy_stream {
@@ -78,11 +79,12 @@ static void host_close(vy_device *d)
 		}
 		free(r);
 	}
-	cursor = 0;
-	while (vy_u64map_next(&h->imported, &cursor, &key, &value))
+	cursor = 0; /* a reservation's munmap takes what is mapped in it too */
+	while (vy_u64map_next(&h->reserved, &cursor, &key, &value))
 		munmap((void *)(uintptr_t)key, (size_t)(uintptr_t)value);
 	vy_u64map_destroy(&h->live);
-	vy_u64map_destroy(&h->imported);
+	vy_u64map_destroy(&h->reserved);
+	vy_u64map_destroy(&h->mapped);
 	pthread_mutex_destroy(&h->lock);
 	free(h);
 }
@@ -196,47 +198,128 @@ static vy_err host_export_fd(vy_device *d, vy_dptr p, int *fd, vy_error *e)
 	return VY_OK;
 }
 
-static vy_err host_import_fd(vy_device *d, int fd, uint64_t bytes, vy_dptr *out, vy_error *e)
+/* Take `p` of `bytes` out of `map` if it is recorded there with that size. */
+static bool take_record(host_device *h, vy_u64map *map, vy_dptr p, uint64_t bytes)
+{
+	pthread_mutex_lock(&h->lock);
+	void *v = vy_u64map_get(map, p);
+	bool yes = v && (uint64_t)(uintptr_t)v == bytes;
+	if (yes)
+		vy_u64map_remove(map, p);
+	pthread_mutex_unlock(&h->lock);
+	return yes;
+}
+
+static bool put_record(host_device *h, vy_u64map *map, vy_dptr p, uint64_t bytes)
+{
+	pthread_mutex_lock(&h->lock);
+	bool put = vy_u64map_put(map, p, (void *)(uintptr_t)bytes);
+	pthread_mutex_unlock(&h->lock);
+	return put;
+}
+
+/* Address space only: no access, no memory, until something is mapped. */
+static void *inaccessible(void *at, uint64_t bytes)
+{
+	int fixed = at ? MAP_FIXED : 0;
+	void *p = mmap(at, (size_t)bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | fixed, -1, 0);
+	return p == MAP_FAILED ? NULL : p;
+}
+
+static vy_err host_reserve(vy_device *d, uint64_t bytes, vy_dptr *out, vy_error *e)
 {
 	host_device *h = host_of(d);
-	struct stat st;
-	if (bytes == 0 || bytes > SIZE_MAX || fstat(fd, &st) != 0 || st.st_size < 0 || (uint64_t)st.st_size < bytes)
-		return vy_fail(e, VY_EINVAL, "import a buffer with the size it was exported with",
-			       "host backend: the shared buffer is not %llu bytes", (unsigned long long)bytes);
-	void *p = mmap(NULL, (size_t)bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	if (p == MAP_FAILED)
-		return vy_fail(e, VY_ENOMEM, "free host memory", "host backend: cannot map a shared buffer: %s",
-			       strerror(errno));
-	pthread_mutex_lock(&h->lock);
-	bool put = vy_u64map_put(&h->imported, (uint64_t)(uintptr_t)p, (void *)(uintptr_t)bytes);
-	pthread_mutex_unlock(&h->lock);
-	if (!put) {
+	if (bytes == 0 || bytes > SIZE_MAX)
+		return vy_fail(e, VY_EINVAL, "reserve at least 1 byte", "host backend: cannot reserve %llu bytes",
+			       (unsigned long long)bytes);
+	void *p = inaccessible(NULL, bytes);
+	if (!p)
+		return vy_fail(e, VY_ENOMEM, "free address space (ulimit -v)", "host backend: cannot reserve %llu bytes: %s",
+			       (unsigned long long)bytes, strerror(errno));
+	if (!put_record(h, &h->reserved, (vy_dptr)(uintptr_t)p, bytes)) {
 		munmap(p, (size_t)bytes);
-		return vy_fail(e, VY_ENOMEM, "free host memory", "host backend: cannot record a shared buffer");
+		return vy_fail(e, VY_ENOMEM, "free host memory", "host backend: cannot record a reservation");
 	}
 	*out = (vy_dptr)(uintptr_t)p;
 	return VY_OK;
 }
 
-static vy_err host_unimport(vy_device *d, vy_dptr p, uint64_t bytes, vy_error *e)
+static vy_err host_unreserve(vy_device *d, vy_dptr p, uint64_t bytes, vy_error *e)
 {
 	host_device *h = host_of(d);
-	pthread_mutex_lock(&h->lock);
-	void *value = vy_u64map_remove(&h->imported, p);
-	pthread_mutex_unlock(&h->lock);
-	if (!value || (uint64_t)(uintptr_t)value != bytes)
-		return vy_fail(e, VY_EINVAL, "unmap only what was imported, once",
-			       "host backend: 0x%llx is not an imported buffer of %llu bytes", (unsigned long long)p,
+	if (!take_record(h, &h->reserved, p, bytes))
+		return vy_fail(e, VY_EINVAL, "release only what was reserved, once",
+			       "host backend: 0x%llx is not a reservation of %llu bytes", (unsigned long long)p,
 			       (unsigned long long)bytes);
 	if (munmap((void *)(uintptr_t)p, (size_t)bytes) != 0)
 		return vy_fail(e, VY_EINTERNAL, "report this bug", "host backend: munmap: %s", strerror(errno));
 	return VY_OK;
 }
 
+/* Map `bytes` of memfd `fd` at `at`, replacing the reservation there. */
+static vy_err map_memfd(host_device *h, int fd, uint64_t bytes, vy_dptr at, vy_error *e)
+{
+	struct stat st;
+	/* Mapping past a memfd's end would fault on first touch: refuse. */
+	if (bytes == 0 || bytes > SIZE_MAX || fstat(fd, &st) != 0 || st.st_size < 0 || (uint64_t)st.st_size < bytes)
+		return vy_fail(e, VY_EINVAL, "map a buffer with the size it was exported with",
+			       "host backend: the shared buffer is not %llu bytes", (unsigned long long)bytes);
+	void *p = mmap((void *)(uintptr_t)at, (size_t)bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0);
+	if (p == MAP_FAILED)
+		return vy_fail(e, VY_ENOMEM, "free host memory", "host backend: cannot map a shared buffer: %s",
+			       strerror(errno));
+	if (!put_record(h, &h->mapped, at, bytes)) {
+		inaccessible(p, bytes);
+		return vy_fail(e, VY_ENOMEM, "free host memory", "host backend: cannot record a mapping");
+	}
+	return VY_OK;
+}
+
+static vy_err host_map_fd(vy_device *d, int fd, uint64_t bytes, vy_dptr at, vy_error *e)
+{
+	return map_memfd(host_of(d), fd, bytes, at, e);
+}
+
+static vy_err host_map_own(vy_device *d, vy_dptr p, uint64_t bytes, vy_dptr at, vy_error *e)
+{
+	host_device *h = host_of(d);
+	pthread_mutex_lock(&h->lock);
+	host_alloc_rec *r = vy_u64map_get(&h->live, p);
+	int fd = r && r->fd >= 0 && r->bytes == bytes ? fcntl(r->fd, F_DUPFD_CLOEXEC, 0) : -2;
+	pthread_mutex_unlock(&h->lock);
+	if (fd == -2)
+		return vy_fail(e, VY_EINVAL, "map only whole shareable allocations",
+			       "host backend: 0x%llx is not a shareable allocation of %llu bytes", (unsigned long long)p,
+			       (unsigned long long)bytes);
+	if (fd < 0)
+		return vy_fail(e, VY_ENOMEM, "raise the open-file limit (ulimit -n)", "host backend: cannot map a buffer: %s",
+			       strerror(errno));
+	vy_err rc = map_memfd(h, fd, bytes, at, e);
+	close(fd); /* the mapping keeps the memory */
+	return rc;
+}
+
+static vy_err host_unmap(vy_device *d, vy_dptr at, uint64_t bytes, vy_error *e)
+{
+	host_device *h = host_of(d);
+	if (!take_record(h, &h->mapped, at, bytes))
+		return vy_fail(e, VY_EINVAL, "unmap only what was mapped, once",
+			       "host backend: 0x%llx is not a mapping of %llu bytes", (unsigned long long)at,
+			       (unsigned long long)bytes);
+	/* Back to reserved address space, so the range stays ours. */
+	if (!inaccessible((void *)(uintptr_t)at, bytes))
+		return vy_fail(e, VY_EINTERNAL, "report this bug", "host backend: cannot unmap a shared buffer: %s",
+			       strerror(errno));
+	return VY_OK;
+}
+
 static const vy_device_share_ops host_share = {
 	.export_fd = host_export_fd,
-	.import_fd = host_import_fd,
-	.unimport = host_unimport,
+	.reserve = host_reserve,
+	.unreserve = host_unreserve,
+	.map_fd = host_map_fd,
+	.map_own = host_map_own,
+	.unmap = host_unmap,
 };
 
 static vy_err host_host_alloc(vy_device *d, size_t bytes, void **out, vy_error *e)
@@ -485,7 +568,8 @@ vy_err vy_device_host_open(uint64_t capacity, vy_device **out, vy_error *e)
 	}
 	h->capacity = capacity ? capacity : host_default_capacity();
 	vy_u64map_init(&h->live);
-	vy_u64map_init(&h->imported);
+	vy_u64map_init(&h->reserved);
+	vy_u64map_init(&h->mapped);
 	h->base.ops = &host_ops;
 	h->base.share = &host_share;
 	vy_device_info *i = &h->base.info;

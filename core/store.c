@@ -7,12 +7,19 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 /* The seed's budget: 9/10 of device memory, and 9/10 of what is free now. */
 #define BUDGET_NUM 9
 #define BUDGET_DEN 10
 
 #define FIX_FREE "delete or truncate files to free device memory, or raise resident_budget"
+
+/* One shareable allocation of a buffer that grew in place. */
+typedef struct store_chunk {
+	vy_dptr p;
+	uint64_t bytes;
+} store_chunk;
 
 typedef struct store_buffer {
 	vy_handle id;
@@ -24,6 +31,13 @@ typedef struct store_buffer {
 	uint32_t exports; /* mappings another process may hold */
 	bool untrusted;   /* exported to a client: its memory is never reused */
 	bool doomed; /* freed while pinned or exported: released at the last */
+	/* A buffer that grew in place is several shareable allocations, mapped
+	 * back to back in a view of `reserved` bytes at ptr (room to grow
+	 * without moving it). With no view (reserved 0) it is the one
+	 * allocation at ptr, and chunk is unused. */
+	uint64_t reserved;
+	uint32_t nchunks;
+	store_chunk *chunk; /* VY_CHUNKS_MAX of them, once it has a view */
 } store_buffer;
 
 struct vy_store {
@@ -45,6 +59,33 @@ static void publish(vy_store *s)
 {
 	vy_telemetry_set(s->tel, resident_bytes, s->resident);
 	vy_telemetry_set(s->tel, resident_buffers, s->live);
+}
+
+static uint32_t chunks_of(const store_buffer *b)
+{
+	return b->reserved ? b->nchunks : 1;
+}
+
+static store_chunk chunk_at(const store_buffer *b, uint32_t i)
+{
+	return b->reserved ? b->chunk[i] : (store_chunk){.p = b->ptr, .bytes = b->alloc};
+}
+
+/* Take the view's mappings away (not the chunks). Nothing of this
+ * process may still use the view's addresses: wait for the device first. */
+static vy_err unmap_view(vy_store *s, vy_dptr view, uint64_t reserved, const store_chunk *chunk, uint32_t n,
+			 vy_error *e)
+{
+	vy_err first = s->dev->ops->synchronize(s->dev, e);
+	uint64_t off = 0;
+	for (uint32_t i = 0; i < n; i++) {
+		vy_err rc = s->dev->share->unmap(s->dev, view + off, chunk[i].bytes, first == VY_OK ? e : NULL);
+		if (first == VY_OK)
+			first = rc;
+		off += chunk[i].bytes;
+	}
+	vy_err rc = s->dev->share->unreserve(s->dev, view, reserved, first == VY_OK ? e : NULL);
+	return first == VY_OK ? rc : first;
 }
 
 vy_err vy_store_open(vy_device *dev, vy_telemetry *tel, const vy_store_options *opt, vy_store **out, vy_error *e)
@@ -93,13 +134,23 @@ vy_err vy_store_close(vy_store *s, vy_error *e)
 		if (b->inflight)
 			pinned++;
 		vy_error err;
-		if (s->dev->ops->free(s->dev, b->ptr, &err) == VY_OK)
-			vy_telemetry_add(s->tel, driver_frees, 1);
-		else if (first == VY_OK) {
-			first = err.code;
+		vy_err rc = b->reserved ? unmap_view(s, b->ptr, b->reserved, b->chunk, b->nchunks, &err) : VY_OK;
+		for (uint32_t i = 0; i < chunks_of(b); i++) {
+			vy_error ferr;
+			vy_err frc = s->dev->ops->free(s->dev, chunk_at(b, i).p, &ferr);
+			if (frc == VY_OK)
+				vy_telemetry_add(s->tel, driver_frees, 1);
+			else if (rc == VY_OK) {
+				rc = frc;
+				err = ferr;
+			}
+		}
+		if (rc != VY_OK && first == VY_OK) {
+			first = rc;
 			if (e)
 				*e = err;
 		}
+		free(b->chunk);
 		free(b);
 	}
 	vy_u64map_destroy(&s->buffers);
@@ -219,6 +270,19 @@ out:
 	return rc;
 }
 
+/* Idle memory back: to the pool, or to the driver when a client may still
+ * hold an fd of it (it could map it again: it must never hold another
+ * file's bytes). Lock held. */
+static vy_err give_back(vy_store *s, bool untrusted, vy_dptr p, uint64_t bytes, vy_error *e)
+{
+	if (!untrusted)
+		return vy_pool_put(&s->pool, bytes, p, e);
+	vy_err rc = s->dev->ops->free(s->dev, p, e);
+	if (rc == VY_OK)
+		vy_telemetry_add(s->tel, driver_frees, 1);
+	return rc;
+}
+
 /* Remove a buffer and hand its memory to the pool. Lock held. */
 static vy_err release(vy_store *s, store_buffer *b, vy_error *e)
 {
@@ -243,22 +307,22 @@ static vy_err release(vy_store *s, store_buffer *b, vy_error *e)
 	}
 	publish(s);
 	vy_error perr;
-	vy_err prc;
-	if (b->untrusted) {
-		/* A client could keep its fd and map this memory again: it must
-		 * never hold another file's bytes, so it goes to the driver,
-		 * never to the pool. */
-		prc = s->dev->ops->free(s->dev, b->ptr, &perr);
-		if (prc == VY_OK)
-			vy_telemetry_add(s->tel, driver_frees, 1);
-	} else {
-		prc = vy_pool_put(&s->pool, b->alloc, b->ptr, &perr);
+	vy_err prc = b->reserved ? unmap_view(s, b->ptr, b->reserved, b->chunk, b->nchunks, &perr) : VY_OK;
+	for (uint32_t i = 0; i < chunks_of(b); i++) {
+		store_chunk c = chunk_at(b, i);
+		vy_error gerr;
+		vy_err grc = give_back(s, b->untrusted, c.p, c.bytes, &gerr);
+		if (grc != VY_OK && prc == VY_OK) {
+			prc = grc;
+			perr = gerr;
+		}
 	}
 	if (prc != VY_OK && rc == VY_OK) {
 		rc = prc;
 		if (e)
 			*e = perr;
 	}
+	free(b->chunk);
 	free(b);
 	return rc;
 }
@@ -419,10 +483,11 @@ out:
 	return rc;
 }
 
-vy_err vy_store_export(vy_store *s, vy_handle h, bool untrusted, vy_buffer_view *view, int *fd, vy_error *e)
+vy_err vy_store_export(vy_store *s, vy_handle h, bool untrusted, vy_buffer_view *view, vy_export *out, vy_error *e)
 {
 	pthread_mutex_lock(&s->lock);
 	vy_err rc = VY_OK;
+	out->n = 0;
 	store_buffer *b = live_buffer(s, h);
 	if (!b)
 		rc = unknown_handle(e, h);
@@ -432,14 +497,194 @@ vy_err vy_store_export(vy_store *s, vy_handle h, bool untrusted, vy_buffer_view 
 	else if (b->exports == UINT32_MAX)
 		rc = vy_fail(e, VY_EBUSY, "unmap the buffer somewhere first", "resident handle %llu has too many mappings",
 			     (unsigned long long)h);
-	else
-		rc = s->dev->share->export_fd(s->dev, b->ptr, fd, e);
+	for (uint32_t i = 0; rc == VY_OK && i < chunks_of(b); i++) {
+		store_chunk c = chunk_at(b, i);
+		rc = s->dev->share->export_fd(s->dev, c.p, &out->fd[i], e);
+		if (rc == VY_OK)
+			out->chunk[out->n++] = c.bytes;
+	}
 	if (rc == VY_OK) {
 		b->exports++;
 		b->untrusted |= untrusted;
 		*view = view_of(b);
 		vy_telemetry_add(s->tel, exports, 1);
+	} else {
+		vy_export_close(out);
 	}
+	pthread_mutex_unlock(&s->lock);
+	return rc;
+}
+
+void vy_export_close(vy_export *x)
+{
+	for (uint32_t i = 0; i < x->n; i++)
+		if (x->fd[i] >= 0)
+			close(x->fd[i]);
+	x->n = 0;
+}
+
+/* Map chunk `c` at the view's end, or move the view to a range twice the
+ * size with every chunk mapped again (the memory stays where it is: only
+ * addresses change). Lock held. */
+static vy_err add_chunk(vy_store *s, store_buffer *b, store_chunk c, vy_error *e)
+{
+	const vy_device_share_ops *sh = s->dev->share;
+	if (!b->chunk) {
+		b->chunk = malloc(VY_CHUNKS_MAX * sizeof(*b->chunk));
+		if (!b->chunk)
+			return vy_fail(e, VY_ENOMEM, "free host memory", "cannot record a growing buffer");
+	}
+	if (!b->reserved) { /* the one allocation becomes chunk 0 */
+		b->chunk[0] = (store_chunk){.p = b->ptr, .bytes = b->alloc};
+		b->nchunks = 1;
+	}
+	uint64_t end;
+	if (!vy_add_u64(b->alloc, c.bytes, &end))
+		return vy_fail(e, VY_EOVERFLOW, "allocate less", "a buffer's size would overflow");
+	if (b->reserved && end <= b->reserved) {
+		vy_err rc = sh->map_own(s->dev, c.p, c.bytes, b->ptr + b->alloc, e);
+		if (rc == VY_OK)
+			b->chunk[b->nchunks++] = c;
+		return rc;
+	}
+	uint64_t rsv = end <= UINT64_MAX / 2 ? vy_device_alloc_size(s->dev, end * 2) : 0;
+	if (!rsv)
+		return vy_fail(e, VY_EOVERFLOW, "allocate less", "a buffer's address range would overflow");
+	vy_dptr view;
+	vy_err rc = sh->reserve(s->dev, rsv, &view, e);
+	if (rc != VY_OK)
+		return rc;
+	b->chunk[b->nchunks] = c;
+	uint64_t off = 0;
+	uint32_t done = 0;
+	for (; done <= b->nchunks && rc == VY_OK; done++) {
+		rc = sh->map_own(s->dev, b->chunk[done].p, b->chunk[done].bytes, view + off, e);
+		off += b->chunk[done].bytes;
+	}
+	if (rc != VY_OK) {
+		/* `done` counts the failed one too: unmap those before it. */
+		unmap_view(s, view, rsv, b->chunk, done - 1, NULL);
+		if (!b->reserved)
+			b->nchunks = 0;
+		return rc;
+	}
+	/* The old view goes; were that to fail, only address space is lost. */
+	if (b->reserved)
+		unmap_view(s, b->ptr, b->reserved, b->chunk, b->nchunks, NULL);
+	b->ptr = view;
+	b->reserved = rsv;
+	b->nchunks++;
+	return VY_OK;
+}
+
+vy_err vy_store_grow(vy_store *s, vy_handle h, uint64_t len, vy_buffer_view *out, vy_error *e)
+{
+	uint64_t g = s->dev->info.share_granularity;
+	pthread_mutex_lock(&s->lock);
+	vy_err rc = VY_OK;
+	store_buffer *b = live_buffer(s, h);
+	uint64_t want = vy_device_alloc_size(s->dev, len);
+	if (!b) {
+		rc = unknown_handle(e, h);
+		goto out;
+	}
+	if (!is_shareable(s, b)) {
+		rc = vy_fail(e, VY_ENOTSUP, "move the buffer to a larger one", "resident handle %llu cannot grow in place",
+			     (unsigned long long)h);
+		goto out;
+	}
+	if (!want) {
+		rc = vy_fail(e, VY_EOVERFLOW, "allocate less", "a %llu-byte buffer is too large", (unsigned long long)len);
+		goto out;
+	}
+	if (want > b->alloc) {
+		if (b->inflight) {
+			rc = vy_fail(e, VY_EBUSY, "wait for running work to finish", "resident handle %llu is in use",
+				     (unsigned long long)h);
+			goto out;
+		}
+		uint32_t n = chunks_of(b);
+		if (n >= VY_CHUNKS_MAX) {
+			rc = vy_fail(e, VY_ENOSPC, "copy the file to a new one (cp), which holds it in one piece",
+				     "resident handle %llu has grown in %u pieces, the most one buffer may have",
+				     (unsigned long long)h, n);
+			goto out;
+		}
+		/* Steps of 1/8 of the buffer keep the pieces few (about 70 up
+		 * to 80 GiB) and the slack at most what the file system keeps
+		 * anyway; past half the pieces, steps double it. Where a step
+		 * does not fit, half of it is tried, down to what is needed, so
+		 * a file can fill the budget to its last granule. */
+		uint64_t need = want - b->alloc;
+		uint64_t step = n >= VY_CHUNKS_MAX / 2 ? b->alloc : (b->alloc / 8 + g - 1) / g * g;
+		if (step < need)
+			step = need;
+		uint64_t resident;
+		vy_dptr p;
+		for (;;) {
+			if (!vy_add_u64(s->resident, step, &resident)) {
+				rc = vy_fail(e, VY_EOVERFLOW, "allocate less", "resident byte accounting would overflow");
+				goto out;
+			}
+			rc = take_memory(s, step, &p, e);
+			if (rc != VY_ENOSPC || step == need)
+				break;
+			uint64_t half = step / 2 / g * g;
+			step = half > need ? half : need;
+		}
+		if (rc != VY_OK)
+			goto out;
+		rc = add_chunk(s, b, (store_chunk){.p = p, .bytes = step}, e);
+		if (rc != VY_OK) {
+			vy_pool_put(&s->pool, step, p, NULL);
+			goto out;
+		}
+		b->alloc += step;
+		b->gen = ++s->next_gen;
+		s->resident = resident;
+		publish(s);
+		vy_telemetry_add(s->tel, grows, 1);
+	}
+	b->len = b->alloc;
+	*out = view_of(b);
+out:
+	pthread_mutex_unlock(&s->lock);
+	return rc;
+}
+
+vy_err vy_store_shrink(vy_store *s, vy_handle h, uint64_t len, vy_buffer_view *out, vy_error *e)
+{
+	pthread_mutex_lock(&s->lock);
+	vy_err rc = VY_OK;
+	store_buffer *b = live_buffer(s, h);
+	if (!b) {
+		rc = unknown_handle(e, h);
+		goto out;
+	}
+	uint64_t keep = vy_device_alloc_size(s->dev, len ? len : 1);
+	/* Memory another process maps, or work uses, stays until it ends. */
+	bool can = b->reserved && !b->exports && !b->inflight && keep;
+	uint32_t n = b->nchunks;
+	while (can && n > 1 && b->alloc - b->chunk[n - 1].bytes >= keep) {
+		store_chunk c = b->chunk[n - 1];
+		rc = s->dev->ops->synchronize(s->dev, e);
+		if (rc == VY_OK)
+			rc = s->dev->share->unmap(s->dev, b->ptr + b->alloc - c.bytes, c.bytes, e);
+		if (rc != VY_OK)
+			break;
+		n--;
+		b->nchunks = n;
+		b->alloc -= c.bytes;
+		b->len = b->alloc;
+		b->gen = ++s->next_gen;
+		s->resident -= c.bytes;
+		rc = give_back(s, b->untrusted, c.p, c.bytes, e);
+		if (rc != VY_OK)
+			break;
+	}
+	publish(s);
+	*out = view_of(b);
+out:
 	pthread_mutex_unlock(&s->lock);
 	return rc;
 }

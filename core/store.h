@@ -78,16 +78,36 @@ vy_err vy_store_unpin_many(vy_store *s, const vy_handle *handles, size_t n, vy_e
  * VY_ENOTSUP when the device cannot share. */
 typedef vy_err (*vy_store_copy_fn)(void *ctx, vy_dptr dst, vy_dptr src, uint64_t len, vy_error *e);
 vy_err vy_store_share(vy_store *s, vy_handle h, vy_store_copy_fn copy, void *ctx, vy_error *e);
+/* Growth in place: a shareable buffer grows to at least `len` bytes by
+ * mapping more memory at its end (it may get a new address, never a copy).
+ * Its length becomes all it holds (`out`). VY_ENOTSUP for a buffer that
+ * is not shareable (under the granularity, or a device that cannot share):
+ * that one moves. Nothing of this process may use the buffer meanwhile
+ * (the fs holds the file's write lock); it must not be pinned. */
+vy_err vy_store_grow(vy_store *s, vy_handle h, uint64_t len, vy_buffer_view *out, vy_error *e);
+/* Give back the whole trailing allocations that `len` bytes do not need
+ * (a buffer that grew in place only; an exported or pinned one keeps them). */
+vy_err vy_store_shrink(vy_store *s, vy_handle h, uint64_t len, vy_buffer_view *out, vy_error *e);
 /* Whether a live buffer can be exported as it is. */
 bool vy_store_shareable(vy_store *s, vy_handle h);
 
-/* Export a shareable buffer: a new fd the caller owns (and passes on), and
- * the view it stands for. The buffer is held like a pin until
- * vy_store_unexport: a free meanwhile is deferred, so its memory is never
- * reused while another process may still map it. `untrusted`: the other
- * process is a client that may keep the fd past its mapping, so this
- * memory goes back to the driver when freed, never to the pool. */
-vy_err vy_store_export(vy_store *s, vy_handle h, bool untrusted, vy_buffer_view *view, int *fd, vy_error *e);
+/* A buffer's memory as another process maps it: one fd per allocation,
+ * to be mapped back to back (core/span.h). */
+typedef struct vy_export {
+	uint32_t n;
+	int fd[VY_CHUNKS_MAX];
+	uint64_t chunk[VY_CHUNKS_MAX];
+} vy_export;
+
+/* Export a shareable buffer: new fds the caller owns (and passes on, then
+ * closes with vy_export_close), and the view they stand for. The buffer is
+ * held like a pin until vy_store_unexport: a free meanwhile is deferred, so
+ * its memory is never reused while another process may still map it.
+ * `untrusted`: the other process is a client that may keep the fds past
+ * its mapping, so this memory goes back to the driver when freed, never to
+ * the pool. */
+vy_err vy_store_export(vy_store *s, vy_handle h, bool untrusted, vy_buffer_view *view, vy_export *out, vy_error *e);
+void vy_export_close(vy_export *x);
 vy_err vy_store_unexport(vy_store *s, vy_handle h, vy_error *e);
 /* True while `h` is live at generation `gen` (a mapping of it is current). */
 bool vy_store_current(vy_store *s, vy_handle h, uint64_t gen);

@@ -435,16 +435,16 @@ static vy_err map_buffers(launcher_runner *l, const vy_seq *seq, const vy_buffer
 				return rc;
 		}
 		vy_buffer_view v;
-		int fd = -1;
-		vy_err rc = vy_store_export(l->store, h, false, &v, &fd, e);
+		vy_export x;
+		vy_err rc = vy_store_export(l->store, h, false, &v, &x, e);
 		if (rc != VY_OK)
 			return rc;
-		vy_map_in in = {.handle = h, .gen = v.gen, .bytes = v.alloc};
-		const void *parts[1] = {&in};
-		size_t lens[1] = {sizeof(in)};
+		vy_map_in in = {.handle = h, .gen = v.gen, .bytes = v.alloc, .nchunks = x.n};
+		const void *parts[2] = {&in, x.chunk};
+		size_t lens[2] = {sizeof(in), x.n * sizeof(uint64_t)};
 		vy_msg m;
-		rc = call(l, VY_OP_MAP, parts, lens, 1, &fd, 1, CONTROL_TIMEOUT_MS, sizeof(vy_status), &m, e);
-		close(fd);
+		rc = call(l, VY_OP_MAP, parts, lens, 2, x.fd, x.n, CONTROL_TIMEOUT_MS, sizeof(vy_status), &m, e);
+		vy_export_close(&x);
 		if (rc == VY_OK) {
 			rc = status_rc(&m, e);
 			vy_msg_free(&m);

@@ -56,14 +56,20 @@ struct vy_mapsrv {
 	char name[64];
 };
 
-static vy_err reply(conn *c, const vy_msg *m, const void *out, size_t len, int fd)
+/* A reply, and after it `xlen` more bytes and `x`'s fds (a MAP's memory). */
+static vy_err reply_with(conn *c, const vy_msg *m, const void *out, size_t len, const vy_export *x)
 {
 	vy_chan ch = {.sock = c->sock, .mb_fd = -1};
-	const void *parts[1] = {out};
-	size_t lens[1] = {len};
+	const void *parts[2] = {out, x ? x->chunk : NULL};
+	size_t lens[2] = {len, x ? x->n * sizeof(uint64_t) : 0};
 	vy_error e;
-	return vy_chan_send(&ch, m->h.opcode | VY_OP_REPLY, m->h.unique, parts, lens, 1, fd >= 0 ? &fd : NULL,
-			    fd >= 0 ? 1 : 0, &e);
+	return vy_chan_send(&ch, m->h.opcode | VY_OP_REPLY, m->h.unique, parts, lens, x ? 2 : 1, x ? x->fd : NULL,
+			    x ? x->n : 0, &e);
+}
+
+static vy_err reply(conn *c, const vy_msg *m, const void *out, size_t len)
+{
+	return reply_with(c, m, out, len, NULL);
 }
 
 static void status_of(vy_status *st, vy_err rc, const vy_error *e)
@@ -77,7 +83,7 @@ static vy_err reply_status(conn *c, const vy_msg *m, vy_err rc, const vy_error *
 {
 	vy_status st;
 	status_of(&st, rc, e);
-	return reply(c, m, &st, sizeof(st), -1);
+	return reply(c, m, &st, sizeof(st));
 }
 
 /* The inode a client's fd names, held like an open file; or why not. The
@@ -141,7 +147,8 @@ static vy_err op_map(conn *c, vy_msg *m)
 	vy_client_map_out out = {0};
 	vy_error e;
 	vy_err rc = VY_OK;
-	int fd = vy_msg_take_fd(m, 0), mem = -1;
+	int fd = vy_msg_take_fd(m, 0);
+	vy_export x = {0};
 	vy_inode *in = NULL;
 	if (fd < 0 || m->len != sizeof(vy_client_map_in))
 		rc = vy_fail(&e, VY_EINVAL, "pass the file's fd with the request (libvyrefs does)",
@@ -166,11 +173,10 @@ static vy_err op_map(conn *c, vy_msg *m)
 			rc = vy_core_share(fs->core, in->buf, &e);
 		}
 		if (rc == VY_OK)
-			rc = vy_store_export(fs->core->store, in->buf, true, &v, &mem, &e);
+			rc = vy_store_export(fs->core->store, in->buf, true, &v, &x, &e);
 		if (rc == VY_OK && !vy_grow((void **)&c->maps, &c->capmaps, c->nmaps, sizeof(*c->maps))) {
 			vy_store_unexport(fs->core->store, in->buf, NULL);
-			close(mem);
-			mem = -1;
+			vy_export_close(&x);
 			rc = vy_fail(&e, VY_ENOMEM, "free host memory", "cannot record a mapping");
 		}
 		if (rc == VY_OK) {
@@ -178,6 +184,7 @@ static vy_err op_map(conn *c, vy_msg *m)
 			out.id = ++c->next_id;
 			out.size = in->size;
 			out.bytes = v.alloc;
+			out.nchunks = x.n;
 			c->maps[c->nmaps++] = (mapping){.id = out.id, .in = in, .buf = in->buf, .bytes = v.alloc};
 			vy_telemetry_add(&fs->core->tel, maps, 1);
 			vy_telemetry_add(&fs->core->tel, mapped_bytes, v.alloc);
@@ -187,9 +194,8 @@ static vy_err op_map(conn *c, vy_msg *m)
 			let_go(fs, in);
 	}
 	status_of(&out.st, rc, &e);
-	vy_err sent = reply(c, m, &out, sizeof(out), mem);
-	if (mem >= 0)
-		close(mem); /* the client has its own now */
+	vy_err sent = reply_with(c, m, &out, sizeof(out), rc == VY_OK ? &x : NULL);
+	vy_export_close(&x); /* the client has its own now */
 	return sent;
 }
 
@@ -310,7 +316,7 @@ static vy_err op_copy(conn *c, vy_msg *m)
 	if (other >= 0)
 		close(other);
 	status_of(&out.st, rc, &e);
-	return reply(c, m, &out, sizeof(out), -1);
+	return reply(c, m, &out, sizeof(out));
 }
 
 static vy_err op_hello(conn *c, vy_msg *m)
@@ -334,7 +340,7 @@ static vy_err op_hello(conn *c, vy_msg *m)
 	out.ordinal = d->ordinal;
 	out.share_granularity = d->share_granularity;
 	status_of(&out.st, rc, &e);
-	vy_err sent = reply(c, m, &out, sizeof(out), -1);
+	vy_err sent = reply(c, m, &out, sizeof(out));
 	return rc != VY_OK ? rc : sent;
 }
 

@@ -3,6 +3,7 @@
  * before HELLO, an unknown opcode, a malformed body) ends the process: the
  * daemon starts a new one. */
 #include "launcher/launcher.h"
+#include "core/span.h"
 #include "core/u64map.h"
 #include "ctl/runner.h"
 #include "proto/channel.h"
@@ -15,8 +16,8 @@
 
 /* A buffer the daemon exported to us, mapped here. */
 typedef struct mapping {
-	uint64_t gen, bytes;
-	vy_dptr ptr;
+	uint64_t gen;
+	vy_span span;
 } mapping;
 
 typedef struct launcher {
@@ -182,7 +183,7 @@ static vy_err unmap_one(launcher *l, uint64_t handle, vy_error *e)
 	mapping *mp = vy_u64map_remove(&l->maps, handle);
 	if (!mp)
 		return VY_OK;
-	vy_err rc = l->dev->share->unimport(l->dev, mp->ptr, mp->bytes, e);
+	vy_err rc = vy_span_release(l->dev, &mp->span, e);
 	free(mp);
 	return rc;
 }
@@ -190,26 +191,30 @@ static vy_err unmap_one(launcher *l, uint64_t handle, vy_error *e)
 static vy_err op_map(launcher *l, vy_msg *m)
 {
 	vy_map_in in;
-	int fd = vy_msg_take_fd(m, 0);
-	if (fd < 0 || !body_is(m, sizeof(in), 0)) {
-		if (fd >= 0)
-			close(fd);
+	uint64_t chunk[VY_CHUNKS_MAX];
+	if (m->len < sizeof(in))
 		return VY_EINVAL;
-	}
 	memcpy(&in, m->body, sizeof(in));
+	if (in.nchunks == 0 || in.nchunks > VY_CHUNKS_MAX || m->nfds != in.nchunks ||
+	    !body_is(m, sizeof(in), (uint64_t)in.nchunks * sizeof(uint64_t)))
+		return VY_EINVAL;
+	memcpy(chunk, (char *)m->body + sizeof(in), in.nchunks * sizeof(uint64_t));
 	vy_error e;
 	vy_err rc = unmap_one(l, in.handle, &e); /* an older generation */
 	mapping *mp = calloc(1, sizeof(*mp));
 	if (rc == VY_OK && !mp)
 		rc = vy_fail(&e, VY_ENOMEM, "free host memory", "launcher: cannot record a mapping");
 	if (rc == VY_OK)
-		rc = l->dev->share->import_fd(l->dev, fd, in.bytes, &mp->ptr, &e);
-	close(fd);
+		rc = vy_span_import(l->dev, m->fds, chunk, in.nchunks, &mp->span, &e);
+	if (rc == VY_OK && mp->span.bytes != in.bytes) {
+		vy_span_release(l->dev, &mp->span, NULL);
+		rc = vy_fail(&e, VY_EINVAL, "report this bug", "launcher: a mapping of %llu bytes said it was %llu",
+			     (unsigned long long)mp->span.bytes, (unsigned long long)in.bytes);
+	}
 	if (rc == VY_OK) {
 		mp->gen = in.gen;
-		mp->bytes = in.bytes;
 		if (!vy_u64map_put(&l->maps, in.handle, mp)) {
-			l->dev->share->unimport(l->dev, mp->ptr, mp->bytes, NULL);
+			vy_span_release(l->dev, &mp->span, NULL);
 			rc = vy_fail(&e, VY_ENOMEM, "free host memory", "launcher: cannot record a mapping");
 		} else {
 			mp = NULL;
@@ -245,12 +250,12 @@ static vy_err op_run(launcher *l, vy_msg *m)
 	for (uint32_t i = 0; rc == VY_OK && i < seq.nbuffers; i++) {
 		const vy_wire_buffer *b = &seq.buffers[i];
 		mapping *mp = vy_u64map_get(&l->maps, b->handle);
-		if (!mp || mp->gen != b->gen || b->len > mp->bytes)
+		if (!mp || mp->gen != b->gen || b->len > mp->span.bytes)
 			rc = vy_fail(&e, VY_EINTERNAL, "report this bug: the daemon and its launcher disagree",
 				     "launcher: buffer %llu (generation %llu) is not mapped here",
 				     (unsigned long long)b->handle, (unsigned long long)b->gen);
 		else
-			ptrs[i] = mp->ptr;
+			ptrs[i] = mp->span.ptr;
 	}
 	if (rc == VY_OK)
 		rc = vy_runner_local_run_ptrs(l->runner, &seq, ptrs, vy_chan_stop_flag(&l->ch), &res, &e);
@@ -328,7 +333,7 @@ int vy_launcher_main(int sock)
 	size_t cursor = 0;
 	while (vy_u64map_next(&l.maps, &cursor, &key, &value)) {
 		mapping *mp = value;
-		l.dev->share->unimport(l.dev, mp->ptr, mp->bytes, NULL);
+		vy_span_release(l.dev, &mp->span, NULL);
 		free(mp);
 	}
 	vy_u64map_destroy(&l.maps);

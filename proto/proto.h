@@ -22,11 +22,15 @@
 
 #include <stdint.h>
 
-#define VY_PROTO_MAJOR 1
+#include "core/device.h"
+
+#define VY_PROTO_MAJOR 2
 #define VY_PROTO_MINOR 0
 /* No message is larger: a sequence of 1 MiB of text fits well within. */
 #define VY_PROTO_MSG_MAX (64u << 20)
-#define VY_PROTO_FDS_MAX 2
+/* A buffer that grew in place is up to VY_CHUNKS_MAX allocations, one fd
+ * each (SCM_RIGHTS carries at most 253 per message on Linux). */
+#define VY_PROTO_FDS_MAX 128
 #define VY_PROTO_TEXT_MAX 512 /* a status message, as vy_error's */
 
 typedef struct vy_msg_header {
@@ -42,12 +46,12 @@ enum vy_opcode {
 	VY_OP_LOAD = 2,   /* load_in + name + image -> load_out + JIT log */
 	VY_OP_UNLOAD = 3, /* name_in + name -> vy_status */
 	VY_OP_KERNEL = 4, /* kernel_in + module + entry -> kernel_out */
-	VY_OP_MAP = 5,    /* map_in, 1 fd -> vy_status */
+	VY_OP_MAP = 5,    /* map_in + nchunks u64 sizes, nchunks fds -> vy_status */
 	VY_OP_UNMAP = 6,  /* unmap_in -> vy_status */
 	VY_OP_RUN = 7,    /* run_in + arrays -> run_out */
 	/* A client (libvyrefs) and the daemon, over .vyre/socket: */
 	VY_OP_CLIENT_HELLO = 16, /* hello_in -> client_hello_out */
-	VY_OP_CLIENT_MAP = 17,   /* client_map_in, 1 fd (the file) -> client_map_out, 1 fd (its memory) */
+	VY_OP_CLIENT_MAP = 17,   /* client_map_in, 1 fd (the file) -> client_map_out + sizes, its memory's fds */
 	VY_OP_CLIENT_SYNC = 18,  /* client_ref_in -> vy_status */
 	VY_OP_CLIENT_UNMAP = 19, /* client_ref_in -> vy_status */
 	VY_OP_CLIENT_COPY = 20,  /* client_copy_in, 2 fds -> client_progress..., client_copy_out */
@@ -117,11 +121,15 @@ typedef struct vy_kernel_out {
 } vy_kernel_out;
 _Static_assert(sizeof(vy_kernel_out) == 520 + 16 + 4 * 256, "vy_kernel_out layout");
 
-/* With one fd: the exported allocation of `bytes` bytes. */
+/* Followed by nchunks uint64_t sizes, with one fd each: the exported
+ * allocations, to be mapped back to back (core/span.h); `bytes` is their sum. */
 typedef struct vy_map_in {
 	uint64_t handle, gen, bytes;
+	uint32_t nchunks;
+	uint32_t pad;
 } vy_map_in;
-_Static_assert(sizeof(vy_map_in) == 24, "vy_map_in is 24 bytes");
+_Static_assert(sizeof(vy_map_in) == 32, "vy_map_in is 32 bytes");
+_Static_assert(VY_PROTO_FDS_MAX >= VY_CHUNKS_MAX, "a buffer's fds fit one message");
 
 typedef struct vy_unmap_in {
 	uint64_t handle;
@@ -149,13 +157,16 @@ typedef struct vy_client_map_in {
 } vy_client_map_in;
 _Static_assert(sizeof(vy_client_map_in) == 8, "vy_client_map_in is 8 bytes");
 
+/* Followed by nchunks uint64_t sizes, with one fd each, as vy_map_in. */
 typedef struct vy_client_map_out {
 	vy_status st;
 	uint64_t id;    /* names the mapping in SYNC and UNMAP */
 	uint64_t size;  /* the file's bytes */
-	uint64_t bytes; /* the allocation to import (size rounded up) */
+	uint64_t bytes; /* the memory to map: the sum of the sizes */
+	uint32_t nchunks;
+	uint32_t pad;
 } vy_client_map_out;
-_Static_assert(sizeof(vy_client_map_out) == 544, "vy_client_map_out layout");
+_Static_assert(sizeof(vy_client_map_out) == 552, "vy_client_map_out layout");
 
 typedef struct vy_client_ref_in {
 	uint64_t id;

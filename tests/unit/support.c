@@ -200,20 +200,38 @@ static vy_err c_export_fd(vy_device *d, vy_dptr p, int *fd, vy_error *e)
 	return cnt(d)->inner->share->export_fd(cnt(d)->inner, p, fd, e);
 }
 
-static vy_err c_import_fd(vy_device *d, int fd, uint64_t bytes, vy_dptr *out, vy_error *e)
+static vy_err c_reserve(vy_device *d, uint64_t bytes, vy_dptr *out, vy_error *e)
 {
-	return cnt(d)->inner->share->import_fd(cnt(d)->inner, fd, bytes, out, e);
+	return cnt(d)->inner->share->reserve(cnt(d)->inner, bytes, out, e);
 }
 
-static vy_err c_unimport(vy_device *d, vy_dptr p, uint64_t bytes, vy_error *e)
+static vy_err c_unreserve(vy_device *d, vy_dptr p, uint64_t bytes, vy_error *e)
 {
-	return cnt(d)->inner->share->unimport(cnt(d)->inner, p, bytes, e);
+	return cnt(d)->inner->share->unreserve(cnt(d)->inner, p, bytes, e);
+}
+
+static vy_err c_map_fd(vy_device *d, int fd, uint64_t bytes, vy_dptr at, vy_error *e)
+{
+	return cnt(d)->inner->share->map_fd(cnt(d)->inner, fd, bytes, at, e);
+}
+
+static vy_err c_map_own(vy_device *d, vy_dptr p, uint64_t bytes, vy_dptr at, vy_error *e)
+{
+	return cnt(d)->inner->share->map_own(cnt(d)->inner, p, bytes, at, e);
+}
+
+static vy_err c_unmap(vy_device *d, vy_dptr at, uint64_t bytes, vy_error *e)
+{
+	return cnt(d)->inner->share->unmap(cnt(d)->inner, at, bytes, e);
 }
 
 static const vy_device_share_ops counting_share = {
 	.export_fd = c_export_fd,
-	.import_fd = c_import_fd,
-	.unimport = c_unimport,
+	.reserve = c_reserve,
+	.unreserve = c_unreserve,
+	.map_fd = c_map_fd,
+	.map_own = c_map_own,
+	.unmap = c_unmap,
 };
 
 vy_counting_device *vy_test_device_open_shared(void)

@@ -5,6 +5,7 @@
  * and the launcher process maps each buffer once per generation, gives
  * mappings back when files go, refuses a generation it was not given, and
  * is replaced after it dies, with accounting back to the baseline. */
+#include "core/span.h"
 #include "core/transfer.h"
 #include "ctl/runner.h"
 #include "tests/unit/support.h"
@@ -129,18 +130,20 @@ static void exported_free_waits_for_its_mappings(void)
 	vy_handle h, s;
 	MUST(vy_store_alloc(f.c->store, 2 * MiB, &h, E));
 	MUST(vy_store_alloc(f.c->store, 64, &s, E));
-	int fd = -1;
+	vy_export x;
 	vy_buffer_view v;
-	MUST_FAIL(VY_EINVAL, vy_store_export(f.c->store, s, false, &v, &fd, E));
-	CHECK_EQ(fd, -1);
-	MUST(vy_store_export(f.c->store, h, true, &v, &fd, E));
-	CHECK(fd >= 0);
+	MUST_FAIL(VY_EINVAL, vy_store_export(f.c->store, s, false, &v, &x, E));
+	CHECK_EQ(x.n, 0);
+	MUST(vy_store_export(f.c->store, h, true, &v, &x, E));
+	CHECK_EQ(x.n, 1);
+	CHECK(x.fd[0] >= 0);
 	CHECK_EQ(v.alloc, 2 * MiB);
 	/* Another mapping of the export sees and changes the same bytes. */
 	vy_device *inner = f.d->inner;
-	vy_dptr other;
-	MUST(inner->share->import_fd(inner, fd, v.alloc, &other, E));
-	close(fd);
+	vy_span sp;
+	MUST(vy_span_import(inner, x.fd, x.chunk, x.n, &sp, E));
+	vy_export_close(&x);
+	vy_dptr other = sp.ptr;
 	vy_stream *st;
 	MUST(inner->ops->stream_create(inner, &st, E));
 	MUST(inner->ops->memset8(inner, st, other + 1000, 0xab, 24, E));
@@ -157,7 +160,7 @@ static void exported_free_waits_for_its_mappings(void)
 	CHECK_EQ(vy_store_export_frees(f.c->store), frees + 1);
 	CHECK_EQ(snap(&f).resident_bytes, 2 * MiB + 64); /* still mapped: not reused */
 	CHECK_EQ(snap(&f).deferred_frees, 1);
-	MUST(inner->share->unimport(inner, other, v.alloc, E));
+	MUST(vy_span_release(inner, &sp, E));
 	uint64_t pooled = snap(&f).pooled_bytes, driver_frees = vy_counts_get(f.d).free;
 	MUST(vy_store_unexport(f.c->store, h, E));
 	CHECK_EQ(snap(&f).resident_bytes, 64);
@@ -210,6 +213,109 @@ static vy_err fill(vy_runner *r, vy_core *c, vy_handle h, uint64_t gen, uint64_t
 		   vy_run_result *res, vy_error *e)
 {
 	return fills(r, c, h, gen, len, byte, 1, NULL, res, e);
+}
+
+/* A shareable buffer grows by mapping more memory at its end: no byte is
+ * copied, its bytes stay, its address holds while the view has room, and
+ * an export of it is every piece in order. Shrinking gives back whole
+ * trailing pieces, only while nothing else maps them. */
+static void buffer_grows_in_place_and_shrinks_by_pieces(void)
+{
+	fixture f;
+	fx_open(&f);
+	vy_handle h;
+	MUST(vy_store_alloc(f.c->store, 2 * MiB, &h, E));
+	unsigned char *pat = malloc(2 * MiB), *back = malloc(2 * MiB);
+	CHECK(pat && back);
+	vy_test_fill_pattern(pat, 2 * MiB, 7);
+	vy_upload up = {.handle = h, .offset = 0, .src = pat, .len = 2 * MiB};
+	MUST(vy_upload_many(f.c, &up, 1, E));
+	vy_buffer_view v0, v;
+	MUST(vy_store_view(f.c->store, h, &v0, E));
+	uint64_t d2d = snap(&f).d2d_bytes;
+	/* 2 MiB more is needed and 1/8 is less: exactly 2 MiB more. */
+	MUST(vy_store_grow(f.c->store, h, 3 * MiB, &v, E));
+	CHECK_EQ(v.alloc, 4 * MiB);
+	CHECK_EQ(v.len, 4 * MiB);
+	CHECK(v.gen != v0.gen);
+	MUST(vy_store_grow(f.c->store, h, 40 * MiB, &v, E));
+	CHECK_EQ(v.alloc, 40 * MiB);
+	vy_dptr at = v.ptr;
+	/* Now 1/8 of 40 MiB, in granules (6 MiB), is more than needed; the
+	 * view (twice 40 MiB) has room, so the address holds. */
+	MUST(vy_store_grow(f.c->store, h, 40 * MiB + 1, &v, E));
+	CHECK_EQ(v.alloc, 46 * MiB);
+	CHECK_EQ(v.ptr, at);
+	MUST(vy_store_grow(f.c->store, h, 5 * MiB, &v, E)); /* already there: nothing */
+	CHECK_EQ(v.alloc, 46 * MiB);
+	CHECK_EQ(snap(&f).grows, 3);
+	CHECK_EQ(snap(&f).d2d_bytes, d2d);
+	CHECK_EQ(snap(&f).resident_bytes, 46 * MiB);
+	vy_readback rb = {.handle = h, .offset = 0, .dst = back, .len = 2 * MiB};
+	MUST(vy_readback_many(f.c, &rb, 1, E));
+	CHECK(memcmp(pat, back, 2 * MiB) == 0);
+	/* Bytes across a piece's edge, and an export of every piece. */
+	up = (vy_upload){.handle = h, .offset = 40 * MiB - 1 * MiB, .src = pat, .len = 2 * MiB};
+	MUST(vy_upload_many(f.c, &up, 1, E));
+	vy_export x;
+	MUST(vy_store_export(f.c->store, h, false, &v, &x, E));
+	CHECK_EQ(x.n, 4);
+	CHECK(x.chunk[0] == 2 * MiB && x.chunk[1] == 2 * MiB && x.chunk[2] == 36 * MiB && x.chunk[3] == 6 * MiB);
+	vy_device *inner = f.d->inner;
+	vy_span sp;
+	MUST(vy_span_import(inner, x.fd, x.chunk, x.n, &sp, E));
+	vy_export_close(&x);
+	CHECK_EQ(sp.bytes, 46 * MiB);
+	vy_stream *st;
+	MUST(inner->ops->stream_create(inner, &st, E));
+	MUST(inner->ops->copy_dtoh(inner, st, back, sp.ptr + 39 * MiB, 2 * MiB, E));
+	MUST(inner->ops->stream_sync(inner, st, E));
+	CHECK(memcmp(pat, back, 2 * MiB) == 0);
+	/* Mapped elsewhere: the pieces stay. */
+	MUST(vy_store_shrink(f.c->store, h, 3 * MiB, &v, E));
+	CHECK_EQ(v.alloc, 46 * MiB);
+	MUST(vy_span_release(inner, &sp, E));
+	MUST(inner->ops->stream_destroy(inner, st, E));
+	MUST(vy_store_unexport(f.c->store, h, E));
+	MUST(vy_store_shrink(f.c->store, h, 3 * MiB, &v, E));
+	CHECK_EQ(v.alloc, 4 * MiB);
+	CHECK_EQ(v.ptr, at);
+	CHECK_EQ(snap(&f).resident_bytes, 4 * MiB);
+	rb = (vy_readback){.handle = h, .offset = 0, .dst = back, .len = 2 * MiB};
+	MUST(vy_readback_many(f.c, &rb, 1, E));
+	CHECK(memcmp(pat, back, 2 * MiB) == 0);
+	/* A small buffer cannot grow in place: it moves (the fs's part). */
+	vy_handle s;
+	MUST(vy_store_alloc(f.c->store, 100, &s, E));
+	MUST_FAIL(VY_ENOTSUP, vy_store_grow(f.c->store, s, 4 * MiB, &v, E));
+	MUST(vy_store_free(f.c->store, s, E));
+	MUST(vy_store_free(f.c->store, h, E));
+	free(pat);
+	free(back);
+	fx_close(&f);
+}
+
+/* Near the end of the budget a step that does not fit is halved, down to
+ * what is needed: a buffer grows to the budget's last granule. */
+static void growth_fills_the_budget_to_the_last_granule(void)
+{
+	fixture f;
+	fx_open(&f);
+	vy_store_usage u;
+	vy_store_usage_get(f.c->store, &u);
+	uint64_t room = u.budget - u.resident - u.pooled;
+	vy_handle h;
+	MUST(vy_store_alloc(f.c->store, 2 * MiB, &h, E));
+	vy_buffer_view v;
+	uint64_t len = 2 * MiB;
+	vy_err rc;
+	while ((rc = vy_store_grow(f.c->store, h, len + 1, &v, NULL)) == VY_OK)
+		len = v.alloc;
+	CHECK_EQ(rc, VY_ENOSPC);
+	CHECK_EQ(len, room / f.g * f.g);
+	CHECK(snap(&f).grows < VY_CHUNKS_MAX);
+	MUST(vy_store_free(f.c->store, h, E));
+	fx_close(&f);
 }
 
 static void *stop_later(void *arg)
@@ -335,6 +441,8 @@ int main(void)
 		TEST_CASE(large_buffers_are_shareable_from_birth),
 		TEST_CASE(small_buffer_moves_once_with_its_bytes),
 		TEST_CASE(exported_free_waits_for_its_mappings),
+		TEST_CASE(buffer_grows_in_place_and_shrinks_by_pieces),
+		TEST_CASE(growth_fills_the_budget_to_the_last_granule),
 		TEST_CASE(launcher_maps_once_per_generation_and_gives_back),
 		TEST_CASE(launcher_killed_in_a_sequence_costs_that_sequence),
 		TEST_CASE(a_stop_ends_the_sequence_at_its_next_step),
