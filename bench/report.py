@@ -239,6 +239,22 @@ def build(r):
         targets.append(("safetensors load, zero copy, ms", lv, "< 5", verdict(lv, 5, False)))
         add("")
 
+    if any(k.startswith("grow.") for k in r):
+        add("### Growth up to a full budget (4 KiB appends until ENOSPC, 256 MiB)")
+        add("")
+        add("| target | bytes written | µs per MiB, first tenth | µs per MiB, last tenth | last / first |")
+        add("| --- | --- | --- | --- | --- |")
+        for t in ("cuda", "host", "tmpfs"):
+            first, last = num(r, "grow.%s.first_us_per_mib" % t), num(r, "grow.%s.last_us_per_mib" % t)
+            if first is None:
+                continue
+            q = ratio(last, first)
+            add("| %s | %s | %s | %s | %s |" % ("vyrefs, " + t if t != "tmpfs" else t,
+                r.get("grow.%s.bytes" % t, "n/a"), fmt(first, 1), fmt(last, 1), fmt(q, 3)))
+            if t != "tmpfs":
+                targets.append(("append loop, last tenth / first tenth (%s)" % t, q, "≤ 1.2", verdict(q, 1.2, False)))
+        add("")
+
     add("### Allocation")
     add("")
     pooled, raw_alloc = num(r, "store.pool_alloc_free_us"), num(r, "raw.alloc_free_us")

@@ -6,7 +6,7 @@
 #             bench/report.py writes bench/out/BENCHMARKS.md and the plot.
 # BENCH_BACKEND=cuda|host (default: cuda when nvidia-smi sees a GPU).
 # BENCH_QUICK=1 shrinks every size for a smoke check (any backend).
-# BENCH_PHASES=dd,fio,...: only these (raw dd fio rand ctl map ingest cp churn loop), adding
+# BENCH_PHASES=dd,fio,...: only these (raw dd fio rand ctl map ingest cp churn grow loop), adding
 # to results.txt; the report covers whatever it holds.
 # BENCH_REPS=N: single-stream reads (dd, fio 1 job) run N times, each after
 # dropping caches; the figure is their median (default 3).
@@ -22,7 +22,7 @@ BACKEND=${BENCH_BACKEND:-$(nvidia-smi -L >/dev/null 2>&1 && echo cuda || echo ho
 QUICK=${BENCH_QUICK:-0}
 FIO=${FIO:-$(command -v fio || echo .device/tools/fio)}
 RES=$OUT/results.txt
-PHASES=${BENCH_PHASES:-raw,dd,fio,rand,ctl,map,ingest,cp,churn,loop}
+PHASES=${BENCH_PHASES:-raw,dd,fio,rand,ctl,map,ingest,cp,churn,grow,loop}
 REPS=${BENCH_REPS:-3}
 mkdir -p "$OUT"
 [ -n "${BENCH_PHASES:-}" ] || { : >"$RES"; : >"$OUT/log.txt"; }
@@ -97,7 +97,7 @@ mount_target() {
 		wait_mounted "$m" "${PID[$t]}"
 		;;
 	*)
-		env --default-signal=INT "$BUILD/vyrefs" -f -o "backend=$BACKEND${o:+,$o}" "$m" >>"$OUT/log.txt" 2>&1 &
+		env --default-signal=INT "$BUILD/vyrefs" -f -o "backend=${TBACKEND:-$BACKEND}${o:+,$o}" "$m" >>"$OUT/log.txt" 2>&1 &
 		PID[$t]=$!
 		wait_mounted "$m" "${PID[$t]}"
 		;;
@@ -201,6 +201,31 @@ rand_fio() { # TARGET [IODEPTHS [JOBS]]
 churn() { # TARGET [KEY]
 	local t=$1 key=${2:-$1}
 	put "churn.$key.ops" "$("$BIN/vybench" churn "${MNT[$t]}" $((N * 4)) 1048576)"
+}
+
+# Appending 4 KiB writes to one file until a 256 MiB budget is full, on
+# this run's backend, the host backend and tmpfs: µs per MiB of the last
+# tenth against the first (a file that moved to grow slowed down as it
+# neared the end; one that grows in place does not).
+grow_figures() {
+	local b t line
+	for b in $(printf '%s\n' "$BACKEND" host | sort -u) tmpfs; do
+		t=grow_$b
+		case $b in
+		cuda) TBACKEND=cuda mount_target "$t" resident_budget=256M ;;
+		host) TBACKEND=host mount_target "$t" host_memory=256M ;;
+		tmpfs) mkdir -p "$ROOT/$t" && mount -t tmpfs -o size=256M tmpfs "$ROOT/$t" && MNT[$t]=$ROOT/$t ;;
+		esac
+		line=$("$BIN/vybench" append "${MNT[$t]}/append" 4096)
+		put "grow.$b.bytes" "$(echo "$line" | awk '{ print $1 }')"
+		put "grow.$b.first_us_per_mib" "$(echo "$line" | awk '{ print $2 }')"
+		put "grow.$b.last_us_per_mib" "$(echo "$line" | awk '{ print $3 }')"
+		if [ "$b" != tmpfs ]; then
+			put "grow.$b.d2d_bytes" "$(stat_of "$t" d2d_bytes)"
+			put "grow.$b.grows" "$(stat_of "$t" grows)"
+		fi
+		unmount_target "$t"
+	done
 }
 
 copy_in_mount() {
@@ -353,6 +378,7 @@ main() {
 	fi
 	unmount_target nullfs
 	unmount_target tmpfs
+	if has grow; then grow_figures; fi
 	if has loop && [ -x "$FIO" ]; then loops_ab; fi
 	python3 bench/report.py "$RES" "$OUT"
 }

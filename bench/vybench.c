@@ -6,6 +6,9 @@
  *   vybench ctlw CTL N TEXT     median µs of write(TEXT) alone: it returns once
  *                               the sequence ran, its status the outcome
  *   vybench churn DIR N SIZE    ops/s of create, ftruncate SIZE, close, unlink
+ *   vybench append FILE BS      append BS-byte writes until the fs is full:
+ *                               "BYTES FIRST LAST": bytes written, and µs per
+ *                               MiB in the first and the last tenth of them
  * Any failure exits 1 with what failed. */
 #include "bench/timing.h"
 
@@ -125,6 +128,45 @@ static int churn(const char *dir, long n, long size)
 	return 0;
 }
 
+/* Growth near a full budget: a file that moves to grow slows down as it
+ * nears the end (each move copies it); one that grows in place does not. */
+static int append(const char *path, long bs)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	char *buf = calloc(1, (size_t)bs);
+	size_t cap = 1024, n = 0;
+	double *at = malloc(cap * sizeof(*at)); /* when each whole MiB was reached */
+	if (fd < 0 || !buf || !at)
+		die("open", path);
+	memset(buf, 0x5a, (size_t)bs);
+	long long bytes = 0;
+	at[n++] = now_us();
+	for (;;) {
+		ssize_t w = write(fd, buf, (size_t)bs);
+		if (w < 0 && (errno == ENOSPC || errno == EFBIG))
+			break;
+		if (w <= 0)
+			die("write", path);
+		bytes += w;
+		if (bytes >> 20 >= (long long)n) {
+			if (n == cap && !(at = realloc(at, (cap *= 2) * sizeof(*at))))
+				die("realloc", path);
+			at[n++] = now_us();
+		}
+	}
+	close(fd);
+	size_t mib = n - 1, tenth = mib / 10;
+	if (tenth == 0) {
+		fprintf(stderr, "vybench: %s took only %lld bytes\n", path, bytes);
+		return 1;
+	}
+	printf("%lld %.1f %.1f\n", bytes, (at[tenth] - at[0]) / (double)tenth,
+	       (at[mib] - at[mib - tenth]) / (double)tenth);
+	free(at);
+	free(buf);
+	return unlink(path) ? (die("unlink", path), 1) : 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc == 4 && !strcmp(argv[1], "rtt"))
@@ -135,6 +177,8 @@ int main(int argc, char **argv)
 		return ctl(argv[2], count_arg(argv[3]), argv[4], 0);
 	if (argc == 5 && !strcmp(argv[1], "churn"))
 		return churn(argv[2], count_arg(argv[3]), count_arg(argv[4]));
-	fprintf(stderr, "usage: vybench rtt FILE N | ctl CTL N TEXT | ctlw CTL N TEXT | churn DIR N SIZE\n");
+	if (argc == 4 && !strcmp(argv[1], "append"))
+		return append(argv[2], count_arg(argv[3]));
+	fprintf(stderr, "usage: vybench rtt FILE N | ctl CTL N TEXT | ctlw CTL N TEXT | churn DIR N SIZE | append FILE BS\n");
 	return 2;
 }

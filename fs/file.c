@@ -42,12 +42,12 @@ void vy_file_drop(vy_fs *fs, vy_inode *in)
 	free_buffer(fs, in);
 }
 
-/* A program maps the file's memory (fs/mapsrv.c): it cannot move. */
+/* A program maps the file's memory (fs/mapsrv.c): it cannot move or shrink. */
 static vy_err mapped(vy_inode *in, vy_error *e)
 {
 	return vy_fail(e, VY_EBUSY, "unmap the file first (vy_unmap, or end the program that mapped it)",
-		       "inode %llu is mapped by a program: its size cannot change beyond its %llu bytes of device memory",
-		       (unsigned long long)in->ino, (unsigned long long)in->cap);
+		       "inode %llu is mapped by a program: it may grow, but not shrink below its %llu bytes",
+		       (unsigned long long)in->ino, (unsigned long long)in->size);
 }
 
 /* Move the file into a buffer of `cap` bytes (>= size), keeping its bytes. */
@@ -70,14 +70,45 @@ static vy_err rebuffer(vy_fs *fs, vy_inode *in, uint64_t cap, vy_error *e)
 			return rc;
 		}
 	}
+	if (in->buf)
+		vy_telemetry_add(&fs->core->tel, moves, 1);
 	free_buffer(fs, in);
 	in->buf = h;
 	in->cap = cap;
 	return VY_OK;
 }
 
-/* At least `need` bytes of capacity: double, or exactly what is needed when
- * doubling does not fit the budget. */
+/* A file of the share granularity or more grows in place (core/store.h):
+ * memory is mapped at its end and nothing is copied. VY_ENOTSUP: it moves. */
+static vy_err grow_in_place(vy_fs *fs, vy_inode *in, uint64_t need, vy_error *e)
+{
+	if (!in->buf || !vy_store_shareable(fs->core->store, in->buf))
+		return VY_ENOTSUP;
+	/* Its address may change: no copy may be in flight to the old one. */
+	vy_err rc = vy_wbehind_quiesce(fs, in, e);
+	vy_buffer_view v;
+	if (rc == VY_OK)
+		rc = vy_store_grow(fs->core->store, in->buf, need, &v, e);
+	if (rc == VY_OK)
+		in->cap = v.len;
+	return rc;
+}
+
+/* Give back whole pieces a file that grew in place no longer needs. */
+static void shrink_in_place(vy_fs *fs, vy_inode *in, uint64_t keep)
+{
+	vy_buffer_view v;
+	vy_error why;
+	if (vy_wbehind_quiesce(fs, in, &why) != VY_OK || vy_store_shrink(fs->core->store, in->buf, keep, &v, &why) != VY_OK)
+		vy_log(LOG_NOTICE, "inode %llu: keeping %llu bytes of capacity: %s", (unsigned long long)in->ino,
+		       (unsigned long long)in->cap, why.msg);
+	else
+		in->cap = v.len;
+}
+
+/* At least `need` bytes of capacity: in place where the file can grow so;
+ * otherwise move it to a buffer of twice the size, or of exactly what is
+ * needed when doubling does not fit the budget. */
 static vy_err reserve(vy_fs *fs, vy_inode *in, uint64_t need, vy_error *e)
 {
 	if (need <= in->cap)
@@ -86,18 +117,25 @@ static vy_err reserve(vy_fs *fs, vy_inode *in, uint64_t need, vy_error *e)
 	if (!exact || need > VY_FILE_MAX)
 		return vy_fail(e, VY_EOVERFLOW, "keep files under 8 EiB", "a %llu-byte file is too large",
 			       (unsigned long long)need);
-	/* Larger than the whole budget: no freeing could ever make room, so
-	 * this is EFBIG (too large for this filesystem), not ENOSPC. */
+	/* Larger than the device: no budget could ever hold it, so this is
+	 * EFBIG (too large for this filesystem). Past this mount's budget it
+	 * is ENOSPC, as a full tmpfs answers, with what would make room. */
 	vy_store_usage u;
 	vy_store_usage_get(fs->core->store, &u);
+	if (exact > u.total)
+		return vy_fail(e, VY_EOVERFLOW, "keep the file under the device's memory",
+			       "a %llu-byte file is larger than the device's %llu bytes of memory",
+			       (unsigned long long)need, (unsigned long long)u.total);
 	if (exact > u.budget)
-		return vy_fail(e, VY_EOVERFLOW,
-			       "keep the file under the budget, or mount with a larger one (-o resident_budget=SIZE)",
-			       "a %llu-byte file is larger than this mount's whole resident budget of %llu bytes",
+		return vy_fail(e, VY_ENOSPC, "keep the file under the budget, or mount with a larger one (-o resident_budget=SIZE)",
+			       "no room for a %llu-byte file: this mount's whole resident budget is %llu bytes",
 			       (unsigned long long)need, (unsigned long long)u.budget);
+	vy_err rc = grow_in_place(fs, in, need, e);
+	if (rc != VY_ENOTSUP)
+		return rc;
 	uint64_t doubled = in->cap <= UINT64_MAX / 2 ? page_up(in->cap * 2) : 0;
 	uint64_t want = doubled > exact ? doubled : exact;
-	vy_err rc = rebuffer(fs, in, want, e);
+	rc = rebuffer(fs, in, want, e);
 	if (rc == VY_ENOSPC && want > exact)
 		rc = rebuffer(fs, in, exact, e);
 	return rc;
@@ -167,7 +205,7 @@ vy_err vy_file_truncate(vy_fs *fs, vy_inode *in, uint64_t size, vy_error *e)
 	if (size > VY_FILE_MAX)
 		return vy_fail(e, VY_EOVERFLOW, "keep files under 8 EiB", "a %llu-byte file is too large",
 			       (unsigned long long)size);
-	if (in->maps && size != in->size)
+	if (in->maps && size < in->size)
 		return mapped(in, e);
 	if (size > in->size) {
 		vy_err rc = reserve(fs, in, size, e);
@@ -181,6 +219,9 @@ vy_err vy_file_truncate(vy_fs *fs, vy_inode *in, uint64_t size, vy_error *e)
 	in->size = size;
 	if (size == 0) {
 		vy_file_drop(fs, in);
+	} else if (vy_store_shareable(fs->core->store, in->buf)) {
+		if (in->cap > fitted(size))
+			shrink_in_place(fs, in, fitted(size));
 	} else if (in->cap / 2 > fitted(size)) {
 		/* Far larger than needed: give capacity back. If the smaller
 		 * buffer cannot be had now, the larger one serves. */
@@ -271,6 +312,10 @@ void vy_file_closed(vy_fs *fs, vy_inode *in)
 	uint64_t want = fitted(in->size);
 	if (in->cap <= want || in->maps)
 		return;
+	if (vy_store_shareable(fs->core->store, in->buf)) {
+		shrink_in_place(fs, in, want);
+		return;
+	}
 	vy_error why;
 	if (rebuffer(fs, in, want, &why) != VY_OK)
 		vy_log(LOG_NOTICE, "inode %llu: keeping %llu bytes of capacity: %s", (unsigned long long)in->ino,

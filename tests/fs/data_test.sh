@@ -30,22 +30,47 @@ test_round_trips_are_byte_exact() {
 	assertEquals "h2d bytes" $((0 + 1 + 4095 + 4096 + 1048583 + 67108864)) "$(stat_of h2d_bytes)"
 }
 
-# Growing by doubling keeps a front-to-back write linear: the device copies
-# made while growing add up to less than twice the file, and the fit at the
-# last close copies it once more.
-test_sequential_write_grows_in_linear_time() {
+# A front-to-back write copies nothing once the file has 2 MiB: it grows in
+# place (core/store.h). Below that it moves by doubling, so all the device
+# copies of its whole life add up to under 2 MiB, and the fit at close
+# gives back whole pieces, copying nothing either.
+test_sequential_write_grows_in_place() {
 	make_data "$WORK/src" 100000000
 	d2d=$(stat_of d2d_bytes)
 	dd if="$WORK/src" of="$MNT/grow" bs=64K status=none || fail "dd"
-	fitted=$((100000000 * 9 / 8 / 512 + 8))
+	fitted=$(((100000000 * 9 / 8 + 2 * 1048576) / 512))
 	for _ in $(seq 100); do # RELEASE, and so the fit, comes after close returns
 		[ "$(stat -c %b "$MNT/grow")" -le $fitted ] && break
 		sleep 0.05
 	done
 	assertTrue "fitted at close: $(stat -c %b "$MNT/grow") blocks" "[ $(stat -c %b "$MNT/grow") -le $fitted ]"
 	moved=$(($(stat_of d2d_bytes) - d2d))
-	assertTrue "growth and fit copied $moved bytes for a 100 MB file" "[ $moved -le 300000000 ]"
+	assertTrue "growth and fit copied $moved bytes for a 100 MB file" "[ $moved -lt 2097152 ]"
+	assertTrue "it grew in place" "[ $(stat_of grows) -gt 0 ]"
 	cmp "$WORK/src" "$MNT/grow" || fail "content"
+}
+
+# 4 KiB appends until ENOSPC on a 256 MiB mount: the file reaches 99% of
+# what df showed available, and past its first 2 MiB no byte is copied and
+# no file moves (issue "hardening": this was quadratic near the budget).
+test_appends_fill_the_budget_in_place() {
+	unmount_vyrefs
+	mount_vyrefs "resident_budget=256M" || fail "mount"
+	avail=$(df -B1 --output=avail "$MNT" | tail -n 1 | tr -d " ")
+	dd if=/dev/zero of="$MNT/fill" bs=4k count=513 status=none || fail "the first 2 MiB"
+	d2d=$(stat_of d2d_bytes) moves=$(stat_of moves)
+	assertTrue "a small file moves while it grows: $moves" "[ $moves -gt 0 ] && [ $d2d -lt 2097152 ]"
+	dd if=/dev/zero of="$MNT/fill" bs=4k oflag=append conv=notrunc status=none 2>"$WORK/err"
+	assertNotEquals "dd ends at ENOSPC" 0 $?
+	assertContains "$(cat "$WORK/err")" "No space left on device"
+	size=$(stat -c %s "$MNT/fill")
+	assertTrue "the file has $size of the $avail bytes df showed" "[ $((size * 100)) -ge $((avail * 99)) ]"
+	assertEquals "no byte copied past 2 MiB" "$d2d" "$(stat_of d2d_bytes)"
+	assertEquals "no move past 2 MiB" "$moves" "$(stat_of moves)"
+	assertTrue "it grew in place" "[ $(stat_of grows) -gt 0 ]"
+	cmp -s -n "$size" "$MNT/fill" /dev/zero || fail "content"
+	rm "$MNT/fill"
+	assertEquals 0 "$(stat_of resident_bytes)"
 }
 
 test_ranged_reads_at_odd_offsets() {
