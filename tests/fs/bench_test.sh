@@ -34,7 +34,8 @@ test_bench_runs_end_to_end_at_smoke_sizes() {
 	assertEquals "bench/run.sh: $(tail -5 "$out/stdout")" 0 $?
 	for key in dd.vyrefs.write.4K dd.nullfs.read.4M dd.tmpfs.write.1M rtt.nullfs_us rtt.vyrefs_us \
 		ctl.fill_gbps cp.vyrefs.gbps churn.vyrefs.ops churn.vyrefs_nopool.ops store.pool_alloc_free_us \
-		dd.vyrefs_nowb.write.4K dd.vyrefs_nora.read.1M; do
+		dd.vyrefs_nowb.write.4K dd.vyrefs_nora.read.1M grow.host.first_us_per_mib grow.host.last_us_per_mib \
+		grow.host.grows grow.tmpfs.last_us_per_mib; do
 		assertTrue "$key is a positive number: $(grep "^$key " "$out/results.txt")" \
 			"awk -v k=$key '\$1 == k && \$2 + 0 > 0 { f = 1 } END { exit !f }' $out/results.txt"
 	done
@@ -48,6 +49,9 @@ test_bench_runs_end_to_end_at_smoke_sizes() {
 	assertEquals "the median of $samples" "$(echo "$samples" | tr ' ' '\n' | sort -g | sed -n 2p)" \
 		"$(awk '$1 == "dd.nullfs.read.4M" { print $2 }' "$out/results.txt")"
 	assertContains "$(cat "$out/figures.md")" "### Targets"
+	# The append loop filled the host mount's budget, copying under 2 MiB.
+	assertTrue "grow.host.d2d_bytes $(grep grow.host.d2d "$out/results.txt")" \
+		"awk '\$1 == \"grow.host.d2d_bytes\" && \$2 < 2097152 { f = 1 } END { exit !f }' $out/results.txt"
 	if command -v fio >/dev/null; then
 		assertTrue "fio figures" "grep -q '^fio.nullfs.rand.qd32.j4.iops [0-9]' $out/results.txt"
 		assertTrue "libfuse's loop figures" "grep -q '^fio.nullfs_libfuse.rand.qd32.j4.iops [0-9]' $out/results.txt && grep -q '^fio.vyrefs_ours.rand.qd1.j1.iops [0-9]' $out/results.txt"
