@@ -23,7 +23,7 @@
 #include <stdint.h>
 
 #define VY_PROTO_MAJOR 1
-#define VY_PROTO_MINOR 0
+#define VY_PROTO_MINOR 1 /* 1: kernel_out carries the occupancy answer */
 /* No message is larger: a sequence of 1 MiB of text fits well within. */
 #define VY_PROTO_MSG_MAX (64u << 20)
 #define VY_PROTO_FDS_MAX 2
@@ -114,8 +114,9 @@ typedef struct vy_kernel_out {
 	uint32_t nparams;
 	int32_t max_threads, static_shared, max_dynamic_shared;
 	uint32_t param_size[VY_PROTO_PARAMS_MAX];
+	int32_t occ_block, occ_grid; /* minor 1: vy_function_info's */
 } vy_kernel_out;
-_Static_assert(sizeof(vy_kernel_out) == 520 + 16 + 4 * 256, "vy_kernel_out layout");
+_Static_assert(sizeof(vy_kernel_out) == 520 + 16 + 4 * 256 + 8, "vy_kernel_out layout");
 
 /* With one fd: the exported allocation of `bytes` bytes. */
 typedef struct vy_map_in {
