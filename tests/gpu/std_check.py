@@ -86,8 +86,8 @@ def form(n, how):
 def same_bits(got, want, nan_too=False):
     """Where got and want differ (as bit patterns; NaNs only by NaN-ness)."""
     if got.dtype.kind == "f" or nan_too:
-        g, w = got, want
-        gn, wn = np.isnan(g.astype(np.float64)), np.isnan(w.astype(np.float64))
+        with np.errstate(invalid="ignore"):
+            gn, wn = np.isnan(got.astype(np.float64)), np.isnan(want.astype(np.float64))
         gb = got.view(np.dtype("u%d" % got.itemsize))
         wb = want.view(np.dtype("u%d" % want.itemsize))
         bad = ((gb != wb) & ~(gn & wn)) | (gn != wn)
@@ -371,7 +371,7 @@ def g_forms(n):
             blank("y", dtype, n)
             why = run("launch std.%s %s %s u64:%d" % (k, form(n, how), line, n))
             outs.append(why or get("y", dtype, n)[0].tobytes())
-        report("%s n=%d: %d forms agree" % (k, n, len(outs)),
+        report("%s n=%d, %d forms alike" % (k, n, len(outs)),
                None if all(o == outs[0] and isinstance(o, bytes) for o in outs) else
                "results differ: %s" % [o if isinstance(o, str) else len(o) for o in outs])
     i32 = rng.integers(-2**31, 2**31, n, dtype=np.int64).astype(np.int32)
