@@ -70,6 +70,9 @@ $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -MMD -MP -c -o $@ $<
 
+# The std module's source is built into the binary (ctl/std.c).
+$(BUILD)/ctl/std.o: kernels/std.cu
+
 $(BUILD)/pic/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -fPIC -fvisibility=hidden -MMD -MP -c -o $@ $<
@@ -173,11 +176,13 @@ install: $(BUILD)/vyrefs $(LIB) $(BUILD)/vyrefs.pc
 	install -D -m 644 client/vyrefs.h $(DESTDIR)$(PREFIX)/include/vyrefs.h
 	install -D -m 644 $(BUILD)/vyrefs.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/vyrefs.pc
 	install -D -m 644 docs/vyrefs.8 $(DESTDIR)$(PREFIX)/share/man/man8/vyrefs.8
+	install -D -m 644 kernels/std.cu $(DESTDIR)$(PREFIX)/share/vyrefs/std.cu
 	-[ -n "$(DESTDIR)" ] || ldconfig
 
 uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/bin/vyrefs $(DESTDIR)$(PREFIX)/lib/libvyrefs.so $(DESTDIR)$(PREFIX)/include/vyrefs.h \
-		$(DESTDIR)$(PREFIX)/lib/pkgconfig/vyrefs.pc $(DESTDIR)$(PREFIX)/share/man/man8/vyrefs.8
+		$(DESTDIR)$(PREFIX)/lib/pkgconfig/vyrefs.pc $(DESTDIR)$(PREFIX)/share/man/man8/vyrefs.8 \
+		$(DESTDIR)$(PREFIX)/share/vyrefs/std.cu
 
 clean:
 	rm -rf $(BUILD)

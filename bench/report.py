@@ -188,6 +188,26 @@ def build(r):
             fmt(first), fmt(touch), fmt(ratio(first, touch))))
     add("")
 
+    if num(r, "std.sum_1g_gbps") is not None:
+        add("### CUDA C and the std module")
+        add("")
+        add("| figure | vyrefs | baseline | ratio |")
+        add("| --- | --- | --- | --- |")
+        first, cached = num(r, "std.cu_first_ms"), num(r, "std.cu_cached_ms")
+        add("| copy a small `.cu` into modules/: NVRTC compile and load, ms | %s | from the cache %s | %s |" % (
+            fmt(first, 1), fmt(cached, 1), fmt(ratio(first, cached))))
+        fl, ln = num(r, "std.first_launch_ms"), num(r, "std.launch_ms")
+        add("| first launch naming `std` (compile std.cu, load), ms | %s | the next launch %s | %s |" % (
+            fmt(fl, 1), fmt(ln, 1), fmt(ratio(fl, ln))))
+        s, c = num(r, "std.sum_1g_gbps"), num(r, "std.copy_1g_gbps")
+        q = ratio(s, c)
+        add("| `std.sum_f32` of 1 GiB, `n= grid=auto`, GB/s read | %s | device-to-device copy, GB/s read+written %s | %s |" % (
+            fmt(s, 1), fmt(c, 1), fmt(q)))
+        add("| `std.sum_f32` of 1 GiB, `n=` (one thread per element), GB/s | %s | | %s |" % (
+            fmt(num(r, "std.sum_1g_thread_each_gbps"), 1), fmt(ratio(num(r, "std.sum_1g_thread_each_gbps"), c))))
+        targets.append(("std.sum_f32 of 1 GiB vs device memory bandwidth (d2d copy)", q, "≥ 0.8", verdict(q, 0.8, True)))
+        add("")
+
     if num(r, "map.map_4g_ms") is not None:
         add("### Mapping a file into PyTorch (`vyrefs.map`)")
         add("")

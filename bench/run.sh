@@ -6,7 +6,7 @@
 #             bench/report.py writes bench/out/BENCHMARKS.md and the plot.
 # BENCH_BACKEND=cuda|host (default: cuda when nvidia-smi sees a GPU).
 # BENCH_QUICK=1 shrinks every size for a smoke check (any backend).
-# BENCH_PHASES=dd,fio,...: only these (raw dd fio rand ctl map ingest cp churn grow loop), adding
+# BENCH_PHASES=dd,fio,...: only these (raw dd fio rand ctl std map ingest cp churn grow loop), adding
 # to results.txt; the report covers whatever it holds.
 # BENCH_REPS=N: single-stream reads (dd, fio 1 job) run N times, each after
 # dropping caches; the figure is their median (default 3).
@@ -22,7 +22,7 @@ BACKEND=${BENCH_BACKEND:-$(nvidia-smi -L >/dev/null 2>&1 && echo cuda || echo ho
 QUICK=${BENCH_QUICK:-0}
 FIO=${FIO:-$(command -v fio || echo .device/tools/fio)}
 RES=$OUT/results.txt
-PHASES=${BENCH_PHASES:-raw,dd,fio,rand,ctl,map,ingest,cp,churn,grow,loop}
+PHASES=${BENCH_PHASES:-raw,dd,fio,rand,ctl,std,map,ingest,cp,churn,grow,loop}
 REPS=${BENCH_REPS:-3}
 mkdir -p "$OUT"
 [ -n "${BENCH_PHASES:-}" ] || { : >"$RES"; : >"$OUT/log.txt"; }
@@ -297,6 +297,77 @@ ctl_figures() {
 	rm "$m/fill"
 }
 
+# ms_of CMD...: wall milliseconds of one run of CMD (which must succeed).
+ms_of() {
+	local t0 t1
+	t0=$(date +%s%N)
+	"$@" >/dev/null || { echo "bench: $* failed" >&2; return 1; }
+	t1=$(date +%s%N)
+	awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", (b - a) / 1e6 }'
+}
+
+# device_us CTL TEXT: the device time the reply to one sequence gives.
+device_us() {
+	python3 - "$1" "$2" <<'PY'
+import os, sys
+fd = os.open(sys.argv[1], os.O_RDWR)
+os.write(fd, sys.argv[2].encode())
+reply = os.read(fd, 4096).decode()
+os.close(fd)
+if not reply.startswith("ok"):
+    sys.exit("bench: the sequence failed: " + reply)
+print(dict(kv.split("=") for kv in reply.split()[1:])["device_us"])
+PY
+}
+
+# CUDA C source (NVRTC) and the std module, on a mount with a cache of its
+# own: compiling and loading a small .cu the first time and from the cache,
+# std's first launch, and std.sum_f32 over 1 GiB against a device-to-device
+# copy of the same bytes (reads and writes counted), both by device time.
+std_figures() {
+	if [ "$BACKEND" != cuda ]; then
+		log "std figures need the cuda backend: skipped"
+		return 0
+	fi
+	XDG_CACHE_HOME=$ROOT/stdcache mount_target vyrefs_std
+	local m=${MNT[vyrefs_std]} ctl=${MNT[vyrefs_std]}/.vyre/ctl bytes n reps=20 us
+	# Unique to this run, so no cache holds it.
+	printf '// bench %s\nextern "C" __global__ void axpy(float *y, const float *x, float a, unsigned long long n)\n{\n\tunsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x;\n\tif (i < n)\n\t\ty[i] = a * x[i] + y[i];\n}\n' \
+		"$(date +%s%N)" >"$ROOT/small.cu"
+	put std.cu_first_ms "$(ms_of cp "$ROOT/small.cu" "$m/.vyre/modules/small.cu")"
+	put std.cu_cached_ms "$(ms_of cp "$ROOT/small.cu" "$m/.vyre/modules/again.cu")"
+	truncate -s 4096 "$m/one"
+	put std.first_launch_ms "$(ms_of "$BIN/vybench" ctlw "$ctl" 1 $'launch std.fill_f32 n=1024 one f32:1 u64:1024\n')"
+	put std.launch_ms "$(ms_of "$BIN/vybench" ctlw "$ctl" 1 $'launch std.fill_f32 n=1024 one f32:1 u64:1024\n')"
+	put std.compiles "$(stat_of vyrefs_std compiles)"
+	bytes=$((QUICK == 1 ? 64 << 20 : 1 << 30))
+	n=$((bytes / 4))
+	truncate -s "$bytes" "$m/x"
+	truncate -s "$bytes" "$m/x2"
+	truncate -s 8 "$m/out"
+	# Values, and every file mapped into the launcher before timing.
+	device_us "$ctl" "launch std.iota_f32 n=$n x f32:0 f32:1 u64:$n
+copy x x2
+launch std.sum_f32 n=$n grid=auto out x u64:$n
+" >/dev/null
+	us=$(device_us "$ctl" "repeat $reps
+launch std.sum_f32 n=$n grid=auto out x u64:$n
+end
+")
+	put std.sum_1g_gbps "$(awk -v b="$bytes" -v r="$reps" -v u="$us" 'BEGIN { printf "%.1f", b * r / u / 1e3 }')"
+	us=$(device_us "$ctl" "repeat $reps
+launch std.sum_f32 n=$n out x u64:$n
+end
+")
+	put std.sum_1g_thread_each_gbps "$(awk -v b="$bytes" -v r="$reps" -v u="$us" 'BEGIN { printf "%.1f", b * r / u / 1e3 }')"
+	us=$(device_us "$ctl" "repeat $reps
+copy x x2
+end
+")
+	put std.copy_1g_gbps "$(awk -v b="$bytes" -v r="$reps" -v u="$us" 'BEGIN { printf "%.1f", 2 * b * r / u / 1e3 }')"
+	unmount_target vyrefs_std
+}
+
 # Both filesystems on each request loop: ours (the default) and libfuse's
 # (idle_threads=0), each on a fresh mount, in the same order, measured after
 # a busy spell (8 parallel writers, then readers): one-at-a-time 4 KiB reads
@@ -345,6 +416,7 @@ main() {
 		log "no fio (set FIO=/path/to/fio): fio figures skipped"
 	fi
 	if has ctl; then ctl_figures; fi
+	if has std; then std_figures; fi
 	# Mapping into PyTorch against reading (bench/map_bench.py): the GPU
 	# machine has torch; elsewhere the phase says why it is skipped.
 	if has map; then

@@ -33,6 +33,10 @@ typedef struct vy_function_info {
 	int max_threads;     /* per block, for this kernel */
 	int static_shared;   /* bytes the kernel declares itself */
 	int max_dynamic_shared;
+	/* The occupancy calculator's answer (no dynamic shared memory): the
+	 * block size that keeps the most threads resident, and the blocks of
+	 * that size that fill the device once. 0: the backend has none. */
+	int occ_block, occ_grid;
 } vy_function_info;
 
 typedef enum vy_backend_kind {

@@ -75,6 +75,7 @@ vy_err vy_device_cuda_open(int ordinal, vy_device **out, vy_error *e)
 	X(FuncGetParamInfo, "cuFuncGetParamInfo", PFN_cuFuncGetParamInfo_v12040) \
 	X(FuncGetAttribute, "cuFuncGetAttribute", PFN_cuFuncGetAttribute_v2020) \
 	X(LaunchKernel, "cuLaunchKernel", PFN_cuLaunchKernel_v4000)             \
+	X(OccupancyMaxPotentialBlockSize, "cuOccupancyMaxPotentialBlockSize", PFN_cuOccupancyMaxPotentialBlockSize_v6050) \
 	X(MemCreate, "cuMemCreate", PFN_cuMemCreate_v10020)                     \
 	X(MemRelease, "cuMemRelease", PFN_cuMemRelease_v10020)                  \
 	X(MemAddressReserve, "cuMemAddressReserve", PFN_cuMemAddressReserve_v10020) \
@@ -690,6 +691,8 @@ static vy_err cuda_function_info(vy_device *d, vy_function *f, vy_function_info 
 	CU_CALL(c, e, FuncGetAttribute, (&out->static_shared, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, (CUfunction)f));
 	CU_CALL(c, e, FuncGetAttribute,
 		(&out->max_dynamic_shared, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (CUfunction)f));
+	/* For launches that give n=COUNT rather than grid and block. */
+	CU_CALL(c, e, OccupancyMaxPotentialBlockSize, (&out->occ_grid, &out->occ_block, (CUfunction)f, NULL, 0, 0));
 	return VY_OK;
 }
 

@@ -1,5 +1,6 @@
 /* Running a sequence: bind files, validate, pin, hand it to the runner. */
 #include "ctl/exec.h"
+#include "ctl/dims.h"
 #include "core/checked.h"
 #include "core/grow.h"
 
@@ -31,6 +32,7 @@ typedef struct run {
 	size_t *refs;  /* bound indices, in the order steps name paths */
 	size_t nrefs, caprefs;
 	bool *held;    /* per step: its module is held in use */
+	unsigned (*dims)[2][3]; /* per launch step: its grid and block, checked */
 	vy_ctl_error *err;
 	vy_seq seq;    /* what the runner gets */
 	size_t cap_args, cap_strings;
@@ -72,7 +74,8 @@ static vy_err bind_all(run *r)
 	const vy_ctl_plan *p = r->plan;
 	r->ref = calloc(p->nsteps + 1, sizeof(*r->ref));
 	r->held = calloc(p->nsteps + 1, sizeof(*r->held));
-	if (!r->ref || !r->held)
+	r->dims = calloc(p->nsteps + 1, sizeof(*r->dims));
+	if (!r->ref || !r->held || !r->dims)
 		return oom(r);
 	for (size_t s = 0; s < p->nsteps; s++) {
 		const vy_ctl_step *st = &p->steps[s];
@@ -240,22 +243,9 @@ static vy_err check_launch(run *r, size_t s)
 		return vy_fail(e, VY_EINVAL, "pass one argument per kernel parameter",
 			       "kernel %s.%s takes %zu argument(s), the line gives %zu", st->module, st->entry, info.nparams,
 			       st->nargs);
-	for (int k = 0; k < 3; k++) {
-		if (st->grid[k] > (unsigned)d->max_grid[k])
-			return vy_fail(e, VY_EINVAL, "split the work into more blocks or launches",
-				       "grid dimension %c=%u is over the device's %d", "xyz"[k], st->grid[k], d->max_grid[k]);
-		if (st->block[k] > (unsigned)d->max_block[k])
-			return vy_fail(e, VY_EINVAL, "use a smaller block", "block dimension %c=%u is over the device's %d",
-				       "xyz"[k], st->block[k], d->max_block[k]);
-	}
-	uint64_t threads = (uint64_t)st->block[0] * st->block[1] * st->block[2];
-	if (threads > (uint64_t)info.max_threads)
-		return vy_fail(e, VY_EINVAL, "use fewer threads per block",
-			       "a block of %llu threads is over this kernel's %d", (unsigned long long)threads,
-			       info.max_threads);
-	if (st->shared > (uint32_t)info.max_dynamic_shared)
-		return vy_fail(e, VY_EINVAL, "ask for less shared memory", "shared=%u is over this kernel's %d bytes",
-			       st->shared, info.max_dynamic_shared);
+	rc = vy_launch_dims(st, &info, d, r->dims[s][0], r->dims[s][1], e);
+	if (rc != VY_OK)
+		return rc;
 	size_t k = 0;
 	for (size_t a = 0; a < st->nargs; a++) {
 		const vy_ctl_arg *arg = &st->args[a];
@@ -376,8 +366,8 @@ static vy_err build_seq(run *r, vy_buffer_view **views)
 			w->kind = VY_WIRE_LAUNCH;
 			if (kernel_index(r, st, &w->kernel) != VY_OK)
 				return oom(r);
-			memcpy(w->grid, st->grid, sizeof(w->grid));
-			memcpy(w->block, st->block, sizeof(w->block));
+			memcpy(w->grid, r->dims[s][0], sizeof(w->grid));
+			memcpy(w->block, r->dims[s][1], sizeof(w->block));
 			w->shared = st->shared;
 			w->first_arg = q->nargs;
 			w->nargs = (uint32_t)st->nargs;
@@ -558,6 +548,7 @@ static void cleanup(run *r, bool ran)
 	}
 	free_seq(&r->seq);
 	free(r->held);
+	free(r->dims);
 	free(r->ref);
 	free(r->refs);
 	free(r->b);

@@ -24,12 +24,20 @@ struct vy_modules {
 	pthread_mutex_t lock;
 	vy_runner *runner;
 	module *list;
+	pthread_mutex_t make_lock; /* one built-in made at a time, once */
+	vy_modules_maker maker;
+	void *maker_ctx;
 };
 
 vy_err vy_modules_open(vy_runner *runner, vy_modules **out, vy_error *e)
 {
 	vy_modules *m = calloc(1, sizeof(*m));
 	if (!m || pthread_mutex_init(&m->lock, NULL) != 0) {
+		free(m);
+		return vy_fail(e, VY_ENOMEM, "free host memory", "cannot allocate the module registry");
+	}
+	if (pthread_mutex_init(&m->make_lock, NULL) != 0) {
+		pthread_mutex_destroy(&m->lock);
 		free(m);
 		return vy_fail(e, VY_ENOMEM, "free host memory", "cannot allocate the module registry");
 	}
@@ -65,7 +73,14 @@ void vy_modules_close(vy_modules *m)
 		drop(mod);
 	}
 	pthread_mutex_destroy(&m->lock);
+	pthread_mutex_destroy(&m->make_lock);
 	free(m);
+}
+
+void vy_modules_set_maker(vy_modules *m, vy_modules_maker fn, void *ctx)
+{
+	m->maker = fn;
+	m->maker_ctx = ctx;
 }
 
 static module *find(vy_modules *m, const char *name)
@@ -168,11 +183,45 @@ bool vy_modules_loaded(vy_modules *m, const char *name)
 	return loaded;
 }
 
+/* A built-in module named by a sequence and not there: made and loaded.
+ * VY_ENOENT when there is no such built-in. Neither lock held. */
+static vy_err make(vy_modules *m, const char *name, vy_error *e)
+{
+	pthread_mutex_lock(&m->make_lock);
+	pthread_mutex_lock(&m->lock);
+	bool there = find(m, name) != NULL; /* made meanwhile, or copied in */
+	pthread_mutex_unlock(&m->lock);
+	vy_err rc = VY_OK;
+	if (!there) {
+		void *image = NULL;
+		size_t len = 0;
+		char *log = NULL;
+		rc = m->maker(m->maker_ctx, name, &image, &len, &log, e);
+		if (rc == VY_OK)
+			rc = vy_modules_load(m, name, image, len, e);
+		else if (rc != VY_ENOENT)
+			vy_error_prefix(e, "the built-in module '%s': ", name);
+		free(image);
+		free(log);
+	}
+	pthread_mutex_unlock(&m->make_lock);
+	return rc;
+}
+
 vy_err vy_modules_get(vy_modules *m, const char *module_name, const char *entry, vy_function_info *info, vy_error *e)
 {
 	pthread_mutex_lock(&m->lock);
 	vy_err rc = VY_OK;
 	module *mod = find(m, module_name);
+	if (!mod && m->maker) {
+		pthread_mutex_unlock(&m->lock);
+		rc = make(m, module_name, e);
+		pthread_mutex_lock(&m->lock);
+		if (rc != VY_OK && rc != VY_ENOENT)
+			goto out;
+		rc = VY_OK;
+		mod = find(m, module_name);
+	}
 	if (!mod || !mod->loaded) {
 		rc = vy_fail(e, VY_ENOENT,
 			     mod ? "fix the module and copy it again (modules/NAME.log has the JIT log)"

@@ -14,7 +14,9 @@
 #define VY_CTL_MAX_ARGS 256
 #define MAX_TOKENS (VY_CTL_MAX_ARGS + 8)
 #define FIX_STATEMENTS "use launch, fill, clear, copy, repeat or end"
-#define USAGE_LAUNCH "launch MODULE.ENTRY grid=X[,Y[,Z]] block=X[,Y[,Z]] [shared=BYTES] [ARG ...]"
+#define USAGE_LAUNCH                                                                                    \
+	"launch MODULE.ENTRY grid=X[,Y[,Z]] block=X[,Y[,Z]] [shared=BYTES] [ARG ...], or launch MODULE.ENTRY " \
+	"n=COUNT [grid=auto] [ARG ...]"
 #define USAGE_FILL "fill PATH BYTE [OFFSET [LENGTH]]"
 #define USAGE_COPY "copy SRC DST [SRC_OFFSET DST_OFFSET LENGTH]"
 
@@ -268,10 +270,17 @@ static vy_err parse_launch(line_tokens *t, vy_ctl_step *s, vy_error *e)
 	s->args = calloc(t->n, sizeof(*s->args));
 	if (!s->module || !s->entry || !s->args)
 		return vy_fail(e, VY_ENOMEM, "free host memory", "cannot hold a launch");
-	bool grid = false, block = false;
+	bool grid = false, block = false, shared = false;
 	for (size_t i = 2; i < t->n; i++) {
 		const char *tok = t->tok[i];
-		if (!strncmp(tok, "grid=", 5)) {
+		if (!strcmp(tok, "grid=auto")) {
+			s->grid_auto = true;
+		} else if (!strncmp(tok, "n=", 2)) {
+			if (!parse_bytes(tok + 2, &s->count) || s->count == 0)
+				return vy_fail(e, VY_EINVAL, "write n=COUNT, the elements the kernel runs over (1 or more; K/M/G allowed)",
+					       "bad n '%s'", tok + 2);
+			s->has_count = true;
+		} else if (!strncmp(tok, "grid=", 5)) {
 			if (!parse_dims(tok + 5, s->grid))
 				return vy_fail(e, VY_EINVAL, "write grid=X[,Y[,Z]] with whole numbers from 1",
 					       "bad grid '%s'", tok + 5);
@@ -287,6 +296,7 @@ static vy_err parse_launch(line_tokens *t, vy_ctl_step *s, vy_error *e)
 				return vy_fail(e, VY_EINVAL, "write shared=BYTES, e.g. shared=4096", "bad shared '%s'",
 					       tok + 7);
 			s->shared = (uint32_t)v;
+			shared = true;
 		} else {
 			if (s->nargs == VY_CTL_MAX_ARGS)
 				return vy_fail(e, VY_EINVAL, "pass at most 256 arguments", "too many kernel arguments");
@@ -296,8 +306,22 @@ static vy_err parse_launch(line_tokens *t, vy_ctl_step *s, vy_error *e)
 			s->nargs++;
 		}
 	}
+	if (s->has_count) {
+		/* vyrefs chooses both, or the user does: never half of each. */
+		if (grid || block)
+			return vy_fail(e, VY_EINVAL, "give either n=COUNT (vyrefs chooses grid and block) or grid= and block=",
+				       "n= with %s", grid ? "grid=" : "block=");
+		if (shared)
+			return vy_fail(e, VY_EINVAL,
+				       "give grid= and block= for a kernel that takes dynamic shared memory",
+				       "n= with shared=: the occupancy choice assumes no dynamic shared memory");
+		return VY_OK;
+	}
+	if (s->grid_auto)
+		return vy_fail(e, VY_EINVAL, "write n=COUNT grid=auto, or give grid= a number",
+			       "grid=auto needs n=COUNT");
 	if (!grid || !block)
-		return vy_fail(e, VY_EINVAL, "write " USAGE_LAUNCH, "launch needs grid= and block=");
+		return vy_fail(e, VY_EINVAL, "write " USAGE_LAUNCH, "launch needs grid= and block=, or n=COUNT");
 	return VY_OK;
 }
 

@@ -1,6 +1,7 @@
 /* The control language's lexer and parser (see DESIGN.md):
  *
  *   launch MODULE.ENTRY grid=X[,Y[,Z]] block=X[,Y[,Z]] [shared=BYTES] [ARG ...]
+ *   launch MODULE.ENTRY n=COUNT [grid=auto] [ARG ...]
  *   fill PATH BYTE [OFFSET [LENGTH]]
  *   clear PATH
  *   copy SRC DST [SRC_OFFSET DST_OFFSET LENGTH]

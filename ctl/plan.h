@@ -29,9 +29,12 @@ typedef enum vy_step_kind { VY_STEP_LAUNCH, VY_STEP_FILL, VY_STEP_COPY } vy_step
 typedef struct vy_ctl_step {
 	vy_step_kind kind;
 	int line;
-	/* launch */
+	/* launch: grid= and block=, or n=COUNT (vyrefs chooses them from the
+	 * kernel's occupancy; grid=auto: at most one device-filling wave) */
 	char *module, *entry;
 	unsigned grid[3], block[3];
+	uint64_t count;
+	bool has_count, grid_auto;
 	uint32_t shared;
 	vy_ctl_arg *args;
 	size_t nargs;

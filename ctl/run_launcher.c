@@ -367,6 +367,8 @@ static vy_err lr_kernel(vy_runner *r, const char *module, const char *entry, vy_
 			info->max_threads = out.max_threads;
 			info->static_shared = out.static_shared;
 			info->max_dynamic_shared = out.max_dynamic_shared;
+			info->occ_block = out.occ_block;
+			info->occ_grid = out.occ_grid;
 			for (size_t i = 0; i < info->nparams; i++)
 				info->param_size[i] = out.param_size[i];
 		}

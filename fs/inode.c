@@ -4,6 +4,7 @@
 #include "fs/ctl_file.h"
 #include "fs/file.h"
 #include "fs/log.h"
+#include "fs/moddir.h"
 #include "fs/vyre.h"
 
 #include <malloc.h>
@@ -281,6 +282,8 @@ vy_err vy_fs_init(vy_fs *fs, vy_core *core, const vy_config *cfg, vy_error *e)
 			    : vy_fail(e, VY_ENOMEM, "free host memory", "cannot create the log's lock");
 	if (rc == VY_OK)
 		rc = vy_modules_open(fs->runner, &fs->modules, e);
+	if (rc == VY_OK)
+		vy_modules_set_maker(fs->modules, vy_moddir_make_builtin, fs);
 	if (rc == VY_OK)
 		rc = vy_vyre_build(fs, root, e);
 	if (rc != VY_OK)

@@ -2,6 +2,7 @@
 #include "fs/moddir.h"
 #include "fs/log.h"
 #include "ctl/nvrtc.h"
+#include "ctl/std.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -130,8 +131,29 @@ void vy_moddir_closed(vy_fs *fs, vy_inode *in)
 		unlist(fs, in);
 }
 
-/* A .cu module: compiled to PTX by NVRTC (ctl/nvrtc.c), or the reason
- * recorded as its log. Lock held. */
+/* CUDA C to PTX by NVRTC (ctl/nvrtc.c) for this device, with the mount's
+ * options and cache, counted in the stats. `name` is NAME.cu. */
+static vy_err compile_source(vy_fs *fs, const char *name, const char *src, char **ptx, size_t *len, char **log,
+			     vy_error *e)
+{
+	const vy_device_info *d = &fs->core->dev->info;
+	vy_nvrtc_job job = {.name = name,
+			    .src = src,
+			    .cflags = fs->cfg.kernel_cflags,
+			    .cc_major = d->cc_major,
+			    .cc_minor = d->cc_minor,
+			    .cache_dir = getenv("CUDA_CACHE_DISABLE") ? NULL : getenv("CUDA_CACHE_PATH")};
+	bool hit = false;
+	vy_err rc = vy_nvrtc_compile(&job, ptx, len, log, &hit, e);
+	if (rc == VY_OK && hit)
+		vy_telemetry_add(&fs->core->tel, compile_cache_hits, 1);
+	else if (rc == VY_OK)
+		vy_telemetry_add(&fs->core->tel, compiles, 1);
+	return rc;
+}
+
+/* A .cu module: compiled to PTX, or the reason recorded as its log. Lock
+ * held. */
 static vy_err compile(vy_fs *fs, vy_inode *in, char **ptx, size_t *len, vy_error *e)
 {
 	char *src = malloc(in->dlen + 1), *log = NULL;
@@ -141,24 +163,22 @@ static vy_err compile(vy_fs *fs, vy_inode *in, char **ptx, size_t *len, vy_error
 	src[in->dlen] = '\0';
 	char name[300];
 	snprintf(name, sizeof(name), "%s.cu", in->target);
-	const vy_device_info *d = &fs->core->dev->info;
-	vy_nvrtc_job job = {.name = name,
-			    .src = src,
-			    .cflags = fs->cfg.kernel_cflags,
-			    .cc_major = d->cc_major,
-			    .cc_minor = d->cc_minor,
-			    .cache_dir = getenv("CUDA_CACHE_DISABLE") ? NULL : getenv("CUDA_CACHE_PATH")};
-	bool hit = false;
 	vy_err rc = strlen(src) != in->dlen ? vy_fail(e, VY_EINVAL, "copy CUDA C source text", "'%s' holds NUL bytes", name)
-					   : vy_nvrtc_compile(&job, ptx, len, &log, &hit, e);
-	if (rc == VY_OK && hit)
-		vy_telemetry_add(&fs->core->tel, compile_cache_hits, 1);
-	else if (rc == VY_OK)
-		vy_telemetry_add(&fs->core->tel, compiles, 1);
-	else
+					   : compile_source(fs, name, src, ptx, len, &log, e);
+	if (rc != VY_OK)
 		vy_modules_failed(fs->modules, in->target, log ? log : e->msg, NULL);
 	free(log);
 	free(src);
+	return rc;
+}
+
+vy_err vy_moddir_make_builtin(void *ctx, const char *name, void **image, size_t *len, char **log, vy_error *e)
+{
+	if (strcmp(name, VY_STD_NAME) != 0)
+		return VY_ENOENT;
+	char *ptx = NULL;
+	vy_err rc = compile_source(ctx, VY_STD_NAME ".cu", vy_std_source, &ptx, len, log, e);
+	*image = ptx;
 	return rc;
 }
 

@@ -22,6 +22,10 @@ int vy_moddir_load(vy_fs *fs, vy_inode *in);
 /* At the last close: a module file that never loaded (say, created empty)
  * leaves the listing too. */
 void vy_moddir_closed(vy_fs *fs, vy_inode *in);
+/* The module registry's maker (ctl/modules.h) for the built-in module
+ * std: its source compiled like a NAME.cu (options, cache, stats); ctx is
+ * the vy_fs. */
+vy_err vy_moddir_make_builtin(void *ctx, const char *name, void **image, size_t *len, char **log, vy_error *e);
 /* Before its name goes (ns held): unload it and drop its log. 0 or EBUSY. */
 int vy_moddir_forget(vy_fs *fs, vy_inode *dir, vy_inode *in);
 

@@ -168,6 +168,8 @@ static vy_err op_kernel(launcher *l, vy_msg *m)
 			out.max_threads = info.max_threads;
 			out.static_shared = info.static_shared;
 			out.max_dynamic_shared = info.max_dynamic_shared;
+			out.occ_block = info.occ_block;
+			out.occ_grid = info.occ_grid;
 			for (size_t i = 0; i < info.nparams && i < VY_PROTO_PARAMS_MAX; i++)
 				out.param_size[i] = (uint32_t)info.param_size[i];
 		}

@@ -24,8 +24,10 @@
 
 #include "core/device.h"
 
+/* 2.0: a buffer is mapped as its pieces (map_in, client_map_out);
+ * 2.1: kernel_out carries the occupancy answer. */
 #define VY_PROTO_MAJOR 2
-#define VY_PROTO_MINOR 0
+#define VY_PROTO_MINOR 1
 /* No message is larger: a sequence of 1 MiB of text fits well within. */
 #define VY_PROTO_MSG_MAX (64u << 20)
 /* A buffer that grew in place is up to VY_CHUNKS_MAX allocations, one fd
@@ -118,8 +120,9 @@ typedef struct vy_kernel_out {
 	uint32_t nparams;
 	int32_t max_threads, static_shared, max_dynamic_shared;
 	uint32_t param_size[VY_PROTO_PARAMS_MAX];
+	int32_t occ_block, occ_grid; /* minor 1: vy_function_info's */
 } vy_kernel_out;
-_Static_assert(sizeof(vy_kernel_out) == 520 + 16 + 4 * 256, "vy_kernel_out layout");
+_Static_assert(sizeof(vy_kernel_out) == 520 + 16 + 4 * 256 + 8, "vy_kernel_out layout");
 
 /* Followed by nchunks uint64_t sizes, with one fd each: the exported
  * allocations, to be mapped back to back (core/span.h); `bytes` is their sum. */

@@ -2,7 +2,8 @@
 # CUDA C modules (.cu) compiled by NVRTC when closed (ctl/nvrtc.c): the
 # compile works without a GPU, the second copy and a remount compile nothing
 # (the cache, in stats), a syntax error fails the copy with the compiler's
-# line in NAME.log, and without NVRTC the refusal says what to install.
+# line in NAME.log, and without NVRTC the refusal says what to install. The
+# std module compiles the same way on its first use; n=COUNT refusals.
 . tests/fs/lib.sh
 
 nvrtc_here() {
@@ -62,6 +63,70 @@ test_syntax_error_fails_the_copy_with_its_line() {
 	assertFalse "not listed" "[ -e '$MNT/.vyre/modules/bad.cu' ]"
 	assertContains "$(grep bad "$VY_LOG")" "(Fix: "
 	rm -f "$MNT.bad.cu"
+}
+
+# The std module compiles on the host backend too (launches stay refused
+# there; on cuda they run): once, on the first launch that names it, and its
+# kernels are exactly the ones docs/ctl.md lists.
+test_std_compiles_on_first_use_with_the_documented_kernels() {
+	nvrtc_here || { skip_test "needs NVRTC (the CUDA toolkit's libnvrtc)"; return 0; }
+	truncate -s 64 "$MNT/y"
+	assertEquals "nothing compiled at mount" 0 "$(stat_of compiles)"
+	err=$( (echo "launch std.fill_f32 n=16 y f32:1 u64:16" >"$MNT/.vyre/ctl") 2>&1)
+	rc=$?
+	if [ "$backend" = host ]; then
+		assertNotEquals 0 $rc
+		assertContains "$err" "Invalid argument"
+		assertContains "$(tail -n 1 "$MNT/.vyre/log")" "launching needs the cuda backend"
+	else
+		assertEquals "the launch runs on the GPU: $err" 0 $rc
+	fi
+	assertEquals "compiled on first use" 1 "$(stat_of compiles)"
+	echo "launch std.sum_f32 n=16 grid=auto y y u64:16" >"$MNT/.vyre/ctl" 2>/dev/null
+	assertEquals "and only then" 1 "$(stat_of compiles)"
+	assertEquals "std is not listed" "" "$(ls "$MNT/.vyre/modules")"
+	ptx=$(ls "$CACHE"/vyrefs/nvrtc/*.ptx)
+	assertEquals "one PTX kept" 1 "$(echo "$ptx" | wc -l)"
+	kernels=$(sed -n 's/^\.visible \.entry \([a-z0-9_]*\)(.*/\1/p' $ptx | sort)
+	documented=$(grep -o 'std\.[a-z0-9_]\+' docs/ctl.md | sed 's/^std\.//' | sort -u | grep -vx -e cu -e ptx)
+	assertEquals "docs/ctl.md lists every std kernel" "$kernels" "$documented"
+	assertTrue "many kernels" "[ $(echo "$kernels" | wc -l) -ge 40 ]"
+	unmount_vyrefs
+	XDG_CACHE_HOME=$CACHE mount_vyrefs || fail "remount"
+	truncate -s 64 "$MNT/y"
+	echo "launch std.fill_f32 n=16 y f32:1 u64:16" >"$MNT/.vyre/ctl" 2>/dev/null
+	assertEquals "a remount finds it in the cache" "0 1" "$(stat_of compiles) $(stat_of compile_cache_hits)"
+}
+
+test_std_without_nvrtc_says_what_to_install() {
+	unmount_vyrefs
+	VYREFS_NVRTC=/nonexistent/libnvrtc.so XDG_CACHE_HOME=$CACHE mount_vyrefs || fail "mount"
+	truncate -s 64 "$MNT/y"
+	err=$( (echo "launch std.fill_f32 n=16 y f32:1 u64:16" >"$MNT/.vyre/ctl") 2>&1)
+	assertContains "$err" "Invalid argument"
+	log=$(tail -n 1 "$MNT/.vyre/log")
+	assertContains "$log" "the built-in module 'std': cannot compile std.cu: no NVRTC"
+	assertContains "$log" "(Fix: install NVRTC"
+	assertEquals 0 "$(stat_of compiles)"
+}
+
+# launch n=COUNT: what the parser and the validation refuse reaches the
+# writer as EINVAL, with the line and a Fix in the log.
+test_launch_n_refusals_say_how() {
+	truncate -s 64 "$MNT/y"
+	for bad in "launch std.fill_f32 n=0 y f32:1 u64:16|bad n '0'" \
+		"launch std.fill_f32 n=16 block=32 y f32:1 u64:16|n= with block=" \
+		"launch std.fill_f32 n=16 grid=8 y f32:1 u64:16|n= with grid=" \
+		"launch std.fill_f32 grid=auto block=32 y f32:1 u64:16|grid=auto needs n=COUNT" \
+		"launch std.fill_f32 n=16 shared=64 y f32:1 u64:16|n= with shared=" \
+		"launch std.fill_f32 y f32:1 u64:16|launch needs grid= and block=, or n=COUNT"; do
+		err=$( (echo "${bad%%|*}" >"$MNT/.vyre/ctl") 2>&1)
+		assertContains "${bad%%|*}" "$err" "Invalid argument"
+		log=$(tail -n 1 "$MNT/.vyre/log")
+		assertContains "$log" "error line 1: ${bad#*|}"
+		assertContains "$log" "(Fix: "
+	done
+	assertEquals "nothing ran" 0 "$(stat_of launches)"
 }
 
 test_without_nvrtc_the_refusal_says_what_to_install() {

@@ -70,6 +70,25 @@ static void launch_with_every_argument_form(void)
 	CHECK(!strcmp(s->args[0].path, "abs") && s->args[0].offset == 1024);
 }
 
+/* n=COUNT: vyrefs chooses grid and block (ctl/dims.c); grid=auto caps
+ * the grid for grid-stride kernels. */
+static void launch_with_an_element_count(void)
+{
+	CHECK_EQ(parse("launch std.fill_f32 n=1000003 y f32:1.5 u64:1000003\n"), VY_OK);
+	vy_ctl_step *s = &plan.steps[0];
+	CHECK(s->has_count && s->count == 1000003 && !s->grid_auto);
+	CHECK_EQ(s->nargs, 3);
+	CHECK(!strcmp(s->module, "std") && !strcmp(s->entry, "fill_f32"));
+	CHECK_EQ(parse("launch std.sum_f32 out grid=auto x n=1M u64:1048576\n"), VY_OK);
+	s = &plan.steps[0];
+	CHECK(s->has_count && s->count == 1048576 && s->grid_auto);
+	CHECK_EQ(s->nargs, 3); /* out x u64: the keywords are not arguments */
+	CHECK_EQ(parse("launch m.k n=0x10 a\n"), VY_OK);
+	CHECK_EQ(plan.steps[0].count, 16);
+	CHECK_EQ(parse("launch m.k grid=2 block=32 a\n"), VY_OK);
+	CHECK(!plan.steps[0].has_count && !plan.steps[0].grid_auto);
+}
+
 static void fill_clear_copy_forms(void)
 {
 	CHECK_EQ(parse("fill a 7\nfill b 0xff 16\nfill c 1 4K 1M\nclear d\ncopy x y\ncopy x y 1 2 3\n"), VY_OK);
@@ -152,6 +171,18 @@ static void every_error_class(void)
 	refused("launch saxpy grid=1 block=1\n", 1, "not MODULE.ENTRY", __LINE__);
 	refused("launch .k grid=1 block=1\n", 1, "not MODULE.ENTRY", __LINE__);
 	refused("launch m.k block=1\n", 1, "needs grid= and block=", __LINE__);
+	refused("launch m.k a\n", 1, "needs grid= and block=, or n=COUNT", __LINE__);
+	refused("launch m.k n=0 a\n", 1, "bad n '0'", __LINE__);
+	refused("launch m.k n= a\n", 1, "bad n ''", __LINE__);
+	refused("launch m.k n=-5 a\n", 1, "bad n '-5'", __LINE__);
+	refused("launch m.k n=lots a\n", 1, "bad n 'lots'", __LINE__);
+	refused("launch m.k n=18446744073709551616 a\n", 1, "bad n", __LINE__);
+	refused("launch m.k n=10 grid=4 a\n", 1, "n= with grid=", __LINE__);
+	refused("launch m.k n=10 block=32 a\n", 1, "n= with block=", __LINE__);
+	refused("launch m.k n=10 grid=auto block=32 a\n", 1, "n= with block=", __LINE__);
+	refused("launch m.k n=10 shared=1K a\n", 1, "n= with shared=", __LINE__);
+	refused("launch m.k grid=auto block=32 a\n", 1, "grid=auto needs n=COUNT", __LINE__);
+	refused("launch m.k grid=auto\n", 1, "grid=auto needs n=COUNT", __LINE__);
 	refused("launch m.k grid=0 block=1\n", 1, "bad grid '0'", __LINE__);
 	refused("launch m.k grid=1,2,3,4 block=1\n", 1, "bad grid", __LINE__);
 	refused("launch m.k grid=1, block=1\n", 1, "bad grid", __LINE__);
@@ -200,6 +231,7 @@ int main(void)
 {
 	static const vy_test_case cases[] = {
 		TEST_CASE(launch_with_every_argument_form),
+		TEST_CASE(launch_with_an_element_count),
 		TEST_CASE(fill_clear_copy_forms),
 		TEST_CASE(comments_blanks_and_quotes),
 		TEST_CASE(repeat_groups),
