@@ -123,6 +123,9 @@ typedef struct vy_fs {
 	_Atomic unsigned wb_slots; /* write-behind slots held, all files */
 	_Atomic unsigned ra_chunks; /* readahead chunks held, all files */
 	vy_xattr_budget xattr_budget; /* every inode's xattrs count here */
+	/* The kernel enforces POSIX ACLs (FUSE_POSIX_ACL, with FUSE_DONT_MASK:
+	 * the umask is ours to apply); set at INIT, before any other request. */
+	bool acl;
 } vy_fs;
 
 /* Attribute and entry timeouts for the kernel (seconds). */

@@ -98,6 +98,11 @@ static bool caller_in_group(fuse_req_t req, gid_t gid)
 	return in;
 }
 
+bool vy_session_in_group(fuse_req_t req, gid_t gid)
+{
+	return caller_in_group(req, gid);
+}
+
 bool vy_session_may_write(fuse_req_t req, mode_t mode, uid_t uid, gid_t gid)
 {
 	const struct fuse_ctx *c = fuse_req_ctx(req);
