@@ -107,7 +107,7 @@ $(BUILD)/tests/fs/%: tests/fs/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $< $(LDLIBS)
 
-$(BUILD)/bench/nullfs: $(BUILD)/bench/nullfs.o $(BUILD)/fs/session.o $(BUILD)/fs/session_loop.o
+$(BUILD)/bench/nullfs: $(BUILD)/bench/nullfs.o $(BUILD)/fs/session.o $(BUILD)/fs/session_loop.o $(BUILD)/fs/statx.o
 	$(CC) $(CFLAGS) -o $@ $^ $(PKG_LIBS) $(LDLIBS)
 
 $(BUILD)/bench/poolbench: $(BUILD)/bench/poolbench.o $(CORE_LIB)

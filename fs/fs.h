@@ -51,6 +51,7 @@ typedef struct vy_inode {
 	uid_t uid;
 	gid_t gid;
 	struct timespec atime, mtime, ctime;
+	struct timespec btime; /* creation (statx's btime): never changes */
 	/* chattr flags (FS_IOC_SETFLAGS), meta: FS_IMMUTABLE_FL,
 	 * FS_APPEND_FL, FS_NODUMP_FL, FS_NOATIME_FL, as tmpfs keeps. The
 	 * kernel does not see them on a FUSE inode: vyrefs enforces i and a. */

@@ -5,6 +5,7 @@
 #include "fs/acl.h"
 #include "fs/acl_inode.h"
 #include "fs/session.h"
+#include "fs/statx.h"
 #include "fs/ctl_file.h"
 #include "fs/moddir.h"
 #include "core/transfer.h"
@@ -204,6 +205,7 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	pthread_rwlock_rdlock(&in->lock);
 	vy_inode_stat(fs, in, &st);
 	pthread_rwlock_unlock(&in->lock);
+	vy_statx_btime(&in->btime); /* for a statx asking for it (statx.h) */
 	fuse_reply_attr(req, &st, attr_timeout(in));
 }
 

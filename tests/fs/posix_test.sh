@@ -524,4 +524,39 @@ test_acls_count_in_the_xattr_budget() {
 	assertContains "$(getfacl -cn "$MNT/d/again" 2>/dev/null)" "user:5:r--"
 }
 
+# btime_steps DIR: statx's creation time (btime) of a file, a directory and
+# a FIFO: there, between the times around its making, and unchanged by a
+# write, chmod, chown, utimes, rename, link and the kernel forgetting it.
+btime_steps() {
+	local d=$1 t0 t1 n b
+	t0=$(date +%s%N)
+	printf 'x' >"$d/f" && mkdir "$d/dir" && mkfifo "$d/p"
+	t1=$(date +%s%N)
+	for n in f dir p; do
+		b=$(stat -c %w "$d/$n")
+		[ "$b" != - ] || { echo "$n: no btime"; continue; } # stat's word for none
+		b=$(date -d "$b" +%s%N)
+		echo "$n: made then $([ "$b" -ge "$((t0 / 1000000000 * 1000000000))" ] && [ "$b" -le "$t1" ] && echo yes || echo "no: $t0 <= $b <= $t1")"
+	done
+	b=$(stat -c %w "$d/f")
+	sleep 1.1
+	printf 'more' >>"$d/f" && chmod 600 "$d/f" && chown 5:5 "$d/f" && touch -d @1000000000 "$d/f" &&
+		mv "$d/f" "$d/g" && ln "$d/g" "$d/h" && echo 2 >/proc/sys/vm/drop_caches || echo "a step failed"
+	echo "after changes: $([ "$(stat -c %w "$d/g")" = "$b" ] && [ "$(stat -c %w "$d/h")" = "$b" ] && echo same || echo "moved: $b -> $(stat -c %w "$d/g")")"
+	printf 'y' >"$d/later"
+	echo "later file later: $([ "$(stat -c %W "$d/later")" -gt "$(stat -c %W "$d/g")" ] && echo yes || echo no)"
+}
+
+test_statx_btime_is_the_creation_time_as_on_tmpfs() {
+	mount_tmpfs
+	local want
+	want=$(btime_steps "$TMPFS")
+	assertEquals "$(printf 'f: made then yes\ndir: made then yes\np: made then yes\nafter changes: same\nlater file later: yes')" "$want"
+	assertEquals "$want" "$(btime_steps "$MNT")"
+	# libfuse's own loop (idle_threads=0) replies from the reading thread too.
+	unmount_vyrefs
+	mount_vyrefs "idle_threads=0" || fail "mount"
+	assertEquals "libfuse's loop" "$want" "$(btime_steps "$MNT")"
+}
+
 . "${SHUNIT2:-/usr/bin/shunit2}"
