@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # POSIX and Linux filesystem behaviour as tmpfs gives it (issue 19): special
 # files, long names, EFBIG, readdir under renames, coherence after direct
-# writes, suid/sgid clearing, file handles.
+# writes, suid/sgid clearing, file handles, POSIX ACLs, statx btime, and an
+# NFS export (skipped, with the reason, where the kernel has no nfsd).
 . tests/fs/lib.sh
 PROBE=${BUILD}/tests/fs/posix_probe
 WORK=""
