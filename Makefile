@@ -53,7 +53,7 @@ UNIT_SRC   := $(wildcard tests/unit/test_*.c)
 UNIT_BIN   := $(UNIT_SRC:%.c=$(BUILD)/%)
 GPU_SRC    := $(wildcard tests/gpu/test_*.c)
 GPU_BIN    := $(GPU_SRC:%.c=$(BUILD)/%)
-UNIT_LIB   := $(BUILD)/tests/unit/support.o $(BUILD)/fs/dir.o $(BUILD)/fs/xattr.o
+UNIT_LIB   := $(BUILD)/tests/unit/support.o $(BUILD)/fs/dir.o $(BUILD)/fs/xattr.o $(BUILD)/fs/acl.o
 CORE_LIB   := $(BUILD)/libvycore.a
 # bench/: the null FUSE fs, the timed loops, the store's pool figures, and
 # (with cuda.h) the raw driver program.
@@ -110,7 +110,7 @@ $(BUILD)/tests/fs/%: tests/fs/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $< $(LDLIBS)
 
-$(BUILD)/bench/nullfs: $(BUILD)/bench/nullfs.o $(BUILD)/fs/session.o $(BUILD)/fs/session_loop.o
+$(BUILD)/bench/nullfs: $(BUILD)/bench/nullfs.o $(BUILD)/fs/session.o $(BUILD)/fs/session_loop.o $(BUILD)/fs/statx.o
 	$(CC) $(CFLAGS) -o $@ $^ $(PKG_LIBS) $(LDLIBS)
 
 $(BUILD)/bench/poolbench: $(BUILD)/bench/poolbench.o $(CORE_LIB)

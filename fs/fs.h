@@ -51,6 +51,7 @@ typedef struct vy_inode {
 	uid_t uid;
 	gid_t gid;
 	struct timespec atime, mtime, ctime;
+	struct timespec btime; /* creation (statx's btime): never changes */
 	/* chattr flags (FS_IOC_SETFLAGS), meta: FS_IMMUTABLE_FL,
 	 * FS_APPEND_FL, FS_NODUMP_FL, FS_NOATIME_FL, as tmpfs keeps. The
 	 * kernel does not see them on a FUSE inode: vyrefs enforces i and a. */
@@ -123,6 +124,9 @@ typedef struct vy_fs {
 	_Atomic unsigned wb_slots; /* write-behind slots held, all files */
 	_Atomic unsigned ra_chunks; /* readahead chunks held, all files */
 	vy_xattr_budget xattr_budget; /* every inode's xattrs count here */
+	/* The kernel enforces POSIX ACLs (FUSE_POSIX_ACL, with FUSE_DONT_MASK:
+	 * the umask is ours to apply); set at INIT, before any other request. */
+	bool acl;
 } vy_fs;
 
 /* Attribute and entry timeouts for the kernel (seconds). */

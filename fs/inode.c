@@ -39,7 +39,7 @@ vy_inode *vy_inode_new(vy_fs *fs, vy_kind kind, mode_t mode, uid_t uid, gid_t gi
 	in->uid = uid;
 	in->gid = gid;
 	vy_now(&in->mtime);
-	in->atime = in->ctime = in->mtime;
+	in->atime = in->ctime = in->btime = in->mtime;
 	if (kind == VY_DIR)
 		vy_dir_init(&in->dir);
 	if (!vy_u64map_put(&fs->inodes, in->ino, in)) {

@@ -2,7 +2,10 @@
  * Core errors become errnos here (vy_err_errno); the full message of a
  * failure the user must act on (ENOSPC, device errors) goes to the log. */
 #include "fs/ops.h"
+#include "fs/acl.h"
+#include "fs/acl_inode.h"
 #include "fs/session.h"
+#include "fs/statx.h"
 #include "fs/ctl_file.h"
 #include "fs/moddir.h"
 #include "core/transfer.h"
@@ -105,6 +108,14 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	 * looks up "." of a node id it has forgotten, ".." of a directory. */
 	if (conn->capable & FUSE_CAP_EXPORT_SUPPORT)
 		conn->want |= FUSE_CAP_EXPORT_SUPPORT;
+	/* POSIX ACLs, as tmpfs: the kernel enforces them from the
+	 * system.posix_acl_* xattrs and leaves keeping them, the mode in step
+	 * and inheritance to us (fs/acl_inode.c). With a default ACL the umask
+	 * does not apply, so the kernel must leave it to us too (DONT_MASK). */
+	if ((conn->capable & FUSE_CAP_POSIX_ACL) && (conn->capable & FUSE_CAP_DONT_MASK)) {
+		conn->want |= FUSE_CAP_POSIX_ACL | FUSE_CAP_DONT_MASK;
+		fs->acl = true;
+	}
 }
 
 /* Names over NAME_MAX_LEN bytes: ENAMETOOLONG in every operation that takes
@@ -194,6 +205,7 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	pthread_rwlock_rdlock(&in->lock);
 	vy_inode_stat(fs, in, &st);
 	pthread_rwlock_unlock(&in->lock);
+	vy_statx_btime(&in->btime); /* for a statx asking for it (statx.h) */
 	fuse_reply_attr(req, &st, attr_timeout(in));
 }
 
@@ -270,6 +282,12 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 	if ((to_set & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)) && in->kind != VY_DIR) {
 		pthread_rwlock_wrlock(&in->lock);
 		kill_caps(in);
+		pthread_rwlock_unlock(&in->lock);
+	}
+	if ((to_set & FUSE_SET_ATTR_MODE) && fs->acl) {
+		/* The access ACL follows a chmod (the kernel forgets its copy). */
+		pthread_rwlock_wrlock(&in->lock);
+		vy_acl_inode_chmod(in, attr->st_mode);
 		pthread_rwlock_unlock(&in->lock);
 	}
 	pthread_mutex_lock(&in->meta);
@@ -367,8 +385,16 @@ static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name, vy_ki
 		}
 		pthread_mutex_unlock(&p->meta);
 	}
+	/* The directory's default ACL, or the umask (the kernel leaves both
+	 * to us with ACLs on); a symlink's mode is always 0777. */
+	vy_acl_new acls = {0};
+	if (!err && fs->acl && kind != VY_SYMLINK)
+		err = vy_acl_inode_inherit(p, ctx->umask, &mode, &acls);
 	if (!err && !(in = vy_inode_new(fs, kind, mode, ctx->uid, gid)))
 		err = ENOMEM;
+	if (!err && (acls.access || acls.dflt))
+		err = vy_acl_inode_give(in, &acls); /* ENOSPC past xattr_budget */
+	vy_acl_new_free(&acls);
 	if (!err && !tmpfile && !vy_dir_add(&p->dir, name, in->ino))
 		err = ENOMEM; /* the nameless inode is reaped below */
 	if (err) {
@@ -538,17 +564,30 @@ static void reparent(vy_inode *in, vy_inode *from, vy_inode *to)
 }
 
 /* A whiteout (what overlayfs leaves over a lower file): a character device
- * 0:0 of mode 0, the caller's (a setgid directory's group). NULL without
- * memory. ns held. */
-static vy_inode *whiteout(vy_fs *fs, vy_inode *dir, const struct fuse_ctx *ctx)
+ * 0:0 of mode 0, the caller's (a setgid directory's group), with the ACL a
+ * default ACL of the directory gives it, as tmpfs makes it (a mknod). 0 or
+ * an errno (ENOMEM, ENOSPC past xattr_budget). ns held. */
+static int whiteout(vy_fs *fs, vy_inode *dir, const struct fuse_ctx *ctx, vy_inode **out)
 {
 	pthread_mutex_lock(&dir->meta);
 	gid_t gid = dir->mode & S_ISGID ? dir->gid : ctx->gid;
 	pthread_mutex_unlock(&dir->meta);
-	vy_inode *wh = vy_inode_new(fs, VY_SPECIAL, S_IFCHR, ctx->uid, gid);
-	if (wh)
-		wh->rdev = makedev(0, 0);
-	return wh;
+	mode_t mode = S_IFCHR;
+	vy_acl_new acls = {0};
+	int err = fs->acl ? vy_acl_inode_inherit(dir, 0, &mode, &acls) : 0;
+	vy_inode *wh = err ? NULL : vy_inode_new(fs, VY_SPECIAL, mode, ctx->uid, gid);
+	if (!err && !wh)
+		err = ENOMEM;
+	if (!err && (acls.access || acls.dflt))
+		err = vy_acl_inode_give(wh, &acls);
+	vy_acl_new_free(&acls);
+	if (err && wh)
+		vy_inode_reap(fs, wh); /* no name, no reference: freed */
+	if (err)
+		return err;
+	wh->rdev = makedev(0, 0);
+	*out = wh;
+	return 0;
 }
 
 static int do_rename(vy_fs *fs, const struct fuse_ctx *ctx, fuse_ino_t parent, const char *name,
@@ -602,8 +641,11 @@ static int do_rename(vy_fs *fs, const struct fuse_ctx *ctx, fuse_ino_t parent, c
 		vy_inode *wh = NULL;
 		if ((flags & RENAME_WHITEOUT) && fs->inodes.count >= fs->cfg.max_inodes)
 			return ENOSPC;
-		if ((flags & RENAME_WHITEOUT) && !(wh = whiteout(fs, p, ctx)))
-			return ENOMEM;
+		if (flags & RENAME_WHITEOUT) {
+			int werr = whiteout(fs, p, ctx, &wh);
+			if (werr)
+				return werr;
+		}
 		if (target) {
 			/* Take over the target's entry: no allocation, so
 			 * nothing can fail past this point. */
@@ -1085,14 +1127,17 @@ static bool vyre_xattr(const vy_fs *fs, const vy_inode *in, const char *name, bo
 	return true;
 }
 
-static int xattr_name_ok(const char *name)
+static int xattr_name_ok(const vy_fs *fs, const char *name)
 {
 	if (!strncmp(name, VYRE_XATTR_PREFIX, strlen(VYRE_XATTR_PREFIX)))
 		return EPERM; /* vyrefs's own, read-only */
 	/* As tmpfs: user., trusted. (the kernel lets only CAP_SYS_ADMIN at
-	 * them; overlayfs keeps its own there) and security. (file
-	 * capabilities, LSM labels). system. (POSIX ACLs) is not stored:
-	 * without FUSE_CAP_POSIX_ACL the kernel would not enforce them. */
+	 * them; overlayfs keeps its own there), security. (file
+	 * capabilities, LSM labels), and the two POSIX ACLs of system. when
+	 * the kernel enforces them (FUSE_CAP_POSIX_ACL); stored without it,
+	 * they would look enforced and not be. */
+	if (fs->acl && vy_acl_name(name))
+		return 0;
 	if (strncmp(name, "user.", 5) != 0 && strncmp(name, "trusted.", 8) != 0 && strncmp(name, "security.", 9) != 0)
 		return EOPNOTSUPP;
 	return 0;
@@ -1101,13 +1146,19 @@ static int xattr_name_ok(const char *name)
 static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value, size_t size,
 			int flags)
 {
-	vy_inode *in = vy_fs_inode(fs_of(req), ino);
-	int err = in ? xattr_name_ok(name) : ENOENT;
+	vy_fs *fs = fs_of(req);
+	vy_inode *in = vy_fs_inode(fs, ino);
+	int err = in ? xattr_name_ok(fs, name) : ENOENT;
 	if (!err && in->fixed && in->ino != FUSE_ROOT_ID)
 		err = EPERM;
 	if (!err && frozen(in, true))
 		err = EPERM; /* chattr +i or +a */
-	if (!err) {
+	bool mode_changed = false;
+	if (!err && vy_acl_name(name)) {
+		err = vy_acl_inode_set(req, in, name, value, size, flags, &mode_changed);
+		if (!err && mode_changed) /* the kernel's cached mode goes */
+			fuse_lowlevel_notify_inval_inode(fs->se, in->ino, -1, 0);
+	} else if (!err) {
 		pthread_rwlock_wrlock(&in->lock);
 		err = vy_xattrs_set(&in->xattrs, name, value, size, flags);
 		pthread_rwlock_unlock(&in->lock);
@@ -1187,8 +1238,9 @@ static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 
 static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 {
-	vy_inode *in = vy_fs_inode(fs_of(req), ino);
-	int err = in ? xattr_name_ok(name) : ENOENT;
+	vy_fs *fs = fs_of(req);
+	vy_inode *in = vy_fs_inode(fs, ino);
+	int err = in ? xattr_name_ok(fs, name) : ENOENT;
 	if (!err && in->fixed && in->ino != FUSE_ROOT_ID)
 		err = EPERM;
 	if (!err && frozen(in, true))

@@ -1,6 +1,7 @@
 /* The FUSE connection settings and request loop vyrefs and bench/nullfs
  * share (see session.h). */
 #include "fs/session.h"
+#include "fs/statx.h"
 
 #include <errno.h>
 #include <linux/fuse.h>
@@ -41,6 +42,7 @@ static ssize_t io_read(int fd, void *buf, size_t len, void *userdata)
 		 * that name (vy_session_tmpfile_name). */
 		((struct fuse_in_header *)buf)->opcode = FUSE_CREATE;
 	}
+	vy_statx_request(buf, n); /* FUSE_STATX: a GETATTR whose reply gets btime (statx.h) */
 	if (n >= (ssize_t)(sizeof(*in) + sizeof(struct fuse_init_in)) && in->opcode == FUSE_INIT) {
 		const struct fuse_init_in *arg = (const void *)(in + 1);
 		atomic_store(&init_offered, (arg->flags & FUSE_HANDLE_KILLPRIV_V2) != 0);
@@ -62,6 +64,9 @@ static ssize_t io_writev(int fd, struct iovec *iov, int count, void *userdata)
 	}
 	if (iov[0].iov_len >= sizeof(*out) && out->unique != 0) /* a reply, not a notification */
 		vy_session_replying();
+	ssize_t res;
+	if (vy_statx_reply(fd, iov, count, &res))
+		return res;
 	return writev(fd, iov, count);
 }
 
@@ -96,6 +101,11 @@ static bool caller_in_group(fuse_req_t req, gid_t gid)
 	if (list != small)
 		free(list);
 	return in;
+}
+
+bool vy_session_in_group(fuse_req_t req, gid_t gid)
+{
+	return caller_in_group(req, gid);
 }
 
 bool vy_session_may_write(fuse_req_t req, mode_t mode, uid_t uid, gid_t gid)

@@ -31,6 +31,9 @@ mode_t vy_session_kill_suid(fuse_req_t req, mode_t mode, gid_t gid, bool chown);
 /* Whether the request's caller may write a file of this mode and owner
  * (uid 0 may write anything, as for CAP_DAC_OVERRIDE). */
 bool vy_session_may_write(fuse_req_t req, mode_t mode, uid_t uid, gid_t gid);
+/* Whether the request's caller is in group `gid`: its fs gid or one of its
+ * supplementary groups. */
+bool vy_session_in_group(fuse_req_t req, gid_t gid);
 
 /* Serve requests until unmount or a signal; 0, or a negative errno.
  * waiting >= 2: once requests come one at a time, at most that many idle

@@ -31,6 +31,7 @@ if [ "$mode" = test ]; then
 	# numpy for the mapping suite (tests/client): Debian's python3 and its numpy
 	{ python3 -c 'import numpy' || /usr/bin/python3 -c 'import numpy'; } >/dev/null 2>&1 || missing+=(python3-numpy)
 	command -v getfattr >/dev/null 2>&1 || missing+=(attr)
+	command -v setfacl >/dev/null 2>&1 || missing+=(acl)      # the POSIX ACL tests
 	command -v rsync >/dev/null 2>&1 || missing+=(rsync)
 	command -v pgrep >/dev/null 2>&1 || missing+=(procps)   # the daemon-gone checks
 	command -v groff >/dev/null 2>&1 || missing+=(groff-base) # the man page check
