@@ -33,6 +33,9 @@ static void fx_open(fixture *f)
 	vy_test_core_options(&o);
 	f->d = vy_test_device_open_shared();
 	f->g = f->d->base.info.share_granularity;
+	/* The core's streams and one a test makes beside them: the driver
+	 * keeps the memory of the most streams a context had (device.h). */
+	vy_test_warm_streams(&f->d->base, o.streams + 1);
 	if (f->d->base.ops->mem_info(&f->d->base, &f->free0, &total, &e) != VY_OK ||
 	    vy_core_attach(&f->d->base, &o, &f->c, &e) != VY_OK) {
 		fprintf(stderr, "fixture: %s\n", e.msg);
