@@ -24,7 +24,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			const vy_ctl_step *s = &plan.steps[i];
 			if (!s->path && s->kind != VY_STEP_LAUNCH)
 				abort();
-			if (s->kind == VY_STEP_LAUNCH && (!s->module || !s->entry || s->grid[0] == 0 || s->block[0] == 0))
+			/* A launch has grid= and block=, or n=COUNT for vyrefs to
+			 * choose them (ctl/dims.c). */
+			if (s->kind == VY_STEP_LAUNCH &&
+			    (!s->module || !s->entry || (!s->has_count && (s->grid[0] == 0 || s->block[0] == 0))))
 				abort();
 		}
 		(void)vy_ctl_plan_steps(&plan);
