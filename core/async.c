@@ -11,8 +11,12 @@ static vy_err start(vy_core *c, vy_async *a, vy_handle h, uint64_t off, uint64_t
 	vy_err rc = vy_store_pin_many(c->store, &h, 1, &v, e);
 	if (rc != VY_OK)
 		return rc;
-	if (!vy_range_within(off, len, v.len)) {
+	if (!vy_range_within(off, len, v.len) || (to_device && !vy_store_backed(c->store, h, off, len))) {
 		vy_store_unpin_many(c->store, &h, 1, NULL);
+		if (vy_range_within(off, len, v.len))
+			return vy_fail(e, VY_EINTERNAL, "report this bug; nothing was written",
+				       "a write of %llu bytes at offset %llu of resident handle %llu falls in a hole",
+				       (unsigned long long)len, (unsigned long long)off, (unsigned long long)h);
 		return vy_fail(e, VY_ERANGE, "keep offset + length within the buffer's size",
 			       "a copy of %llu bytes at offset %llu overruns resident handle %llu of %llu bytes",
 			       (unsigned long long)len, (unsigned long long)off, (unsigned long long)h,

@@ -121,7 +121,35 @@ static vy_err share_copy(void *ctx, vy_dptr dst, vy_dptr src, uint64_t len, vy_e
 	return rc;
 }
 
+/* New memory for a hole: zeros, on a stream of the core, then a wait. */
+static vy_err hole_zero(void *ctx, vy_dptr p, uint64_t len, vy_error *e)
+{
+	vy_core *c = ctx;
+	vy_stream *s;
+	vy_err rc = vy_streams_acquire(&c->streams, &s, e);
+	if (rc != VY_OK)
+		return rc;
+	rc = c->dev->ops->memset8(c->dev, s, p, 0, len, e);
+	if (rc == VY_OK) {
+		vy_telemetry_add(&c->tel, memset_ops, 1);
+		vy_telemetry_add(&c->tel, memset_bytes, len);
+	}
+	vy_error err;
+	vy_err sync = vy_core_sync(c, s, &err);
+	vy_error_keep_first(&rc, sync, e, &err);
+	if (sync == VY_OK)
+		vy_streams_release(&c->streams, s);
+	return rc;
+}
+
+vy_err vy_core_back(vy_core *c, vy_handle h, uint64_t off, uint64_t len, vy_buffer_view *out, vy_error *e)
+{
+	return vy_store_back(c->store, h, off, len, hole_zero, c, out, e);
+}
+
 vy_err vy_core_share(vy_core *c, vy_handle h, vy_error *e)
 {
-	return vy_store_share(c->store, h, share_copy, c, e);
+	/* Another process maps every byte: holes get memory first. */
+	vy_err rc = vy_core_back(c, h, 0, UINT64_MAX, NULL, e);
+	return rc == VY_OK ? vy_store_share(c->store, h, share_copy, c, e) : rc;
 }

@@ -43,10 +43,14 @@ vy_err vy_core_attach(vy_device *dev, const vy_core_options *o, vy_core **out, v
 /* Free every buffer, drain pool and staging, and close what the core owns. */
 vy_err vy_core_close(vy_core *c, vy_error *e);
 
-/* Make buffer `h` shareable with another process: a small buffer moves to
- * memory of its own by a device-to-device copy (vy_store_share). The caller
- * keeps everything else off the buffer meanwhile. */
+/* Make buffer `h` shareable with another process: its holes get memory
+ * (vy_core_back), and a small buffer moves to memory of its own by a
+ * device-to-device copy (vy_store_share). The caller keeps everything else
+ * off the buffer meanwhile. */
 vy_err vy_core_share(vy_core *c, vy_handle h, vy_error *e);
+/* Memory, zeroed, for every hole of [off, off + len) of `h` (core/view.h);
+ * `out` (may be NULL) is the buffer after. */
+vy_err vy_core_back(vy_core *c, vy_handle h, uint64_t off, uint64_t len, vy_buffer_view *out, vy_error *e);
 
 /* Sync a stream, counted as a sync point. */
 vy_err vy_core_sync(vy_core *c, vy_stream *s, vy_error *e);

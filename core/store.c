@@ -3,6 +3,7 @@
 #include "core/checked.h"
 #include "core/pool.h"
 #include "core/u64map.h"
+#include "core/view.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -15,12 +16,6 @@
 
 #define FIX_FREE "delete or truncate files to free device memory, or raise resident_budget"
 
-/* One shareable allocation of a buffer that grew in place. */
-typedef struct store_chunk {
-	vy_dptr p;
-	uint64_t bytes;
-} store_chunk;
-
 typedef struct store_buffer {
 	vy_handle id;
 	vy_dptr ptr;
@@ -31,13 +26,11 @@ typedef struct store_buffer {
 	uint32_t exports; /* mappings another process may hold */
 	bool untrusted;   /* exported to a client: its memory is never reused */
 	bool doomed; /* freed while pinned or exported: released at the last */
-	/* A buffer that grew in place is several shareable allocations, mapped
-	 * back to back in a view of `reserved` bytes at ptr (room to grow
-	 * without moving it). With no view (reserved 0) it is the one
-	 * allocation at ptr, and chunk is unused. */
-	uint64_t reserved;
-	uint32_t nchunks;
-	store_chunk *chunk; /* VY_CHUNKS_MAX of them, once it has a view */
+	/* A buffer that grew in place or has holes is pieces in a view
+	 * (core/view.h): ptr is then the view's, len its length, alloc the sum
+	 * of its pieces. With no view (view.ptr 0) it is the one allocation at
+	 * ptr. */
+	vy_view view;
 } store_buffer;
 
 struct vy_store {
@@ -53,6 +46,7 @@ struct vy_store {
 	uint64_t budget;
 	uint64_t resident;
 	uint64_t live;
+	vy_zeros zeros; /* the granule every hole maps */
 };
 
 static void publish(vy_store *s)
@@ -61,31 +55,44 @@ static void publish(vy_store *s)
 	vy_telemetry_set(s->tel, resident_buffers, s->live);
 }
 
+/* A buffer's pieces: those of its view once it has one (the view's
+ * addresses may be gone already, as in a release), else its allocation. */
 static uint32_t chunks_of(const store_buffer *b)
 {
-	return b->reserved ? b->nchunks : 1;
+	return b->view.piece ? b->view.n : 1;
 }
 
-static store_chunk chunk_at(const store_buffer *b, uint32_t i)
+static vy_piece chunk_at(const store_buffer *b, uint32_t i)
 {
-	return b->reserved ? b->chunk[i] : (store_chunk){.p = b->ptr, .bytes = b->alloc};
+	return b->view.piece ? b->view.piece[i] : (vy_piece){.off = 0, .p = b->ptr, .bytes = b->alloc};
 }
 
-/* Take the view's mappings away (not the chunks). Nothing of this
- * process may still use the view's addresses: wait for the device first. */
-static vy_err unmap_view(vy_store *s, vy_dptr view, uint64_t reserved, const store_chunk *chunk, uint32_t n,
-			 vy_error *e)
+/* The zero granule, made when the first hole needs it: shareable memory
+ * set to zeros once (a memset on the default stream, then a wait). It is
+ * the mount's, outside the budget, and goes when no hole maps it. */
+static vy_err zeros_ready(vy_store *s, vy_error *e)
 {
-	vy_err first = s->dev->ops->synchronize(s->dev, e);
-	uint64_t off = 0;
-	for (uint32_t i = 0; i < n; i++) {
-		vy_err rc = s->dev->share->unmap(s->dev, view + off, chunk[i].bytes, first == VY_OK ? e : NULL);
-		if (first == VY_OK)
-			first = rc;
-		off += chunk[i].bytes;
+	if (s->zeros.p)
+		return VY_OK;
+	vy_dptr p;
+	vy_err rc = s->dev->ops->alloc(s->dev, s->zeros.g, &p, e);
+	if (rc != VY_OK)
+		return rc;
+	rc = s->dev->ops->memset8(s->dev, NULL, p, 0, s->zeros.g, e);
+	if (rc == VY_OK)
+		rc = s->dev->ops->synchronize(s->dev, e);
+	if (rc != VY_OK) {
+		s->dev->ops->free(s->dev, p, NULL);
+		return rc;
 	}
-	vy_err rc = s->dev->share->unreserve(s->dev, view, reserved, first == VY_OK ? e : NULL);
-	return first == VY_OK ? rc : first;
+	s->zeros.p = p;
+	return VY_OK;
+}
+
+static void zeros_idle(vy_store *s)
+{
+	if (s->zeros.p && s->zeros.maps == 0 && s->dev->ops->free(s->dev, s->zeros.p, NULL) == VY_OK)
+		s->zeros.p = 0;
 }
 
 vy_err vy_store_open(vy_device *dev, vy_telemetry *tel, const vy_store_options *opt, vy_store **out, vy_error *e)
@@ -114,6 +121,7 @@ vy_err vy_store_open(vy_device *dev, vy_telemetry *tel, const vy_store_options *
 	s->next_id = 1;
 	s->total = total;
 	s->budget = budget;
+	s->zeros.g = dev->info.share_granularity;
 	vy_u64map_init(&s->buffers);
 	vy_pool_init(&s->pool, dev, tel, opt->pool_cap == VY_POOL_CAP_DEFAULT ? total / 32 : opt->pool_cap);
 	publish(s);
@@ -134,7 +142,7 @@ vy_err vy_store_close(vy_store *s, vy_error *e)
 		if (b->inflight)
 			pinned++;
 		vy_error err;
-		vy_err rc = b->reserved ? unmap_view(s, b->ptr, b->reserved, b->chunk, b->nchunks, &err) : VY_OK;
+		vy_err rc = vy_view_drop(s->dev, &b->view, &s->zeros, &err);
 		for (uint32_t i = 0; i < chunks_of(b); i++) {
 			vy_error ferr;
 			vy_err frc = s->dev->ops->free(s->dev, chunk_at(b, i).p, &ferr);
@@ -150,10 +158,11 @@ vy_err vy_store_close(vy_store *s, vy_error *e)
 			if (e)
 				*e = err;
 		}
-		free(b->chunk);
+		free(b->view.piece);
 		free(b);
 	}
 	vy_u64map_destroy(&s->buffers);
+	zeros_idle(s);
 	s->resident = 0;
 	s->live = 0;
 	publish(s);
@@ -307,9 +316,10 @@ static vy_err release(vy_store *s, store_buffer *b, vy_error *e)
 	}
 	publish(s);
 	vy_error perr;
-	vy_err prc = b->reserved ? unmap_view(s, b->ptr, b->reserved, b->chunk, b->nchunks, &perr) : VY_OK;
+	vy_err prc = vy_view_drop(s->dev, &b->view, &s->zeros, &perr);
+	zeros_idle(s);
 	for (uint32_t i = 0; i < chunks_of(b); i++) {
-		store_chunk c = chunk_at(b, i);
+		vy_piece c = chunk_at(b, i);
 		vy_error gerr;
 		vy_err grc = give_back(s, b->untrusted, c.p, c.bytes, &gerr);
 		if (grc != VY_OK && prc == VY_OK) {
@@ -322,7 +332,7 @@ static vy_err release(vy_store *s, store_buffer *b, vy_error *e)
 		if (e)
 			*e = perr;
 	}
-	free(b->chunk);
+	free(b->view.piece);
 	free(b);
 	return rc;
 }
@@ -360,7 +370,8 @@ vy_err vy_store_free(vy_store *s, vy_handle h, vy_error *e)
 
 static vy_buffer_view view_of(const store_buffer *b)
 {
-	return (vy_buffer_view){.handle = b->id, .ptr = b->ptr, .len = b->len, .alloc = b->alloc, .gen = b->gen};
+	return (vy_buffer_view){.handle = b->id, .ptr = b->ptr, .len = b->len, .alloc = b->alloc, .gen = b->gen,
+				.holes = b->view.holes};
 }
 
 vy_err vy_store_view(vy_store *s, vy_handle h, vy_buffer_view *out, vy_error *e)
@@ -418,10 +429,17 @@ vy_err vy_store_unpin_many(vy_store *s, const vy_handle *handles, size_t n, vy_e
 	return first;
 }
 
-static bool is_shareable(vy_store *s, const store_buffer *b)
+/* Whether a buffer grows in place and may have holes: it is pieces. */
+static bool is_growable(vy_store *s, const store_buffer *b)
 {
 	uint64_t g = s->dev->info.share_granularity;
-	return s->dev->share && g && b->alloc >= g;
+	return s->dev->share && g && (b->view.ptr || b->alloc >= g);
+}
+
+/* Whether another process may map it as it is: pieces, and no hole. */
+static bool is_shareable(vy_store *s, const store_buffer *b)
+{
+	return is_growable(s, b) && b->alloc > 0 && b->view.holes == 0;
 }
 
 bool vy_store_shareable(vy_store *s, vy_handle h)
@@ -429,6 +447,15 @@ bool vy_store_shareable(vy_store *s, vy_handle h)
 	pthread_mutex_lock(&s->lock);
 	store_buffer *b = live_buffer(s, h);
 	bool yes = b && is_shareable(s, b);
+	pthread_mutex_unlock(&s->lock);
+	return yes;
+}
+
+bool vy_store_growable(vy_store *s, vy_handle h)
+{
+	pthread_mutex_lock(&s->lock);
+	store_buffer *b = live_buffer(s, h);
+	bool yes = b && is_growable(s, b);
 	pthread_mutex_unlock(&s->lock);
 	return yes;
 }
@@ -498,7 +525,7 @@ vy_err vy_store_export(vy_store *s, vy_handle h, bool untrusted, vy_buffer_view 
 		rc = vy_fail(e, VY_EBUSY, "unmap the buffer somewhere first", "resident handle %llu has too many mappings",
 			     (unsigned long long)h);
 	for (uint32_t i = 0; rc == VY_OK && i < chunks_of(b); i++) {
-		store_chunk c = chunk_at(b, i);
+		vy_piece c = chunk_at(b, i);
 		rc = s->dev->share->export_fd(s->dev, c.p, &out->fd[i], e);
 		if (rc == VY_OK)
 			out->chunk[out->n++] = c.bytes;
@@ -523,131 +550,307 @@ void vy_export_close(vy_export *x)
 	x->n = 0;
 }
 
-/* Map chunk `c` at the view's end, or move the view to a range twice the
- * size with every chunk mapped again (the memory stays where it is: only
- * addresses change). Lock held. */
-static vy_err add_chunk(vy_store *s, store_buffer *b, store_chunk c, vy_error *e)
+/* v rounded up to the granularity (0 on overflow). */
+static uint64_t granules(vy_store *s, uint64_t v)
 {
-	const vy_device_share_ops *sh = s->dev->share;
-	if (!b->chunk) {
-		b->chunk = malloc(VY_CHUNKS_MAX * sizeof(*b->chunk));
-		if (!b->chunk)
-			return vy_fail(e, VY_ENOMEM, "free host memory", "cannot record a growing buffer");
-	}
-	if (!b->reserved) { /* the one allocation becomes chunk 0 */
-		b->chunk[0] = (store_chunk){.p = b->ptr, .bytes = b->alloc};
-		b->nchunks = 1;
-	}
-	uint64_t end;
-	if (!vy_add_u64(b->alloc, c.bytes, &end))
-		return vy_fail(e, VY_EOVERFLOW, "allocate less", "a buffer's size would overflow");
-	if (b->reserved && end <= b->reserved) {
-		vy_err rc = sh->map_own(s->dev, c.p, c.bytes, b->ptr + b->alloc, e);
-		if (rc == VY_OK)
-			b->chunk[b->nchunks++] = c;
-		return rc;
-	}
-	uint64_t rsv = end <= UINT64_MAX / 2 ? vy_device_alloc_size(s->dev, end * 2) : 0;
+	uint64_t g = s->dev->info.share_granularity, r;
+	return vy_add_u64(v, g - 1, &r) ? r / g * g : 0;
+}
+
+/* A view with room for `len` bytes: made from the one allocation the
+ * buffer was, or moved to a range twice `len` (most growths then keep the
+ * address). Lock held. */
+static vy_err view_room(vy_store *s, store_buffer *b, uint64_t len, vy_error *e)
+{
+	if (b->view.ptr && len <= b->view.reserved)
+		return VY_OK;
+	uint64_t rsv = len <= UINT64_MAX / 2 ? granules(s, len * 2) : 0;
 	if (!rsv)
 		return vy_fail(e, VY_EOVERFLOW, "allocate less", "a buffer's address range would overflow");
-	vy_dptr view;
-	vy_err rc = sh->reserve(s->dev, rsv, &view, e);
-	if (rc != VY_OK)
-		return rc;
-	b->chunk[b->nchunks] = c;
-	uint64_t off = 0;
-	uint32_t done = 0;
-	for (; done <= b->nchunks && rc == VY_OK; done++) {
-		rc = sh->map_own(s->dev, b->chunk[done].p, b->chunk[done].bytes, view + off, e);
-		off += b->chunk[done].bytes;
+	if (!b->view.piece) {
+		b->view.piece = malloc(VY_CHUNKS_MAX * sizeof(*b->view.piece));
+		if (!b->view.piece)
+			return vy_fail(e, VY_ENOMEM, "free host memory", "cannot record a growing buffer");
+		b->view.n = 0;
+		if (b->alloc) { /* the one allocation becomes piece 0 */
+			b->view.piece[0] = (vy_piece){.off = 0, .p = b->ptr, .bytes = b->alloc};
+			b->view.n = 1;
+			b->view.len = b->alloc;
+		}
 	}
+	vy_err rc = vy_view_move(s->dev, &b->view, &s->zeros, rsv, e);
+	if (rc == VY_OK)
+		b->ptr = b->view.ptr;
+	return rc;
+}
+
+/* The bytes of [0, len) a buffer spans: its view's, or its allocation's. */
+static uint64_t span_of(const store_buffer *b)
+{
+	return b->view.ptr ? b->view.len : b->alloc;
+}
+
+/* After a change of pieces: new generation, accounting, the view's length. */
+static void changed(vy_store *s, store_buffer *b)
+{
+	b->len = span_of(b);
+	b->gen = ++s->next_gen;
+	publish(s);
+	zeros_idle(s);
+}
+
+/* A live buffer that may change shape now, or why not. Lock held. */
+static vy_err shapeable(vy_store *s, vy_handle h, store_buffer **out, vy_error *e)
+{
+	store_buffer *b = live_buffer(s, h);
+	if (!b)
+		return unknown_handle(e, h);
+	if (!is_growable(s, b))
+		return vy_fail(e, VY_ENOTSUP, "move the buffer to a larger one",
+			       "resident handle %llu cannot grow in place", (unsigned long long)h);
+	if (b->inflight)
+		return vy_fail(e, VY_EBUSY, "wait for running work to finish", "resident handle %llu is in use",
+			       (unsigned long long)h);
+	*out = b;
+	return VY_OK;
+}
+
+/* `want` bytes of memory from the pool or the driver; where that does not
+ * fit, half as much, down to `need`. Lock held. */
+static vy_err take_step(vy_store *s, uint64_t want, uint64_t need, vy_piece *out, vy_error *e)
+{
+	uint64_t g = s->dev->info.share_granularity, step = want < need ? need : want, resident;
+	for (;;) {
+		if (!vy_add_u64(s->resident, step, &resident))
+			return vy_fail(e, VY_EOVERFLOW, "allocate less", "resident byte accounting would overflow");
+		vy_err rc = take_memory(s, step, &out->p, e);
+		if (rc == VY_OK) {
+			out->bytes = step;
+			return VY_OK;
+		}
+		if (rc != VY_ENOSPC || step == need)
+			return rc;
+		uint64_t half = step / 2 / g * g;
+		step = half > need ? half : need;
+	}
+}
+
+static vy_err too_many_pieces(vy_error *e, vy_handle h)
+{
+	return vy_fail(e, VY_ENOSPC, "copy the file to a new one (cp), which holds it in one piece",
+		       "resident handle %llu is in %u pieces, the most one buffer may have", (unsigned long long)h,
+		       VY_CHUNKS_MAX);
+}
+
+/* Add piece `pc` (memory the store took) to b's view; on failure it goes
+ * back. Lock held. */
+static vy_err add_piece(vy_store *s, store_buffer *b, vy_piece pc, vy_error *e)
+{
+	uint64_t end;
+	vy_err rc = vy_add_u64(pc.off, pc.bytes, &end) ? view_room(s, b, end, e)
+						    : vy_fail(e, VY_EOVERFLOW, "allocate less", "a buffer's size would overflow");
+	if (rc == VY_OK && pc.off > span_of(b))
+		rc = zeros_ready(s, e);
+	if (rc == VY_OK)
+		rc = vy_view_add(s->dev, &b->view, &s->zeros, pc, e);
 	if (rc != VY_OK) {
-		/* `done` counts the failed one too: unmap those before it. */
-		unmap_view(s, view, rsv, b->chunk, done - 1, NULL);
-		if (!b->reserved)
-			b->nchunks = 0;
+		vy_pool_put(&s->pool, pc.bytes, pc.p, NULL);
 		return rc;
 	}
-	/* The old view goes; were that to fail, only address space is lost. */
-	if (b->reserved)
-		unmap_view(s, b->ptr, b->reserved, b->chunk, b->nchunks, NULL);
-	b->ptr = view;
-	b->reserved = rsv;
-	b->nchunks++;
+	b->alloc += pc.bytes;
+	s->resident += pc.bytes;
 	return VY_OK;
 }
 
 vy_err vy_store_grow(vy_store *s, vy_handle h, uint64_t len, vy_buffer_view *out, vy_error *e)
 {
-	uint64_t g = s->dev->info.share_granularity;
 	pthread_mutex_lock(&s->lock);
-	vy_err rc = VY_OK;
-	store_buffer *b = live_buffer(s, h);
-	uint64_t want = vy_device_alloc_size(s->dev, len);
-	if (!b) {
-		rc = unknown_handle(e, h);
+	store_buffer *b = NULL;
+	uint64_t want = granules(s, len);
+	vy_err rc = want ? shapeable(s, h, &b, e)
+			 : vy_fail(e, VY_EOVERFLOW, "allocate less", "a %llu-byte buffer is too large", (unsigned long long)len);
+	if (rc != VY_OK)
 		goto out;
-	}
-	if (!is_shareable(s, b)) {
-		rc = vy_fail(e, VY_ENOTSUP, "move the buffer to a larger one", "resident handle %llu cannot grow in place",
-			     (unsigned long long)h);
-		goto out;
-	}
-	if (!want) {
-		rc = vy_fail(e, VY_EOVERFLOW, "allocate less", "a %llu-byte buffer is too large", (unsigned long long)len);
-		goto out;
-	}
-	if (want > b->alloc) {
-		if (b->inflight) {
-			rc = vy_fail(e, VY_EBUSY, "wait for running work to finish", "resident handle %llu is in use",
-				     (unsigned long long)h);
-			goto out;
-		}
+	uint64_t span = span_of(b);
+	if (want > span) {
 		uint32_t n = chunks_of(b);
-		if (n >= VY_CHUNKS_MAX) {
-			rc = vy_fail(e, VY_ENOSPC, "copy the file to a new one (cp), which holds it in one piece",
-				     "resident handle %llu has grown in %u pieces, the most one buffer may have",
-				     (unsigned long long)h, n);
+		if (b->alloc && n >= VY_CHUNKS_MAX) {
+			rc = too_many_pieces(e, h);
 			goto out;
 		}
-		/* Steps of 1/8 of the buffer keep the pieces few (about 70 up
-		 * to 80 GiB) and the slack at most what the file system keeps
-		 * anyway; past half the pieces, steps double it. Where a step
+		/* Steps of 1/8 of the buffer's memory keep the pieces few
+		 * (about 70 up to 80 GiB) and the slack at most what the file
+		 * system keeps anyway; past half the pieces, steps double it
+		 * (holes count for nothing). Where a step
 		 * does not fit, half of it is tried, down to what is needed, so
 		 * a file can fill the budget to its last granule. */
-		uint64_t need = want - b->alloc;
-		uint64_t step = n >= VY_CHUNKS_MAX / 2 ? b->alloc : (b->alloc / 8 + g - 1) / g * g;
-		if (step < need)
-			step = need;
-		uint64_t resident;
-		vy_dptr p;
-		for (;;) {
-			if (!vy_add_u64(s->resident, step, &resident)) {
-				rc = vy_fail(e, VY_EOVERFLOW, "allocate less", "resident byte accounting would overflow");
-				goto out;
-			}
-			rc = take_memory(s, step, &p, e);
-			if (rc != VY_ENOSPC || step == need)
-				break;
-			uint64_t half = step / 2 / g * g;
-			step = half > need ? half : need;
-		}
+		uint64_t step = n >= VY_CHUNKS_MAX / 2 ? b->alloc : granules(s, b->alloc / 8);
+		vy_piece pc = {.off = span};
+		rc = take_step(s, step, want - span, &pc, e);
+		if (rc == VY_OK)
+			rc = add_piece(s, b, pc, e);
 		if (rc != VY_OK)
 			goto out;
-		rc = add_chunk(s, b, (store_chunk){.p = p, .bytes = step}, e);
-		if (rc != VY_OK) {
-			vy_pool_put(&s->pool, step, p, NULL);
-			goto out;
-		}
-		b->alloc += step;
-		b->gen = ++s->next_gen;
-		s->resident = resident;
-		publish(s);
+		changed(s, b);
 		vy_telemetry_add(s->tel, grows, 1);
 	}
-	b->len = b->alloc;
+	b->len = span_of(b);
 	*out = view_of(b);
 out:
+	pthread_mutex_unlock(&s->lock);
+	return rc;
+}
+
+vy_err vy_store_alloc_holes(vy_store *s, uint64_t len, vy_handle *out, vy_error *e)
+{
+	uint64_t g = s->dev->info.share_granularity;
+	if (!s->dev->share || !g)
+		return vy_fail(e, VY_ENOTSUP, "allocate the buffer whole", "this device cannot map holes");
+	uint64_t want = granules(s, len);
+	if (!want)
+		return vy_fail(e, VY_EOVERFLOW, "allocate less", "a %llu-byte buffer is too large", (unsigned long long)len);
+	store_buffer *b = calloc(1, sizeof(*b));
+	if (!b)
+		return vy_fail(e, VY_ENOMEM, "free host memory", "cannot allocate a buffer record");
+	pthread_mutex_lock(&s->lock);
+	vy_err rc = VY_OK;
+	if (s->next_id == UINT64_MAX)
+		rc = vy_fail(e, VY_EOVERFLOW, "remount to start a new id space", "resident handle ids are exhausted");
+	if (rc == VY_OK)
+		rc = zeros_ready(s, e);
+	if (rc == VY_OK)
+		rc = view_room(s, b, want, e);
+	if (rc == VY_OK)
+		rc = vy_view_extend(s->dev, &b->view, &s->zeros, want, e);
+	if (rc == VY_OK) {
+		b->id = s->next_id;
+		b->gen = ++s->next_gen;
+		b->len = want;
+		if (!vy_u64map_put(&s->buffers, b->id, b))
+			rc = vy_fail(e, VY_ENOMEM, "free host memory", "cannot record a new buffer");
+	}
+	if (rc != VY_OK) {
+		vy_view_drop(s->dev, &b->view, &s->zeros, NULL);
+		zeros_idle(s);
+		free(b->view.piece);
+		free(b);
+	} else {
+		s->next_id++;
+		s->live++;
+		publish(s);
+		*out = b->id;
+	}
+	pthread_mutex_unlock(&s->lock);
+	return rc;
+}
+
+vy_err vy_store_extend(vy_store *s, vy_handle h, uint64_t len, vy_buffer_view *out, vy_error *e)
+{
+	pthread_mutex_lock(&s->lock);
+	store_buffer *b = NULL;
+	uint64_t want = granules(s, len);
+	vy_err rc = want ? shapeable(s, h, &b, e)
+			 : vy_fail(e, VY_EOVERFLOW, "allocate less", "a %llu-byte buffer is too large", (unsigned long long)len);
+	if (rc == VY_OK && want > span_of(b)) {
+		rc = zeros_ready(s, e);
+		if (rc == VY_OK)
+			rc = view_room(s, b, want, e);
+		if (rc == VY_OK)
+			rc = vy_view_extend(s->dev, &b->view, &s->zeros, want, e);
+		if (rc == VY_OK)
+			changed(s, b);
+		else
+			zeros_idle(s);
+	}
+	if (rc == VY_OK)
+		*out = view_of(b);
+	pthread_mutex_unlock(&s->lock);
+	return rc;
+}
+
+vy_err vy_store_back(vy_store *s, vy_handle h, uint64_t off, uint64_t len, vy_store_zero_fn zero, void *ctx,
+		     vy_buffer_view *out, vy_error *e)
+{
+	uint64_t g = s->dev->info.share_granularity;
+	pthread_mutex_lock(&s->lock);
+	store_buffer *b = live_buffer(s, h);
+	vy_err rc = b ? VY_OK : unknown_handle(e, h);
+	bool any = false;
+	if (rc == VY_OK && b->view.ptr && b->view.holes) {
+		uint64_t end = off + len < off || off + len > b->view.len ? b->view.len : off + len;
+		uint64_t at = off / g * g;
+		while (rc == VY_OK && at < end) {
+			uint64_t from = vy_view_next_hole(&b->view, at);
+			if (from >= end)
+				break;
+			uint64_t to = vy_view_next_data(&b->view, from);
+			if (to > b->view.len)
+				to = b->view.len;
+			/* Past half the pieces, a write backs the whole hole it
+			 * falls in, so pieces stay under VY_CHUNKS_MAX however
+			 * scattered the writes. */
+			if (to > granules(s, end) && b->view.n < VY_CHUNKS_MAX / 2)
+				to = granules(s, end);
+			if (b->view.n >= VY_CHUNKS_MAX) {
+				rc = too_many_pieces(e, h);
+				break;
+			}
+			if (b->inflight) {
+				rc = vy_fail(e, VY_EBUSY, "wait for running work to finish", "resident handle %llu is in use",
+					     (unsigned long long)h);
+				break;
+			}
+			/* New memory for the hole, zeroed: pooled memory holds
+			 * another file's old bytes. */
+			vy_piece pc = {.off = from};
+			rc = take_step(s, to - from, to - from, &pc, e);
+			if (rc == VY_OK) {
+				rc = zero(ctx, pc.p, pc.bytes, e);
+				if (rc != VY_OK)
+					vy_pool_put(&s->pool, pc.bytes, pc.p, NULL);
+			}
+			if (rc == VY_OK)
+				rc = add_piece(s, b, pc, e);
+			any |= rc == VY_OK;
+			at = to;
+		}
+		if (any)
+			changed(s, b);
+	}
+	if (b && out)
+		*out = view_of(b);
+	pthread_mutex_unlock(&s->lock);
+	return rc;
+}
+
+vy_err vy_store_punch(vy_store *s, vy_handle h, uint64_t off, uint64_t len, vy_buffer_view *out, vy_error *e)
+{
+	pthread_mutex_lock(&s->lock);
+	store_buffer *b = live_buffer(s, h);
+	vy_err rc = b ? VY_OK : unknown_handle(e, h);
+	/* Memory another process maps, or work uses, stays until it ends. */
+	if (rc == VY_OK && b->view.ptr && !b->exports && !b->inflight) {
+		uint64_t end = off + len < off ? UINT64_MAX : off + len;
+		bool any = false;
+		for (uint32_t i = b->view.n; rc == VY_OK && i-- > 0;) {
+			vy_piece pc = b->view.piece[i];
+			if (pc.off < off || pc.off + pc.bytes > end)
+				continue;
+			rc = zeros_ready(s, e);
+			if (rc == VY_OK)
+				rc = vy_view_remove(s->dev, &b->view, &s->zeros, i, false, e);
+			if (rc == VY_OK) {
+				b->alloc -= pc.bytes;
+				s->resident -= pc.bytes;
+				any = true;
+				rc = give_back(s, b->untrusted, pc.p, pc.bytes, e);
+			}
+		}
+		if (any)
+			changed(s, b);
+	}
+	if (b && out)
+		*out = view_of(b);
 	pthread_mutex_unlock(&s->lock);
 	return rc;
 }
@@ -655,38 +858,62 @@ out:
 vy_err vy_store_shrink(vy_store *s, vy_handle h, uint64_t len, vy_buffer_view *out, vy_error *e)
 {
 	pthread_mutex_lock(&s->lock);
-	vy_err rc = VY_OK;
 	store_buffer *b = live_buffer(s, h);
-	if (!b) {
-		rc = unknown_handle(e, h);
-		goto out;
-	}
-	uint64_t keep = vy_device_alloc_size(s->dev, len ? len : 1);
+	vy_err rc = b ? VY_OK : unknown_handle(e, h);
 	/* Memory another process maps, or work uses, stays until it ends. */
-	bool can = b->reserved && !b->exports && !b->inflight && keep;
-	uint32_t n = b->nchunks;
-	while (can && n > 1 && b->alloc - b->chunk[n - 1].bytes >= keep) {
-		store_chunk c = b->chunk[n - 1];
-		rc = s->dev->ops->synchronize(s->dev, e);
+	if (rc == VY_OK && b->view.ptr && !b->exports && !b->inflight) {
+		uint64_t keep = granules(s, len ? len : 1), before = span_of(b);
+		while (rc == VY_OK && b->view.n > 1) {
+			vy_piece pc = b->view.piece[b->view.n - 1];
+			if (pc.off < keep)
+				break;
+			rc = vy_view_remove(s->dev, &b->view, &s->zeros, b->view.n - 1, true, e);
+			if (rc == VY_OK) {
+				b->alloc -= pc.bytes;
+				s->resident -= pc.bytes;
+				rc = give_back(s, b->untrusted, pc.p, pc.bytes, e);
+			}
+		}
 		if (rc == VY_OK)
-			rc = s->dev->share->unmap(s->dev, b->ptr + b->alloc - c.bytes, c.bytes, e);
-		if (rc != VY_OK)
-			break;
-		n--;
-		b->nchunks = n;
-		b->alloc -= c.bytes;
-		b->len = b->alloc;
-		b->gen = ++s->next_gen;
-		s->resident -= c.bytes;
-		rc = give_back(s, b->untrusted, c.p, c.bytes, e);
-		if (rc != VY_OK)
-			break;
+			rc = vy_view_shorten(s->dev, &b->view, &s->zeros, keep, e);
+		if (span_of(b) != before)
+			changed(s, b);
 	}
-	publish(s);
-	*out = view_of(b);
-out:
+	if (b && out)
+		*out = view_of(b);
 	pthread_mutex_unlock(&s->lock);
 	return rc;
+}
+
+bool vy_store_backed(vy_store *s, vy_handle h, uint64_t off, uint64_t len)
+{
+	pthread_mutex_lock(&s->lock);
+	store_buffer *b = live_buffer(s, h);
+	bool yes = !b || !b->view.ptr || !b->view.holes || vy_view_backed(&b->view, off, len);
+	pthread_mutex_unlock(&s->lock);
+	return yes;
+}
+
+uint64_t vy_store_holes(vy_store *s, vy_handle h)
+{
+	pthread_mutex_lock(&s->lock);
+	store_buffer *b = live_buffer(s, h);
+	uint64_t n = b && b->view.ptr ? b->view.holes : 0;
+	pthread_mutex_unlock(&s->lock);
+	return n;
+}
+
+uint64_t vy_store_seek(vy_store *s, vy_handle h, uint64_t off, bool data)
+{
+	pthread_mutex_lock(&s->lock);
+	store_buffer *b = live_buffer(s, h);
+	uint64_t at = off;
+	if (b && b->view.ptr)
+		at = data ? vy_view_next_data(&b->view, off) : vy_view_next_hole(&b->view, off);
+	else if (b && !data)
+		at = off > b->len ? off : b->len; /* one allocation: all data */
+	pthread_mutex_unlock(&s->lock);
+	return at;
 }
 
 vy_err vy_store_unexport(vy_store *s, vy_handle h, vy_error *e)

@@ -56,6 +56,16 @@ static vy_err oom(vy_error *e)
 
 /* Pin every request's buffer and check every range, empty ones too (an
  * unknown handle is an error at any length); only non-empty ones move. */
+/* A write where a hole is would write the granule of zeros every hole
+ * maps (core/view.h): the fs backs a range before it writes; this catches
+ * a path that did not, before anything is written. */
+static vy_err write_into_hole(vy_error *e, vy_handle h, uint64_t off, uint64_t len)
+{
+	return vy_fail(e, VY_EINTERNAL, "report this bug; nothing was written",
+		       "a write of %llu bytes at offset %llu of resident handle %llu falls in a hole",
+		       (unsigned long long)len, (unsigned long long)off, (unsigned long long)h);
+}
+
 static vy_err batch_prepare(vy_core *c, batch *b, const req *in, size_t n, direction dir, vy_error *e)
 {
 	const char *what = dir == TO_DEVICE ? "upload" : "readback";
@@ -88,6 +98,8 @@ static vy_err batch_prepare(vy_core *c, batch *b, const req *in, size_t n, direc
 				       "%s of %llu bytes at offset %llu overruns resident handle %llu of %llu bytes",
 				       what, (unsigned long long)r->len, (unsigned long long)r->offset,
 				       (unsigned long long)r->handle, (unsigned long long)b->views[k].len);
+		if (dir == TO_DEVICE && !vy_store_backed(c->store, r->handle, r->offset, r->len))
+			return write_into_hole(e, r->handle, r->offset, r->len);
 	}
 	return VY_OK;
 }
@@ -344,21 +356,25 @@ vy_err vy_upload_whole(vy_core *c, vy_handle h, const void *src, uint64_t len, v
 	return vy_upload_many(c, &up, 1, e);
 }
 
-/* Pin `n` handles and check each range: the common start of every
- * device-side operation. */
+/* Pin `n` handles and check each range (those from `first_written` on are
+ * written): the common start of every device-side operation. */
 static vy_err device_op_begin(vy_core *c, const vy_handle *hs, const uint64_t *offs, const uint64_t *lens,
-			      size_t n, vy_buffer_view *views, const char *what, vy_error *e)
+			      size_t n, size_t first_written, vy_buffer_view *views, const char *what, vy_error *e)
 {
 	vy_err rc = vy_store_pin_many(c->store, hs, n, views, e);
 	if (rc != VY_OK)
 		return rc;
 	for (size_t i = 0; i < n; i++) {
-		if (!vy_range_within(offs[i], lens[i], views[i].len)) {
+		if (!vy_range_within(offs[i], lens[i], views[i].len))
+			rc = vy_fail(e, VY_ERANGE, "keep offset + length within the buffer's size",
+				     "%s of %llu bytes at offset %llu overruns resident handle %llu of %llu bytes",
+				     what, (unsigned long long)lens[i], (unsigned long long)offs[i],
+				     (unsigned long long)hs[i], (unsigned long long)views[i].len);
+		else if (i >= first_written && !vy_store_backed(c->store, hs[i], offs[i], lens[i]))
+			rc = write_into_hole(e, hs[i], offs[i], lens[i]);
+		if (rc != VY_OK) {
 			vy_store_unpin_many(c->store, hs, n, NULL);
-			return vy_fail(e, VY_ERANGE, "keep offset + length within the buffer's size",
-				       "%s of %llu bytes at offset %llu overruns resident handle %llu of %llu bytes",
-				       what, (unsigned long long)lens[i], (unsigned long long)offs[i],
-				       (unsigned long long)hs[i], (unsigned long long)views[i].len);
+			return rc;
 		}
 	}
 	return VY_OK;
@@ -383,11 +399,11 @@ typedef vy_err (*buffer_op)(vy_core *c, vy_stream *s, vy_dptr at, uint64_t len, 
 
 /* Pin h, check the range, run `op` on a stream unless there is nothing to
  * do, then sync and unpin. */
-static vy_err on_buffer(vy_core *c, vy_handle h, uint64_t offset, uint64_t len, const char *what, buffer_op op,
-			void *arg, vy_error *e)
+static vy_err on_buffer(vy_core *c, vy_handle h, uint64_t offset, uint64_t len, bool writes, const char *what,
+			buffer_op op, void *arg, vy_error *e)
 {
 	vy_buffer_view v;
-	vy_err rc = device_op_begin(c, &h, &offset, &len, 1, &v, what, e);
+	vy_err rc = device_op_begin(c, &h, &offset, &len, 1, writes ? 0 : 1, &v, what, e);
 	if (rc != VY_OK)
 		return rc;
 	vy_stream *s = NULL;
@@ -431,17 +447,17 @@ static vy_err set_bytes(vy_core *c, vy_stream *s, vy_dptr at, uint64_t len, void
 
 vy_err vy_readback_pinned(vy_core *c, vy_handle h, uint64_t offset, void *dst, uint64_t len, vy_error *e)
 {
-	return on_buffer(c, h, offset, len, "readback", copy_to_host, dst, e);
+	return on_buffer(c, h, offset, len, false, "readback", copy_to_host, dst, e);
 }
 
 vy_err vy_upload_pinned(vy_core *c, vy_handle h, uint64_t offset, const void *src, uint64_t len, vy_error *e)
 {
-	return on_buffer(c, h, offset, len, "upload", copy_from_host, (void *)src, e);
+	return on_buffer(c, h, offset, len, true, "upload", copy_from_host, (void *)src, e);
 }
 
 vy_err vy_fill(vy_core *c, vy_handle h, uint64_t offset, uint64_t len, uint8_t byte, vy_error *e)
 {
-	return on_buffer(c, h, offset, len, "fill", set_bytes, &byte, e);
+	return on_buffer(c, h, offset, len, true, "fill", set_bytes, &byte, e);
 }
 
 vy_err vy_clear(vy_core *c, vy_handle h, vy_error *e)
@@ -467,7 +483,7 @@ vy_err vy_copy(vy_core *c, vy_handle src, uint64_t src_offset, vy_handle dst, ui
 	vy_handle hs[2] = {src, dst};
 	uint64_t offs[2] = {src_offset, dst_offset}, lens[2] = {len, len};
 	vy_buffer_view v[2];
-	vy_err rc = device_op_begin(c, hs, offs, lens, 2, v, "copy", e);
+	vy_err rc = device_op_begin(c, hs, offs, lens, 2, 1, v, "copy", e);
 	if (rc != VY_OK)
 		return rc;
 	vy_dptr from = v[0].ptr + src_offset, to = v[1].ptr + dst_offset;

@@ -2,6 +2,7 @@
  * source into a pinned staging buffer and copy it to the device (or the
  * reverse), each on a stream of the core's. Pieces are aligned and stay
  * within the source's data (SEEK_DATA), so holes cost nothing. */
+#include "fs/file.h"
 #include "fs/copysrv.h"
 #include "core/transfer.h"
 #include "fs/readahead.h"
@@ -179,6 +180,14 @@ vy_err vy_copysrv_run(vy_fs *fs, const vy_copysrv_job *job, uint64_t *done, uint
 	run r = {.fs = fs, .job = job, .buf = in->buf};
 	if (rc == VY_OK && size > 0)
 		rc = pieces_of(job->other, size, job->into, &r.pieces, &r.npieces, e);
+	/* Into the mount: memory behind every byte that comes (the file was
+	 * sized with holes); the source's holes stay holes. */
+	for (size_t i = 0, j; rc == VY_OK && job->into && i < r.npieces; i = j) {
+		for (j = i + 1; j < r.npieces && r.pieces[j].off == r.pieces[j - 1].off + r.pieces[j - 1].len; j++)
+			; /* one run of data at a time: one piece of memory */
+		rc = vy_file_back(fs, in, r.pieces[i].off, r.pieces[j - 1].off + r.pieces[j - 1].len, e);
+	}
+	r.buf = in->buf;
 	/* Read a source with O_DIRECT where its filesystem takes it, so a
 	 * large copy does not push the host's page cache out (pieces and
 	 * staging buffers are aligned). Its flags are put back after. */

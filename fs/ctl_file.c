@@ -1,4 +1,5 @@
 /* The control file: text in, sequences run, replies and a log out. */
+#include "fs/file.h"
 #include "fs/ctl_file.h"
 #include "fs/readahead.h"
 #include "fs/wbehind.h"
@@ -68,14 +69,9 @@ static vy_err files_share(void *ctx, void *file, vy_error *e)
 		return VY_OK;
 	pthread_rwlock_wrlock(&in->lock);
 	vy_err rc = VY_OK;
-	if (in->buf && !vy_store_shareable(fs->core->store, in->buf)) {
-		/* Nothing else may use the buffer while it moves. */
-		rc = vy_wbehind_settle(fs, in, e);
-		if (rc == VY_OK) {
-			vy_readahead_forget(in);
-			rc = vy_core_share(fs->core, in->buf, e);
-		}
-	}
+	/* Nothing else may use the buffer while it moves or gets memory. */
+	if (in->buf && !vy_store_shareable(fs->core->store, in->buf))
+		rc = vy_file_share(fs, in, e);
 	pthread_rwlock_unlock(&in->lock);
 	return rc;
 }

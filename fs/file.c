@@ -33,6 +33,14 @@ static void free_buffer(vy_fs *fs, vy_inode *in)
 	}
 	in->buf = 0;
 	in->cap = 0;
+	in->holes = 0;
+}
+
+/* The file's capacity and holes, as its buffer now has them. */
+static void took(vy_inode *in, const vy_buffer_view *v)
+{
+	in->cap = v->len;
+	in->holes = v->holes;
 }
 
 void vy_file_drop(vy_fs *fs, vy_inode *in)
@@ -75,6 +83,7 @@ static vy_err rebuffer(vy_fs *fs, vy_inode *in, uint64_t cap, vy_error *e)
 	free_buffer(fs, in);
 	in->buf = h;
 	in->cap = cap;
+	in->holes = 0;
 	return VY_OK;
 }
 
@@ -82,7 +91,7 @@ static vy_err rebuffer(vy_fs *fs, vy_inode *in, uint64_t cap, vy_error *e)
  * memory is mapped at its end and nothing is copied. VY_ENOTSUP: it moves. */
 static vy_err grow_in_place(vy_fs *fs, vy_inode *in, uint64_t need, vy_error *e)
 {
-	if (!in->buf || !vy_store_shareable(fs->core->store, in->buf))
+	if (!in->buf || !vy_store_growable(fs->core->store, in->buf))
 		return VY_ENOTSUP;
 	/* Its address may change: no copy may be in flight to the old one. */
 	vy_err rc = vy_wbehind_quiesce(fs, in, e);
@@ -90,7 +99,7 @@ static vy_err grow_in_place(vy_fs *fs, vy_inode *in, uint64_t need, vy_error *e)
 	if (rc == VY_OK)
 		rc = vy_store_grow(fs->core->store, in->buf, need, &v, e);
 	if (rc == VY_OK)
-		in->cap = v.len;
+		took(in, &v);
 	return rc;
 }
 
@@ -103,34 +112,46 @@ static void shrink_in_place(vy_fs *fs, vy_inode *in, uint64_t keep)
 		vy_log(LOG_NOTICE, "inode %llu: keeping %llu bytes of capacity: %s", (unsigned long long)in->ino,
 		       (unsigned long long)in->cap, why.msg);
 	else
-		in->cap = v.len;
+		took(in, &v);
 }
 
-/* At least `need` bytes of capacity: in place where the file can grow so;
- * otherwise move it to a buffer of twice the size, or of exactly what is
- * needed when doubling does not fit the budget. */
-static vy_err reserve(vy_fs *fs, vy_inode *in, uint64_t need, vy_error *e)
+/* Larger than the device: no budget could ever hold it, so this is EFBIG
+ * (too large for this filesystem). */
+static vy_err too_large(vy_fs *fs, uint64_t need, vy_error *e)
 {
-	if (need <= in->cap)
-		return VY_OK;
 	uint64_t exact = page_up(need);
 	if (!exact || need > VY_FILE_MAX)
 		return vy_fail(e, VY_EOVERFLOW, "keep files under 8 EiB", "a %llu-byte file is too large",
 			       (unsigned long long)need);
-	/* Larger than the device: no budget could ever hold it, so this is
-	 * EFBIG (too large for this filesystem). Past this mount's budget it
-	 * is ENOSPC, as a full tmpfs answers, with what would make room. */
 	vy_store_usage u;
 	vy_store_usage_get(fs->core->store, &u);
 	if (exact > u.total)
 		return vy_fail(e, VY_EOVERFLOW, "keep the file under the device's memory",
 			       "a %llu-byte file is larger than the device's %llu bytes of memory",
 			       (unsigned long long)need, (unsigned long long)u.total);
-	if (exact > u.budget)
+	return VY_OK;
+}
+
+/* At least `need` bytes of capacity, with memory: in place where the file
+ * can grow so; otherwise move it to a buffer of twice the size, or of
+ * exactly what is needed when doubling does not fit the budget. */
+static vy_err reserve(vy_fs *fs, vy_inode *in, uint64_t need, vy_error *e)
+{
+	if (need <= in->cap)
+		return VY_OK;
+	vy_err rc = too_large(fs, need, e);
+	if (rc != VY_OK)
+		return rc;
+	uint64_t exact = page_up(need);
+	/* Memory past this mount's whole budget: ENOSPC, as a full tmpfs
+	 * answers, with what would make room. Holes cost none. */
+	vy_store_usage u;
+	vy_store_usage_get(fs->core->store, &u);
+	if (exact - in->holes > u.budget)
 		return vy_fail(e, VY_ENOSPC, "keep the file under the budget, or mount with a larger one (-o resident_budget=SIZE)",
 			       "no room for a %llu-byte file: this mount's whole resident budget is %llu bytes",
 			       (unsigned long long)need, (unsigned long long)u.budget);
-	vy_err rc = grow_in_place(fs, in, need, e);
+	rc = grow_in_place(fs, in, need, e);
 	if (rc != VY_ENOTSUP)
 		return rc;
 	uint64_t doubled = in->cap <= UINT64_MAX / 2 ? page_up(in->cap * 2) : 0;
@@ -141,10 +162,86 @@ static vy_err reserve(vy_fs *fs, vy_inode *in, uint64_t need, vy_error *e)
 	return rc;
 }
 
-/* Zero [from, to) of the buffer: bytes that become part of the file. */
+/* Holes up to `to` (rounded up to the granule): a truncate up, or a write
+ * a granule or more past the end, costs no memory for the bytes it skips
+ * (docs/fs.md, "Sparse files"). A small file first moves to a granule of
+ * its own. VY_ENOTSUP where the device cannot map holes. */
+static vy_err extend_sparse(vy_fs *fs, vy_inode *in, uint64_t to, vy_error *e)
+{
+	uint64_t g = fs->core->dev->info.share_granularity;
+	if (!g || !fs->core->dev->share || to < g)
+		return VY_ENOTSUP;
+	vy_err rc = too_large(fs, to, e);
+	if (rc != VY_OK || to <= in->cap)
+		return rc;
+	vy_buffer_view v;
+	if (!in->buf) {
+		vy_handle h;
+		rc = vy_store_alloc_holes(fs->core->store, to, &h, e);
+		if (rc == VY_OK)
+			rc = vy_store_view(fs->core->store, h, &v, e);
+		if (rc == VY_OK)
+			in->buf = h;
+	} else {
+		if (!vy_store_growable(fs->core->store, in->buf))
+			rc = rebuffer(fs, in, g, e);
+		if (rc == VY_OK)
+			rc = vy_wbehind_quiesce(fs, in, e);
+		if (rc == VY_OK)
+			rc = vy_store_extend(fs->core->store, in->buf, to, &v, e);
+	}
+	if (rc == VY_OK)
+		took(in, &v);
+	return rc;
+}
+
+/* Memory for every hole of [off, end): what is written must not land on
+ * the zeros a hole maps. */
+static vy_err back(vy_fs *fs, vy_inode *in, uint64_t off, uint64_t end, vy_error *e)
+{
+	if (!in->holes || end <= off)
+		return VY_OK;
+	vy_buffer_view v;
+	vy_err rc = vy_core_back(fs->core, in->buf, off, end - off, &v, e);
+	if (rc == VY_OK)
+		took(in, &v);
+	return rc;
+}
+
+/* Room for bytes [off, end) with memory behind them: a jump of a granule
+ * or more past the capacity leaves holes; growth otherwise. */
+static vy_err make_room(vy_fs *fs, vy_inode *in, uint64_t off, uint64_t end, vy_error *e)
+{
+	vy_err rc = VY_OK;
+	uint64_t g = fs->core->dev->info.share_granularity;
+	if (end > in->cap && g && off >= in->cap && off - in->cap >= g) {
+		rc = extend_sparse(fs, in, end, e);
+		if (rc == VY_ENOTSUP)
+			rc = VY_OK;
+	}
+	if (rc == VY_OK)
+		rc = reserve(fs, in, end, e);
+	if (rc == VY_OK)
+		rc = back(fs, in, off, end, e);
+	return rc;
+}
+
+/* Zero [from, to) of the buffer: bytes that become part of the file.
+ * Holes read zeros already, and are not written. */
 static vy_err zero(vy_fs *fs, vy_inode *in, uint64_t from, uint64_t to, vy_error *e)
 {
-	return to > from ? vy_fill(fs->core, in->buf, from, to - from, 0, e) : VY_OK;
+	vy_err rc = VY_OK;
+	while (rc == VY_OK && from < to) {
+		uint64_t d = in->holes ? vy_store_seek(fs->core->store, in->buf, from, true) : from;
+		if (d >= to)
+			break;
+		uint64_t h = in->holes ? vy_store_seek(fs->core->store, in->buf, d, false) : to;
+		if (h > to)
+			h = to;
+		rc = vy_fill(fs->core, in->buf, d, h - d, 0, e);
+		from = h;
+	}
+	return rc;
 }
 
 vy_err vy_file_read(vy_fs *fs, vy_inode *in, uint64_t off, size_t size, vy_ra_hit *hit, vy_staging_buf *buf,
@@ -176,7 +273,7 @@ vy_err vy_file_write(vy_fs *fs, vy_inode *in, uint64_t off, const void *buf, siz
 	if (size == 0)
 		return VY_OK;
 	vy_readahead_forget(in);
-	vy_err rc = reserve(fs, in, end, e);
+	vy_err rc = make_room(fs, in, off, end, e);
 	if (rc == VY_OK && off > in->size)
 		rc = zero(fs, in, in->size, off, e);
 	if (rc != VY_OK)
@@ -208,7 +305,16 @@ vy_err vy_file_truncate(vy_fs *fs, vy_inode *in, uint64_t size, vy_error *e)
 	if (in->maps && size < in->size)
 		return mapped(in, e);
 	if (size > in->size) {
-		vy_err rc = reserve(fs, in, size, e);
+		/* Past the capacity by a granule or more: holes (sparse). */
+		uint64_t g = fs->core->dev->info.share_granularity;
+		vy_err rc = VY_OK;
+		if (size > in->cap && g && size - in->cap >= g) {
+			rc = extend_sparse(fs, in, size, e);
+			if (rc == VY_ENOTSUP)
+				rc = VY_OK;
+		}
+		if (rc == VY_OK)
+			rc = reserve(fs, in, size, e);
 		if (rc == VY_OK)
 			rc = zero(fs, in, in->size, size, e);
 		if (rc != VY_OK)
@@ -219,7 +325,7 @@ vy_err vy_file_truncate(vy_fs *fs, vy_inode *in, uint64_t size, vy_error *e)
 	in->size = size;
 	if (size == 0) {
 		vy_file_drop(fs, in);
-	} else if (vy_store_shareable(fs->core->store, in->buf)) {
+	} else if (vy_store_growable(fs->core->store, in->buf)) {
 		if (in->cap > fitted(size))
 			shrink_in_place(fs, in, fitted(size));
 	} else if (in->cap / 2 > fitted(size)) {
@@ -240,7 +346,7 @@ vy_err vy_file_allocate(vy_fs *fs, vy_inode *in, uint64_t off, uint64_t len, boo
 		return vy_fail(e, VY_EOVERFLOW, "allocate below 8 EiB", "the range ends past byte %llu",
 			       (unsigned long long)VY_FILE_MAX);
 	vy_readahead_forget(in);
-	vy_err rc = reserve(fs, in, end, e);
+	vy_err rc = make_room(fs, in, off, end, e);
 	if (rc != VY_OK || keep_size || end <= in->size)
 		return rc;
 	rc = zero(fs, in, in->size, end, e);
@@ -260,7 +366,19 @@ vy_err vy_file_punch(vy_fs *fs, vy_inode *in, uint64_t off, uint64_t len, vy_err
 		return rc;
 	vy_readahead_forget(in);
 	uint64_t stop = end < in->size ? end : in->size;
-	return off < stop ? zero(fs, in, off, stop, e) : VY_OK;
+	if (off >= stop)
+		return VY_OK;
+	/* Whole pieces inside the range go (holes again); the rest is zeroed. */
+	if (in->buf && vy_store_growable(fs->core->store, in->buf)) {
+		vy_buffer_view v;
+		rc = vy_wbehind_quiesce(fs, in, e);
+		if (rc == VY_OK)
+			rc = vy_store_punch(fs->core->store, in->buf, off, stop - off, &v, e);
+		if (rc != VY_OK)
+			return rc;
+		took(in, &v);
+	}
+	return zero(fs, in, off, stop, e);
 }
 
 vy_err vy_file_copy(vy_fs *fs, vy_inode *src, uint64_t off_in, vy_inode *dst, uint64_t off_out, uint64_t len,
@@ -280,7 +398,7 @@ vy_err vy_file_copy(vy_fs *fs, vy_inode *src, uint64_t off_in, vy_inode *dst, ui
 			       (unsigned long long)VY_FILE_MAX);
 	vy_readahead_forget(dst);
 	/* Room first: when src is dst, this may move the source too. */
-	rc = reserve(fs, dst, end, e);
+	rc = make_room(fs, dst, off_out, end, e);
 	if (rc == VY_OK && off_out > dst->size)
 		rc = zero(fs, dst, dst->size, off_out, e);
 	if (rc == VY_OK)
@@ -292,6 +410,25 @@ vy_err vy_file_copy(vy_fs *fs, vy_inode *src, uint64_t off_in, vy_inode *dst, ui
 	dst->written = true;
 	*copied = len;
 	return VY_OK;
+}
+
+vy_err vy_file_back(vy_fs *fs, vy_inode *in, uint64_t off, uint64_t end, vy_error *e)
+{
+	return back(fs, in, off, end, e);
+}
+
+vy_err vy_file_share(vy_fs *fs, vy_inode *in, vy_error *e)
+{
+	vy_err rc = vy_wbehind_settle(fs, in, e);
+	if (rc != VY_OK || !in->buf)
+		return rc;
+	vy_readahead_forget(in);
+	rc = vy_core_share(fs->core, in->buf, e);
+	vy_buffer_view v;
+	if (rc == VY_OK && vy_store_growable(fs->core->store, in->buf) &&
+	    vy_store_view(fs->core->store, in->buf, &v, NULL) == VY_OK)
+		took(in, &v);
+	return rc;
 }
 
 vy_err vy_file_settle(vy_fs *fs, vy_inode *in, vy_error *e)
@@ -312,7 +449,7 @@ void vy_file_closed(vy_fs *fs, vy_inode *in)
 	uint64_t want = fitted(in->size);
 	if (in->cap <= want || in->maps)
 		return;
-	if (vy_store_shareable(fs->core->store, in->buf)) {
+	if (vy_store_growable(fs->core->store, in->buf)) {
 		shrink_in_place(fs, in, want);
 		return;
 	}

@@ -37,6 +37,14 @@ vy_err vy_file_copy(vy_fs *fs, vy_inode *src, uint64_t off_in, vy_inode *dst, ui
 /* Every byte written so far on the device (write-behind, wbehind.h); an
  * error if some never got there. For flush and fsync. */
 vy_err vy_file_settle(vy_fs *fs, vy_inode *in, vy_error *e);
+/* Make the file's memory mappable by another process (the launcher, a
+ * client): every byte written is on the device, readahead is dropped,
+ * holes get memory and a small file moves to memory of its own. The
+ * caller holds the file's write lock. */
+vy_err vy_file_share(vy_fs *fs, vy_inode *in, vy_error *e);
+/* Memory for every hole of [off, end) of the file, before it is written
+ * other than through vy_file_write (which does it itself). Write lock held. */
+vy_err vy_file_back(vy_fs *fs, vy_inode *in, uint64_t off, uint64_t end, vy_error *e);
 /* The last open file closed: readahead memory back, capacity fitted after
  * writing. */
 void vy_file_closed(vy_fs *fs, vy_inode *in);

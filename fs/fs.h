@@ -61,6 +61,7 @@ typedef struct vy_inode {
 	uint32_t opens;   /* ns: open file handles */
 	/* VY_FILE: bytes [0, size) are the file; the buffer holds cap bytes. */
 	uint64_t size, cap;
+	uint64_t holes; /* bytes of cap with no device memory (sparse: core/view.h) */
 	vy_handle buf; /* 0: no buffer (empty file) */
 	uint32_t maps; /* client mappings (fs/mapsrv.c): the buffer may not move */
 	bool written;  /* since the last capacity fit */

@@ -169,7 +169,7 @@ void vy_inode_stat(vy_fs *fs, vy_inode *in, struct stat *st)
 	switch (in->kind) {
 	case VY_FILE:
 		st->st_size = (off_t)in->size;
-		st->st_blocks = (blkcnt_t)((in->cap + 511) / 512); /* device bytes held */
+		st->st_blocks = (blkcnt_t)((in->cap - in->holes + 511) / 512); /* device bytes held */
 		break;
 	case VY_SYMLINK:
 		st->st_size = (off_t)strlen(in->target);

@@ -2,6 +2,7 @@
  * answers HELLO, MAP, SYNC and UNMAP in order (proto/proto.h). A malformed
  * or unknown request gets an error reply and ends the connection; a client
  * that stalls in the middle of a message holds only its own thread. */
+#include "fs/file.h"
 #include "fs/mapsrv.h"
 #include "core/grow.h"
 #include "fs/copysrv.h"
@@ -164,14 +165,11 @@ static vy_err op_map(conn *c, vy_msg *m)
 		pthread_rwlock_wrlock(&in->lock);
 		/* Every byte written so far on the device, no readahead copy
 		 * left to go stale, and memory of its own. */
-		rc = vy_wbehind_settle(fs, in, &e);
-		if (rc == VY_OK && !in->buf)
+		if (!in->buf)
 			rc = vy_fail(&e, VY_EINVAL, "give the file its size first, e.g. truncate -s 64M FILE",
 				     "the file is empty: it has no device memory to map");
-		if (rc == VY_OK) {
-			vy_readahead_forget(in);
-			rc = vy_core_share(fs->core, in->buf, &e);
-		}
+		if (rc == VY_OK)
+			rc = vy_file_share(fs, in, &e);
 		if (rc == VY_OK)
 			rc = vy_store_export(fs->core->store, in->buf, true, &v, &x, &e);
 		if (rc == VY_OK && !vy_grow((void **)&c->maps, &c->capmaps, c->nmaps, sizeof(*c->maps))) {

@@ -1295,6 +1295,41 @@ static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, of
 		reply_vy(req, rc, &e, ino, "fallocate");
 }
 
+/* SEEK_DATA and SEEK_HOLE, from the file's holes (docs/fs.md, "Sparse
+ * files"); the kernel answers SEEK_SET, SEEK_CUR and SEEK_END itself. */
+static void op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence, struct fuse_file_info *fi)
+{
+	(void)ino;
+	vy_fs *fs = fs_of(req);
+	vy_inode *in = handle_of(fi)->in;
+	if (whence != SEEK_DATA && whence != SEEK_HOLE) {
+		fuse_reply_err(req, EINVAL);
+		return;
+	}
+	if (off < 0) {
+		fuse_reply_err(req, ENXIO);
+		return;
+	}
+	pthread_rwlock_rdlock(&in->lock);
+	uint64_t at = (uint64_t)off, size = in->kind == VY_FILE ? in->size : 0;
+	int err = 0;
+	if (at >= size)
+		err = ENXIO; /* as lseek(2): at or past the end, neither data nor a hole */
+	else if (in->holes)
+		at = vy_store_seek(fs->core->store, in->buf, at, whence == SEEK_DATA);
+	else if (whence == SEEK_HOLE)
+		at = size; /* no hole before the end */
+	if (!err && whence == SEEK_DATA && at >= size)
+		err = ENXIO;
+	if (!err && at > size)
+		at = size;
+	pthread_rwlock_unlock(&in->lock);
+	if (err)
+		fuse_reply_err(req, err);
+	else
+		fuse_reply_lseek(req, (off_t)at);
+}
+
 static void op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in, struct fuse_file_info *fi_in,
 			       fuse_ino_t ino_out, off_t off_out, struct fuse_file_info *fi_out, size_t len, int flags)
 {
@@ -1468,5 +1503,6 @@ const struct fuse_lowlevel_ops vy_fs_ops = {
 	.create = op_create,
 	.fallocate = op_fallocate,
 	.copy_file_range = op_copy_file_range,
+	.lseek = op_lseek,
 	.ioctl = op_ioctl,
 };

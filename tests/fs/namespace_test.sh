@@ -226,9 +226,13 @@ test_df_shows_the_budget_and_use() {
 	set -- $line
 	budget=$(stat_of budget_bytes)
 	assertEquals "size is the budget (in 4K blocks)" $((budget / 4096 * 4096)) "$1"
-	truncate -s 32M "$MNT/big"
+	fallocate -l 32M "$MNT/big"
 	set -- $(df -B1 --output=size,used,avail "$MNT" | tail -n 1)
 	assertTrue "used counts the file" "[ $2 -ge 33554432 ]"
+	used=$2
+	truncate -s 64M "$MNT/sparse" # holes: no memory
+	set -- $(df -B1 --output=size,used,avail "$MNT" | tail -n 1)
+	assertEquals "holes are not used" "$used" "$2"
 }
 
 test_other_users_cannot_enter_without_allow_other() {

@@ -123,28 +123,78 @@ test_names_over_255_bytes_are_enametoolong() {
 # errno's text from a command's stderr.
 why() { "$@" 2>&1 >/dev/null | sed 's/.*: //' | head -n 1; }
 
-# EFBIG for a size no budget could hold (more than the device's memory);
-# ENOSPC past this mount's budget, as a full tmpfs answers a write.
+# Sparse files (issue "posix"): a truncate up or a far write leaves holes
+# that cost no device memory; a write into a hole gets memory for its
+# granule only; SEEK_DATA and SEEK_HOLE say where; a punched hole gives
+# whole pieces back; a sequence, a copy and a mapping see every byte
+# backed; every byte reads as written or as zero.
+test_sparse_files_keep_holes_free() {
+	need fallocate || return 0
+	unmount_vyrefs
+	mount_vyrefs "resident_budget=64M" || fail "mount"
+	fallocate -l 32M "$MNT/a" || fail "fallocate"
+	truncate -s 64M "$MNT/b" || fail "truncate past what is left"
+	assertEquals "holes cost nothing" "67108864 0 33554432" \
+		"$(stat -c '%s %b' "$MNT/b") $(stat_of resident_bytes)"
+	head -c 4096 /dev/urandom >"$MNT.blk"
+	dd if="$MNT.blk" of="$MNT/b" bs=4k seek=$((41 * 256)) conv=notrunc status=none || fail "write into a hole"
+	assertEquals "one granule of memory" 4096 "$(stat -c %b "$MNT/b")"
+	cmp -s -i 0:$((41 << 20)) -n 4096 "$MNT.blk" "$MNT/b" || fail "the bytes written"
+	cmp -s -n $((41 << 20)) "$MNT/b" /dev/zero || fail "zeros before"
+	assertEquals "data from 0, a hole at 0, data at 41M, the hole after it, nothing past" "41943040 0 42991616 44040192 ENXIO" "$(python3 - "$MNT/b" <<'PY'
+import os, sys
+fd = os.open(sys.argv[1], os.O_RDONLY)
+out = [os.lseek(fd, 0, os.SEEK_DATA), os.lseek(fd, 0, os.SEEK_HOLE), os.lseek(fd, 41 << 20, os.SEEK_DATA),
+       os.lseek(fd, 41 << 20, os.SEEK_HOLE)]
+try:
+    os.lseek(fd, 44 << 20, os.SEEK_DATA)
+    out.append("data")
+except OSError as e:
+    out.append("ENXIO" if e.errno == 6 else str(e))
+print(*out)
+PY
+)"
+	fallocate -p -o 40M -l 4M "$MNT/b" || fail "punch"
+	assertEquals "the punched piece went back" "0 33554432" "$(stat -c %b "$MNT/b") $(stat_of resident_bytes)"
+	cmp -s -n 67108864 "$MNT/b" /dev/zero || fail "zeros after the punch"
+	# A copy into a hole, and a sequence over holes, get memory first.
+	python3 -c "import os; s = os.open('$MNT/a', os.O_RDONLY); d = os.open('$MNT/b', os.O_WRONLY); print(os.copy_file_range(s, d, 1 << 20, 0, 8 << 20))" >/dev/null || fail "copy_file_range"
+	assertEquals "a granule for the copy" 4096 "$(stat -c %b "$MNT/b")"
+	truncate -s 8M "$MNT/c"
+	echo "fill c 7" >"$MNT/.vyre/ctl" || fail "fill: $(tail -n 2 "$VY_LOG")"
+	assertEquals "a sequence backs every byte" 16384 "$(stat -c %b "$MNT/c")"
+	assertEquals "filled" 8388608 "$(tr -d '\007' <"$MNT/c" | wc -c | awk -v n=8388608 '{ print n - $1 }')"
+	rm "$MNT/a" "$MNT/b" "$MNT/c" "$MNT.blk"
+	assertEquals "memory back to none" 0 "$(stat_of resident_bytes)"
+}
+
+# EFBIG for a size no device could hold (more than its memory); a size
+# past the budget is holes, as tmpfs keeps them (truncate, a far write);
+# memory that is not there is ENOSPC (fallocate, a write), and comes back.
 test_sizes_no_budget_holds_are_efbig_and_no_room_is_enospc() {
 	need fallocate || return 0
 	unmount_vyrefs
 	mount_vyrefs "resident_budget=64M" || fail "mount"
 	assertEquals "truncate far" "File too large" "$(why truncate -s 999999999999999 "$MNT/f")"
-	assertEquals "truncate past the budget" "No space left on device" "$(why truncate -s 65M "$MNT/f")"
-	assertEquals "fallocate past the budget" "No space left on device" "$(why fallocate -l 65M "$MNT/f")"
-	assertEquals "fallocate -n past the budget" "No space left on device" "$(why fallocate -n -l 65M "$MNT/f")"
-	assertEquals "write at 1 TiB" "File too large" \
-		"$(why dd if=/dev/zero of="$MNT/f" bs=4k count=1 seek=256M conv=notrunc status=none)"
+	assertEquals "write past the device" "File too large" \
+		"$(why dd if=/dev/zero of="$MNT/f" bs=4k count=1 seek=1G conv=notrunc status=none)"
 	assertEquals "nothing stayed" "0 0" "$(stat -c '%s %b' "$MNT/f")"
 	assertContains "$(cat "$VY_LOG")" "bytes of memory (Fix: keep the file under the device's memory"
+	truncate -s 65M "$MNT/f" || fail "a size past the budget is holes"
+	assertEquals "holes cost nothing" "68157440 0" "$(stat -c '%s %b' "$MNT/f")"
+	assertEquals "fallocate past the budget" "No space left on device" "$(why fallocate -l 65M "$MNT/g")"
+	assertEquals "fallocate -n past the budget" "No space left on device" "$(why fallocate -n -l 65M "$MNT/g")"
 	assertContains "$(cat "$VY_LOG")" "this mount's whole resident budget is 67108864 bytes (Fix: keep the file under the budget, or mount with a larger one"
-	# Room that is taken now: ENOSPC, and it comes back.
+	rm -f "$MNT/f" "$MNT/g"
+	# Room that is taken now: ENOSPC for memory, holes still free; it comes back.
 	fallocate -l 40M "$MNT/a" || fail "fallocate a"
-	assertEquals "no room now" "No space left on device" "$(why truncate -s 40M "$MNT/b")"
-	assertEquals "no room now (write)" "No space left on device" \
-		"$(why dd if=/dev/zero of="$MNT/b" bs=1M count=1 seek=39 status=none)"
+	truncate -s 40M "$MNT/b" || fail "holes while 24M are left"
+	assertEquals "no room now" "No space left on device" "$(why fallocate -l 40M "$MNT/b")"
+	dd if=/dev/zero of="$MNT/b" bs=1M count=1 seek=39 conv=notrunc status=none || fail "a write into a hole"
+	assertEquals "one granule of memory for it" 4096 "$(stat -c %b "$MNT/b")"
 	rm "$MNT/a"
-	truncate -s 40M "$MNT/b" || fail "room again"
+	fallocate -l 40M "$MNT/b" || fail "room again"
+	assertEquals "40M of memory" 81920 "$(stat -c %b "$MNT/b")"
 	assertEquals 41943040 "$(stat -c %s "$MNT/b")"
 }
 

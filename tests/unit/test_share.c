@@ -321,6 +321,80 @@ static void growth_fills_the_budget_to_the_last_granule(void)
 	fx_close(&f);
 }
 
+/* Holes: a buffer of holes costs no memory and reads zeros; a write into
+ * a hole is refused (nothing written) until the range is backed; backing
+ * takes zeroed memory for the granules asked; SEEK_DATA/SEEK_HOLE answers
+ * follow; a punch gives whole pieces back; a buffer with holes is not
+ * exported; accounting returns to nothing. */
+static vy_err zero_with_core(void *ctx, vy_dptr p, uint64_t len, vy_error *e)
+{
+	vy_core *c = ctx;
+	vy_stream *st;
+	vy_err rc = c->dev->ops->stream_create(c->dev, &st, e);
+	if (rc != VY_OK)
+		return rc;
+	rc = c->dev->ops->memset8(c->dev, st, p, 0, len, e);
+	if (rc == VY_OK)
+		rc = c->dev->ops->stream_sync(c->dev, st, e);
+	c->dev->ops->stream_destroy(c->dev, st, NULL);
+	return rc;
+}
+
+static void holes_cost_nothing_until_backed(void)
+{
+	fixture f;
+	fx_open(&f);
+	vy_handle h;
+	MUST(vy_store_alloc_holes(f.c->store, 7 * MiB, &h, E)); /* 8 MiB of holes */
+	vy_buffer_view v;
+	MUST(vy_store_view(f.c->store, h, &v, E));
+	CHECK_EQ(v.len, 8 * MiB);
+	CHECK_EQ(v.holes, 8 * MiB);
+	CHECK_EQ(snap(&f).resident_bytes, 0);
+	CHECK(!vy_store_shareable(f.c->store, h));
+	unsigned char *back = malloc(8 * MiB), *pat = malloc(4096);
+	CHECK(back && pat);
+	vy_readback rb = {.handle = h, .offset = 0, .dst = back, .len = 8 * MiB};
+	MUST(vy_readback_many(f.c, &rb, 1, E));
+	for (size_t i = 0; i < 8 * MiB; i++)
+		if (back[i]) {
+			CHECK(!"a hole reads zeros");
+			break;
+		}
+	vy_test_fill_pattern(pat, 4096, 3);
+	vy_upload up = {.handle = h, .offset = 5 * MiB, .src = pat, .len = 4096};
+	MUST_FAIL(VY_EINTERNAL, vy_upload_many(f.c, &up, 1, E));
+	MUST_FAIL(VY_EINTERNAL, vy_fill(f.c, h, 5 * MiB, 1, 9, E));
+	MUST(vy_store_back(f.c->store, h, 5 * MiB, 4096, zero_with_core, f.c, &v, E));
+	CHECK_EQ(v.holes, 6 * MiB);
+	CHECK_EQ(snap(&f).resident_bytes, 2 * MiB);
+	MUST(vy_upload_many(f.c, &up, 1, E));
+	CHECK_EQ(vy_store_seek(f.c->store, h, 0, true), 4 * MiB);
+	CHECK_EQ(vy_store_seek(f.c->store, h, 0, false), 0);
+	CHECK_EQ(vy_store_seek(f.c->store, h, 4 * MiB, false), 6 * MiB);
+	CHECK_EQ(vy_store_seek(f.c->store, h, 6 * MiB, true), UINT64_MAX);
+	rb = (vy_readback){.handle = h, .offset = 4 * MiB, .dst = back, .len = 2 * MiB};
+	MUST(vy_readback_many(f.c, &rb, 1, E));
+	CHECK(memcmp(back + MiB, pat, 4096) == 0 && back[0] == 0 && back[MiB - 1] == 0 && back[MiB + 4096] == 0);
+	vy_export x;
+	MUST_FAIL(VY_EINVAL, vy_store_export(f.c->store, h, false, &v, &x, E));
+	MUST(vy_store_punch(f.c->store, h, 3 * MiB, 4 * MiB, &v, E));
+	CHECK_EQ(v.holes, 8 * MiB);
+	CHECK_EQ(snap(&f).resident_bytes, 0);
+	MUST(vy_store_back(f.c->store, h, 0, UINT64_MAX, zero_with_core, f.c, &v, E));
+	CHECK_EQ(v.holes, 0);
+	CHECK(vy_store_shareable(f.c->store, h));
+	MUST(vy_store_export(f.c->store, h, false, &v, &x, E));
+	CHECK_EQ(x.n, 1); /* one run of holes, one piece */
+	vy_export_close(&x);
+	MUST(vy_store_unexport(f.c->store, h, E));
+	MUST(vy_store_free(f.c->store, h, E));
+	CHECK_EQ(snap(&f).resident_bytes, 0);
+	free(back);
+	free(pat);
+	fx_close(&f);
+}
+
 static void *stop_later(void *arg)
 {
 	usleep(300000);
@@ -446,6 +520,7 @@ int main(void)
 		TEST_CASE(exported_free_waits_for_its_mappings),
 		TEST_CASE(buffer_grows_in_place_and_shrinks_by_pieces),
 		TEST_CASE(growth_fills_the_budget_to_the_last_granule),
+		TEST_CASE(holes_cost_nothing_until_backed),
 		TEST_CASE(launcher_maps_once_per_generation_and_gives_back),
 		TEST_CASE(launcher_killed_in_a_sequence_costs_that_sequence),
 		TEST_CASE(a_stop_ends_the_sequence_at_its_next_step),
