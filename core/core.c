@@ -100,19 +100,15 @@ vy_err vy_core_sync(vy_core *c, vy_stream *s, vy_error *e)
 	return c->dev->ops->stream_sync(c->dev, s, e);
 }
 
-/* The move's copy: device to device on a stream of the core, then a wait. */
-static vy_err share_copy(void *ctx, vy_dptr dst, vy_dptr src, uint64_t len, vy_error *e)
+/* One device operation on a stream of the core, then a wait for it. */
+static vy_err on_stream_and_wait(vy_core *c, vy_err (*op)(vy_core *, vy_stream *, vy_dptr, vy_dptr, uint64_t, vy_error *),
+				 vy_dptr dst, vy_dptr src, uint64_t len, vy_error *e)
 {
-	vy_core *c = ctx;
 	vy_stream *s;
 	vy_err rc = vy_streams_acquire(&c->streams, &s, e);
 	if (rc != VY_OK)
 		return rc;
-	rc = c->dev->ops->copy_dtod(c->dev, s, dst, src, len, e);
-	if (rc == VY_OK) {
-		vy_telemetry_add(&c->tel, d2d_ops, 1);
-		vy_telemetry_add(&c->tel, d2d_bytes, len);
-	}
+	rc = op(c, s, dst, src, len, e);
 	vy_error err;
 	vy_err sync = vy_core_sync(c, s, &err);
 	vy_error_keep_first(&rc, sync, e, &err);
@@ -121,25 +117,37 @@ static vy_err share_copy(void *ctx, vy_dptr dst, vy_dptr src, uint64_t len, vy_e
 	return rc;
 }
 
-/* New memory for a hole: zeros, on a stream of the core, then a wait. */
-static vy_err hole_zero(void *ctx, vy_dptr p, uint64_t len, vy_error *e)
+static vy_err copy_op(vy_core *c, vy_stream *s, vy_dptr dst, vy_dptr src, uint64_t len, vy_error *e)
 {
-	vy_core *c = ctx;
-	vy_stream *s;
-	vy_err rc = vy_streams_acquire(&c->streams, &s, e);
-	if (rc != VY_OK)
-		return rc;
-	rc = c->dev->ops->memset8(c->dev, s, p, 0, len, e);
+	vy_err rc = c->dev->ops->copy_dtod(c->dev, s, dst, src, len, e);
+	if (rc == VY_OK) {
+		vy_telemetry_add(&c->tel, d2d_ops, 1);
+		vy_telemetry_add(&c->tel, d2d_bytes, len);
+	}
+	return rc;
+}
+
+static vy_err zero_op(vy_core *c, vy_stream *s, vy_dptr dst, vy_dptr src, uint64_t len, vy_error *e)
+{
+	(void)src;
+	vy_err rc = c->dev->ops->memset8(c->dev, s, dst, 0, len, e);
 	if (rc == VY_OK) {
 		vy_telemetry_add(&c->tel, memset_ops, 1);
 		vy_telemetry_add(&c->tel, memset_bytes, len);
 	}
-	vy_error err;
-	vy_err sync = vy_core_sync(c, s, &err);
-	vy_error_keep_first(&rc, sync, e, &err);
-	if (sync == VY_OK)
-		vy_streams_release(&c->streams, s);
 	return rc;
+}
+
+/* The move's copy (vy_store_share). */
+static vy_err share_copy(void *ctx, vy_dptr dst, vy_dptr src, uint64_t len, vy_error *e)
+{
+	return on_stream_and_wait(ctx, copy_op, dst, src, len, e);
+}
+
+/* New memory for a hole: zeros (vy_store_back). */
+static vy_err hole_zero(void *ctx, vy_dptr p, uint64_t len, vy_error *e)
+{
+	return on_stream_and_wait(ctx, zero_op, p, 0, len, e);
 }
 
 vy_err vy_core_back(vy_core *c, vy_handle h, uint64_t off, uint64_t len, vy_buffer_view *out, vy_error *e)

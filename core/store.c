@@ -599,9 +599,13 @@ static void changed(vy_store *s, store_buffer *b)
 	zeros_idle(s);
 }
 
-/* A live buffer that may change shape now, or why not. Lock held. */
-static vy_err shapeable(vy_store *s, vy_handle h, store_buffer **out, vy_error *e)
+/* A live buffer that may change shape now, to `len` bytes in whole
+ * granules (*want), or why not. Lock held. */
+static vy_err shapeable(vy_store *s, vy_handle h, uint64_t len, store_buffer **out, uint64_t *want, vy_error *e)
 {
+	*want = granules(s, len);
+	if (!*want)
+		return vy_fail(e, VY_EOVERFLOW, "allocate less", "a %llu-byte buffer is too large", (unsigned long long)len);
 	store_buffer *b = live_buffer(s, h);
 	if (!b)
 		return unknown_handle(e, h);
@@ -666,9 +670,8 @@ vy_err vy_store_grow(vy_store *s, vy_handle h, uint64_t len, vy_buffer_view *out
 {
 	pthread_mutex_lock(&s->lock);
 	store_buffer *b = NULL;
-	uint64_t want = granules(s, len);
-	vy_err rc = want ? shapeable(s, h, &b, e)
-			 : vy_fail(e, VY_EOVERFLOW, "allocate less", "a %llu-byte buffer is too large", (unsigned long long)len);
+	uint64_t want;
+	vy_err rc = shapeable(s, h, len, &b, &want, e);
 	if (rc != VY_OK)
 		goto out;
 	uint64_t span = span_of(b);
@@ -748,9 +751,8 @@ vy_err vy_store_extend(vy_store *s, vy_handle h, uint64_t len, vy_buffer_view *o
 {
 	pthread_mutex_lock(&s->lock);
 	store_buffer *b = NULL;
-	uint64_t want = granules(s, len);
-	vy_err rc = want ? shapeable(s, h, &b, e)
-			 : vy_fail(e, VY_EOVERFLOW, "allocate less", "a %llu-byte buffer is too large", (unsigned long long)len);
+	uint64_t want;
+	vy_err rc = shapeable(s, h, len, &b, &want, e);
 	if (rc == VY_OK && want > span_of(b)) {
 		rc = zeros_ready(s, e);
 		if (rc == VY_OK)
