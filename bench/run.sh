@@ -267,7 +267,7 @@ ctl_figures() {
 		rm "$m/.vyre/modules/noop.ptx"
 		# The first sequence that names a new 1 GiB file exports it and
 		# the launcher imports and maps it; later ones find it mapped.
-		truncate -s 1G "$m/touch"
+		fallocate -l 1G "$m/touch" # memory now, not holes: this times the mapping alone
 		put ctl.first_touch_1g_us "$("$BIN/vybench" ctlw "$ctl" 1 $'fill touch 0 0 1\n')"
 		put ctl.touch_1g_us "$("$BIN/vybench" ctlw "$ctl" "$N" $'fill touch 0 0 1\n')"
 		rm "$m/touch"
