@@ -840,7 +840,7 @@ vy_err vy_store_punch(vy_store *s, vy_handle h, uint64_t off, uint64_t len, vy_b
 				continue;
 			rc = zeros_ready(s, e);
 			if (rc == VY_OK)
-				rc = vy_view_remove(s->dev, &b->view, &s->zeros, i, false, e);
+				rc = vy_view_remove(s->dev, &b->view, &s->zeros, i, false, 0, e);
 			if (rc == VY_OK) {
 				b->alloc -= pc.bytes;
 				s->resident -= pc.bytes;
@@ -865,11 +865,11 @@ vy_err vy_store_shrink(vy_store *s, vy_handle h, uint64_t len, vy_buffer_view *o
 	/* Memory another process maps, or work uses, stays until it ends. */
 	if (rc == VY_OK && b->view.ptr && !b->exports && !b->inflight) {
 		uint64_t keep = granules(s, len ? len : 1), before = span_of(b);
-		while (rc == VY_OK && b->view.n > 1) {
+		while (rc == VY_OK && b->view.n > 0) { /* pieces that start at or past keep */
 			vy_piece pc = b->view.piece[b->view.n - 1];
 			if (pc.off < keep)
 				break;
-			rc = vy_view_remove(s->dev, &b->view, &s->zeros, b->view.n - 1, true, e);
+			rc = vy_view_remove(s->dev, &b->view, &s->zeros, b->view.n - 1, true, keep, e);
 			if (rc == VY_OK) {
 				b->alloc -= pc.bytes;
 				s->resident -= pc.bytes;

@@ -187,29 +187,31 @@ vy_err vy_view_add(vy_device *d, vy_view *v, vy_zeros *z, vy_piece pc, vy_error 
 	return VY_OK;
 }
 
-vy_err vy_view_remove(vy_device *d, vy_view *v, vy_zeros *z, uint32_t i, bool shorten, vy_error *e)
+vy_err vy_view_remove(vy_device *d, vy_view *v, vy_zeros *z, uint32_t i, bool shorten, uint64_t keep, vy_error *e)
 {
 	if (i >= v->n)
 		return vy_fail(e, VY_EINTERNAL, "report this bug", "no piece %u in a view of %u", i, v->n);
 	vy_piece pc = v->piece[i];
-	bool last = i + 1 == v->n;
+	bool cut = shorten && i + 1 == v->n; /* the last piece, and the view ends before it */
 	vy_err rc = d->ops->synchronize(d, e);
-	if (rc == VY_OK && !(shorten && last))
-		rc = z->p ? VY_OK : vy_fail(e, VY_EINTERNAL, "report this bug", "a hole with no zeros to map");
+	if (rc == VY_OK && !cut && !z->p)
+		rc = vy_fail(e, VY_EINTERNAL, "report this bug", "a hole with no zeros to map");
 	if (rc == VY_OK)
 		rc = d->share->unmap(d, v->ptr + pc.off, pc.bytes, e);
 	if (rc != VY_OK)
 		return rc;
 	memmove(&v->piece[i], &v->piece[i + 1], (v->n - i - 1) * sizeof(*v->piece));
 	v->n--;
-	if (shorten && last) {
-		/* The range ends where the pieces before it do: the holes
-		 * around it go too. */
-		uint64_t keep = pieces_end(v), after = pc.off + pc.bytes;
-		unmap_zeros(d, z, v->ptr, keep, pc.off - keep, NULL);
+	if (cut) {
+		/* The view ends at `keep` (never inside the piece), or where
+		 * the pieces before it do: the holes past that go too. */
+		uint64_t base = pieces_end(v), after = pc.off + pc.bytes;
+		if (base < keep)
+			base = keep < pc.off ? keep : pc.off;
+		unmap_zeros(d, z, v->ptr, base, pc.off - base, NULL);
 		unmap_zeros(d, z, v->ptr, after, v->len - after, NULL);
-		v->holes -= (pc.off - keep) + (v->len - after);
-		v->len = keep;
+		v->holes -= (pc.off - base) + (v->len - after);
+		v->len = base;
 		return VY_OK;
 	}
 	rc = map_zeros(d, z, v->ptr, pc.off, pc.bytes, e);

@@ -54,9 +54,10 @@ vy_err vy_view_add(vy_device *d, vy_view *v, vy_zeros *z, vy_piece pc, vy_error 
 /* Holes up to `len` (a multiple of the granularity, within the range). */
 vy_err vy_view_extend(vy_device *d, vy_view *v, vy_zeros *z, uint64_t len, vy_error *e);
 
-/* Take piece `i` out: a hole where it was, or, at the end with `shorten`,
- * nothing (len drops to its offset, and trailing holes go too). */
-vy_err vy_view_remove(vy_device *d, vy_view *v, vy_zeros *z, uint32_t i, bool shorten, vy_error *e);
+/* Take piece `i` out: a hole where it was; or, with `shorten` for the
+ * last piece, nothing: the view then ends at `keep` (at most the piece's
+ * offset), or where the pieces before it end if that is later. */
+vy_err vy_view_remove(vy_device *d, vy_view *v, vy_zeros *z, uint32_t i, bool shorten, uint64_t keep, vy_error *e);
 
 /* Drop the holes past max(len, the last piece's end). */
 vy_err vy_view_shorten(vy_device *d, vy_view *v, vy_zeros *z, uint64_t len, vy_error *e);

@@ -154,6 +154,12 @@ except OSError as e:
 print(*out)
 PY
 )"
+	# Truncated below its only piece, then up again: no memory, zeros.
+	cp --sparse=always "$MNT/b" "$MNT/b2" 2>/dev/null || dd if="$MNT/b" of="$MNT/b2" bs=1M conv=sparse status=none
+	truncate -s 10M "$MNT/b2" && truncate -s 50M "$MNT/b2"
+	assertEquals "cut below its piece, grown again" "52428800 0" "$(stat -c '%s %b' "$MNT/b2")"
+	cmp -s -n 52428800 "$MNT/b2" /dev/zero || fail "zeros after the cut"
+	rm "$MNT/b2"
 	fallocate -p -o 40M -l 4M "$MNT/b" || fail "punch"
 	assertEquals "the punched piece went back" "0 33554432" "$(stat -c %b "$MNT/b") $(stat_of resident_bytes)"
 	cmp -s -n 67108864 "$MNT/b" /dev/zero || fail "zeros after the punch"
