@@ -87,6 +87,13 @@ typedef struct vy_device_share_ops {
 	vy_err (*map_own)(vy_device *d, vy_dptr p, uint64_t bytes, vy_dptr at, vy_error *e);
 	/* Undo one map_fd or map_own, with the same `at` and `bytes`. */
 	vy_err (*unmap)(vy_device *d, vy_dptr at, uint64_t bytes, vy_error *e);
+	/* Zeros at [at, at + bytes) inside a reservation, whole granules,
+	 * costing no memory of their own: holes (core/view.h). cuda maps
+	 * `zero`, one shareable granule of zeros, at each granule; host maps
+	 * anonymous zero pages, one mapping for the run. unmap_zeros takes
+	 * any run of whole granules of them back to bare address space. */
+	vy_err (*map_zeros)(vy_device *d, vy_dptr zero, vy_dptr at, uint64_t bytes, vy_error *e);
+	vy_err (*unmap_zeros)(vy_device *d, vy_dptr at, uint64_t bytes, vy_error *e);
 } vy_device_share_ops;
 
 /* The most shareable allocations one buffer is made of: growth in place

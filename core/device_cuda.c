@@ -477,6 +477,34 @@ static vy_err cuda_unmap(vy_device *d, vy_dptr at, uint64_t bytes, vy_error *e)
 	return VY_OK;
 }
 
+/* A hole run: the granule of zeros mapped at each granule (a mapping
+ * cannot repeat a smaller allocation across a larger range). */
+static vy_err cuda_map_zeros(vy_device *d, vy_dptr zero, vy_dptr at, uint64_t bytes, vy_error *e)
+{
+	uint64_t g = d->info.share_granularity;
+	for (uint64_t x = 0; x < bytes; x += g) {
+		vy_err rc = cuda_map_own(d, zero, g, at + x, e);
+		if (rc != VY_OK) {
+			for (uint64_t y = 0; y < x; y += g)
+				cuda_unmap(d, at + y, g, NULL);
+			return rc;
+		}
+	}
+	return VY_OK;
+}
+
+static vy_err cuda_unmap_zeros(vy_device *d, vy_dptr at, uint64_t bytes, vy_error *e)
+{
+	uint64_t g = d->info.share_granularity;
+	vy_err first = VY_OK;
+	for (uint64_t x = 0; x < bytes; x += g) {
+		vy_err rc = cuda_unmap(d, at + x, g, first == VY_OK ? e : NULL);
+		if (first == VY_OK)
+			first = rc;
+	}
+	return first;
+}
+
 static const vy_device_share_ops cuda_share = {
 	.export_fd = cuda_export_fd,
 	.reserve = cuda_reserve,
@@ -484,6 +512,8 @@ static const vy_device_share_ops cuda_share = {
 	.map_fd = cuda_map_fd,
 	.map_own = cuda_map_own,
 	.unmap = cuda_unmap,
+	.map_zeros = cuda_map_zeros,
+	.unmap_zeros = cuda_unmap_zeros,
 };
 
 static vy_err cuda_host_alloc(vy_device *d, size_t bytes, void **out, vy_error *e)

@@ -313,6 +313,30 @@ static vy_err host_unmap(vy_device *d, vy_dptr at, uint64_t bytes, vy_error *e)
 	return VY_OK;
 }
 
+/* A hole run: private anonymous pages read as zeros and cost nothing;
+ * one mapping for the whole run (the kernel bounds how many a process
+ * has). A write there, which the store never lets happen, would land in
+ * a private page of its own, not in another hole. */
+static vy_err host_map_zeros(vy_device *d, vy_dptr zero, vy_dptr at, uint64_t bytes, vy_error *e)
+{
+	(void)d;
+	(void)zero;
+	void *p = mmap((void *)(uintptr_t)at, (size_t)bytes, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+	if (p == MAP_FAILED)
+		return vy_fail(e, VY_ENOMEM, "free host memory", "host backend: cannot map %llu bytes of holes: %s",
+			       (unsigned long long)bytes, strerror(errno));
+	return VY_OK;
+}
+
+static vy_err host_unmap_zeros(vy_device *d, vy_dptr at, uint64_t bytes, vy_error *e)
+{
+	(void)d;
+	if (!inaccessible((void *)(uintptr_t)at, bytes))
+		return vy_fail(e, VY_EINTERNAL, "report this bug", "host backend: cannot unmap holes: %s", strerror(errno));
+	return VY_OK;
+}
+
 static const vy_device_share_ops host_share = {
 	.export_fd = host_export_fd,
 	.reserve = host_reserve,
@@ -320,6 +344,8 @@ static const vy_device_share_ops host_share = {
 	.map_fd = host_map_fd,
 	.map_own = host_map_own,
 	.unmap = host_unmap,
+	.map_zeros = host_map_zeros,
+	.unmap_zeros = host_unmap_zeros,
 };
 
 static vy_err host_host_alloc(vy_device *d, size_t bytes, void **out, vy_error *e)

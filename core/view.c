@@ -4,33 +4,26 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Map the zero granule over [off, off + n) of the range at `base`. */
+/* Holes over [off, off + n) of the range at `base` (whole granules), and
+ * back; `maps` counts the granules, so the store knows when the granule
+ * of zeros is needed no more. */
 static vy_err map_zeros(vy_device *d, vy_zeros *z, vy_dptr base, uint64_t off, uint64_t n, vy_error *e)
 {
-	for (uint64_t x = off; x < off + n; x += z->g) {
-		vy_err rc = d->share->map_own(d, z->p, z->g, base + x, e);
-		if (rc != VY_OK) {
-			for (uint64_t y = off; y < x; y += z->g)
-				if (d->share->unmap(d, base + y, z->g, NULL) == VY_OK)
-					z->maps--;
-			return rc;
-		}
-		z->maps++;
-	}
-	return VY_OK;
+	if (n == 0)
+		return VY_OK;
+	vy_err rc = d->share->map_zeros(d, z->p, base + off, n, e);
+	if (rc == VY_OK)
+		z->maps += n / z->g;
+	return rc;
 }
 
 static vy_err unmap_zeros(vy_device *d, vy_zeros *z, vy_dptr base, uint64_t off, uint64_t n, vy_error *e)
 {
-	vy_err first = VY_OK;
-	for (uint64_t x = off; x < off + n; x += z->g) {
-		vy_err rc = d->share->unmap(d, base + x, z->g, first == VY_OK ? e : NULL);
-		if (rc == VY_OK)
-			z->maps--;
-		else if (first == VY_OK)
-			first = rc;
-	}
-	return first;
+	if (n == 0)
+		return VY_OK;
+	vy_err rc = d->share->unmap_zeros(d, base + off, n, e);
+	z->maps -= n / z->g; /* what would not unmap is address space only */
+	return rc;
 }
 
 /* The end of the last piece (0 with none). */
@@ -39,30 +32,30 @@ static uint64_t pieces_end(const vy_view *v)
 	return v->n ? v->piece[v->n - 1].off + v->piece[v->n - 1].bytes : 0;
 }
 
-/* Map (or unmap) every piece and hole of v at `base`. Mapping stops at the
- * first failure, having undone what it mapped. */
+/* Map every piece and hole of v at `base`; on a failure, undo exactly
+ * what went in. */
 static vy_err map_all(vy_device *d, const vy_view *v, vy_zeros *z, vy_dptr base, vy_error *e)
 {
 	uint64_t at = 0;
-	uint32_t i = 0;
+	uint32_t done = 0; /* pieces mapped, with the holes before each */
 	vy_err rc = VY_OK;
-	for (; i < v->n && rc == VY_OK; i++) {
-		const vy_piece *pc = &v->piece[i];
+	for (; done < v->n; done++) {
+		const vy_piece *pc = &v->piece[done];
 		rc = map_zeros(d, z, base, at, pc->off - at, e);
-		if (rc == VY_OK) {
-			rc = d->share->map_own(d, pc->p, pc->bytes, base + pc->off, e);
-			if (rc != VY_OK)
-				unmap_zeros(d, z, base, at, pc->off - at, NULL);
+		if (rc != VY_OK)
+			break;
+		rc = d->share->map_own(d, pc->p, pc->bytes, base + pc->off, e);
+		if (rc != VY_OK) {
+			unmap_zeros(d, z, base, at, pc->off - at, NULL);
+			break;
 		}
-		if (rc == VY_OK)
-			at = pc->off + pc->bytes;
+		at = pc->off + pc->bytes;
 	}
 	if (rc == VY_OK)
 		rc = map_zeros(d, z, base, at, v->len - at, e);
 	if (rc != VY_OK) {
-		/* Undo the pieces (and the holes before them) that went in. */
 		uint64_t from = 0;
-		for (uint32_t k = 0; k + 1 < i; k++) {
+		for (uint32_t k = 0; k < done; k++) {
 			unmap_zeros(d, z, base, from, v->piece[k].off - from, NULL);
 			d->share->unmap(d, base + v->piece[k].off, v->piece[k].bytes, NULL);
 			from = v->piece[k].off + v->piece[k].bytes;

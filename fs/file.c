@@ -3,6 +3,7 @@
 #include "core/checked.h"
 #include "core/transfer.h"
 #include "fs/log.h"
+#include "fs/readahead.h"
 #include "fs/wbehind.h"
 
 #define PAGE 4096u
@@ -41,6 +42,15 @@ static void took(vy_inode *in, const vy_buffer_view *v)
 {
 	in->cap = v->len;
 	in->holes = v->holes;
+}
+
+/* Nothing of ours in flight on the file's buffer: queued write-behind
+ * copies landed, readahead copies waited for. The store changes a
+ * buffer's shape only while nothing pins it, and its address may change. */
+static vy_err quiet(vy_fs *fs, vy_inode *in, vy_error *e)
+{
+	vy_readahead_release(fs, in);
+	return vy_wbehind_quiesce(fs, in, e);
 }
 
 void vy_file_drop(vy_fs *fs, vy_inode *in)
@@ -94,7 +104,7 @@ static vy_err grow_in_place(vy_fs *fs, vy_inode *in, uint64_t need, vy_error *e)
 	if (!in->buf || !vy_store_growable(fs->core->store, in->buf))
 		return VY_ENOTSUP;
 	/* Its address may change: no copy may be in flight to the old one. */
-	vy_err rc = vy_wbehind_quiesce(fs, in, e);
+	vy_err rc = quiet(fs, in, e);
 	vy_buffer_view v;
 	if (rc == VY_OK)
 		rc = vy_store_grow(fs->core->store, in->buf, need, &v, e);
@@ -108,7 +118,7 @@ static void shrink_in_place(vy_fs *fs, vy_inode *in, uint64_t keep)
 {
 	vy_buffer_view v;
 	vy_error why;
-	if (vy_wbehind_quiesce(fs, in, &why) != VY_OK || vy_store_shrink(fs->core->store, in->buf, keep, &v, &why) != VY_OK)
+	if (quiet(fs, in, &why) != VY_OK || vy_store_shrink(fs->core->store, in->buf, keep, &v, &why) != VY_OK)
 		vy_log(LOG_NOTICE, "inode %llu: keeping %llu bytes of capacity: %s", (unsigned long long)in->ino,
 		       (unsigned long long)in->cap, why.msg);
 	else
@@ -186,7 +196,7 @@ static vy_err extend_sparse(vy_fs *fs, vy_inode *in, uint64_t to, vy_error *e)
 		if (!vy_store_growable(fs->core->store, in->buf))
 			rc = rebuffer(fs, in, g, e);
 		if (rc == VY_OK)
-			rc = vy_wbehind_quiesce(fs, in, e);
+			rc = quiet(fs, in, e);
 		if (rc == VY_OK)
 			rc = vy_store_extend(fs->core->store, in->buf, to, &v, e);
 	}
@@ -199,11 +209,14 @@ static vy_err extend_sparse(vy_fs *fs, vy_inode *in, uint64_t to, vy_error *e)
  * the zeros a hole maps. */
 static vy_err back(vy_fs *fs, vy_inode *in, uint64_t off, uint64_t end, vy_error *e)
 {
-	if (!in->holes || end <= off)
+	if (!in->holes || end <= off || vy_store_backed(fs->core->store, in->buf, off, end - off))
 		return VY_OK;
-	vy_buffer_view v;
-	vy_err rc = vy_core_back(fs->core, in->buf, off, end - off, &v, e);
+	vy_err rc = quiet(fs, in, e);
 	if (rc == VY_OK)
+		rc = vy_core_back(fs->core, in->buf, off, end - off, NULL, e);
+	/* Also after a failure part way: pieces may have come. */
+	vy_buffer_view v;
+	if (vy_store_view(fs->core->store, in->buf, &v, NULL) == VY_OK)
 		took(in, &v);
 	return rc;
 }
@@ -371,7 +384,7 @@ vy_err vy_file_punch(vy_fs *fs, vy_inode *in, uint64_t off, uint64_t len, vy_err
 	/* Whole pieces inside the range go (holes again); the rest is zeroed. */
 	if (in->buf && vy_store_growable(fs->core->store, in->buf)) {
 		vy_buffer_view v;
-		rc = vy_wbehind_quiesce(fs, in, e);
+		rc = quiet(fs, in, e);
 		if (rc == VY_OK)
 			rc = vy_store_punch(fs->core->store, in->buf, off, stop - off, &v, e);
 		if (rc != VY_OK)

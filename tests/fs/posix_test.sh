@@ -170,7 +170,40 @@ PY
 	echo "fill c 7" >"$MNT/.vyre/ctl" || fail "fill: $(tail -n 2 "$VY_LOG")"
 	assertEquals "a sequence backs every byte" 16384 "$(stat -c %b "$MNT/c")"
 	assertEquals "filled" 8388608 "$(tr -d '\007' <"$MNT/c" | wc -c | awk -v n=8388608 '{ print n - $1 }')"
-	rm "$MNT/a" "$MNT/b" "$MNT/c" "$MNT.blk"
+	# Writes in order into a truncated file (write-behind and readahead
+	# copies in flight while holes get memory), and a cut between two
+	# pieces: every byte and seek as written.
+	assertEquals "in-order writes into holes, a cut between pieces" "ok 2097152 ENXIO 52428800" "$(python3 - "$MNT/d" <<'PY'
+import os, sys
+p = sys.argv[1]
+fd = os.open(p, os.O_RDWR | os.O_CREAT)
+os.ftruncate(fd, 20 << 20)
+blk = bytes(range(256)) * 16
+for i in range(5120):
+    os.pwrite(fd, blk, i * 4096)
+os.close(fd)
+fd = os.open(p, os.O_RDWR)
+assert os.pread(fd, 4096, 7 << 20) == blk and os.pread(fd, 4096, (20 << 20) - 4096) == blk
+for k in range(4):
+    os.pread(fd, 128 << 10, k << 17) # readahead in flight
+os.pwrite(fd, blk, 1 << 20)
+os.pwrite(fd, blk, 90 << 20)         # a piece far away
+os.ftruncate(fd, 1 << 20)
+os.pwrite(fd, blk, 0)
+os.pwrite(fd, blk, 90 << 20)
+os.ftruncate(fd, 50 << 20)           # cut between the two pieces
+assert os.pread(fd, 4096, 40 << 20) == bytes(4096)
+out = ["ok", os.lseek(fd, 0, os.SEEK_HOLE)]
+try:
+    os.lseek(fd, 40 << 20, os.SEEK_DATA)
+    out.append("data")
+except OSError as e:
+    out.append("ENXIO" if e.errno == 6 else str(e))
+out.append(os.fstat(fd).st_size)
+print(*out)
+PY
+)"
+	rm "$MNT/a" "$MNT/b" "$MNT/c" "$MNT/d" "$MNT.blk"
 	assertEquals "memory back to none" 0 "$(stat_of resident_bytes)"
 }
 

@@ -225,6 +225,16 @@ static vy_err c_unmap(vy_device *d, vy_dptr at, uint64_t bytes, vy_error *e)
 	return cnt(d)->inner->share->unmap(cnt(d)->inner, at, bytes, e);
 }
 
+static vy_err c_map_zeros(vy_device *d, vy_dptr zero, vy_dptr at, uint64_t bytes, vy_error *e)
+{
+	return cnt(d)->inner->share->map_zeros(cnt(d)->inner, zero, at, bytes, e);
+}
+
+static vy_err c_unmap_zeros(vy_device *d, vy_dptr at, uint64_t bytes, vy_error *e)
+{
+	return cnt(d)->inner->share->unmap_zeros(cnt(d)->inner, at, bytes, e);
+}
+
 static const vy_device_share_ops counting_share = {
 	.export_fd = c_export_fd,
 	.reserve = c_reserve,
@@ -232,6 +242,8 @@ static const vy_device_share_ops counting_share = {
 	.map_fd = c_map_fd,
 	.map_own = c_map_own,
 	.unmap = c_unmap,
+	.map_zeros = c_map_zeros,
+	.unmap_zeros = c_unmap_zeros,
 };
 
 vy_counting_device *vy_test_device_open_shared(void)
