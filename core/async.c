@@ -11,7 +11,7 @@ static vy_err start(vy_core *c, vy_async *a, vy_handle h, uint64_t off, uint64_t
 	vy_err rc = vy_store_pin_many(c->store, &h, 1, &v, e);
 	if (rc != VY_OK)
 		return rc;
-	if (!vy_range_within(off, len, v.len) || (to_device && !vy_store_backed(c->store, h, off, len))) {
+	if (!vy_range_within(off, len, v.len) || (to_device && v.holes && !vy_store_backed(c->store, h, off, len))) {
 		vy_store_unpin_many(c->store, &h, 1, NULL);
 		if (vy_range_within(off, len, v.len))
 			return vy_fail(e, VY_EINTERNAL, "report this bug; nothing was written",

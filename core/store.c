@@ -896,15 +896,6 @@ bool vy_store_backed(vy_store *s, vy_handle h, uint64_t off, uint64_t len)
 	return yes;
 }
 
-uint64_t vy_store_holes(vy_store *s, vy_handle h)
-{
-	pthread_mutex_lock(&s->lock);
-	store_buffer *b = live_buffer(s, h);
-	uint64_t n = b && b->view.ptr ? b->view.holes : 0;
-	pthread_mutex_unlock(&s->lock);
-	return n;
-}
-
 uint64_t vy_store_seek(vy_store *s, vy_handle h, uint64_t off, bool data)
 {
 	pthread_mutex_lock(&s->lock);

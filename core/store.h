@@ -105,8 +105,6 @@ vy_err vy_store_back(vy_store *s, vy_handle h, uint64_t off, uint64_t len, vy_st
  * (FALLOC_FL_PUNCH_HOLE; the caller zeroes the rest of the range). */
 vy_err vy_store_punch(vy_store *s, vy_handle h, uint64_t off, uint64_t len, vy_buffer_view *out, vy_error *e);
 bool vy_store_backed(vy_store *s, vy_handle h, uint64_t off, uint64_t len);
-/* Bytes of holes in `h` (0: every byte has memory). */
-uint64_t vy_store_holes(vy_store *s, vy_handle h);
 /* SEEK_DATA (`data`) or SEEK_HOLE from `off`: the next byte that has
  * memory (UINT64_MAX: none), or the next hole (the end if none). */
 uint64_t vy_store_seek(vy_store *s, vy_handle h, uint64_t off, bool data);

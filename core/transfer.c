@@ -98,7 +98,9 @@ static vy_err batch_prepare(vy_core *c, batch *b, const req *in, size_t n, direc
 				       "%s of %llu bytes at offset %llu overruns resident handle %llu of %llu bytes",
 				       what, (unsigned long long)r->len, (unsigned long long)r->offset,
 				       (unsigned long long)r->handle, (unsigned long long)b->views[k].len);
-		if (dir == TO_DEVICE && !vy_store_backed(c->store, r->handle, r->offset, r->len))
+		/* The pin's view says whether there are holes at all: most
+		 * writes need no second look. */
+		if (dir == TO_DEVICE && b->views[k].holes && !vy_store_backed(c->store, r->handle, r->offset, r->len))
 			return write_into_hole(e, r->handle, r->offset, r->len);
 	}
 	return VY_OK;
@@ -370,7 +372,7 @@ static vy_err device_op_begin(vy_core *c, const vy_handle *hs, const uint64_t *o
 				     "%s of %llu bytes at offset %llu overruns resident handle %llu of %llu bytes",
 				     what, (unsigned long long)lens[i], (unsigned long long)offs[i],
 				     (unsigned long long)hs[i], (unsigned long long)views[i].len);
-		else if (i >= first_written && !vy_store_backed(c->store, hs[i], offs[i], lens[i]))
+		else if (i >= first_written && views[i].holes && !vy_store_backed(c->store, hs[i], offs[i], lens[i]))
 			rc = write_into_hole(e, hs[i], offs[i], lens[i]);
 		if (rc != VY_OK) {
 			vy_store_unpin_many(c->store, hs, n, NULL);

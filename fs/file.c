@@ -172,17 +172,19 @@ static vy_err reserve(vy_fs *fs, vy_inode *in, uint64_t need, vy_error *e)
 	return rc;
 }
 
-/* Holes up to `to` (rounded up to the granule): a truncate up, or a write
- * a granule or more past the end, costs no memory for the bytes it skips
+/* Holes up to `to` (rounded up to the granule) when `from`, the first
+ * byte that needs memory, lies a granule or more past the capacity: a
+ * truncate up, or a far write, costs nothing for the bytes it skips
  * (docs/fs.md, "Sparse files"). A small file first moves to a granule of
- * its own. VY_ENOTSUP where the device cannot map holes. */
-static vy_err extend_sparse(vy_fs *fs, vy_inode *in, uint64_t to, vy_error *e)
+ * its own. Nothing happens otherwise, or where the device cannot map
+ * holes: the file then grows with memory. */
+static vy_err extend_sparse(vy_fs *fs, vy_inode *in, uint64_t from, uint64_t to, vy_error *e)
 {
 	uint64_t g = fs->core->dev->info.share_granularity;
-	if (!g || !fs->core->dev->share || to < g)
-		return VY_ENOTSUP;
+	if (!g || !fs->core->dev->share || to < g || to <= in->cap || from < in->cap || from - in->cap < g)
+		return VY_OK;
 	vy_err rc = too_large(fs, to, e);
-	if (rc != VY_OK || to <= in->cap)
+	if (rc != VY_OK)
 		return rc;
 	vy_buffer_view v;
 	if (!in->buf) {
@@ -225,13 +227,7 @@ static vy_err back(vy_fs *fs, vy_inode *in, uint64_t off, uint64_t end, vy_error
  * or more past the capacity leaves holes; growth otherwise. */
 static vy_err make_room(vy_fs *fs, vy_inode *in, uint64_t off, uint64_t end, vy_error *e)
 {
-	vy_err rc = VY_OK;
-	uint64_t g = fs->core->dev->info.share_granularity;
-	if (end > in->cap && g && off >= in->cap && off - in->cap >= g) {
-		rc = extend_sparse(fs, in, end, e);
-		if (rc == VY_ENOTSUP)
-			rc = VY_OK;
-	}
+	vy_err rc = extend_sparse(fs, in, off, end, e);
 	if (rc == VY_OK)
 		rc = reserve(fs, in, end, e);
 	if (rc == VY_OK)
@@ -319,13 +315,7 @@ vy_err vy_file_truncate(vy_fs *fs, vy_inode *in, uint64_t size, vy_error *e)
 		return mapped(in, e);
 	if (size > in->size) {
 		/* Past the capacity by a granule or more: holes (sparse). */
-		uint64_t g = fs->core->dev->info.share_granularity;
-		vy_err rc = VY_OK;
-		if (size > in->cap && g && size - in->cap >= g) {
-			rc = extend_sparse(fs, in, size, e);
-			if (rc == VY_ENOTSUP)
-				rc = VY_OK;
-		}
+		vy_err rc = extend_sparse(fs, in, size, size, e);
 		if (rc == VY_OK)
 			rc = reserve(fs, in, size, e);
 		if (rc == VY_OK)
