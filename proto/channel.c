@@ -245,6 +245,28 @@ vy_err vy_chan_open_daemon(vy_chan *c, int sock, vy_error *e)
 	return VY_OK;
 }
 
+static bool peer_gone(int sock);
+
+/* HELLO, which brought the mailbox, is the daemon's first message: its
+ * number is 1 once the daemon has counted it. The daemon counts it after
+ * the socket write we have already read, so a load here may still see 0;
+ * taking that 0 as seen makes HELLO's late bump read as a second message,
+ * via the socket (its slot says so): the launcher then waits in recvmsg
+ * while the next request comes through the mailbox, and the daemon waits
+ * out launch_timeout. Wait for the count. */
+static vy_err wait_hello_counted(vy_chan *c, vy_error *e)
+{
+	_Atomic uint32_t *seq = &c->mb->dir[0].seq;
+	while (atomic_load(seq) == 0) {
+		if (peer_gone(c->sock))
+			return broken(e, "closed (the other process exited)");
+		struct timespec ts = {.tv_sec = 0, .tv_nsec = 1000000L};
+		futex(seq, FUTEX_WAIT, 0, &ts);
+	}
+	c->seen = 1;
+	return VY_OK;
+}
+
 vy_err vy_chan_open_launcher(vy_chan *c, int sock, int mb_fd, vy_error *e)
 {
 	*c = (vy_chan){.sock = sock, .mb_fd = -1};
@@ -256,7 +278,7 @@ vy_err vy_chan_open_launcher(vy_chan *c, int sock, int mb_fd, vy_error *e)
 			       "the mailbox is not %zu bytes", (size_t)MAILBOX_BYTES);
 	vy_err rc = map_mailbox(c, mb_fd, e);
 	if (rc == VY_OK)
-		c->seen = atomic_load(&c->mb->dir[0].seq);
+		rc = wait_hello_counted(c, e);
 	return rc;
 }
 
