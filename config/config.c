@@ -33,6 +33,8 @@ void vy_config_defaults(vy_config *c)
 	c->kernel_cache = 256ull << 20;
 	c->allow_other = false;
 	c->launch_timeout_ms = 60000;
+	c->host_devices = 1;
+	c->peer = true;
 	c->xattr_budget = 64ull << 20;
 	/* As tmpfs's nr_inodes: half the pages of RAM. */
 	long pages = sysconf(_SC_PHYS_PAGES);
@@ -107,6 +109,48 @@ static bool digits(const char *s, unsigned long long max, unsigned long long *ou
 	return true;
 }
 
+/* devices=all or a list of distinct ordinals. */
+static vy_err set_devices(vy_config *c, const char *key, const char *value, vy_error *e)
+{
+	const char *fix = "use devices=all or a list of device numbers from `nvidia-smi -L`, e.g. devices=0,1";
+	if (!strcmp(value, "all")) {
+		c->devices_all = true;
+		c->ndevices = 0;
+		return VY_OK;
+	}
+	/* vy_config_parse_list gives the whole list past its commas; '+'
+	 * and ':' separate too. */
+	unsigned n = 0;
+	int list[VY_DEVICES_MAX];
+	const char *at = value;
+	for (;;) {
+		char num[16];
+		size_t len = strcspn(at, ",+:");
+		unsigned long long v;
+		if (len == 0 || len >= sizeof(num))
+			return bad_value(e, key, value, fix);
+		memcpy(num, at, len);
+		num[len] = '\0';
+		if (!digits(num, INT_MAX, &v))
+			return bad_value(e, key, value, fix);
+		for (unsigned i = 0; i < n; i++)
+			if (list[i] == (int)v)
+				return vy_fail(e, VY_EINVAL, fix, "bad value '%s' for %s: device %llu is named twice", value,
+					       key, v);
+		if (n == VY_DEVICES_MAX)
+			return vy_fail(e, VY_EINVAL, "name at most 16 devices", "bad value '%s' for %s: too many devices",
+				       value, key);
+		list[n++] = (int)v;
+		if (!at[len])
+			break;
+		at += len + 1;
+	}
+	c->devices_all = false;
+	c->ndevices = n;
+	memcpy(c->devices, list, n * sizeof(*list));
+	return VY_OK;
+}
+
 static vy_err set_budget(vy_config *c, const char *key, const char *value, vy_error *e)
 {
 	size_t len = strlen(value);
@@ -148,6 +192,15 @@ vy_err vy_config_set(vy_config *c, const char *key, const char *value, vy_error 
 		rc = digits(value, INT_MAX, &n) ? VY_OK
 						: bad_value(e, key, value, "use a device number from `nvidia-smi -L`, e.g. ordinal=0");
 		next.core.device.ordinal = (int)n;
+	} else if (!strcmp(key, "devices")) {
+		rc = set_devices(&next, key, value, e);
+	} else if (!strcmp(key, "host_devices")) {
+		rc = digits(value, VY_DEVICES_MAX, &n) && n >= 1
+			     ? VY_OK
+			     : bad_value(e, key, value, "use a count from 1 to 16, e.g. host_devices=3");
+		next.host_devices = (unsigned)n;
+	} else if (!strcmp(key, "peer")) {
+		rc = bool_value(key, value, &next.peer, e);
 	} else if (!strcmp(key, "host_memory")) {
 		rc = size_value(key, value, &v, e);
 		long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
@@ -231,8 +284,19 @@ vy_err vy_config_parse_list(vy_config *c, const char *list, vy_error *e)
 	vy_config next = *c;
 	vy_err rc = VY_OK;
 	char *save = NULL;
+	char devs[128] = ""; /* devices=0,1: the list goes on past a comma */
 	for (char *item = strtok_r(copy, ",", &save); item && rc == VY_OK; item = strtok_r(NULL, ",", &save)) {
 		char *eq = strchr(item, '=');
+		size_t dl = strlen(devs);
+		if (!eq && dl && isdigit((unsigned char)item[0]) && dl + strlen(item) + 2 < sizeof(devs)) {
+			devs[dl] = ',';
+			strcpy(devs + dl + 1, item);
+			rc = vy_config_set(&next, "devices", devs, e);
+			continue;
+		}
+		devs[0] = '\0';
+		if (eq && !strncmp(item, "devices=", 8) && strlen(eq + 1) < sizeof(devs))
+			strcpy(devs, eq + 1);
 		if (!eq) {
 			rc = vy_fail(e, VY_EINVAL, "write options as key=value, e.g. -o backend=host",
 				     "option '%s' has no value", item);
@@ -337,6 +401,17 @@ static bool ini_value(const vy_config *c, const char *key, char *v, size_t cap)
 		snprintf(v, cap, "%s", vy_backend_name(o->device.backend));
 	else if (!strcmp(key, "ordinal"))
 		snprintf(v, cap, "%d", o->device.ordinal);
+	else if (!strcmp(key, "devices") && c->devices_all)
+		snprintf(v, cap, "all");
+	else if (!strcmp(key, "devices") && c->ndevices) {
+		size_t at = 0;
+		v[0] = '\0';
+		for (unsigned i = 0; i < c->ndevices; i++)
+			put(v, cap, &at, "%s%d", i ? "," : "", c->devices[i]);
+	} else if (!strcmp(key, "host_devices"))
+		snprintf(v, cap, "%u", c->host_devices);
+	else if (!strcmp(key, "peer"))
+		snprintf(v, cap, "%s", c->peer ? "on" : "off");
 	else if (!strcmp(key, "host_memory") && o->device.host_memory)
 		snprintf(v, cap, "%llu", (unsigned long long)o->device.host_memory);
 	else if (!strcmp(key, "resident_budget") && o->store.budget_bytes)

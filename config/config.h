@@ -4,6 +4,9 @@
  * Keys (README.md documents them for users):
  *   backend          auto | cuda | host
  *   ordinal          which GPU
+ *   devices          all | N[,N...]: one mount over these GPUs
+ *   host_devices     devices the host backend presents (1..16)
+ *   peer             cross-device copies device to device (on | off)
  *   host_memory      the host backend's capacity (size)
  *   resident_budget  size, or percent of device memory ("90%")
  *   pool_budget      idle pooled bytes (size; 0 turns the pool off)
@@ -35,6 +38,8 @@
 
 #define VY_CONFIG_DEFAULT_FILE "/etc/vyrefs.conf"
 #define VY_CONFIG_SECTION "vyrefs"
+/* The most devices one mount serves. */
+#define VY_DEVICES_MAX 16
 
 typedef struct vy_config {
 	vy_core_options core;
@@ -50,6 +55,12 @@ typedef struct vy_config {
 	uint64_t max_inodes;        /* files, directories and links at most */
 	char kernel_cflags[256];    /* NVRTC options for every .cu module */
 	bool pool_budget_set; /* pool_budget given (else device memory / 32) */
+	/* devices=: all of them, or this list of ordinals (none: `ordinal`). */
+	bool devices_all;
+	unsigned ndevices;
+	int devices[VY_DEVICES_MAX];
+	unsigned host_devices; /* the host backend presents 0..host_devices-1 */
+	bool peer;             /* device-to-device copies between devices */
 } vy_config;
 
 void vy_config_defaults(vy_config *c);

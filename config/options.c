@@ -8,7 +8,12 @@ const vy_option_doc vy_options[] = {
 	 "which memory the files live in: cuda, a GPU through the CUDA driver; host, host memory; auto, cuda when a "
 	 "driver and a GPU are present, else host (said once)"},
 	{"ordinal", "N", "0", "which GPU, numbered as nvidia-smi -L lists them"},
+	{"devices", "all|N[,N...]", "ordinal's one device",
+	 "one mount over these GPUs: each has its own budget (resident_budget applies to each), pool and launcher; "
+	 "new files go to their directory's user.vyre.device, else to the device with the most free room"},
 	{"host_memory", "SIZE", "a quarter of RAM", "the host backend's capacity, from 1M to the machine's memory"},
+	{"host_devices", "N", "1", "devices the host backend presents, 1 to 16, each of host_memory; without devices= the mount takes all of them"},
+	{"peer", "on|off", "on", "copies between devices go device to device where the GPUs allow it; off: through host memory"},
 	{"resident_budget", "SIZE|P%", "90%", "device bytes that files may use: a size, or a percentage of the device's memory"},
 	{"pool_budget", "SIZE", "device memory / 32", "idle buffers kept for reuse; 0 turns the pool off"},
 	{"staging_cache", "SIZE", "128M", "idle pinned host memory kept for transfers"},
