@@ -12,6 +12,7 @@
 #ifndef VY_DEVICE_H
 #define VY_DEVICE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -100,6 +101,8 @@ typedef struct vy_device_share_ops {
  * adds them in steps that grow with the buffer, so even a buffer of the
  * whole device stays far below this. */
 #define VY_CHUNKS_MAX 128
+/* The most other devices whose memory one device reaches (a mount's). */
+#define VY_PEERS_MAX 16
 
 typedef struct vy_device_ops {
 	void (*close)(vy_device *d);
@@ -118,6 +121,15 @@ typedef struct vy_device_ops {
 	vy_err (*copy_htod)(vy_device *d, vy_stream *s, vy_dptr dst, const void *src, uint64_t n, vy_error *e);
 	vy_err (*copy_dtoh)(vy_device *d, vy_stream *s, void *dst, vy_dptr src, uint64_t n, vy_error *e);
 	vy_err (*copy_dtod)(vy_device *d, vy_stream *s, vy_dptr dst, vy_dptr src, uint64_t n, vy_error *e);
+	/* Another device of this process (same backend): let d reach its
+	 * memory directly; *on says whether the devices allow it. Called for
+	 * every pair of a mount's devices before either allocates. */
+	vy_err (*peer_enable)(vy_device *d, vy_device *other, bool *on, vy_error *e);
+	/* n bytes from `src` of device `from` to `dst` of d, on d's stream:
+	 * device to device where peer_enable said on (otherwise the driver
+	 * stages it; the core stages itself then, core/peer.h). */
+	vy_err (*copy_peer)(vy_device *d, vy_stream *s, vy_dptr dst, vy_device *from, vy_dptr src, uint64_t n,
+			    vy_error *e);
 	vy_err (*memset8)(vy_device *d, vy_stream *s, vy_dptr dst, uint8_t value, uint64_t n, vy_error *e);
 	vy_err (*event_create)(vy_device *d, vy_event **out, vy_error *e);
 	vy_err (*event_destroy)(vy_device *d, vy_event *ev, vy_error *e);
@@ -161,6 +173,8 @@ void vy_device_close(vy_device *d);
 /* The backends, for vy_device_open and for tests that name one. */
 vy_err vy_device_cuda_open(int ordinal, vy_device **out, vy_error *e);
 vy_err vy_device_host_open(uint64_t capacity, vy_device **out, vy_error *e);
+/* How many GPUs the CUDA driver sees (VY_ENODEV: none, or no driver). */
+vy_err vy_device_cuda_count(int *count, vy_error *e);
 
 /* Create and destroy `n` streams at once. The CUDA driver keeps the device
  * memory of the most streams a context ever had until the context goes

@@ -23,6 +23,12 @@ vy_err vy_device_cuda_open(int ordinal, vy_device **out, vy_error *e)
 		       "this vyrefs was built without the CUDA backend");
 }
 
+vy_err vy_device_cuda_count(int *count, vy_error *e)
+{
+	*count = 0;
+	return vy_device_cuda_open(0, NULL, e);
+}
+
 #else
 
 #include "core/u64map.h"
@@ -85,7 +91,10 @@ vy_err vy_device_cuda_open(int ordinal, vy_device **out, vy_error *e)
 	X(MemSetAccess, "cuMemSetAccess", PFN_cuMemSetAccess_v10020)            \
 	X(MemGetAllocationGranularity, "cuMemGetAllocationGranularity", PFN_cuMemGetAllocationGranularity_v10020) \
 	X(MemExportToShareableHandle, "cuMemExportToShareableHandle", PFN_cuMemExportToShareableHandle_v10020) \
-	X(MemImportFromShareableHandle, "cuMemImportFromShareableHandle", PFN_cuMemImportFromShareableHandle_v10020)
+	X(MemImportFromShareableHandle, "cuMemImportFromShareableHandle", PFN_cuMemImportFromShareableHandle_v10020) \
+	X(DeviceCanAccessPeer, "cuDeviceCanAccessPeer", PFN_cuDeviceCanAccessPeer_v4000) \
+	X(CtxEnablePeerAccess, "cuCtxEnablePeerAccess", PFN_cuCtxEnablePeerAccess_v4000) \
+	X(MemcpyPeerAsync, "cuMemcpyPeerAsync", PFN_cuMemcpyPeerAsync_v4000)
 
 typedef struct cuda_api {
 #define CUDA_FIELD(field, symbol, type) type field;
@@ -107,7 +116,26 @@ typedef struct cuda_device {
 	vy_u64map vmm;      /* pointer -> vmm_rec: our VMM allocations */
 	vy_u64map reserved; /* pointer -> its bytes: spans' address ranges */
 	vy_u64map mapped;   /* pointer -> its bytes: what map_fd/map_own put there */
+	/* Devices of this process that reach our memory directly (peer
+	 * access, cuda_peer_enable): every mapping grants them access too.
+	 * Set before any allocation, read without the lock after. */
+	int peers[VY_PEERS_MAX];
+	int npeers;
 } cuda_device;
+
+/* What may read and write a mapping: this device and its peers. */
+static int access_list(const cuda_device *c, CUmemAccessDesc *out)
+{
+	int n = 0;
+	for (int i = -1; i < c->npeers; i++) {
+		memset(&out[n], 0, sizeof(out[n]));
+		out[n].location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+		out[n].location.id = i < 0 ? c->base.info.ordinal : c->peers[i];
+		out[n].flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+		n++;
+	}
+	return n;
+}
 
 /* A VMM allocation or import: its physical handle and mapped size. */
 typedef struct vmm_rec {
@@ -226,12 +254,10 @@ static vy_err vmm_map(cuda_device *c, vmm_rec *r, vy_dptr *out, vy_error *e)
 		mapped = cr == CUDA_SUCCESS;
 	}
 	if (cr == CUDA_SUCCESS) {
-		CUmemAccessDesc access = {0};
-		access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-		access.location.id = c->base.info.ordinal;
-		access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+		CUmemAccessDesc access[VY_PEERS_MAX + 1];
+		int n = access_list(c, access);
 		call = "cuMemSetAccess";
-		cr = c->api.MemSetAccess(p, (size_t)r->bytes, &access, 1);
+		cr = c->api.MemSetAccess(p, (size_t)r->bytes, access, (size_t)n);
 	}
 	bool put = false;
 	if (cr == CUDA_SUCCESS) {
@@ -412,11 +438,9 @@ static vy_err map_handle(cuda_device *c, CUmemGenericAllocationHandle h, uint64_
 	CUresult cr = c->api.MemMap((CUdeviceptr)at, (size_t)bytes, 0, h, 0);
 	if (cr != CUDA_SUCCESS)
 		return cuda_fail(c, cr, "cuMemMap", e);
-	CUmemAccessDesc access = {0};
-	access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-	access.location.id = c->base.info.ordinal;
-	access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-	cr = c->api.MemSetAccess((CUdeviceptr)at, (size_t)bytes, &access, 1);
+	CUmemAccessDesc access[VY_PEERS_MAX + 1];
+	int n = access_list(c, access);
+	cr = c->api.MemSetAccess((CUdeviceptr)at, (size_t)bytes, access, (size_t)n);
 	if (cr == CUDA_SUCCESS && !put_record(c, &c->mapped, at, bytes)) {
 		c->api.MemUnmap((CUdeviceptr)at, (size_t)bytes);
 		return vy_fail(e, VY_ENOMEM, "free host memory", "cuda backend: cannot record a mapping");
@@ -590,6 +614,43 @@ static vy_err cuda_copy_dtod(vy_device *d, vy_stream *s, vy_dptr dst, vy_dptr sr
 	return VY_OK;
 }
 
+/* Peer access from d to other's memory: other's mappings grant d access
+ * from now on, and d's context reaches other's cuMemAlloc memory. */
+static vy_err cuda_peer_enable(vy_device *d, vy_device *other, bool *on, vy_error *e)
+{
+	cuda_device *c = cuda_of(d);
+	*on = false;
+	if (other->ops != d->ops || other == d)
+		return VY_OK;
+	cuda_device *o = cuda_of(other);
+	int can = 0;
+	CU_CALL(c, e, DeviceCanAccessPeer, (&can, c->dev, o->dev));
+	if (!can)
+		return VY_OK;
+	if (o->npeers == VY_PEERS_MAX)
+		return vy_fail(e, VY_EINVAL, "mount at most 16 devices", "cuda backend: too many peers of device %d",
+			       o->base.info.ordinal);
+	CU_CURRENT(c, e);
+	CUresult cr = c->api.CtxEnablePeerAccess(o->ctx, 0);
+	if (cr != CUDA_SUCCESS && cr != CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED)
+		return cuda_fail(c, cr, "cuCtxEnablePeerAccess", e);
+	o->peers[o->npeers++] = c->base.info.ordinal;
+	*on = true;
+	return VY_OK;
+}
+
+static vy_err cuda_copy_peer(vy_device *d, vy_stream *s, vy_dptr dst, vy_device *from, vy_dptr src, uint64_t n,
+			     vy_error *e)
+{
+	cuda_device *c = cuda_of(d);
+	if (from->ops != d->ops)
+		return vy_fail(e, VY_EINVAL, "report this bug", "cuda backend: a peer copy from another backend");
+	CU_CURRENT(c, e);
+	CU_CALL(c, e, MemcpyPeerAsync,
+		((CUdeviceptr)dst, c->ctx, (CUdeviceptr)src, cuda_of(from)->ctx, (size_t)n, (CUstream)s));
+	return VY_OK;
+}
+
 static vy_err cuda_memset8(vy_device *d, vy_stream *s, vy_dptr dst, uint8_t value, uint64_t n, vy_error *e)
 {
 	cuda_device *c = cuda_of(d);
@@ -750,6 +811,8 @@ static const vy_device_ops cuda_ops = {
 	.copy_htod = cuda_copy_htod,
 	.copy_dtoh = cuda_copy_dtoh,
 	.copy_dtod = cuda_copy_dtod,
+	.copy_peer = cuda_copy_peer,
+	.peer_enable = cuda_peer_enable,
 	.memset8 = cuda_memset8,
 	.event_create = cuda_event_create,
 	.event_destroy = cuda_event_destroy,
@@ -910,6 +973,20 @@ fail:
 	pthread_mutex_destroy(&c->vmm_lock);
 	free(c);
 	return rc;
+}
+
+vy_err vy_device_cuda_count(int *count, vy_error *e)
+{
+	cuda_api api;
+	int driver = 0;
+	*count = 0;
+	vy_err rc = cuda_load(&api, &driver, e);
+	if (rc != VY_OK)
+		return rc;
+	if (api.Init(0) != CUDA_SUCCESS || api.DeviceGetCount(count) != CUDA_SUCCESS || *count == 0)
+		return vy_fail(e, VY_ENODEV, "check `nvidia-smi`; without a GPU use -o backend=host",
+			       "the CUDA driver sees no device");
+	return VY_OK;
 }
 
 #endif

@@ -427,6 +427,22 @@ static vy_err host_copy_dtod(vy_device *d, vy_stream *s, vy_dptr dst, vy_dptr sr
 	return VY_OK;
 }
 
+/* Every host device's memory is this process's: always peers. */
+static vy_err host_peer_enable(vy_device *d, vy_device *other, bool *on, vy_error *e)
+{
+	(void)e;
+	*on = other->ops == d->ops && other != d;
+	return VY_OK;
+}
+
+static vy_err host_copy_peer(vy_device *d, vy_stream *s, vy_dptr dst, vy_device *from, vy_dptr src, uint64_t n,
+			     vy_error *e)
+{
+	if (from->ops != d->ops)
+		return vy_fail(e, VY_EINVAL, "report this bug", "host backend: a peer copy from another backend");
+	return host_copy_dtod(d, s, dst, src, n, e);
+}
+
 static vy_err host_memset8(vy_device *d, vy_stream *s, vy_dptr dst, uint8_t value, uint64_t n, vy_error *e)
 {
 	(void)d;
@@ -560,6 +576,8 @@ static const vy_device_ops host_ops = {
 	.copy_htod = host_copy_htod,
 	.copy_dtoh = host_copy_dtoh,
 	.copy_dtod = host_copy_dtod,
+	.copy_peer = host_copy_peer,
+	.peer_enable = host_peer_enable,
 	.memset8 = host_memset8,
 	.event_create = host_event_create,
 	.event_destroy = host_event_destroy,

@@ -34,6 +34,13 @@ void vy_telemetry_reset(vy_telemetry *t)
 #undef VY_RESET
 }
 
+void vy_telemetry_snapshot_add(vy_telemetry_snapshot *a, const vy_telemetry_snapshot *b)
+{
+#define VY_TELEMETRY_SUM(name, kind, help) a->name += b->name;
+	VY_TELEMETRY_FIELDS(VY_TELEMETRY_SUM)
+#undef VY_TELEMETRY_SUM
+}
+
 size_t vy_telemetry_format(const vy_telemetry_snapshot *s, char *buf, size_t cap)
 {
 	size_t need = 0;

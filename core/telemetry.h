@@ -23,6 +23,9 @@
 	X(ra_hits, COUNTER, "reads answered from readahead memory") \
 	X(d2d_bytes, COUNTER, "bytes copied device to device") \
 	X(d2d_ops, COUNTER, "driver copies device to device") \
+	X(peer_copies, COUNTER, "copies from another device of the mount, device to device") \
+	X(peer_bytes, COUNTER, "bytes copied from another device of the mount, device to device") \
+	X(peer_staged_bytes, COUNTER, "bytes copied from another device of the mount through host memory (peer access off)") \
 	X(memset_bytes, COUNTER, "bytes set by device memsets") \
 	X(memset_ops, COUNTER, "device memsets") \
 	X(syncs, COUNTER, "host waits on a stream") \
@@ -84,6 +87,8 @@ void vy_telemetry_reset(vy_telemetry *t);
 /* Render as `key value` lines into buf (NUL-terminated, truncated to cap).
  * Returns the length the full text needs, like snprintf. */
 size_t vy_telemetry_format(const vy_telemetry_snapshot *s, char *buf, size_t cap);
+/* Add every field of `b` to `a`: a mount's totals over its devices. */
+void vy_telemetry_snapshot_add(vy_telemetry_snapshot *a, const vy_telemetry_snapshot *b);
 
 /* The same snapshot in the Prometheus text exposition format: `# HELP` and
  * `# TYPE` for each, names `vyrefs_KEY`, counters `vyrefs_KEY_total`, and
