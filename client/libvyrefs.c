@@ -215,7 +215,7 @@ API int vy_map(const char *path, int flags, vy_mapping **out)
 	if (!rc)
 		rc = vy_client_connect(path, st.st_dev, &sock);
 	vy_msg r = {0};
-	uint32_t backend = 0;
+	uint32_t backend = 0, minor = 0;
 	int ordinal = -1;
 	if (!rc) {
 		vy_hello_in in = {.major = VY_PROTO_MAJOR, .minor = VY_PROTO_MINOR};
@@ -225,6 +225,7 @@ API int vy_map(const char *path, int flags, vy_mapping **out)
 			memcpy(&h, r.body, sizeof(h));
 			backend = h.backend;
 			ordinal = h.ordinal;
+			minor = h.minor;
 			vy_msg_free(&r);
 		}
 	}
@@ -241,6 +242,8 @@ API int vy_map(const char *path, int flags, vy_mapping **out)
 				rc = fail(EPROTO, "vyrefs: the daemon sent no memory (Fix: use libvyrefs of the mount's version)");
 			else
 				memcpy(chunk, (char *)mem.body + sizeof(mo), mo.nchunks * sizeof(uint64_t));
+			if (!rc && minor >= 2)
+				ordinal = mo.ordinal; /* a mount over several devices names the file's */
 		}
 	}
 	close(fd); /* the daemon holds the file now */

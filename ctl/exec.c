@@ -3,6 +3,7 @@
 #include "ctl/dims.h"
 #include "core/checked.h"
 #include "core/grow.h"
+#include "core/peer.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,14 +17,21 @@ typedef struct bound {
 	vy_handle handle;
 	uint64_t size;
 	vy_buffer_view view;
-	uint32_t buf; /* its index in the sequence's buffers (with a handle) */
+	uint32_t buf; /* its index in its part's buffers (with a handle) */
+	unsigned dev; /* the device that holds it */
 	bool written, locked, pinned;
 } bound;
 
+/* A stretch of steps on one device, run as one sequence by its runner;
+ * or one copy between two devices (cross), run here. */
+typedef struct part {
+	unsigned dev;
+	bool cross;
+	size_t first, count; /* groups[first .. first+count) of run.pg */
+} part;
+
 typedef struct run {
-	vy_core *core;
-	vy_modules *mods;
-	vy_runner *runner;
+	const vy_ctl_devices *devs;
 	const vy_ctl_files *files;
 	const vy_ctl_plan *plan;
 	bound *b;
@@ -31,7 +39,14 @@ typedef struct run {
 	size_t *ref;   /* per step: index of its first bound reference in refs */
 	size_t *refs;  /* bound indices, in the order steps name paths */
 	size_t nrefs, caprefs;
-	bool *held;    /* per step: its module is held in use */
+	bool *held;    /* per step: its module is held in use (on sdev's) */
+	unsigned *sdev; /* per step: the device it runs on */
+	bool *cross;   /* per step: a copy between two devices */
+	part *parts;
+	size_t nparts, cap_parts;
+	vy_wire_group *pg; /* the parts' groups, over plan step indices */
+	size_t npg, cap_pg;
+	uint32_t *origin; /* per step of the part being run: its plan step */
 	unsigned (*dims)[2][3]; /* per launch step: its grid and block, checked */
 	vy_ctl_error *err;
 	vy_seq seq;    /* what the runner gets */
@@ -75,7 +90,9 @@ static vy_err bind_all(run *r)
 	r->ref = calloc(p->nsteps + 1, sizeof(*r->ref));
 	r->held = calloc(p->nsteps + 1, sizeof(*r->held));
 	r->dims = calloc(p->nsteps + 1, sizeof(*r->dims));
-	if (!r->ref || !r->held || !r->dims)
+	r->sdev = calloc(p->nsteps + 1, sizeof(*r->sdev));
+	r->cross = calloc(p->nsteps + 1, sizeof(*r->cross));
+	if (!r->ref || !r->held || !r->dims || !r->sdev || !r->cross)
 		return oom(r);
 	for (size_t s = 0; s < p->nsteps; s++) {
 		const vy_ctl_step *st = &p->steps[s];
@@ -132,7 +149,10 @@ static vy_err lock_all(run *r, vy_error *e)
 		r->files->lock(r->files->ctx, r->b[i].file);
 		r->b[i].locked = true;
 		vy_error why;
-		vy_err st = r->files->state(r->files->ctx, r->b[i].file, &r->b[i].handle, &r->b[i].size, &why);
+		vy_err st = r->files->state(r->files->ctx, r->b[i].file, &r->b[i].handle, &r->b[i].size, &r->b[i].dev, &why);
+		if (st == VY_OK && r->b[i].dev >= r->devs->n)
+			st = vy_fail(&why, VY_EINTERNAL, "report this bug", "a file on device %u of %u", r->b[i].dev,
+				     r->devs->n);
 		vy_error_keep_first(&rc, st, e, &why);
 	}
 	return rc;
@@ -143,19 +163,20 @@ static vy_err lock_all(run *r, vy_error *e)
  * that gave one a new buffer in between makes us go round again. */
 static vy_err lock_shared(run *r, vy_error *e)
 {
+	bool shares = r->devs->dev[0].runner->shares; /* every device's runner is alike */
 	for (int round = 0;; round++) {
-		if (r->runner->shares)
+		if (shares)
 			for (size_t i = 0; i < r->nb; i++) {
 				vy_err rc = r->files->share(r->files->ctx, r->b[i].file, e);
 				if (rc != VY_OK)
 					return rc;
 			}
 		vy_err rc = lock_all(r, e);
-		if (rc != VY_OK || !r->runner->shares)
+		if (rc != VY_OK || !shares)
 			return rc;
 		bool all = true;
 		for (size_t i = 0; i < r->nb && all; i++)
-			all = !r->b[i].handle || vy_store_shareable(r->core->store, r->b[i].handle);
+			all = !r->b[i].handle || vy_store_shareable(r->devs->dev[r->b[i].dev].core->store, r->b[i].handle);
 		if (all)
 			return VY_OK;
 		unlock_all(r);
@@ -229,13 +250,49 @@ static vy_err add_arg(run *r, vy_wire_arg a)
 	return VY_OK;
 }
 
+/* A launch runs where its buffers are: all on one device, or refused
+ * before anything runs. A launch with scalars only runs on device 0. */
+static vy_err launch_device(run *r, size_t s, unsigned *dev)
+{
+	const vy_ctl_step *st = &r->plan->steps[s];
+	const char *first = NULL;
+	size_t k = 0;
+	*dev = 0;
+	for (size_t a = 0; a < st->nargs; a++) {
+		const vy_ctl_arg *arg = &st->args[a];
+		if (arg->kind == VY_ARG_SCALAR)
+			continue;
+		bound *b = ref(r, s, k++);
+		if (arg->kind != VY_ARG_BUFFER)
+			continue;
+		if (!first) {
+			first = arg->path;
+			*dev = b->dev;
+		} else if (b->dev != *dev) {
+			char fix[300];
+			snprintf(fix, sizeof(fix), "move them to one device first, e.g. %s %d %s",
+				 r->devs->move_hint ? r->devs->move_hint : "move",
+				 r->devs->dev[*dev].core->dev->info.ordinal, arg->path);
+			return vy_fail(&r->err->e, VY_EINVAL, fix,
+				       "launch %s.%s names buffers on two devices: '%s' is on device %d, '%s' on device %d",
+				       st->module, st->entry, first, r->devs->dev[*dev].core->dev->info.ordinal, arg->path,
+				       r->devs->dev[b->dev].core->dev->info.ordinal);
+		}
+	}
+	return VY_OK;
+}
+
 static vy_err check_launch(run *r, size_t s)
 {
 	const vy_ctl_step *st = &r->plan->steps[s];
 	vy_error *e = &r->err->e;
-	const vy_device_info *d = &r->core->dev->info;
+	vy_err rc = launch_device(r, s, &r->sdev[s]);
+	if (rc != VY_OK)
+		return rc;
+	const vy_ctl_device *dv = &r->devs->dev[r->sdev[s]];
+	const vy_device_info *d = &dv->core->dev->info;
 	vy_function_info info;
-	vy_err rc = vy_modules_get(r->mods, st->module, st->entry, &info, e);
+	rc = vy_modules_get(dv->mods, st->module, st->entry, &info, e);
 	if (rc != VY_OK)
 		return rc;
 	r->held[s] = true;
@@ -286,6 +343,7 @@ static vy_err validate(run *r)
 			if (rc == VY_OK)
 				rc = check_range(r, b, st->path, off, len);
 			b->written = true;
+			r->sdev[s] = b->dev;
 		} else if (st->kind == VY_STEP_COPY) {
 			bound *src = ref(r, s, 0), *dst = ref(r, s, 1);
 			uint64_t len = st->has_length ? st->length : src->size;
@@ -301,6 +359,8 @@ static vy_err validate(run *r)
 				rc = vy_fail(&r->err->e, VY_EINVAL, "copy through a second file",
 					     "the ranges overlap within '%s'", st->path);
 			dst->written = true;
+			r->sdev[s] = dst->dev;
+			r->cross[s] = src->dev != dst->dev;
 		} else {
 			rc = check_launch(r, s);
 		}
@@ -315,7 +375,8 @@ static vy_err pin_all(run *r)
 	for (size_t i = 0; i < r->nb; i++) {
 		if (!r->b[i].handle)
 			continue;
-		vy_err rc = vy_store_pin_many(r->core->store, &r->b[i].handle, 1, &r->b[i].view, &r->err->e);
+		vy_err rc = vy_store_pin_many(r->devs->dev[r->b[i].dev].core->store, &r->b[i].handle, 1, &r->b[i].view,
+					      &r->err->e);
 		if (rc != VY_OK)
 			return rc;
 		r->b[i].pinned = true;
@@ -323,81 +384,161 @@ static vy_err pin_all(run *r)
 	return VY_OK;
 }
 
-/* The validated plan as flat arrays, buffers named by (handle, gen). */
-static vy_err build_seq(run *r, vy_buffer_view **views)
+/* Plan step s as a wire step of the part being built. */
+static vy_err encode_step(run *r, size_t s, vy_wire_step *w)
 {
-	const vy_ctl_plan *p = r->plan;
+	const vy_ctl_step *st = &r->plan->steps[s];
 	vy_seq *q = &r->seq;
+	w->line = st->line;
+	if (st->kind == VY_STEP_FILL) {
+		bound *b = ref(r, s, 0);
+		w->kind = VY_WIRE_FILL;
+		w->a = b->buf;
+		w->off_a = st->has_offset ? st->offset : 0;
+		w->length = st->has_length ? st->length : b->size - w->off_a;
+		w->byte = st->byte;
+		return VY_OK;
+	}
+	if (st->kind == VY_STEP_COPY) {
+		bound *src = ref(r, s, 0), *dst = ref(r, s, 1);
+		w->kind = VY_WIRE_COPY;
+		w->a = src->buf;
+		w->b = dst->buf;
+		w->off_a = st->has_offset ? st->offset : 0;
+		w->off_b = st->has_offset ? st->offset2 : 0;
+		w->length = st->has_length ? st->length : src->size;
+		return VY_OK;
+	}
+	w->kind = VY_WIRE_LAUNCH;
+	if (kernel_index(r, st, &w->kernel) != VY_OK)
+		return oom(r);
+	memcpy(w->grid, r->dims[s][0], sizeof(w->grid));
+	memcpy(w->block, r->dims[s][1], sizeof(w->block));
+	w->shared = st->shared;
+	w->first_arg = q->nargs;
+	w->nargs = (uint32_t)st->nargs;
+	size_t k = 0;
+	for (size_t a = 0; a < st->nargs; a++) {
+		const vy_ctl_arg *arg = &st->args[a];
+		vy_wire_arg wa = {.kind = VY_WIRE_ARG_BYTES, .size = (uint32_t)arg->size};
+		if (arg->kind == VY_ARG_SCALAR) {
+			memcpy(&wa.value, arg->value, arg->size);
+		} else {
+			bound *b = ref(r, s, k++);
+			if (arg->kind == VY_ARG_SIZE) {
+				wa.value = b->size;
+			} else {
+				wa.kind = VY_WIRE_ARG_BUFFER;
+				wa.buf = b->buf;
+				wa.value = arg->offset;
+			}
+		}
+		if (add_arg(r, wa) != VY_OK)
+			return oom(r);
+	}
+	return VY_OK;
+}
+
+static void free_seq(vy_seq *q);
+
+/* One part as flat arrays for its device's runner: that device's buffers
+ * named by (handle, gen), the part's groups and their steps. */
+static vy_err build_seq(run *r, const part *pt, vy_buffer_view **views)
+{
+	vy_seq *q = &r->seq;
+	free_seq(q);
+	memset(q, 0, sizeof(*q));
+	r->cap_args = r->cap_strings = 0;
+	free(r->origin);
+	size_t nsteps = 0;
+	for (size_t g = 0; g < pt->count; g++)
+		nsteps += r->pg[pt->first + g].count;
 	q->buffers = calloc(r->nb + 1, sizeof(*q->buffers));
 	*views = calloc(r->nb + 1, sizeof(**views));
-	q->kernels = calloc(p->nsteps + 1, sizeof(*q->kernels));
-	q->steps = calloc(p->nsteps + 1, sizeof(*q->steps));
-	q->groups = calloc(p->ngroups + 1, sizeof(*q->groups));
-	if (!q->buffers || !*views || !q->kernels || !q->steps || !q->groups || p->nsteps > UINT32_MAX)
+	q->kernels = calloc(nsteps + 1, sizeof(*q->kernels));
+	q->steps = calloc(nsteps + 1, sizeof(*q->steps));
+	q->groups = calloc(pt->count + 1, sizeof(*q->groups));
+	r->origin = calloc(nsteps + 1, sizeof(*r->origin));
+	if (!q->buffers || !*views || !q->kernels || !q->steps || !q->groups || !r->origin || nsteps > UINT32_MAX)
 		return oom(r);
 	for (size_t i = 0; i < r->nb; i++) {
 		bound *b = &r->b[i];
-		if (!b->handle)
+		if (!b->handle || b->dev != pt->dev)
 			continue;
 		b->buf = q->nbuffers;
 		(*views)[q->nbuffers] = b->view;
 		q->buffers[q->nbuffers++] = (vy_wire_buffer){.handle = b->handle, .gen = b->view.gen, .len = b->size};
 	}
-	for (size_t s = 0; s < p->nsteps; s++) {
-		const vy_ctl_step *st = &p->steps[s];
-		vy_wire_step *w = &q->steps[s];
-		w->line = st->line;
-		if (st->kind == VY_STEP_FILL) {
-			bound *b = ref(r, s, 0);
-			w->kind = VY_WIRE_FILL;
-			w->a = b->buf;
-			w->off_a = st->has_offset ? st->offset : 0;
-			w->length = st->has_length ? st->length : b->size - w->off_a;
-			w->byte = st->byte;
-		} else if (st->kind == VY_STEP_COPY) {
-			bound *src = ref(r, s, 0), *dst = ref(r, s, 1);
-			w->kind = VY_WIRE_COPY;
-			w->a = src->buf;
-			w->b = dst->buf;
-			w->off_a = st->has_offset ? st->offset : 0;
-			w->off_b = st->has_offset ? st->offset2 : 0;
-			w->length = st->has_length ? st->length : src->size;
-		} else {
-			w->kind = VY_WIRE_LAUNCH;
-			if (kernel_index(r, st, &w->kernel) != VY_OK)
-				return oom(r);
-			memcpy(w->grid, r->dims[s][0], sizeof(w->grid));
-			memcpy(w->block, r->dims[s][1], sizeof(w->block));
-			w->shared = st->shared;
-			w->first_arg = q->nargs;
-			w->nargs = (uint32_t)st->nargs;
-			size_t k = 0;
-			for (size_t a = 0; a < st->nargs; a++) {
-				const vy_ctl_arg *arg = &st->args[a];
-				vy_wire_arg wa = {.kind = VY_WIRE_ARG_BYTES, .size = (uint32_t)arg->size};
-				if (arg->kind == VY_ARG_SCALAR) {
-					memcpy(&wa.value, arg->value, arg->size);
-				} else {
-					bound *b = ref(r, s, k++);
-					if (arg->kind == VY_ARG_SIZE) {
-						wa.value = b->size;
-					} else {
-						wa.kind = VY_WIRE_ARG_BUFFER;
-						wa.buf = b->buf;
-						wa.value = arg->offset;
-					}
-				}
-				if (add_arg(r, wa) != VY_OK)
-					return oom(r);
-			}
+	uint32_t ns = 0;
+	for (size_t g = 0; g < pt->count; g++) {
+		const vy_wire_group *pg = &r->pg[pt->first + g];
+		q->groups[g] = (vy_wire_group){.times = pg->times, .first = ns, .count = pg->count};
+		for (uint32_t k = 0; k < pg->count; k++, ns++) {
+			r->origin[ns] = pg->first + k;
+			vy_err rc = encode_step(r, pg->first + k, &q->steps[ns]);
+			if (rc != VY_OK)
+				return rc;
 		}
 	}
-	q->nsteps = (uint32_t)p->nsteps;
-	for (size_t g = 0; g < p->ngroups; g++)
-		q->groups[g] = (vy_wire_group){.times = p->groups[g].times, .first = (uint32_t)p->groups[g].first,
-					       .count = (uint32_t)p->groups[g].count};
-	q->ngroups = (uint32_t)p->ngroups;
+	q->nsteps = ns;
+	q->ngroups = (uint32_t)pt->count;
 	return VY_OK;
+}
+
+/* ---- parts: the sequence cut where its device changes ------------------- */
+
+static vy_err add_pg(run *r, uint64_t times, size_t first, size_t count)
+{
+	if (!vy_grow((void **)&r->pg, &r->cap_pg, r->npg, sizeof(*r->pg)))
+		return oom(r);
+	r->pg[r->npg++] = (vy_wire_group){.times = times, .first = (uint32_t)first, .count = (uint32_t)count};
+	return VY_OK;
+}
+
+static vy_err add_part(run *r, unsigned dev, bool cross, uint64_t times, size_t first, size_t count)
+{
+	part *last = r->nparts ? &r->parts[r->nparts - 1] : NULL;
+	if (!cross && last && !last->cross && last->dev == dev) {
+		last->count++;
+		return add_pg(r, times, first, count);
+	}
+	if (r->nparts == VY_CTL_MAX_PARTS)
+		return vy_fail(&r->err->e, VY_EINVAL, "keep each repeat's steps on one device, or split the sequence",
+			       "the sequence changes device more than %u times", VY_CTL_MAX_PARTS);
+	if (!vy_grow((void **)&r->parts, &r->cap_parts, r->nparts, sizeof(*r->parts)))
+		return oom(r);
+	r->parts[r->nparts++] = (part){.dev = dev, .cross = cross, .first = r->npg, .count = 1};
+	return add_pg(r, times, first, count);
+}
+
+/* A group whose steps share a device stays whole (its repeat runs in the
+ * launcher); one that changes device is unrolled, a part per stretch. */
+static vy_err plan_parts(run *r)
+{
+	const vy_ctl_plan *p = r->plan;
+	vy_err rc = VY_OK;
+	for (size_t g = 0; g < p->ngroups && rc == VY_OK; g++) {
+		const vy_ctl_group *gr = &p->groups[g];
+		size_t end = gr->first + gr->count;
+		bool uniform = true;
+		for (size_t s = gr->first; s < end && uniform; s++)
+			uniform = !r->cross[s] && r->sdev[s] == r->sdev[gr->first];
+		if (uniform) {
+			if (gr->count)
+				rc = add_part(r, r->sdev[gr->first], false, gr->times, gr->first, gr->count);
+			continue;
+		}
+		r->err->line = gr->line;
+		for (uint64_t t = 0; t < gr->times && rc == VY_OK; t++)
+			for (size_t s = gr->first, j; s < end && rc == VY_OK; s = j) {
+				j = s + 1;
+				if (!r->cross[s])
+					while (j < end && !r->cross[j] && r->sdev[j] == r->sdev[s])
+						j++;
+				rc = add_part(r, r->sdev[s], r->cross[s], 1, s, j - s);
+			}
+	}
+	return rc;
 }
 
 static void free_seq(vy_seq *q)
@@ -500,27 +641,78 @@ static double now_us(void)
 	return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
 }
 
+static void count_run(vy_telemetry *t, const vy_run_result *out, vy_err rc)
+{
+	vy_telemetry_add(t, memset_ops, out->memset_ops);
+	vy_telemetry_add(t, memset_bytes, out->memset_bytes);
+	vy_telemetry_add(t, d2d_ops, out->d2d_ops);
+	vy_telemetry_add(t, d2d_bytes, out->d2d_bytes);
+	vy_telemetry_add(t, launches, out->launches);
+	vy_telemetry_add(t, syncs, out->syncs);
+	vy_telemetry_add(t, steps, out->steps);
+	if (rc == VY_OK)
+		vy_telemetry_add(t, device_time_us, (uint64_t)out->device_us);
+}
+
+/* A copy between two devices: here, by the cores (core/peer.h). */
+static vy_err run_cross(run *r, size_t s, vy_run_result *out)
+{
+	const vy_ctl_step *st = &r->plan->steps[s];
+	bound *src = ref(r, s, 0), *dst = ref(r, s, 1);
+	uint64_t len = st->has_length ? st->length : src->size;
+	const vy_ctl_devices *d = r->devs;
+	bool direct = d->direct && d->direct[dst->dev * d->n + src->dev];
+	vy_err rc = vy_peer_copy(d->dev[dst->dev].core, dst->handle, st->has_offset ? st->offset2 : 0,
+				 d->dev[src->dev].core, src->handle, st->has_offset ? st->offset : 0, len, direct,
+				 &r->err->e);
+	if (rc != VY_OK) {
+		out->failed_step = (int)s;
+		return rc;
+	}
+	out->steps++;
+	out->syncs++;
+	vy_telemetry_add(&d->dev[dst->dev].core->tel, steps, 1);
+	return VY_OK;
+}
+
 static vy_err execute(run *r, vy_ctl_result *res)
 {
-	vy_buffer_view *views = NULL;
-	vy_err rc = build_seq(r, &views);
 	vy_run_result out = {.failed_step = -1};
-	if (rc == VY_OK)
-		rc = r->runner->ops->run(r->runner, &r->seq, views, r->files->stop, &out, &r->err->e);
-	free(views);
-	vy_telemetry *t = &r->core->tel;
-	vy_telemetry_add(t, memset_ops, out.memset_ops);
-	vy_telemetry_add(t, memset_bytes, out.memset_bytes);
-	vy_telemetry_add(t, d2d_ops, out.d2d_ops);
-	vy_telemetry_add(t, d2d_bytes, out.d2d_bytes);
-	vy_telemetry_add(t, launches, out.launches);
-	vy_telemetry_add(t, syncs, out.syncs);
-	vy_telemetry_add(t, steps, out.steps);
-	if (rc == VY_OK)
-		vy_telemetry_add(t, device_time_us, (uint64_t)out.device_us);
-	else if (rc == VY_EDEVICE || rc == VY_ETIMEDOUT || rc == VY_EINTR)
+	vy_err rc = plan_parts(r);
+	for (size_t i = 0; i < r->nparts && rc == VY_OK; i++) {
+		const part *pt = &r->parts[i];
+		if (i > 0 && r->files->stop && atomic_load(r->files->stop)) {
+			rc = vy_fail(&r->err->e, VY_EINTR, "write the sequence again to run the rest",
+				     "the sequence was stopped between devices");
+			break;
+		}
+		if (pt->cross) {
+			rc = run_cross(r, r->pg[pt->first].first, &out);
+			continue;
+		}
+		vy_buffer_view *views = NULL;
+		vy_run_result o = {.failed_step = -1};
+		const vy_ctl_device *dv = &r->devs->dev[pt->dev];
+		rc = build_seq(r, pt, &views);
+		if (rc == VY_OK)
+			rc = dv->runner->ops->run(dv->runner, &r->seq, views, r->files->stop, &o, &r->err->e);
+		free(views);
+		count_run(&dv->core->tel, &o, rc);
+		out.steps += o.steps;
+		out.launches += o.launches;
+		out.memset_ops += o.memset_ops;
+		out.memset_bytes += o.memset_bytes;
+		out.d2d_ops += o.d2d_ops;
+		out.d2d_bytes += o.d2d_bytes;
+		out.syncs += o.syncs;
+		out.device_us += o.device_us;
+		out.process_lost = out.process_lost || o.process_lost;
+		if (o.failed_step >= 0 && (size_t)o.failed_step < r->seq.nsteps)
+			out.failed_step = (int)r->origin[o.failed_step];
+	}
+	if (rc == VY_EDEVICE || rc == VY_ETIMEDOUT || rc == VY_EINTR)
 		name_the_damage(r, &out);
-	else if (out.failed_step >= 0 && (size_t)out.failed_step < r->plan->nsteps)
+	else if (rc != VY_OK && out.failed_step >= 0 && (size_t)out.failed_step < r->plan->nsteps)
 		r->err->line = r->plan->steps[out.failed_step].line;
 	res->steps = out.steps;
 	res->device_us = out.device_us;
@@ -534,11 +726,11 @@ static void cleanup(run *r, bool ran)
 	const vy_ctl_plan *p = r->plan;
 	for (size_t s = 0; r->held && s < p->nsteps; s++)
 		if (r->held[s])
-			vy_modules_put(r->mods, p->steps[s].module);
+			vy_modules_put(r->devs->dev[r->sdev[s]].mods, p->steps[s].module);
 	for (size_t i = 0; i < r->nb; i++) {
 		bound *b = &r->b[i];
 		if (b->pinned)
-			vy_store_unpin_many(r->core->store, &b->handle, 1, NULL);
+			vy_store_unpin_many(r->devs->dev[b->dev].core->store, &b->handle, 1, NULL);
 	}
 	unlock_all(r);
 	for (size_t i = 0; i < r->nb; i++) {
@@ -548,19 +740,24 @@ static void cleanup(run *r, bool ran)
 	}
 	free_seq(&r->seq);
 	free(r->held);
+	free(r->sdev);
+	free(r->cross);
+	free(r->parts);
+	free(r->pg);
+	free(r->origin);
 	free(r->dims);
 	free(r->ref);
 	free(r->refs);
 	free(r->b);
 }
 
-vy_err vy_ctl_run(vy_core *core, vy_modules *mods, vy_runner *runner, const vy_ctl_files *files,
-		  const vy_ctl_plan *plan, vy_ctl_result *res, vy_ctl_error *err)
+vy_err vy_ctl_run(const vy_ctl_devices *devs, const vy_ctl_files *files, const vy_ctl_plan *plan,
+		  vy_ctl_result *res, vy_ctl_error *err)
 {
 	double t0 = now_us();
 	memset(res, 0, sizeof(*res));
 	vy_error_clear(&err->e);
-	run r = {.core = core, .mods = mods, .runner = runner, .files = files, .plan = plan, .err = err};
+	run r = {.devs = devs, .files = files, .plan = plan, .err = err};
 	uint64_t total = vy_ctl_plan_steps(plan);
 	vy_err rc = VY_OK;
 	if (total > VY_CTL_MAX_STEPS) {
@@ -583,7 +780,7 @@ vy_err vy_ctl_run(vy_core *core, vy_modules *mods, vy_runner *runner, const vy_c
 	bool ran = rc == VY_OK && total > 0;
 	if (ran)
 		rc = execute(&r, res);
-	vy_telemetry_add(&core->tel, sequences, 1);
+	vy_telemetry_add(&devs->dev[r.nparts ? r.parts[0].dev : 0].core->tel, sequences, 1);
 	cleanup(&r, ran);
 	res->wall_us = now_us() - t0;
 	return rc;

@@ -30,6 +30,7 @@ typedef struct run {
 	vy_fs *fs;
 	bool direct; /* the source is read with O_DIRECT: no page cache filled */
 	const vy_copysrv_job *job;
+	vy_core *core; /* the file's device */
 	vy_handle buf;
 	piece *pieces;
 	size_t npieces;
@@ -80,7 +81,7 @@ static void *worker(void *arg)
 {
 	run *r = arg;
 	pthread_setname_np(pthread_self(), "vy-copy");
-	vy_core *c = r->fs->core;
+	vy_core *c = r->core;
 	vy_staging_buf sb = {0};
 	vy_error e;
 	vy_err rc = vy_staging_acquire(c->staging, PIECE, &sb, &e);
@@ -177,7 +178,7 @@ vy_err vy_copysrv_run(vy_fs *fs, const vy_copysrv_job *job, uint64_t *done, uint
 		rc = vy_fail(e, VY_EINVAL, "size the file first (libvyrefs does: ftruncate)",
 			     "%llu bytes do not fit the %llu-byte file", (unsigned long long)size,
 			     (unsigned long long)in->size);
-	run r = {.fs = fs, .job = job, .buf = in->buf};
+	run r = {.fs = fs, .job = job, .core = vy_fs_core(fs, in), .buf = in->buf};
 	if (rc == VY_OK && size > 0)
 		rc = pieces_of(job->other, size, job->into, &r.pieces, &r.npieces, e);
 	/* Into the mount: memory behind every byte that comes (the file was

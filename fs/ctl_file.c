@@ -63,14 +63,14 @@ static vy_err files_share(void *ctx, void *file, vy_error *e)
 	 * write lock on the way of every sequence. A buffer replaced after
 	 * this look is caught by the check under the read locks (exec.c). */
 	pthread_rwlock_rdlock(&in->lock);
-	bool done = !in->buf || vy_store_shareable(fs->core->store, in->buf);
+	bool done = !in->buf || vy_store_shareable(vy_fs_core(fs, in)->store, in->buf);
 	pthread_rwlock_unlock(&in->lock);
 	if (done)
 		return VY_OK;
 	pthread_rwlock_wrlock(&in->lock);
 	vy_err rc = VY_OK;
 	/* Nothing else may use the buffer while it moves or gets memory. */
-	if (in->buf && !vy_store_shareable(fs->core->store, in->buf))
+	if (in->buf && !vy_store_shareable(vy_fs_core(fs, in)->store, in->buf))
 		rc = vy_file_share(fs, in, e);
 	pthread_rwlock_unlock(&in->lock);
 	return rc;
@@ -88,11 +88,12 @@ static void files_unlock(void *ctx, void *file)
 	pthread_rwlock_unlock(&((vy_inode *)file)->lock);
 }
 
-static vy_err files_state(void *ctx, void *file, vy_handle *handle, uint64_t *size, vy_error *e)
+static vy_err files_state(void *ctx, void *file, vy_handle *handle, uint64_t *size, unsigned *dev, vy_error *e)
 {
 	vy_inode *in = file;
 	*handle = in->buf;
 	*size = in->size;
+	*dev = in->dev;
 	return vy_wbehind_settle(ctx, in, e); /* kernels see every written byte */
 }
 
@@ -271,7 +272,12 @@ int vy_ctlfile_write(vy_fs *fs, vy_open *h, const char *buf, size_t size, pid_t 
 				      .written = files_written,
 				      .release = files_release,
 				      .stop = stop};
-		rc = vy_ctl_run(fs->core, fs->modules, fs->runner, &files, &plan, &res, &err);
+		vy_ctl_device dev[VY_DEVICES_MAX];
+		for (unsigned d = 0; d < fs->ndev; d++)
+			dev[d] = (vy_ctl_device){fs->dev[d].core, fs->dev[d].modules, fs->dev[d].runner};
+		vy_ctl_devices devs = {.dev = dev, .n = fs->ndev, .direct = fs->direct,
+				       .move_hint = "setfattr -n user.vyre.device -v"};
+		rc = vy_ctl_run(&devs, &files, &plan, &res, &err);
 	}
 	vy_ctl_plan_free(&plan);
 	answer(fs, h, seq, pid, rc, &err, &res);

@@ -1,7 +1,9 @@
 /* File bytes on the device: capacity, zero-filled growth, copies. */
 #include "fs/file.h"
 #include "core/checked.h"
+#include "core/peer.h"
 #include "core/transfer.h"
+#include "fs/devices.h"
 #include "fs/log.h"
 #include "fs/readahead.h"
 #include "fs/wbehind.h"
@@ -25,12 +27,13 @@ static void free_buffer(vy_fs *fs, vy_inode *in)
 {
 	if (in->buf) {
 		vy_error e;
-		if (vy_store_free(fs->core->store, in->buf, &e) != VY_OK)
+		if (vy_store_free(vy_fs_core(fs, in)->store, in->buf, &e) != VY_OK)
 			vy_log(LOG_ERR, "inode %llu: freeing its buffer: %s", (unsigned long long)in->ino, e.msg);
 		/* The launcher may map it: take that back, so the memory is
 		 * free now rather than at the next sequence. */
-		if (fs->runner)
-			fs->runner->ops->sweep(fs->runner);
+		vy_runner *r = fs->dev[in->dev].runner;
+		if (r)
+			r->ops->sweep(r);
 	}
 	in->buf = 0;
 	in->cap = 0;
@@ -78,18 +81,18 @@ static vy_err rebuffer(vy_fs *fs, vy_inode *in, uint64_t cap, vy_error *e)
 	 * go to the new one when they are. */
 	vy_err rc = vy_wbehind_quiesce(fs, in, e);
 	if (rc == VY_OK)
-		rc = vy_store_alloc(fs->core->store, cap, &h, e);
+		rc = vy_store_alloc(vy_fs_core(fs, in)->store, cap, &h, e);
 	if (rc != VY_OK)
 		return rc;
 	if (in->buf && in->size > 0) {
-		rc = vy_copy(fs->core, in->buf, 0, h, 0, in->size, e);
+		rc = vy_copy(vy_fs_core(fs, in), in->buf, 0, h, 0, in->size, e);
 		if (rc != VY_OK) {
-			vy_store_free(fs->core->store, h, NULL);
+			vy_store_free(vy_fs_core(fs, in)->store, h, NULL);
 			return rc;
 		}
 	}
 	if (in->buf)
-		vy_telemetry_add(&fs->core->tel, moves, 1);
+		vy_telemetry_add(&vy_fs_core(fs, in)->tel, moves, 1);
 	free_buffer(fs, in);
 	in->buf = h;
 	in->cap = cap;
@@ -101,13 +104,13 @@ static vy_err rebuffer(vy_fs *fs, vy_inode *in, uint64_t cap, vy_error *e)
  * memory is mapped at its end and nothing is copied. VY_ENOTSUP: it moves. */
 static vy_err grow_in_place(vy_fs *fs, vy_inode *in, uint64_t need, vy_error *e)
 {
-	if (!in->buf || !vy_store_growable(fs->core->store, in->buf))
+	if (!in->buf || !vy_store_growable(vy_fs_core(fs, in)->store, in->buf))
 		return VY_ENOTSUP;
 	/* Its address may change: no copy may be in flight to the old one. */
 	vy_err rc = quiet(fs, in, e);
 	vy_buffer_view v;
 	if (rc == VY_OK)
-		rc = vy_store_grow(fs->core->store, in->buf, need, &v, e);
+		rc = vy_store_grow(vy_fs_core(fs, in)->store, in->buf, need, &v, e);
 	if (rc == VY_OK)
 		took(in, &v);
 	return rc;
@@ -118,7 +121,7 @@ static void shrink_in_place(vy_fs *fs, vy_inode *in, uint64_t keep)
 {
 	vy_buffer_view v;
 	vy_error why;
-	if (quiet(fs, in, &why) != VY_OK || vy_store_shrink(fs->core->store, in->buf, keep, &v, &why) != VY_OK)
+	if (quiet(fs, in, &why) != VY_OK || vy_store_shrink(vy_fs_core(fs, in)->store, in->buf, keep, &v, &why) != VY_OK)
 		vy_log(LOG_NOTICE, "inode %llu: keeping %llu bytes of capacity: %s", (unsigned long long)in->ino,
 		       (unsigned long long)in->cap, why.msg);
 	else
@@ -127,14 +130,14 @@ static void shrink_in_place(vy_fs *fs, vy_inode *in, uint64_t keep)
 
 /* Larger than the device: no budget could ever hold it, so this is EFBIG
  * (too large for this filesystem). */
-static vy_err too_large(vy_fs *fs, uint64_t need, vy_error *e)
+static vy_err too_large(vy_fs *fs, vy_inode *in, uint64_t need, vy_error *e)
 {
 	uint64_t exact = page_up(need);
 	if (!exact || need > VY_FILE_MAX)
 		return vy_fail(e, VY_EOVERFLOW, "keep files under 8 EiB", "a %llu-byte file is too large",
 			       (unsigned long long)need);
 	vy_store_usage u;
-	vy_store_usage_get(fs->core->store, &u);
+	vy_store_usage_get(vy_fs_core(fs, in)->store, &u);
 	if (exact > u.total)
 		return vy_fail(e, VY_EOVERFLOW, "keep the file under the device's memory",
 			       "a %llu-byte file is larger than the device's %llu bytes of memory",
@@ -149,14 +152,14 @@ static vy_err reserve(vy_fs *fs, vy_inode *in, uint64_t need, vy_error *e)
 {
 	if (need <= in->cap)
 		return VY_OK;
-	vy_err rc = too_large(fs, need, e);
+	vy_err rc = too_large(fs, in, need, e);
 	if (rc != VY_OK)
 		return rc;
 	uint64_t exact = page_up(need);
 	/* Memory past this mount's whole budget: ENOSPC, as a full tmpfs
 	 * answers, with what would make room. Holes cost none. */
 	vy_store_usage u;
-	vy_store_usage_get(fs->core->store, &u);
+	vy_store_usage_get(vy_fs_core(fs, in)->store, &u);
 	if (exact - in->holes > u.budget)
 		return vy_fail(e, VY_ENOSPC, "keep the file under the budget, or mount with a larger one (-o resident_budget=SIZE)",
 			       "no room for a %llu-byte file: this mount's whole resident budget is %llu bytes",
@@ -180,27 +183,27 @@ static vy_err reserve(vy_fs *fs, vy_inode *in, uint64_t need, vy_error *e)
  * holes: the file then grows with memory. */
 static vy_err extend_sparse(vy_fs *fs, vy_inode *in, uint64_t from, uint64_t to, vy_error *e)
 {
-	uint64_t g = fs->core->dev->info.share_granularity;
-	if (!g || !fs->core->dev->share || to < g || to <= in->cap || from < in->cap || from - in->cap < g)
+	uint64_t g = vy_fs_core(fs, in)->dev->info.share_granularity;
+	if (!g || !vy_fs_core(fs, in)->dev->share || to < g || to <= in->cap || from < in->cap || from - in->cap < g)
 		return VY_OK;
-	vy_err rc = too_large(fs, to, e);
+	vy_err rc = too_large(fs, in, to, e);
 	if (rc != VY_OK)
 		return rc;
 	vy_buffer_view v;
 	if (!in->buf) {
 		vy_handle h;
-		rc = vy_store_alloc_holes(fs->core->store, to, &h, e);
+		rc = vy_store_alloc_holes(vy_fs_core(fs, in)->store, to, &h, e);
 		if (rc == VY_OK)
-			rc = vy_store_view(fs->core->store, h, &v, e);
+			rc = vy_store_view(vy_fs_core(fs, in)->store, h, &v, e);
 		if (rc == VY_OK)
 			in->buf = h;
 	} else {
-		if (!vy_store_growable(fs->core->store, in->buf))
+		if (!vy_store_growable(vy_fs_core(fs, in)->store, in->buf))
 			rc = rebuffer(fs, in, g, e);
 		if (rc == VY_OK)
 			rc = quiet(fs, in, e);
 		if (rc == VY_OK)
-			rc = vy_store_extend(fs->core->store, in->buf, to, &v, e);
+			rc = vy_store_extend(vy_fs_core(fs, in)->store, in->buf, to, &v, e);
 	}
 	if (rc == VY_OK)
 		took(in, &v);
@@ -211,14 +214,14 @@ static vy_err extend_sparse(vy_fs *fs, vy_inode *in, uint64_t from, uint64_t to,
  * the zeros a hole maps. */
 static vy_err back(vy_fs *fs, vy_inode *in, uint64_t off, uint64_t end, vy_error *e)
 {
-	if (!in->holes || end <= off || vy_store_backed(fs->core->store, in->buf, off, end - off))
+	if (!in->holes || end <= off || vy_store_backed(vy_fs_core(fs, in)->store, in->buf, off, end - off))
 		return VY_OK;
 	vy_err rc = quiet(fs, in, e);
 	if (rc == VY_OK)
-		rc = vy_core_back(fs->core, in->buf, off, end - off, NULL, e);
+		rc = vy_core_back(vy_fs_core(fs, in), in->buf, off, end - off, NULL, e);
 	/* Also after a failure part way: pieces may have come. */
 	vy_buffer_view v;
-	if (vy_store_view(fs->core->store, in->buf, &v, NULL) == VY_OK)
+	if (vy_store_view(vy_fs_core(fs, in)->store, in->buf, &v, NULL) == VY_OK)
 		took(in, &v);
 	return rc;
 }
@@ -232,6 +235,7 @@ static vy_err make_room(vy_fs *fs, vy_inode *in, uint64_t off, uint64_t end, vy_
 		rc = reserve(fs, in, end, e);
 	if (rc == VY_OK)
 		rc = back(fs, in, off, end, e);
+	vy_devices_name_nospace(fs, in, rc, e);
 	return rc;
 }
 
@@ -241,13 +245,13 @@ static vy_err zero(vy_fs *fs, vy_inode *in, uint64_t from, uint64_t to, vy_error
 {
 	vy_err rc = VY_OK;
 	while (rc == VY_OK && from < to) {
-		uint64_t d = in->holes ? vy_store_seek(fs->core->store, in->buf, from, true) : from;
+		uint64_t d = in->holes ? vy_store_seek(vy_fs_core(fs, in)->store, in->buf, from, true) : from;
 		if (d >= to)
 			break;
-		uint64_t h = in->holes ? vy_store_seek(fs->core->store, in->buf, d, false) : to;
+		uint64_t h = in->holes ? vy_store_seek(vy_fs_core(fs, in)->store, in->buf, d, false) : to;
 		if (h > to)
 			h = to;
-		rc = vy_fill(fs->core, in->buf, d, h - d, 0, e);
+		rc = vy_fill(vy_fs_core(fs, in), in->buf, d, h - d, 0, e);
 		from = h;
 	}
 	return rc;
@@ -265,9 +269,9 @@ vy_err vy_file_read(vy_fs *fs, vy_inode *in, uint64_t off, size_t size, vy_ra_hi
 		*got = n;
 		return VY_OK;
 	}
-	rc = vy_staging_acquire(fs->core->staging, n, buf, e);
+	rc = vy_staging_acquire(vy_fs_core(fs, in)->staging, n, buf, e);
 	if (rc == VY_OK)
-		rc = vy_readback_pinned(fs->core, in->buf, off, buf->ptr, n, e);
+		rc = vy_readback_pinned(vy_fs_core(fs, in), in->buf, off, buf->ptr, n, e);
 	if (rc == VY_OK)
 		*got = n;
 	return rc;
@@ -292,7 +296,7 @@ vy_err vy_file_write(vy_fs *fs, vy_inode *in, uint64_t off, const void *buf, siz
 		rc = vy_wbehind_write(fs, in, off, buf, size, &gathered, e);
 	if (rc == VY_OK && !gathered) {
 		vy_upload up = {.handle = in->buf, .offset = off, .src = buf, .len = size};
-		rc = vy_upload_many(fs->core, &up, 1, e);
+		rc = vy_upload_many(vy_fs_core(fs, in), &up, 1, e);
 	}
 	if (rc != VY_OK)
 		return rc;
@@ -318,6 +322,7 @@ vy_err vy_file_truncate(vy_fs *fs, vy_inode *in, uint64_t size, vy_error *e)
 		vy_err rc = extend_sparse(fs, in, size, size, e);
 		if (rc == VY_OK)
 			rc = reserve(fs, in, size, e);
+		vy_devices_name_nospace(fs, in, rc, e);
 		if (rc == VY_OK)
 			rc = zero(fs, in, in->size, size, e);
 		if (rc != VY_OK)
@@ -328,7 +333,7 @@ vy_err vy_file_truncate(vy_fs *fs, vy_inode *in, uint64_t size, vy_error *e)
 	in->size = size;
 	if (size == 0) {
 		vy_file_drop(fs, in);
-	} else if (vy_store_growable(fs->core->store, in->buf)) {
+	} else if (vy_store_growable(vy_fs_core(fs, in)->store, in->buf)) {
 		if (in->cap > fitted(size))
 			shrink_in_place(fs, in, fitted(size));
 	} else if (in->cap / 2 > fitted(size)) {
@@ -372,11 +377,11 @@ vy_err vy_file_punch(vy_fs *fs, vy_inode *in, uint64_t off, uint64_t len, vy_err
 	if (off >= stop)
 		return VY_OK;
 	/* Whole pieces inside the range go (holes again); the rest is zeroed. */
-	if (in->buf && vy_store_growable(fs->core->store, in->buf)) {
+	if (in->buf && vy_store_growable(vy_fs_core(fs, in)->store, in->buf)) {
 		vy_buffer_view v;
 		rc = quiet(fs, in, e);
 		if (rc == VY_OK)
-			rc = vy_store_punch(fs->core->store, in->buf, off, stop - off, &v, e);
+			rc = vy_store_punch(vy_fs_core(fs, in)->store, in->buf, off, stop - off, &v, e);
 		if (rc != VY_OK)
 			return rc;
 		took(in, &v);
@@ -405,13 +410,79 @@ vy_err vy_file_copy(vy_fs *fs, vy_inode *src, uint64_t off_in, vy_inode *dst, ui
 	if (rc == VY_OK && off_out > dst->size)
 		rc = zero(fs, dst, dst->size, off_out, e);
 	if (rc == VY_OK)
-		rc = vy_copy(fs->core, src->buf, off_in, dst->buf, off_out, len, e);
+		rc = src->dev == dst->dev ? vy_copy(vy_fs_core(fs, dst), src->buf, off_in, dst->buf, off_out, len, e)
+					  : vy_peer_copy(vy_fs_core(fs, dst), dst->buf, off_out, vy_fs_core(fs, src), src->buf,
+							 off_in, len, fs->direct[dst->dev * fs->ndev + src->dev], e);
 	if (rc != VY_OK)
 		return rc;
 	if (end > dst->size)
 		dst->size = end;
 	dst->written = true;
 	*copied = len;
+	return VY_OK;
+}
+
+/* The file's bytes into `h` on core `to`: where the file has holes, `h`
+ * has them too, and only its data runs get memory and are copied. */
+static vy_err move_bytes(vy_fs *fs, vy_inode *in, vy_core *to, vy_handle h, unsigned dev, vy_error *e)
+{
+	vy_core *from = vy_fs_core(fs, in);
+	bool direct = fs->direct[dev * fs->ndev + in->dev];
+	vy_err rc = VY_OK;
+	for (uint64_t at = 0; rc == VY_OK && at < in->size;) {
+		uint64_t d = in->holes ? vy_store_seek(from->store, in->buf, at, true) : at;
+		if (d >= in->size)
+			break;
+		uint64_t end = in->holes ? vy_store_seek(from->store, in->buf, d, false) : in->size;
+		end = end < in->size ? end : in->size;
+		if (in->holes)
+			rc = vy_core_back(to, h, d, end - d, NULL, e);
+		if (rc == VY_OK)
+			rc = vy_peer_copy(to, h, d, from, in->buf, d, end - d, direct, e);
+		at = end;
+	}
+	return rc;
+}
+
+vy_err vy_file_move(vy_fs *fs, vy_inode *in, unsigned dev, vy_error *e)
+{
+	if (dev == in->dev)
+		return VY_OK;
+	if (in->maps)
+		return vy_fail(e, VY_EBUSY, "unmap the file first (vy_unmap, or end the program that mapped it)",
+			       "inode %llu is mapped by a program: it cannot move to another device",
+			       (unsigned long long)in->ino);
+	/* Nothing of the old device's may stay: copies in flight land,
+	 * and the staging memory of write-behind and readahead goes back. */
+	vy_err rc = vy_wbehind_settle(fs, in, e);
+	if (rc != VY_OK)
+		return rc;
+	vy_wbehind_free(fs, in);
+	vy_readahead_free(fs, in);
+	if (!in->buf) {
+		in->dev = (uint8_t)dev;
+		return VY_OK;
+	}
+	/* The bytes move, not the headroom: a file that grows after grows
+	 * in place there. */
+	vy_core *to = fs->dev[dev].core;
+	vy_handle h = 0;
+	uint64_t len = page_up(in->size) ? page_up(in->size) : in->cap;
+	rc = in->holes ? vy_store_alloc_holes(to->store, len, &h, e) : vy_store_alloc(to->store, len, &h, e);
+	if (rc == VY_OK)
+		rc = move_bytes(fs, in, to, h, dev, e);
+	vy_buffer_view v;
+	if (rc == VY_OK)
+		rc = vy_store_view(to->store, h, &v, e);
+	if (rc != VY_OK) {
+		if (h)
+			vy_store_free(to->store, h, NULL);
+		return rc;
+	}
+	free_buffer(fs, in); /* the old device's memory, now */
+	in->buf = h;
+	in->dev = (uint8_t)dev;
+	took(in, &v);
 	return VY_OK;
 }
 
@@ -426,10 +497,10 @@ vy_err vy_file_share(vy_fs *fs, vy_inode *in, vy_error *e)
 	if (rc != VY_OK || !in->buf)
 		return rc;
 	vy_readahead_forget(in);
-	rc = vy_core_share(fs->core, in->buf, e);
+	rc = vy_core_share(vy_fs_core(fs, in), in->buf, e);
 	vy_buffer_view v;
-	if (rc == VY_OK && vy_store_growable(fs->core->store, in->buf) &&
-	    vy_store_view(fs->core->store, in->buf, &v, NULL) == VY_OK)
+	if (rc == VY_OK && vy_store_growable(vy_fs_core(fs, in)->store, in->buf) &&
+	    vy_store_view(vy_fs_core(fs, in)->store, in->buf, &v, NULL) == VY_OK)
 		took(in, &v);
 	return rc;
 }
@@ -452,7 +523,7 @@ void vy_file_closed(vy_fs *fs, vy_inode *in)
 	uint64_t want = fitted(in->size);
 	if (in->cap <= want || in->maps)
 		return;
-	if (vy_store_growable(fs->core->store, in->buf)) {
+	if (vy_store_growable(vy_fs_core(fs, in)->store, in->buf)) {
 		shrink_in_place(fs, in, want);
 		return;
 	}

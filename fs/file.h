@@ -45,6 +45,11 @@ vy_err vy_file_share(vy_fs *fs, vy_inode *in, vy_error *e);
 /* Memory for every hole of [off, end) of the file, before it is written
  * other than through vy_file_write (which does it itself). Write lock held. */
 vy_err vy_file_back(vy_fs *fs, vy_inode *in, uint64_t off, uint64_t end, vy_error *e);
+/* Move the file to device `dev` (an index of fs->dev) by a copy between
+ * the devices (core/peer.h), keeping its holes; the old memory is freed
+ * after. Write lock held: readers see the file before or after, never
+ * half moved. EBUSY while a program maps it; on failure nothing changed. */
+vy_err vy_file_move(vy_fs *fs, vy_inode *in, unsigned dev, vy_error *e);
 /* The last open file closed: readahead memory back, capacity fitted after
  * writing. */
 void vy_file_closed(vy_fs *fs, vy_inode *in);

@@ -1,5 +1,6 @@
-/* The filesystem's state: the inode table, the namespace lock, and the core
- * that holds every file's device buffer.
+/* The filesystem's state: the inode table, the namespace lock, and the
+ * mount's devices: one core each (a file's buffer lives in the core of the
+ * device its inode names), with a launcher and modules of its own.
  *
  * Locking: `ns` guards the inode table, every directory's entries and each
  * inode's nlink (written under ns, read anywhere), nlookup and opens (what
@@ -63,6 +64,13 @@ typedef struct vy_inode {
 	uint64_t size, cap;
 	uint64_t holes; /* bytes of cap with no device memory (sparse: core/view.h) */
 	vy_handle buf; /* 0: no buffer (empty file) */
+	/* VY_FILE: the mount's device (fs->dev index) that holds buf; set at
+	 * creation, changed only by a move (fs/devices.h) under the write
+	 * lock. */
+	uint8_t dev;
+	/* VY_DIR, ns: 1 + the fs->dev index its new files go to (its
+	 * user.vyre.device); 0: the device with the most free budget. */
+	uint8_t place;
 	uint32_t maps; /* client mappings (fs/mapsrv.c): the buffer may not move */
 	bool written;  /* since the last capacity fit */
 	bool linkable; /* ns: an O_TMPFILE without O_EXCL, which linkat may name */
@@ -101,16 +109,28 @@ typedef struct vy_open {
 
 #define VY_LOG_KEEP 256
 
-typedef struct vy_fs {
+/* One device of the mount: its core, and the launcher process and kernel
+ * modules of its context. */
+typedef struct vy_fsdev {
+	struct vy_fs *fs; /* back, for callbacks given a device */
+	unsigned index;   /* in fs->dev */
 	vy_core *core;
+	vy_runner *runner; /* where sequences on this device run */
+	vy_modules *modules;
+} vy_fsdev;
+
+typedef struct vy_fs {
+	vy_fsdev dev[VY_DEVICES_MAX];
+	unsigned ndev;
+	/* direct[i * ndev + j]: device i reaches device j's memory (peer
+	 * access, and peer=on): copies between them stay on the devices. */
+	bool direct[VY_DEVICES_MAX * VY_DEVICES_MAX];
 	vy_config cfg;
 	pthread_mutex_t ns;
 	vy_u64map inodes;
 	uint64_t next_ino;
 	uint64_t vyre_ino, modules_ino;
 	vy_open *opens; /* every open file, ns */
-	vy_modules *modules;
-	vy_runner *runner; /* where sequences run: the launcher process */
 	struct vy_mapsrv *mapsrv; /* client mappings over .vyre/socket */
 	pthread_mutex_t log_lock; /* the sequence log and numbering */
 	char *log[VY_LOG_KEEP];  /* a ring, oldest at log_head */
@@ -133,8 +153,15 @@ typedef struct vy_fs {
 /* Attribute and entry timeouts for the kernel (seconds). */
 #define VY_ATTR_TIMEOUT 1.0
 
-/* Build the root and .vyre/. */
-vy_err vy_fs_init(vy_fs *fs, vy_core *core, const vy_config *cfg, vy_error *e);
+/* Build the root and .vyre/ over n opened cores (the caller keeps them),
+ * with a launcher and modules for each. */
+vy_err vy_fs_init(vy_fs *fs, vy_core *const *cores, unsigned n, const vy_config *cfg, vy_error *e);
+
+/* The core that holds a file's buffer. */
+static inline vy_core *vy_fs_core(const vy_fs *fs, const vy_inode *in)
+{
+	return fs->dev[in->dev].core;
+}
 /* Free every inode and its buffer. */
 void vy_fs_destroy(vy_fs *fs);
 

@@ -1,5 +1,6 @@
 /* The inode table: creation, lifetime, attributes. */
 #include "fs/fs.h"
+#include "core/peer.h"
 #include "fs/session.h"
 #include "fs/ctl_file.h"
 #include "fs/file.h"
@@ -234,13 +235,13 @@ static bool fs_exiting(void *ctx)
 	return fs->se && fuse_session_exited(fs->se);
 }
 
-static vy_err open_runner(vy_fs *fs, vy_error *e)
+static vy_err open_runner(vy_fs *fs, vy_fsdev *dev, vy_error *e)
 {
-	vy_device *d = fs->core->dev;
+	vy_device *d = dev->core->dev;
 	if (!d->share) {
 		vy_log(LOG_NOTICE, "this device cannot share memory with a launcher: kernels run in the daemon's own "
 				   "context, where a faulting kernel loses every file");
-		return vy_runner_local_open(d, &fs->runner, e);
+		return vy_runner_local_open(d, &dev->runner, e);
 	}
 	vy_launcher_options o = {
 		.exe = "/proc/self/exe",
@@ -251,13 +252,35 @@ static vy_err open_runner(vy_fs *fs, vy_error *e)
 		.exiting = fs_exiting,
 		.exiting_ctx = fs,
 	};
-	return vy_runner_launcher_open(fs->core->store, &fs->core->tel, &o, &fs->runner, e);
+	return vy_runner_launcher_open(dev->core->store, &dev->core->tel, &o, &dev->runner, e);
 }
 
-vy_err vy_fs_init(vy_fs *fs, vy_core *core, const vy_config *cfg, vy_error *e)
+/* Each device's launcher and modules; and peer access between them. */
+static vy_err open_devices(vy_fs *fs, vy_core *const *cores, unsigned n, vy_error *e)
+{
+	vy_err rc = VY_OK;
+	for (unsigned d = 0; d < n && rc == VY_OK; d++) {
+		vy_fsdev *dev = &fs->dev[d];
+		*dev = (vy_fsdev){.fs = fs, .index = d, .core = cores[d]};
+		fs->ndev = d + 1;
+		rc = open_runner(fs, dev, e);
+		if (rc == VY_OK)
+			rc = vy_modules_open(dev->runner, &dev->modules, e);
+		if (rc == VY_OK)
+			vy_modules_set_maker(dev->modules, vy_moddir_make_builtin, dev);
+	}
+	if (rc == VY_OK && n > 1)
+		rc = vy_peer_pair(cores, n, fs->direct, e);
+	if (!fs->cfg.peer)
+		memset(fs->direct, 0, sizeof(fs->direct));
+	return rc;
+}
+
+vy_err vy_fs_init(vy_fs *fs, vy_core *const *cores, unsigned n, const vy_config *cfg, vy_error *e)
 {
 	memset(fs, 0, sizeof(*fs));
-	fs->core = core;
+	if (n < 1 || n > VY_DEVICES_MAX)
+		return vy_fail(e, VY_EINVAL, "mount 1 to 16 devices", "%u devices", n);
 	fs->cfg = *cfg;
 	fs->next_ino = FUSE_ROOT_ID;
 	fs->xattr_budget.max = cfg->xattr_budget;
@@ -278,12 +301,8 @@ vy_err vy_fs_init(vy_fs *fs, vy_core *core, const vy_config *cfg, vy_error *e)
 	root->parent = root->ino;
 	root->fixed = true;
 	vy_err rc = pthread_mutex_init(&fs->log_lock, NULL) == 0
-			    ? open_runner(fs, e)
+			    ? open_devices(fs, cores, n, e)
 			    : vy_fail(e, VY_ENOMEM, "free host memory", "cannot create the log's lock");
-	if (rc == VY_OK)
-		rc = vy_modules_open(fs->runner, &fs->modules, e);
-	if (rc == VY_OK)
-		vy_modules_set_maker(fs->modules, vy_moddir_make_builtin, fs);
 	if (rc == VY_OK)
 		rc = vy_vyre_build(fs, root, e);
 	if (rc != VY_OK)
@@ -293,9 +312,11 @@ vy_err vy_fs_init(vy_fs *fs, vy_core *core, const vy_config *cfg, vy_error *e)
 
 void vy_fs_destroy(vy_fs *fs)
 {
-	/* The launcher first: its mappings end, so files free at once. */
-	vy_runner_close(fs->runner);
-	fs->runner = NULL;
+	/* The launchers first: their mappings end, so files free at once. */
+	for (unsigned d = 0; d < fs->ndev; d++) {
+		vy_runner_close(fs->dev[d].runner);
+		fs->dev[d].runner = NULL;
+	}
 	while (fs->opens) /* releases the kernel did not send */
 		vy_open_free(fs, fs->opens);
 	uint64_t key;
@@ -309,8 +330,10 @@ void vy_fs_destroy(vy_fs *fs)
 	}
 	vy_u64map_destroy(&fs->inodes);
 	pthread_mutex_destroy(&fs->ns);
-	vy_modules_close(fs->modules);
-	fs->modules = NULL;
+	for (unsigned d = 0; d < fs->ndev; d++) {
+		vy_modules_close(fs->dev[d].modules);
+		fs->dev[d].modules = NULL;
+	}
 	vy_ctlfile_log_free(fs);
 	pthread_mutex_destroy(&fs->log_lock);
 }

@@ -133,9 +133,17 @@ static bool append(char **list, const char *item)
 static int take_options(cli *c, char *list)
 {
 	char *save = NULL;
+	bool devices = false; /* devices=0,1: its list goes on past commas */
 	for (char *item = strtok_r(list, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
 		if (!item[0])
 			continue;
+		bool number = item[0] >= '0' && item[0] <= '9' && !strchr(item, '=');
+		if (devices && number) {
+			if (!append(&c->settings, item))
+				return 2;
+			continue;
+		}
+		devices = !strncmp(item, "devices=", 8);
 		if (!strcmp(item, "remount")) {
 			c->remount = true;
 		} else if (!strncmp(item, "config=", 7)) {

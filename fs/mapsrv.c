@@ -171,9 +171,9 @@ static vy_err op_map(conn *c, vy_msg *m)
 		if (rc == VY_OK)
 			rc = vy_file_share(fs, in, &e);
 		if (rc == VY_OK)
-			rc = vy_store_export(fs->core->store, in->buf, true, &v, &x, &e);
+			rc = vy_store_export(vy_fs_core(fs, in)->store, in->buf, true, &v, &x, &e);
 		if (rc == VY_OK && !vy_grow((void **)&c->maps, &c->capmaps, c->nmaps, sizeof(*c->maps))) {
-			vy_store_unexport(fs->core->store, in->buf, NULL);
+			vy_store_unexport(vy_fs_core(fs, in)->store, in->buf, NULL);
 			vy_export_close(&x);
 			rc = vy_fail(&e, VY_ENOMEM, "free host memory", "cannot record a mapping");
 		}
@@ -183,9 +183,10 @@ static vy_err op_map(conn *c, vy_msg *m)
 			out.size = in->size;
 			out.bytes = v.alloc;
 			out.nchunks = x.n;
+			out.ordinal = vy_fs_core(fs, in)->dev->info.ordinal;
 			c->maps[c->nmaps++] = (mapping){.id = out.id, .in = in, .buf = in->buf, .bytes = v.alloc};
-			vy_telemetry_add(&fs->core->tel, maps, 1);
-			vy_telemetry_add(&fs->core->tel, mapped_bytes, v.alloc);
+			vy_telemetry_add(&vy_fs_core(fs, in)->tel, maps, 1);
+			vy_telemetry_add(&vy_fs_core(fs, in)->tel, mapped_bytes, v.alloc);
 		}
 		pthread_rwlock_unlock(&in->lock);
 		if (rc != VY_OK)
@@ -205,9 +206,11 @@ static void unmap_at(conn *c, size_t i)
 	c->maps[i] = c->maps[--c->nmaps];
 	pthread_rwlock_wrlock(&mp.in->lock);
 	mp.in->maps--;
-	vy_store_unexport(fs->core->store, mp.buf, NULL);
+	/* A mapped file does not move: its device is the one it was mapped on. */
+	vy_core *core = vy_fs_core(fs, mp.in);
+	vy_store_unexport(core->store, mp.buf, NULL);
 	pthread_rwlock_unlock(&mp.in->lock);
-	vy_telemetry_add(&fs->core->tel, mapped_bytes, (uint64_t)0 - mp.bytes);
+	vy_telemetry_add(&core->tel, mapped_bytes, (uint64_t)0 - mp.bytes);
 	drop_cache(c->srv, mp.in);
 	let_go(fs, mp.in);
 }
@@ -333,7 +336,9 @@ static vy_err op_hello(conn *c, vy_msg *m)
 				     "protocol %u.%u asked, this vyrefs speaks %u.%u", in.major, in.minor, VY_PROTO_MAJOR,
 				     VY_PROTO_MINOR);
 	}
-	const vy_device_info *d = &fs->core->dev->info; /* MAP says if it cannot share; COPY needs no sharing */
+	/* MAP says if it cannot share; COPY needs no sharing. Every device of
+	 * a mount has one backend; MAP names each file's device. */
+	const vy_device_info *d = &fs->dev[0].core->dev->info;
 	out.backend = strcmp(d->backend, "cuda") ? VY_BACKEND_HOST : VY_BACKEND_CUDA;
 	out.ordinal = d->ordinal;
 	out.share_granularity = d->share_granularity;

@@ -127,16 +127,18 @@ static void unlist(vy_fs *fs, vy_inode *in)
 
 void vy_moddir_closed(vy_fs *fs, vy_inode *in)
 {
-	if (in->nlink > 0 && !vy_modules_loaded(fs->modules, in->target))
+	if (in->nlink > 0 && !vy_modules_loaded(fs->dev[0].modules, in->target))
 		unlist(fs, in);
 }
 
-/* CUDA C to PTX by NVRTC (ctl/nvrtc.c) for this device, with the mount's
- * options and cache, counted in the stats. `name` is NAME.cu. */
-static vy_err compile_source(vy_fs *fs, const char *name, const char *src, char **ptx, size_t *len, char **log,
+/* CUDA C to PTX by NVRTC (ctl/nvrtc.c) for device `dev`, with the
+ * mount's options and cache, counted in the stats. `name` is NAME.cu.
+ * Devices of one architecture share the cache's entry. */
+static vy_err compile_source(vy_fsdev *dev, const char *name, const char *src, char **ptx, size_t *len, char **log,
 			     vy_error *e)
 {
-	const vy_device_info *d = &fs->core->dev->info;
+	vy_fs *fs = dev->fs;
+	const vy_device_info *d = &dev->core->dev->info;
 	vy_nvrtc_job job = {.name = name,
 			    .src = src,
 			    .cflags = fs->cfg.kernel_cflags,
@@ -146,15 +148,15 @@ static vy_err compile_source(vy_fs *fs, const char *name, const char *src, char 
 	bool hit = false;
 	vy_err rc = vy_nvrtc_compile(&job, ptx, len, log, &hit, e);
 	if (rc == VY_OK && hit)
-		vy_telemetry_add(&fs->core->tel, compile_cache_hits, 1);
+		vy_telemetry_add(&dev->core->tel, compile_cache_hits, 1);
 	else if (rc == VY_OK)
-		vy_telemetry_add(&fs->core->tel, compiles, 1);
+		vy_telemetry_add(&dev->core->tel, compiles, 1);
 	return rc;
 }
 
 /* A .cu module: compiled to PTX, or the reason recorded as its log. Lock
  * held. */
-static vy_err compile(vy_fs *fs, vy_inode *in, char **ptx, size_t *len, vy_error *e)
+static vy_err compile(vy_fsdev *dev, vy_inode *in, char **ptx, size_t *len, vy_error *e)
 {
 	char *src = malloc(in->dlen + 1), *log = NULL;
 	if (!src)
@@ -164,9 +166,9 @@ static vy_err compile(vy_fs *fs, vy_inode *in, char **ptx, size_t *len, vy_error
 	char name[300];
 	snprintf(name, sizeof(name), "%s.cu", in->target);
 	vy_err rc = strlen(src) != in->dlen ? vy_fail(e, VY_EINVAL, "copy CUDA C source text", "'%s' holds NUL bytes", name)
-					   : compile_source(fs, name, src, ptx, len, &log, e);
+					   : compile_source(dev, name, src, ptx, len, &log, e);
 	if (rc != VY_OK)
-		vy_modules_failed(fs->modules, in->target, log ? log : e->msg, NULL);
+		vy_modules_failed(dev->modules, in->target, log ? log : e->msg, NULL);
 	free(log);
 	free(src);
 	return rc;
@@ -177,7 +179,7 @@ vy_err vy_moddir_make_builtin(void *ctx, const char *name, void **image, size_t 
 	if (strcmp(name, VY_STD_NAME) != 0)
 		return VY_ENOENT;
 	char *ptx = NULL;
-	vy_err rc = compile_source(ctx, VY_STD_NAME ".cu", vy_std_source, &ptx, len, log, e);
+	vy_err rc = compile_source(ctx, VY_STD_NAME ".cu", vy_std_source, &ptx, len, log, e); /* ctx: a vy_fsdev */
 	*image = ptx;
 	return rc;
 }
@@ -197,19 +199,29 @@ int vy_moddir_load(vy_fs *fs, vy_inode *in)
 	pthread_mutex_unlock(&fs->ns);
 	pthread_rwlock_rdlock(&in->lock);
 	vy_error e;
-	char *ptx = NULL;
-	size_t ptx_len = 0;
-	vy_err made = source && !in->overflowed && in->dlen ? compile(fs, in, &ptx, &ptx_len, &e) : VY_OK;
-	vy_err rc = in->overflowed ? vy_fail(&e, VY_EINVAL, "keep modules under 256 MiB (split the code into several)",
+	vy_err rc = VY_OK;
+	/* Into every device's context; all or none of them. */
+	unsigned d = 0;
+	for (; d < fs->ndev && rc == VY_OK; d++) {
+		vy_modules *m = fs->dev[d].modules;
+		char *ptx = NULL;
+		size_t ptx_len = 0;
+		vy_err made = source && !in->overflowed && in->dlen ? compile(&fs->dev[d], in, &ptx, &ptx_len, &e) : VY_OK;
+		rc = in->overflowed ? vy_fail(&e, VY_EINVAL, "keep modules under 256 MiB (split the code into several)",
 					      "module '%s' was larger than 256 MiB: what arrived of it is not loaded",
 					      in->target)
-		    : made != VY_OK ? made
-		    : ptx	     ? vy_modules_load(fs->modules, in->target, ptx, ptx_len, &e)
-		    : in->dlen ? vy_modules_load(fs->modules, in->target, in->data, in->dlen, &e)
-			       : vy_fail(&e, VY_EINVAL, "copy a PTX, cubin or fatbin file", "module '%s' is empty", in->target);
-	free(ptx);
-	if (in->overflowed)
-		vy_modules_unload(fs->modules, in->target, NULL); /* an older version goes too */
+		     : made != VY_OK ? made
+		     : ptx	      ? vy_modules_load(m, in->target, ptx, ptx_len, &e)
+		     : in->dlen ? vy_modules_load(m, in->target, in->data, in->dlen, &e)
+				: vy_fail(&e, VY_EINVAL, "copy a PTX, cubin or fatbin file", "module '%s' is empty", in->target);
+		free(ptx);
+	}
+	if (in->overflowed) /* an older version goes too */
+		for (unsigned k = 0; k < fs->ndev; k++)
+			vy_modules_unload(fs->dev[k].modules, in->target, NULL);
+	else if (rc != VY_OK && rc != VY_EBUSY) /* the devices before the one that failed */
+		for (unsigned k = 0; k + 1 < d; k++)
+			vy_modules_unload(fs->dev[k].modules, in->target, NULL);
 	pthread_rwlock_unlock(&in->lock);
 	pthread_mutex_lock(&fs->ns);
 	ensure_log(fs, vy_u64map_get(&fs->inodes, fs->modules_ino), in->target);
@@ -225,8 +237,9 @@ int vy_moddir_load(vy_fs *fs, vy_inode *in)
 int vy_moddir_forget(vy_fs *fs, vy_inode *dir, vy_inode *in)
 {
 	vy_error e;
-	if (vy_modules_unload(fs->modules, in->target, &e) != VY_OK)
-		return EBUSY;
+	for (unsigned d = 0; d < fs->ndev; d++)
+		if (vy_modules_unload(fs->dev[d].modules, in->target, &e) != VY_OK)
+			return EBUSY;
 	char name[300];
 	snprintf(name, sizeof(name), "%s.log", in->target);
 	vy_dirent *d = vy_dir_find(&dir->dir, name);

@@ -106,29 +106,82 @@ static void set_kernel_cache(const vy_config *cfg)
 	setenv("CUDA_CACHE_PATH", path, 0); /* the driver makes it */
 }
 
+/* The devices the configuration names: devices= (all, or a list), else
+ * ordinal's one; the host backend presents host_devices of them, and
+ * takes them all unless devices= says which. The first decides the
+ * backend (auto: cuda where a GPU is), the rest open on it. */
+static vy_err open_devices(const vy_config *cfg, vy_device **devs, unsigned *n, char *note, size_t note_cap,
+			   vy_error *e)
+{
+	vy_device_options o = cfg->core.device;
+	int list[VY_DEVICES_MAX];
+	unsigned want = cfg->ndevices;
+	memcpy(list, cfg->devices, want * sizeof(*list));
+	if (!want && !cfg->devices_all)
+		list[want++] = o.ordinal;
+	o.ordinal = want ? list[0] : 0;
+	*n = 0;
+	vy_err rc = vy_device_open(&o, &devs[0], note, note_cap, e);
+	if (rc != VY_OK)
+		return rc;
+	*n = 1;
+	bool host = strcmp(devs[0]->info.backend, "cuda") != 0;
+	int count = 0;
+	if (host)
+		count = (int)cfg->host_devices;
+	else if (cfg->devices_all)
+		rc = vy_device_cuda_count(&count, e);
+	if (rc == VY_OK && (cfg->devices_all || (host && !cfg->ndevices))) {
+		want = 0;
+		for (int i = 0; i < count && i < VY_DEVICES_MAX; i++)
+			list[want++] = i;
+	}
+	for (unsigned i = 0; rc == VY_OK && host && i < want; i++)
+		if (list[i] >= count)
+			rc = vy_fail(e, VY_EINVAL, "name devices below host_devices, or raise it (-o host_devices=N)",
+				     "device %d: the host backend presents %d device(s) (host_devices)", list[i], count);
+	if (host && rc == VY_OK)
+		devs[0]->info.ordinal = list[0];
+	for (unsigned i = 1; rc == VY_OK && i < want; i++) {
+		rc = host ? vy_device_host_open(o.host_memory, &devs[i], e) : vy_device_cuda_open(list[i], &devs[i], e);
+		if (rc == VY_OK) {
+			if (host)
+				devs[i]->info.ordinal = list[i];
+			*n = i + 1;
+		}
+	}
+	return rc;
+}
+
 static int serve(const vy_mount_args *a)
 {
 	set_kernel_cache(&a->cfg);
-	vy_device *dev;
+	vy_device *dev[VY_DEVICES_MAX] = {0};
+	vy_core *cores[VY_DEVICES_MAX] = {0};
+	uint64_t free0[VY_DEVICES_MAX] = {0};
+	unsigned ndev = 0, ncores = 0;
 	vy_error e;
 	char note[VY_NOTE_MAX];
-	if (vy_device_open(&a->cfg.core.device, &dev, note, sizeof(note), &e) != VY_OK) {
-		report('E', "%s", e.msg);
-		return 1;
-	}
-	if (note[0])
-		report('N', "%s", note);
-	uint64_t free0 = 0, free1 = 0, total;
-	vy_core *core = NULL;
 	vy_fs fs;
 	bool fs_ready = false;
 	struct fuse_session *se = NULL;
 	int status = 1;
 	bool mounted = false; /* a failed mount says only why, with its Fix */
-	/* The baseline comes after the driver's own stream memory is there. */
-	if (vy_device_warm_streams(dev, a->cfg.core.streams, &e) != VY_OK ||
-	    dev->ops->mem_info(dev, &free0, &total, &e) != VY_OK || vy_core_attach(dev, &a->cfg.core, &core, &e) != VY_OK ||
-	    vy_fs_init(&fs, core, &a->cfg, &e) != VY_OK) {
+	if (open_devices(&a->cfg, dev, &ndev, note, sizeof(note), &e) != VY_OK) {
+		report('E', "%s", e.msg);
+		goto out;
+	}
+	if (note[0])
+		report('N', "%s", note);
+	/* Each baseline comes after the driver's own stream memory is there. */
+	for (; ncores < ndev; ncores++) {
+		uint64_t total;
+		if (vy_device_warm_streams(dev[ncores], a->cfg.core.streams, &e) != VY_OK ||
+		    dev[ncores]->ops->mem_info(dev[ncores], &free0[ncores], &total, &e) != VY_OK ||
+		    vy_core_attach(dev[ncores], &a->cfg.core, &cores[ncores], &e) != VY_OK)
+			break;
+	}
+	if (ncores < ndev || vy_fs_init(&fs, cores, ndev, &a->cfg, &e) != VY_OK) {
 		report('E', "%s", e.msg);
 		goto out;
 	}
@@ -158,8 +211,6 @@ static int serve(const vy_mount_args *a)
 		goto out;
 	}
 	mounted = true;
-	vy_store_usage u;
-	vy_store_usage_get(core->store, &u);
 	if (!a->foreground) {
 		report('R', "ready");
 		vy_log_use_syslog(true);
@@ -172,8 +223,12 @@ static int serve(const vy_mount_args *a)
 				close(null);
 		}
 	}
-	vy_log(LOG_INFO, "mounted %s on %s: backend %s (%s), resident budget %" PRIu64 " bytes", a->source,
-	       a->mountpoint, dev->info.backend, dev->info.name, u.budget);
+	for (unsigned d = 0; d < ndev; d++) {
+		vy_store_usage u;
+		vy_store_usage_get(cores[d]->store, &u);
+		vy_log(LOG_INFO, "mounted %s on %s: backend %s (%s, device %d), resident budget %" PRIu64 " bytes",
+		       a->source, a->mountpoint, dev[d]->info.backend, dev[d]->info.name, dev[d]->info.ordinal, u.budget);
+	}
 	/* Client programs map files through it; the mount works without. */
 	if (vy_mapsrv_start(&fs, a->mountpoint, &e) != VY_OK)
 		vy_log(LOG_WARNING, "files cannot be mapped by programs: %s", e.msg);
@@ -190,19 +245,24 @@ out:
 		fuse_session_destroy(se);
 	if (fs_ready)
 		vy_fs_destroy(&fs);
-	if (core && vy_core_close(core, &e) != VY_OK) {
-		vy_log(LOG_ERR, "releasing device memory: %s", e.msg);
-		status = 1;
+	for (unsigned d = 0; d < ncores && cores[d]; d++) {
+		if (vy_core_close(cores[d], &e) != VY_OK) {
+			vy_log(LOG_ERR, "releasing device %d's memory: %s", dev[d]->info.ordinal, e.msg);
+			status = 1;
+		}
+		uint64_t free1 = 0, total;
+		if (dev[d]->ops->mem_info(dev[d], &free1, &total, &e) != VY_OK)
+			continue;
+		if (free1 == free0[d] && mounted)
+			vy_log(LOG_INFO, "unmounted %s: device memory back to baseline (device %d, %" PRIu64 " bytes free)",
+			       a->mountpoint, dev[d]->info.ordinal, free1);
+		else if (free1 != free0[d])
+			vy_log(LOG_WARNING, "%s %s: device %d has %" PRIu64 " bytes free, %" PRIu64 " at mount",
+			       mounted ? "unmounted" : "after the failed mount of", a->mountpoint, dev[d]->info.ordinal,
+			       free1, free0[d]);
 	}
-	if (core && dev->ops->mem_info(dev, &free1, &total, &e) == VY_OK) {
-		if (free1 == free0 && mounted)
-			vy_log(LOG_INFO, "unmounted %s: device memory back to baseline (%" PRIu64 " bytes free)",
-			       a->mountpoint, free1);
-		else if (free1 != free0)
-			vy_log(LOG_WARNING, "%s %s: %" PRIu64 " bytes free, %" PRIu64 " at mount",
-			       mounted ? "unmounted" : "after the failed mount of", a->mountpoint, free1, free0);
-	}
-	vy_device_close(dev);
+	for (unsigned d = 0; d < ndev; d++)
+		vy_device_close(dev[d]);
 	if (report_fd >= 0)
 		report('E', "the mount failed before it was ready (Fix: run with -f to see why)");
 	return status;

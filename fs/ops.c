@@ -9,6 +9,7 @@
 #include "fs/ctl_file.h"
 #include "fs/moddir.h"
 #include "core/transfer.h"
+#include "fs/devices.h"
 #include "fs/file.h"
 #include "fs/log.h"
 #include "fs/vyre.h"
@@ -411,6 +412,7 @@ static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name, vy_ki
 	}
 	in->target = module ? module : copy;
 	in->rdev = rdev;
+	vy_devices_place(fs, p, in);
 	if (kind == VY_DIR) {
 		in->nlink = 2;
 		in->parent = p->ino;
@@ -846,6 +848,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, stru
 	vy_staging_buf buf = {0};
 	size_t got = 0;
 	pthread_rwlock_rdlock(&in->lock);
+	vy_core *core = vy_fs_core(fs, in); /* whose staging buf comes from */
 	vy_err rc = vy_file_read(fs, in, (uint64_t)off, size, &hit, &buf, &got, &e);
 	if (rc == VY_OK)
 		fuse_reply_buf(req, hit.chunk ? hit.data : buf.ptr, got);
@@ -854,7 +857,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, stru
 	if (hit.chunk)
 		vy_readahead_put(fs, in, &hit);
 	pthread_rwlock_unlock(&in->lock);
-	vy_staging_release(fs->core->staging, &buf);
+	vy_staging_release(core->staging, &buf);
 }
 
 static void on_interrupt(fuse_req_t req, void *data)
@@ -1086,16 +1089,22 @@ static void op_statfs(fuse_req_t req, fuse_ino_t ino)
 {
 	(void)ino;
 	vy_fs *fs = fs_of(req);
-	vy_store_usage u;
-	vy_store_usage_get(fs->core->store, &u);
-	/* Pooled bytes are free: an allocation reclaims them. */
-	uint64_t used = u.resident < u.budget ? u.resident : u.budget;
+	/* Every device's budget summed. Pooled bytes are free: an
+	 * allocation reclaims them. */
+	uint64_t budget = 0, avail = 0;
+	for (unsigned d = 0; d < fs->ndev; d++) {
+		vy_store_usage u;
+		vy_store_usage_get(fs->dev[d].core->store, &u);
+		uint64_t used = u.resident < u.budget ? u.resident : u.budget;
+		budget += u.budget;
+		avail += u.budget - used;
+	}
 	struct statvfs sv;
 	memset(&sv, 0, sizeof(sv));
 	sv.f_bsize = 4096;
 	sv.f_frsize = 4096;
-	sv.f_blocks = u.budget / 4096;
-	sv.f_bfree = sv.f_bavail = (u.budget - used) / 4096;
+	sv.f_blocks = budget / 4096;
+	sv.f_bfree = sv.f_bavail = avail / 4096;
 	pthread_mutex_lock(&fs->ns);
 	sv.f_files = fs->cfg.max_inodes;
 	sv.f_ffree = sv.f_favail = fs->cfg.max_inodes > fs->inodes.count ? fs->cfg.max_inodes - fs->inodes.count : 0;
@@ -1119,8 +1128,8 @@ static bool vyre_xattr(const vy_fs *fs, const vy_inode *in, const char *name, bo
 		snprintf(out, cap, "%" PRIu64, in->buf);
 	else if (!strcmp(name, vyre_xattrs[1]))
 		snprintf(out, cap, "%" PRIu64, in->cap);
-	else if (!strcmp(name, vyre_xattrs[2]) && may_write && !strcmp(fs->core->dev->info.backend, "cuda") &&
-		 vy_store_view(fs->core->store, in->buf, &v, NULL) == VY_OK)
+	else if (!strcmp(name, vyre_xattrs[2]) && may_write && !strcmp(vy_fs_core(fs, in)->dev->info.backend, "cuda") &&
+		 vy_store_view(vy_fs_core(fs, in)->store, in->buf, &v, NULL) == VY_OK)
 		snprintf(out, cap, "0x%" PRIx64, v.ptr);
 	else
 		return false;
@@ -1154,7 +1163,10 @@ static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const 
 	if (!err && frozen(in, true))
 		err = EPERM; /* chattr +i or +a */
 	bool mode_changed = false;
-	if (!err && vy_acl_name(name)) {
+	if (err == EPERM && in && !strcmp(name, VY_DEVICE_XATTR) && !(in->fixed && in->ino != FUSE_ROOT_ID) &&
+	    !frozen(in, true))
+		err = vy_devices_set(fs, in, value, size, flags); /* a move, or a directory's placement */
+	else if (!err && vy_acl_name(name)) {
 		err = vy_acl_inode_set(req, in, name, value, size, flags, &mode_changed);
 		if (!err && mode_changed) /* the kernel's cached mode goes */
 			fuse_lowlevel_notify_inval_inode(fs->se, in->ino, -1, 0);
@@ -1187,6 +1199,14 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
 		return;
 	}
 	char small[32];
+	if (!strcmp(name, VY_DEVICE_XATTR)) {
+		int err = vy_devices_get(fs, in, small, sizeof(small));
+		if (err)
+			fuse_reply_err(req, err);
+		else
+			reply_sized(req, small, strlen(small), size);
+		return;
+	}
 	pthread_mutex_lock(&in->meta);
 	bool may_write = vy_session_may_write(req, in->mode, in->uid, in->gid);
 	pthread_mutex_unlock(&in->meta);
@@ -1245,7 +1265,10 @@ static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 		err = EPERM;
 	if (!err && frozen(in, true))
 		err = EPERM; /* chattr +i or +a */
-	if (!err) {
+	if (err == EPERM && in && !strcmp(name, VY_DEVICE_XATTR) && !(in->fixed && in->ino != FUSE_ROOT_ID) &&
+	    !frozen(in, true))
+		err = vy_devices_remove(fs, in);
+	else if (!err) {
 		pthread_rwlock_wrlock(&in->lock);
 		err = vy_xattrs_remove(&in->xattrs, name);
 		pthread_rwlock_unlock(&in->lock);
@@ -1316,7 +1339,7 @@ static void op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence, stru
 	if (at >= size)
 		err = ENXIO; /* as lseek(2): at or past the end, neither data nor a hole */
 	else if (in->holes)
-		at = vy_store_seek(fs->core->store, in->buf, at, whence == SEEK_DATA);
+		at = vy_store_seek(vy_fs_core(fs, in)->store, in->buf, at, whence == SEEK_DATA);
 	else if (whence == SEEK_HOLE)
 		at = size; /* no hole before the end */
 	if (!err && whence == SEEK_DATA && at >= size)

@@ -50,7 +50,7 @@ static bool current(const struct vy_readahead *ra, const ra_chunk *c)
 static bool landed(vy_fs *fs, vy_inode *in, ra_chunk *c)
 {
 	vy_error why;
-	if (vy_async_wait(fs->core, &c->copy, &why) == VY_OK)
+	if (vy_async_wait(vy_fs_core(fs, in), &c->copy, &why) == VY_OK)
 		return true;
 	vy_log(LOG_NOTICE, "inode %llu: readahead: %s", (unsigned long long)in->ino, why.msg);
 	c->valid = false;
@@ -58,9 +58,9 @@ static bool landed(vy_fs *fs, vy_inode *in, ra_chunk *c)
 }
 
 /* Pinned memory for the chunk, within the fs-wide cap. */
-static bool hold(vy_fs *fs, ra_chunk *c)
+static bool hold(vy_fs *fs, vy_inode *in, ra_chunk *c)
 {
-	return c->buf.ptr || vy_staging_acquire_counted(fs->core->staging, VY_RA_CHUNK, &fs->ra_chunks, VY_RA_CHUNKS, &c->buf);
+	return c->buf.ptr || vy_staging_acquire_counted(vy_fs_core(fs, in)->staging, VY_RA_CHUNK, &fs->ra_chunks, VY_RA_CHUNKS, &c->buf);
 }
 
 /* Queue the copy of the file's bytes from `at` into chunk c (not in use). */
@@ -69,15 +69,15 @@ static bool fetch(vy_fs *fs, vy_inode *in, struct vy_readahead *ra, ra_chunk *c,
 	if (c->copy.inflight)
 		landed(fs, in, c);
 	c->valid = false;
-	if (at >= in->size || !hold(fs, c))
+	if (at >= in->size || !hold(fs, in, c))
 		return false;
 	uint64_t len = in->size - at < VY_RA_CHUNK ? in->size - at : VY_RA_CHUNK;
 	vy_error why;
-	if (vy_async_dtoh(fs->core, &c->copy, in->buf, at, c->buf.ptr, len, &why) != VY_OK) {
+	if (vy_async_dtoh(vy_fs_core(fs, in), &c->copy, in->buf, at, c->buf.ptr, len, &why) != VY_OK) {
 		vy_log(LOG_NOTICE, "inode %llu: readahead: %s", (unsigned long long)in->ino, why.msg);
 		return false;
 	}
-	vy_telemetry_add(&fs->core->tel, ra_copies, 1);
+	vy_telemetry_add(&vy_fs_core(fs, in)->tel, ra_copies, 1);
 	c->start = at;
 	c->len = len;
 	c->gen = ra->gen;
@@ -132,7 +132,7 @@ bool vy_readahead_get(vy_fs *fs, vy_inode *in, uint64_t off, size_t len, vy_ra_h
 	hit->chunk = c;
 	hit->data = (const char *)c->buf.ptr + (off - c->start);
 	hit->len = len;
-	vy_telemetry_add(&fs->core->tel, ra_hits, 1);
+	vy_telemetry_add(&vy_fs_core(fs, in)->tel, ra_hits, 1);
 	/* The next chunk's copy runs while this one is consumed. */
 	uint64_t end = c->start + c->len;
 	ra_chunk *n = &ra->chunk[c == &ra->chunk[0]];
@@ -173,7 +173,7 @@ void vy_readahead_release(vy_fs *fs, vy_inode *in)
 		if (c->copy.inflight)
 			landed(fs, in, c);
 		c->valid = false;
-		vy_staging_release_counted(fs->core->staging, &fs->ra_chunks, &c->buf);
+		vy_staging_release_counted(vy_fs_core(fs, in)->staging, &fs->ra_chunks, &c->buf);
 	}
 	pthread_mutex_unlock(&ra->lock);
 }
@@ -186,7 +186,7 @@ void vy_readahead_free(vy_fs *fs, vy_inode *in)
 	vy_readahead_release(fs, in);
 	for (int k = 0; k < 2; k++) {
 		vy_error why;
-		if (vy_async_destroy(fs->core, &ra->chunk[k].copy, &why) != VY_OK)
+		if (vy_async_destroy(vy_fs_core(fs, in), &ra->chunk[k].copy, &why) != VY_OK)
 			vy_log(LOG_WARNING, "inode %llu: %s", (unsigned long long)in->ino, why.msg);
 	}
 	atomic_store(&in->ra, NULL);

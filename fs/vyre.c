@@ -77,22 +77,59 @@ static void add_text(text *t, const char *fmt, ...)
 	}
 }
 
-static void render_stats(vy_fs *fs, text *t)
+/* Every device's snapshot summed, and the budgets. */
+static void totals(vy_fs *fs, vy_telemetry_snapshot *s, uint64_t *budget)
 {
-	vy_telemetry_snapshot s;
-	vy_telemetry_snapshot_take(&fs->core->tel, &s);
-	size_t need = vy_telemetry_format(&s, NULL, 0);
+	memset(s, 0, sizeof(*s));
+	*budget = 0;
+	for (unsigned d = 0; d < fs->ndev; d++) {
+		vy_telemetry_snapshot one;
+		vy_telemetry_snapshot_take(&fs->dev[d].core->tel, &one);
+		vy_telemetry_snapshot_add(s, &one);
+		vy_store_usage u;
+		vy_store_usage_get(fs->dev[d].core->store, &u);
+		*budget += u.budget;
+	}
+}
+
+/* `key value` lines of a snapshot, each key after `prefix`. */
+static void add_snapshot(text *t, const vy_telemetry_snapshot *s, const char *prefix)
+{
+	size_t need = vy_telemetry_format(s, NULL, 0);
 	char *body = malloc(need + 1);
 	if (!body) {
 		t->failed = true;
 		return;
 	}
-	vy_telemetry_format(&s, body, need + 1);
-	add_text(t, "%s", body);
+	vy_telemetry_format(s, body, need + 1);
+	for (char *line = body, *next; *line; line = next) {
+		next = strchr(line, '\n');
+		next = next ? next + 1 : line + strlen(line);
+		add_text(t, "%s%.*s", prefix, (int)(next - line), line);
+	}
 	free(body);
-	vy_store_usage u;
-	vy_store_usage_get(fs->core->store, &u);
-	add_text(t, "budget_bytes %" PRIu64 "\n", u.budget);
+}
+
+/* The mount's totals; over several devices each device's own keys too,
+ * as devN.KEY (N: the device's ordinal). */
+static void render_stats(vy_fs *fs, text *t)
+{
+	vy_telemetry_snapshot s;
+	uint64_t budget;
+	totals(fs, &s, &budget);
+	add_snapshot(t, &s, "");
+	add_text(t, "budget_bytes %" PRIu64 "\n", budget);
+	if (fs->ndev < 2)
+		return;
+	for (unsigned d = 0; d < fs->ndev; d++) {
+		char prefix[32];
+		snprintf(prefix, sizeof(prefix), "dev%d.", fs->dev[d].core->dev->info.ordinal);
+		vy_telemetry_snapshot_take(&fs->dev[d].core->tel, &s);
+		add_snapshot(t, &s, prefix);
+		vy_store_usage u;
+		vy_store_usage_get(fs->dev[d].core->store, &u);
+		add_text(t, "%sbudget_bytes %" PRIu64 "\n", prefix, u.budget);
+	}
 }
 
 /* A label value as the exposition format writes it: \\, \" and \n escaped. */
@@ -114,7 +151,8 @@ static void add_label_value(text *t, const char *v)
 static void render_metrics(vy_fs *fs, text *t)
 {
 	vy_telemetry_snapshot s;
-	vy_telemetry_snapshot_take(&fs->core->tel, &s);
+	uint64_t budget;
+	totals(fs, &s, &budget);
 	size_t need = vy_telemetry_format_prometheus(&s, NULL, 0);
 	char *body = malloc(need + 1);
 	if (!body) {
@@ -124,42 +162,67 @@ static void render_metrics(vy_fs *fs, text *t)
 	vy_telemetry_format_prometheus(&s, body, need + 1);
 	add_text(t, "%s", body);
 	free(body);
-	vy_store_usage u;
-	vy_store_usage_get(fs->core->store, &u);
 	add_text(t, "# HELP vyrefs_budget_bytes the resident budget: device bytes files may use\n"
 		    "# TYPE vyrefs_budget_bytes gauge\nvyrefs_budget_bytes %" PRIu64 "\n",
-		 u.budget);
-	uint64_t free_b = 0, total = 0;
-	vy_error e;
-	if (fs->core->dev->ops->mem_info(fs->core->dev, &free_b, &total, &e) == VY_OK)
-		add_text(t,
-			 "# HELP vyrefs_device_memory_total_bytes the device's memory\n"
-			 "# TYPE vyrefs_device_memory_total_bytes gauge\nvyrefs_device_memory_total_bytes %" PRIu64 "\n"
-			 "# HELP vyrefs_device_memory_free_bytes the device's free memory, as its driver reports it\n"
-			 "# TYPE vyrefs_device_memory_free_bytes gauge\nvyrefs_device_memory_free_bytes %" PRIu64 "\n",
-			 total, free_b);
-	const vy_device_info *i = &fs->core->dev->info;
-	add_text(t, "# HELP vyrefs_device_info the device under the mount (always 1)\n"
-		    "# TYPE vyrefs_device_info gauge\nvyrefs_device_info{backend=\"");
-	add_label_value(t, i->backend);
-	add_text(t, "\",name=\"");
-	add_label_value(t, i->name);
-	add_text(t, "\",ordinal=\"%d\"} 1\n", i->ordinal);
+		 budget);
+	/* One series per device, labelled by ordinal when there are several. */
+	for (int pass = 0; pass < 3; pass++) {
+		static const char *const head[] = {
+			"# HELP vyrefs_device_memory_total_bytes the device's memory\n"
+			"# TYPE vyrefs_device_memory_total_bytes gauge\n",
+			"# HELP vyrefs_device_memory_free_bytes the device's free memory, as its driver reports it\n"
+			"# TYPE vyrefs_device_memory_free_bytes gauge\n",
+			"# HELP vyrefs_device_info the device under the mount (always 1)\n"
+			"# TYPE vyrefs_device_info gauge\n"};
+		add_text(t, "%s", head[pass]);
+		for (unsigned d = 0; d < fs->ndev; d++) {
+			vy_device *dev = fs->dev[d].core->dev;
+			const vy_device_info *i = &dev->info;
+			char label[48] = "";
+			if (fs->ndev > 1)
+				snprintf(label, sizeof(label), "{ordinal=\"%d\"}", i->ordinal);
+			uint64_t free_b = 0, total = 0;
+			vy_error e;
+			if (pass < 2 && dev->ops->mem_info(dev, &free_b, &total, &e) == VY_OK)
+				add_text(t, "vyrefs_device_memory_%s_bytes%s %" PRIu64 "\n", pass ? "free" : "total", label,
+					 pass ? free_b : total);
+			if (pass < 2)
+				continue;
+			add_text(t, "vyrefs_device_info{backend=\"");
+			add_label_value(t, i->backend);
+			add_text(t, "\",name=\"");
+			add_label_value(t, i->name);
+			add_text(t, "\",ordinal=\"%d\"} 1\n", i->ordinal);
+		}
+	}
 }
 
+/* Each device's facts; several devices are blocks a blank line apart. */
 static void render_device(vy_fs *fs, text *t)
 {
-	const vy_device_info *i = &fs->core->dev->info;
-	uint64_t free_b = 0, total = 0;
-	vy_error e;
-	fs->core->dev->ops->mem_info(fs->core->dev, &free_b, &total, &e);
-	add_text(t, "backend %s\nname %s\nordinal %d\n", i->backend, i->name, i->ordinal);
-	add_text(t, "compute_capability %d.%d\ndriver_version %d\nmultiprocessors %d\n", i->cc_major, i->cc_minor,
-		 i->driver_version, i->multiprocessors);
-	add_text(t, "memory_total %" PRIu64 "\nmemory_free %" PRIu64 "\n", total, free_b);
-	add_text(t, "max_threads_per_block %d\nmax_block %d,%d,%d\nmax_grid %d,%d,%d\nmax_shared_per_block %d\n",
-		 i->max_threads_per_block, i->max_block[0], i->max_block[1], i->max_block[2], i->max_grid[0],
-		 i->max_grid[1], i->max_grid[2], i->max_shared_per_block);
+	for (unsigned d = 0; d < fs->ndev; d++) {
+		vy_device *dev = fs->dev[d].core->dev;
+		const vy_device_info *i = &dev->info;
+		uint64_t free_b = 0, total = 0;
+		vy_error e;
+		dev->ops->mem_info(dev, &free_b, &total, &e);
+		add_text(t, "%sbackend %s\nname %s\nordinal %d\n", d ? "\n" : "", i->backend, i->name, i->ordinal);
+		add_text(t, "compute_capability %d.%d\ndriver_version %d\nmultiprocessors %d\n", i->cc_major, i->cc_minor,
+			 i->driver_version, i->multiprocessors);
+		add_text(t, "memory_total %" PRIu64 "\nmemory_free %" PRIu64 "\n", total, free_b);
+		add_text(t, "max_threads_per_block %d\nmax_block %d,%d,%d\nmax_grid %d,%d,%d\nmax_shared_per_block %d\n",
+			 i->max_threads_per_block, i->max_block[0], i->max_block[1], i->max_block[2], i->max_grid[0],
+			 i->max_grid[1], i->max_grid[2], i->max_shared_per_block);
+		if (fs->ndev > 1) {
+			vy_store_usage u;
+			vy_store_usage_get(fs->dev[d].core->store, &u);
+			add_text(t, "budget %" PRIu64 "\nresident %" PRIu64 "\npeers", u.budget, u.resident);
+			for (unsigned o = 0; o < fs->ndev; o++)
+				if (fs->direct[d * fs->ndev + o])
+					add_text(t, " %d", fs->dev[o].core->dev->info.ordinal);
+			add_text(t, "\n");
+		}
+	}
 }
 
 char *vy_vyre_render(vy_fs *fs, vy_inode *in, size_t *len)
@@ -188,7 +251,7 @@ char *vy_vyre_render(vy_fs *fs, vy_inode *in, size_t *len)
 		t.failed = !t.buf;
 		break;
 	case VY_V_MODLOG:
-		t.buf = vy_modules_log(fs->modules, in->target);
+		t.buf = vy_modules_log(fs->dev[0].modules, in->target);
 		t.len = t.buf ? strlen(t.buf) : 0;
 		break;
 	case VY_V_SOCKET:

@@ -45,7 +45,7 @@ static void complete(vy_fs *fs, vy_inode *in, struct vy_wbehind *wb, wb_slot *s)
 	if (!s->copy.inflight)
 		return;
 	vy_error why;
-	vy_err rc = vy_async_wait(fs->core, &s->copy, &why);
+	vy_err rc = vy_async_wait(vy_fs_core(fs, in), &s->copy, &why);
 	if (rc != VY_OK)
 		fail_sticky(wb, in, rc, &why);
 	s->len = 0;
@@ -66,25 +66,25 @@ static void queue(vy_fs *fs, vy_inode *in, struct vy_wbehind *wb, wb_slot *s)
 	if (other->copy.inflight && overlaps(s, other))
 		complete(fs, in, wb, other);
 	vy_error why;
-	vy_err rc = vy_async_htod(fs->core, &s->copy, in->buf, s->start, s->buf.ptr, s->len, &why);
+	vy_err rc = vy_async_htod(vy_fs_core(fs, in), &s->copy, in->buf, s->start, s->buf.ptr, s->len, &why);
 	if (rc != VY_OK) {
 		fail_sticky(wb, in, rc, &why);
 		s->len = 0;
 		return;
 	}
-	vy_telemetry_add(&fs->core->tel, wb_copies, 1);
+	vy_telemetry_add(&vy_fs_core(fs, in)->tel, wb_copies, 1);
 	s->order = ++wb->queued;
 }
 
-static void release(vy_fs *fs, wb_slot *s)
+static void release(vy_fs *fs, vy_inode *in, wb_slot *s)
 {
-	vy_staging_release_counted(fs->core->staging, &fs->wb_slots, &s->buf);
+	vy_staging_release_counted(vy_fs_core(fs, in)->staging, &fs->wb_slots, &s->buf);
 }
 
 /* Take a pinned slot, within the fs-wide cap. */
-static bool acquire(vy_fs *fs, wb_slot *s)
+static bool acquire(vy_fs *fs, vy_inode *in, wb_slot *s)
 {
-	return s->buf.ptr || vy_staging_acquire_counted(fs->core->staging, VY_WB_SLOT, &fs->wb_slots, VY_WB_SLOTS, &s->buf);
+	return s->buf.ptr || vy_staging_acquire_counted(vy_fs_core(fs, in)->staging, VY_WB_SLOT, &fs->wb_slots, VY_WB_SLOTS, &s->buf);
 }
 
 /* Both slots' copies done, the older first. */
@@ -102,8 +102,8 @@ static vy_err settle_locked(vy_fs *fs, vy_inode *in, struct vy_wbehind *wb, vy_e
 		queue(fs, in, wb, &wb->slot[wb->filling]);
 	wb->filling = -1;
 	complete_all(fs, in, wb);
-	release(fs, &wb->slot[0]);
-	release(fs, &wb->slot[1]);
+	release(fs, in, &wb->slot[0]);
+	release(fs, in, &wb->slot[1]);
 	return sticky(wb, e);
 }
 
@@ -174,7 +174,7 @@ vy_err vy_wbehind_write(vy_fs *fs, vy_inode *in, uint64_t off, const void *src, 
 	wb_slot *s = &wb->slot[k];
 	complete(fs, in, wb, s);
 	rc = sticky(wb, e);
-	if (rc != VY_OK || !acquire(fs, s))
+	if (rc != VY_OK || !acquire(fs, in, s))
 		goto direct;
 	memcpy(s->buf.ptr, src, len);
 	s->start = off;
@@ -198,7 +198,7 @@ void vy_wbehind_free(vy_fs *fs, vy_inode *in)
 	vy_wbehind_settle(fs, in, NULL);
 	for (int k = 0; k < 2; k++) {
 		vy_error why;
-		if (vy_async_destroy(fs->core, &in->wb->slot[k].copy, &why) != VY_OK)
+		if (vy_async_destroy(vy_fs_core(fs, in), &in->wb->slot[k].copy, &why) != VY_OK)
 			vy_log(LOG_WARNING, "inode %llu: %s", (unsigned long long)in->ino, why.msg);
 	}
 	pthread_mutex_destroy(&in->wb->lock);

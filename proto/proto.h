@@ -25,9 +25,10 @@
 #include "core/device.h"
 
 /* 2.0: a buffer is mapped as its pieces (map_in, client_map_out);
- * 2.1: kernel_out carries the occupancy answer. */
+ * 2.1: kernel_out carries the occupancy answer;
+ * 2.2: client_map_out names the device that holds the file. */
 #define VY_PROTO_MAJOR 2
-#define VY_PROTO_MINOR 1
+#define VY_PROTO_MINOR 2
 /* No message is larger: a sequence of 1 MiB of text fits well within. */
 #define VY_PROTO_MSG_MAX (64u << 20)
 /* A buffer that grew in place is up to VY_CHUNKS_MAX allocations, one fd
@@ -167,7 +168,7 @@ typedef struct vy_client_map_out {
 	uint64_t size;  /* the file's bytes */
 	uint64_t bytes; /* the memory to map: the sum of the sizes */
 	uint32_t nchunks;
-	uint32_t pad;
+	int32_t ordinal; /* the device that holds the file (2.2; before: HELLO's) */
 } vy_client_map_out;
 _Static_assert(sizeof(vy_client_map_out) == 552, "vy_client_map_out layout");
 

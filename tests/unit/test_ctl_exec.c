@@ -48,12 +48,13 @@ static void t_unlock(void *ctx, void *f)
 	((tfile *)f)->locks--;
 }
 
-static vy_err t_state(void *ctx, void *f, vy_handle *h, uint64_t *size, vy_error *e)
+static vy_err t_state(void *ctx, void *f, vy_handle *h, uint64_t *size, unsigned *dev, vy_error *e)
 {
 	(void)ctx;
 	(void)e;
 	*h = ((tfile *)f)->h;
 	*size = ((tfile *)f)->size;
+	*dev = 0;
 	return VY_OK;
 }
 
@@ -131,8 +132,10 @@ static vy_err run(fixture *f, const char *text, vy_ctl_result *res, vy_ctl_error
 	vy_err rc = vy_ctl_parse(text, strlen(text), 1, &plan, &used, err);
 	lock_order_ok = 1;
 	last_locked = 0;
+	vy_ctl_device dev = {f->c, f->m, f->r};
+	vy_ctl_devices devs = {.dev = &dev, .n = 1};
 	if (rc == VY_OK)
-		rc = vy_ctl_run(f->c, f->m, f->r, &tfiles, &plan, res, err);
+		rc = vy_ctl_run(&devs, &tfiles, &plan, res, err);
 	vy_ctl_plan_free(&plan);
 	return rc;
 }

@@ -26,7 +26,7 @@ static void fx_open(fixture *f)
 	uint64_t total;
 	f->d = vy_test_device_open();
 	if (f->d->base.ops->mem_info(&f->d->base, &f->free0, &total, &e) != VY_OK ||
-	    vy_core_attach(&f->d->base, &o, &f->c, &e) != VY_OK || vy_fs_init(&f->fs, f->c, &cfg, &e) != VY_OK) {
+	    vy_core_attach(&f->d->base, &o, &f->c, &e) != VY_OK || vy_fs_init(&f->fs, &f->c, 1, &cfg, &e) != VY_OK) {
 		fprintf(stderr, "fixture: %s\n", e.msg);
 		exit(2);
 	}
