@@ -37,7 +37,8 @@ int vy_map(const char *path, int flags, vy_mapping **out);
 uint64_t vy_mapping_ptr(const vy_mapping *m);
 /* The file's size in bytes when it was mapped. */
 uint64_t vy_mapping_size(const vy_mapping *m);
-/* The CUDA device ordinal, or -1 on the host backend. */
+/* The CUDA device ordinal of the GPU that holds the file (a mount may
+ * serve several), or -1 on the host backend. */
 int vy_mapping_device(const vy_mapping *m);
 /* Wait for this process's device work, then drop the kernel's cached pages
  * of the file, so readers through the mount see what the GPU wrote. */

@@ -1,0 +1,138 @@
+#!/usr/bin/env bash
+# One mount over two GPUs (issue "devices"): placement, a move under
+# readers, peer copies with no host byte, a saxpy in device 1's launcher,
+# PyTorch mapping a file of device 1, the refusal of a launch over both,
+# ENOSPC naming the full GPU, and both GPUs back at their baseline.
+# Skipped, with the reason, on a machine with one GPU.
+. tests/fs/lib.sh
+export VYREFS_LIB=$PWD/${BUILD}/libvyrefs.so
+export PYTHONPATH=$PWD/client/python${PYTHONPATH:+:$PYTHONPATH}
+
+gpus() { nvidia-smi -L 2>/dev/null | grep -c '^GPU'; }
+used_mib() { nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -i "$1" | tr -d ' '; }
+dev_of() { getfattr -n user.vyre.device --only-values "$1" 2>/dev/null; }
+sum_of() { sha256sum <"$1" | cut -d' ' -f1; }
+
+setUp() {
+	if [ "$(gpus)" -lt 2 ]; then
+		startSkipping
+		echo "SKIPPED: this machine has $(gpus) GPU(s); the devices suite needs two (Fix: run it on a two-GPU machine)"
+		return 0
+	fi
+	BASE0=$(used_mib 0) BASE1=$(used_mib 1)
+	mount_vyrefs "backend=cuda,devices=0,1,resident_budget=1G" || fail "mount"
+	mkdir "$MNT/g0" "$MNT/g1"
+	setfattr -n user.vyre.device -v 0 "$MNT/g0"
+	setfattr -n user.vyre.device -v 1 "$MNT/g1"
+}
+
+tearDown() {
+	unmount_vyrefs
+	if [ -n "$VY_LOG" ] && [ -z "${VY_KEEP_LOGS:-}" ]; then rm -f "$VY_LOG"; fi
+	VY_LOG=""
+}
+
+# Tests run only over a mount setUp made (none when skipped).
+ready() { [ -n "$MNT" ]; }
+
+released() {
+	unmount_vyrefs
+	assertReleased
+	assertEquals "GPUs released" 2 "$(grep -c 'device memory back to baseline (device' "$VY_LOG")"
+	assertEquals "GPU 0: MiB used before the mount and after" "$BASE0" "$(used_mib 0)"
+	assertEquals "GPU 1: MiB used before the mount and after" "$BASE1" "$(used_mib 1)"
+}
+
+test_both_gpus_under_one_mount() {
+	ready || return 0
+	assertEquals "ordinals" "0 1" "$(awk '$1 == "ordinal" { printf "%s%s", s, $2; s = " " }' "$MNT/.vyre/device")"
+	assertEquals "df: two budgets" $((2 << 30)) "$(df -B1 --output=size "$MNT" | tail -1 | tr -d ' ')"
+	grep '^peers' "$MNT/.vyre/device" >&2
+	head -c 8M /dev/urandom >"$MNT/g1/f"
+	assertEquals "placed by the directory" 1 "$(dev_of "$MNT/g1/f")"
+	assertEquals "held by GPU 1" $((8 << 20)) "$(stat_of dev1.resident_bytes)"
+	released
+}
+
+test_a_move_and_peer_copies_on_the_gpus() {
+	ready || return 0
+	need python3 || return 0
+	src=$(mktemp)
+	head -c 64M /dev/urandom >"$src"
+	cp "$src" "$MNT/g0/f"
+	want=$(sum_of "$src")
+	h0=$(stat_of h2d_bytes) p0=$(stat_of peer_bytes) s0=$(stat_of peer_staged_bytes)
+	bad=$(mktemp)
+	readers=()
+	for r in 1 2; do
+		(for _ in $(seq 6); do
+			got=$(dd if="$MNT/g0/f" bs=1M iflag=direct status=none | sha256sum | cut -d' ' -f1)
+			[ "$got" = "$want" ] || echo "reader $r: $got" >>"$bad"
+		done) &
+		readers+=($!)
+	done
+	for to in 1 0 1 0; do
+		setfattr -n user.vyre.device -v $to "$MNT/g0/f" || fail "move to $to"
+	done
+	wait "${readers[@]}"
+	assertEquals "every read whole: $(cat "$bad")" 0 "$(wc -c <"$bad")"
+	python3 -c 'import os, sys
+i = os.open(sys.argv[1], os.O_RDONLY); o = os.open(sys.argv[2], os.O_WRONLY | os.O_CREAT, 0o644)
+left = os.fstat(i).st_size
+while left:
+    left -= os.copy_file_range(i, o, left)' "$MNT/g0/f" "$MNT/g1/copy"
+	staged=$(($(stat_of peer_staged_bytes) - s0)) peer=$(($(stat_of peer_bytes) - p0))
+	assertEquals "4 moves and a copy, every byte device to device or staged" $((5 * (64 << 20))) $((peer + staged))
+	if [ "$staged" = 0 ]; then
+		assertEquals "peer: no host-to-device byte" "$h0" "$(stat_of h2d_bytes)"
+	fi
+	assertEquals "$want" "$(sum_of "$MNT/g0/f")"
+	assertEquals "$want" "$(sum_of "$MNT/g1/copy")"
+	assertEquals "GPU 0 holds f" $((64 << 20)) "$(stat_of dev0.resident_bytes)"
+	assertEquals "GPU 1 holds the copy" $((64 << 20)) "$(stat_of dev1.resident_bytes)"
+	rm -f "$src" "$bad"
+	released
+}
+
+test_a_saxpy_on_gpu_1_and_torch_maps_its_result() {
+	ready || return 0
+	need python3 || return 0
+	N=1048576
+	python3 -c "import numpy as np; np.arange($N, dtype=np.float32).tofile('$MNT/g1/x'); np.ones($N, dtype=np.float32).tofile('$MNT/g1/y')"
+	echo "launch std.axpy_f32 n=$N g1/y g1/x f32:2 u64:$N" >"$MNT/.vyre/ctl" || fail "saxpy: $(tail -n 2 "$MNT/.vyre/log")"
+	assertEquals "it ran on GPU 1" 1 "$(stat_of dev1.launches)"
+	assertEquals "not on GPU 0" 0 "$(stat_of dev0.launches)"
+	out=$(python3 -c "import numpy as np; y = np.fromfile('$MNT/g1/y', dtype=np.float32); x = np.arange($N, dtype=np.float32); print(bool((y == 2 * x + 1).all()))")
+	assertEquals "y = 2x + 1" True "$out"
+	if python3 -c 'import torch' 2>/dev/null; then
+		out=$(python3 - "$MNT/g1/y" <<'PY'
+import sys, torch, vyrefs
+with vyrefs.map(sys.argv[1], dtype=torch.float32) as m:
+    t = torch.as_tensor(m, device="cuda:%d" % m.device)
+    print(m.device, t.device, float(t[3]))
+    del t
+PY
+)
+		assertEquals "torch maps GPU 1's file on cuda:1" "1 cuda:1 7.0" "$out"
+	fi
+	head -c $((N * 4)) /dev/zero >"$MNT/g0/x0"
+	echo "launch std.axpy_f32 n=$N g1/y g0/x0 f32:2 u64:$N" >"$MNT/.vyre/ctl" 2>/dev/null
+	assertNotEquals "a launch over both GPUs is refused" 0 $?
+	assertContains "$(tail -n 1 "$MNT/.vyre/log")" "names buffers on two devices"
+	assertEquals "nothing more ran" 1 "$(stat_of launches)"
+	released
+}
+
+test_a_full_gpu_names_itself() {
+	ready || return 0
+	head -c 900M /dev/zero >"$MNT/g1/big" || fail "fill"
+	head -c 200M /dev/zero >"$MNT/g1/more" 2>/dev/null
+	assertNotEquals "ENOSPC" 0 $?
+	assertContains "$(cat "$VY_LOG")" "device 1 is full"
+	assertContains "$(cat "$VY_LOG")" "device 0 has"
+	rm -f "$MNT/g1/more" "$MNT/g1/big"
+	assertEquals "back to nothing" 0 "$(stat_of resident_bytes)"
+	released
+}
+
+. "${SHUNIT2:-/usr/bin/shunit2}"
