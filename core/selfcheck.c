@@ -119,7 +119,12 @@ vy_err vy_selfcheck(const vy_core_options *opt, FILE *out, vy_error *e)
 
 	uint64_t free0, free1, total;
 	vy_core *c = NULL;
-	rc = dev->ops->mem_info(dev, &free0, &total, e);
+	/* The baseline after the driver's own memory for as many streams as
+	 * the core may use, which it keeps until the context goes (an H200
+	 * kept 2 MiB of it past the core's close). */
+	rc = vy_device_warm_streams(dev, opt->streams, e);
+	if (rc == VY_OK)
+		rc = dev->ops->mem_info(dev, &free0, &total, e);
 	if (rc == VY_OK)
 		rc = vy_core_attach(dev, opt, &c, e);
 	if (rc == VY_OK) {

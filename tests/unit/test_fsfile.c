@@ -25,6 +25,7 @@ static void fx_open(fixture *f)
 	vy_config_defaults(&cfg); /* write-behind and readahead on */
 	uint64_t total;
 	f->d = vy_test_device_open();
+	vy_test_warm_streams(&f->d->base, o.streams); /* the driver keeps their memory */
 	if (f->d->base.ops->mem_info(&f->d->base, &f->free0, &total, &e) != VY_OK ||
 	    vy_core_attach(&f->d->base, &o, &f->c, &e) != VY_OK || vy_fs_init(&f->fs, &f->c, 1, &cfg, &e) != VY_OK) {
 		fprintf(stderr, "fixture: %s\n", e.msg);
