@@ -10,6 +10,7 @@
 # to results.txt; the report covers whatever it holds.
 # BENCH_REPS=N: single-stream reads (dd, fio 1 job) run N times, each after
 # dropping caches; the figure is their median (default 3).
+# TMPDIR: where the mount points go (default /tmp).
 # BENCH_OPTS=key=value,...: more -o options for every vyrefs and null fs mount
 # (keys both take, e.g. idle_threads=4), to measure a setting on both.
 set -euo pipefail
@@ -63,7 +64,7 @@ median_read() {
 	put "$key" "$(median "${reads[@]}")"
 }
 
-ROOT=$(mktemp -d /tmp/vybench.XXXXXX)
+ROOT=$(mktemp -d -p "${TMPDIR:-/tmp}" vybench.XXXXXX) # mount points
 declare -A MNT PID
 cleanup() {
 	for t in "${!MNT[@]}"; do
