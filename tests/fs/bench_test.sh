@@ -28,10 +28,11 @@ test_nullfs_keeps_bytes_and_unmounts_cleanly() {
 }
 
 test_bench_runs_end_to_end_at_smoke_sizes() {
-	local out key
+	local out key rc
 	out=$(mktemp -d /tmp/vybench-out.XXXXXX)
 	BENCH_QUICK=1 BENCH_REPS=3 BENCH_BACKEND=$backend BENCH_OUT=$out bench/run.sh >"$out/stdout" 2>&1
-	assertEquals "bench/run.sh: $(tail -5 "$out/stdout")" 0 $?
+	rc=$? # before the message's $(tail): it sets $? too
+	assertEquals "bench/run.sh: $(tail -5 "$out/stdout")" 0 $rc
 	for key in dd.vyrefs.write.4K dd.nullfs.read.4M dd.tmpfs.write.1M rtt.nullfs_us rtt.vyrefs_us \
 		ctl.fill_gbps cp.vyrefs.gbps churn.vyrefs.ops churn.vyrefs_nopool.ops store.pool_alloc_free_us \
 		dd.vyrefs_nowb.write.4K dd.vyrefs_nora.read.1M grow.host.first_us_per_mib grow.host.last_us_per_mib \
