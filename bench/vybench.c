@@ -13,6 +13,8 @@
  *                               DST (as many calls as the fs takes) and an
  *                               fsync of DST; an fs that refuses the call is
  *                               an error, not a read and write as in cp
+ *   vybench copyinto SRC DST    the same into DST as it is, from its start,
+ *                               not truncated (a file that has its memory)
  *   vybench move FILE DEVICE    GB/s of setting FILE's user.vyre.device to
  *                               DEVICE (the fs moves its bytes there), then
  *                               an fsync of it; the xattr read back must
@@ -177,7 +179,7 @@ static int append(const char *path, long bs)
 	return unlink(path) ? (die("unlink", path), 1) : 0;
 }
 
-static int copy(const char *src, const char *dst)
+static int copy(const char *src, const char *dst, int flags)
 {
 	struct stat st;
 	int in = open(src, O_RDONLY);
@@ -187,9 +189,9 @@ static int copy(const char *src, const char *dst)
 		fprintf(stderr, "vybench: %s is empty: nothing to copy\n", src);
 		return 1;
 	}
-	int out = open(dst, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	int out = open(dst, O_WRONLY | flags, 0644);
 	if (out < 0)
-		die("create", dst);
+		die("open", dst);
 	long long left = st.st_size;
 	double t0 = now_us();
 	while (left > 0) {
@@ -254,10 +256,12 @@ int main(int argc, char **argv)
 	if (argc == 4 && !strcmp(argv[1], "append"))
 		return append(argv[2], count_arg(argv[3]));
 	if (argc == 4 && !strcmp(argv[1], "copy"))
-		return copy(argv[2], argv[3]);
+		return copy(argv[2], argv[3], O_CREAT | O_TRUNC);
+	if (argc == 4 && !strcmp(argv[1], "copyinto"))
+		return copy(argv[2], argv[3], 0);
 	if (argc == 4 && !strcmp(argv[1], "move"))
 		return move(argv[2], argv[3]);
 	fprintf(stderr, "usage: vybench rtt FILE N | ctl CTL N TEXT | ctlw CTL N TEXT | churn DIR N SIZE | append FILE BS"
-			" | copy SRC DST | move FILE DEVICE\n");
+			" | copy SRC DST | copyinto SRC DST | move FILE DEVICE\n");
 	return 2;
 }
