@@ -413,11 +413,14 @@ loops_ab() {
 #     in d1/, against two both in d0/: the write (with its fsync), then the
 #     read (the median of REPS, caches dropped before each), aggregate GB/s.
 #   A PEER-byte file moved to device 1 by setting its user.vyre.device, and
-#     copied from d0/ into a new file in d1/ by copy_file_range (vybench move
-#     and copy, each with an fsync): the median of REPS after a warm-up,
-#     against cudaraw peer's cuMemcpyPeerAsync of as many bytes;
+#     copied from d0/ by copy_file_range into a file of d1/ that has its
+#     memory (fallocate), then into a new one as cp makes it (vybench move,
+#     copyinto and copy, each with an fsync): the median of REPS after a
+#     warm-up, against cudaraw peer's cuMemcpyPeerAsync of as many bytes;
 #     peer_bytes and peer_staged_bytes of .vyre/stats over the last of each
-#     show how the bytes went, and cmp that they all arrived.
+#     show how the bytes went, and cmp that they all arrived. A move and a
+#     new file take memory on device 1 on the way: its pool_hits say
+#     whether the pool had it.
 #   The move again on a mount with peer=off (through host memory).
 on_device() { # FILE N: fail unless FILE lives on device N
 	local d
@@ -460,15 +463,17 @@ devices_fio() { # KEY DIR_A DEVICE_A DIR_B DEVICE_B
 # back; KEY.peer_bytes, KEY.staged_bytes what the stats counted for the
 # last move there.
 devices_move() {
-	local t=$1 key=$2 m=${MNT[$1]} f=${MNT[$1]}/d0/mv rep p0 g0 peer staged there=() back=()
+	local t=$1 key=$2 m=${MNT[$1]} f=${MNT[$1]}/d0/mv rep p0 g0 h0 peer staged hits there=() back=()
 	"$BIN/vybench" copy "$m/d0/src" "$f" >/dev/null
 	on_device "$f" 0
 	log "devices $key warm-up: there $("$BIN/vybench" move "$f" 1), back $("$BIN/vybench" move "$f" 0) GB/s"
 	for rep in $(seq "$REPS"); do
 		p0=$(stat_num "$t" peer_bytes)
 		g0=$(stat_num "$t" peer_staged_bytes)
+		h0=$(stat_num "$t" dev1.pool_hits)
 		there+=("$("$BIN/vybench" move "$f" 1)")
 		peer=$(($(stat_num "$t" peer_bytes) - p0)) staged=$(($(stat_num "$t" peer_staged_bytes) - g0))
+		hits=$(($(stat_num "$t" dev1.pool_hits) - h0))
 		back+=("$("$BIN/vybench" move "$f" 0)")
 	done
 	log "devices $key: there ${there[*]}; back ${back[*]} GB/s"
@@ -476,12 +481,13 @@ devices_move() {
 	put "${key}_back_gbps" "$(median "${back[@]}")"
 	put "$key.peer_bytes" "$peer"
 	put "$key.staged_bytes" "$staged"
+	put "$key.pool_hits" "$hits"
 	cmp -s "$m/d0/src" "$f" || { echo "bench: $f is not d0/src after its moves" >&2; return 1; }
 	rm "$f"
 }
 
 devices_figures() {
-	local n link raw='' m opts=devices=0,1 rep p0 g0 v=()
+	local n link raw='' m opts=devices=0,1 rep p0 g0 h0 hits v=() w=()
 	if [ "$BACKEND" = cuda ]; then
 		n=$(gpu_count)
 		if [ "$n" -lt 2 ]; then
@@ -516,20 +522,32 @@ devices_figures() {
 	pattern "$m/d0/src" "$PEER"
 	on_device "$m/d0/src" 0
 	devices_move devices devices.move
-	log "devices copy warm-up: $("$BIN/vybench" copy "$m/d0/src" "$m/d1/dst") GB/s"
+	fallocate -l "$PEER" "$m/d1/dst"
 	on_device "$m/d1/dst" 1
+	log "devices copy warm-up: $("$BIN/vybench" copyinto "$m/d0/src" "$m/d1/dst") GB/s"
 	for rep in $(seq "$REPS"); do
-		rm "$m/d1/dst"
 		p0=$(stat_num devices peer_bytes)
 		g0=$(stat_num devices peer_staged_bytes)
-		v+=("$("$BIN/vybench" copy "$m/d0/src" "$m/d1/dst")")
+		v+=("$("$BIN/vybench" copyinto "$m/d0/src" "$m/d1/dst")")
 	done
 	put devices.copy.peer_bytes "$(($(stat_num devices peer_bytes) - p0))"
 	put devices.copy.staged_bytes "$(($(stat_num devices peer_staged_bytes) - g0))"
 	log "devices copy: ${v[*]} GB/s"
 	put devices.copy_gbps "$(median "${v[@]}")"
-	on_device "$m/d1/dst" 1
 	cmp -s "$m/d0/src" "$m/d1/dst" || { echo "bench: d1/dst is not d0/src" >&2; return 1; }
+	rm "$m/d1/dst"
+	log "devices copy into a new file, warm-up: $("$BIN/vybench" copy "$m/d0/src" "$m/d1/new") GB/s"
+	for rep in $(seq "$REPS"); do
+		rm "$m/d1/new"
+		h0=$(stat_num devices dev1.pool_hits)
+		w+=("$("$BIN/vybench" copy "$m/d0/src" "$m/d1/new")")
+		hits=$(($(stat_num devices dev1.pool_hits) - h0))
+	done
+	log "devices copy into a new file: ${w[*]} GB/s"
+	put devices.copy_new_gbps "$(median "${w[@]}")"
+	put devices.copy_new.pool_hits "$hits"
+	on_device "$m/d1/new" 1
+	cmp -s "$m/d0/src" "$m/d1/new" || { echo "bench: d1/new is not d0/src" >&2; return 1; }
 	log "devices stats: $(grep -E '^(peer_|dev[0-9]+\.resident_bytes )' "$m/.vyre/stats" | tr '\n' ' ')"
 	unmount_target devices
 	# The same move through host memory.
@@ -540,6 +558,7 @@ devices_figures() {
 	unmount_target devices_staged
 	put devices.move_ratio "$(ratio_of "$(last_of devices.move_gbps)" "$raw")"
 	put devices.copy_ratio "$(ratio_of "$(last_of devices.copy_gbps)" "$raw")"
+	put devices.copy_new_ratio "$(ratio_of "$(last_of devices.copy_new_gbps)" "$raw")"
 	put devices.move_over_staged "$(ratio_of "$(last_of devices.move_gbps)" "$(last_of devices.move_staged_gbps)")"
 }
 
