@@ -372,14 +372,22 @@ def build(r):
                 add("| fio, 2 jobs at once, bs 1M, %s: a file on each device, GB/s | %s | both files on device 0: %s | %s | |" % (
                     rw, fmt(two), fmt(one), fmt(ratio(two, one))))
         raw = num(r, "devices.raw_peer_gbps")
-        for key, what in (("devices.move", "move of a %s file to device 1 (set `user.vyre.device`), GB/s"),
-                          ("devices.copy", "copy_file_range of a %s file from d0/ into a new file in d1/, GB/s")):
-            v = num(r, key + "_gbps")
+        z = size_text(size)
+        hits = {k: r.get("devices.%s.pool_hits" % k, "n/a") for k in ("move", "copy_new")}
+        for key, what, target in (
+                ("move", "move of a %s file to device 1 (set `user.vyre.device`; its memory there taken on the way, "
+                 "pool hits %s), GB/s" % (z, hits["move"]), True),
+                ("copy", "copy_file_range of a %s file from d0/ into a file of d1/ that has its memory, GB/s" % z, True),
+                ("copy_new", "the same into a new file, as cp makes it (memory taken on the way, pool hits %s), GB/s" % (
+                    hits["copy_new"]), False)):
+            v = num(r, "devices.%s_gbps" % key)
             q = ratio(v, raw)
             add("| %s | %s | raw cuMemcpyPeer, device 0 to 1: %s | %s | %s |" % (
-                what % size_text(size), fmt(v), fmt(raw), fmt(q),
-                how_copied(num(r, key + ".peer_bytes"), num(r, key + ".staged_bytes"), size)))
-            targets.append(("%s between devices vs raw cuMemcpyPeer" % key.split(".")[1], q, "≥ 0.8", verdict(q, 0.8, True)))
+                what, fmt(v), fmt(raw), fmt(q),
+                how_copied(num(r, "devices.%s.peer_bytes" % key), num(r, "devices.%s.staged_bytes" % key), size)
+                if key != "copy_new" else ""))
+            if target:
+                targets.append(("%s between devices vs raw cuMemcpyPeer" % key, q, "≥ 0.8", verdict(q, 0.8, True)))
         back = num(r, "devices.move_back_gbps")
         if back is not None:
             add("| the move back to device 0, GB/s | %s | | | |" % fmt(back))
