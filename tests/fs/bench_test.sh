@@ -74,7 +74,7 @@ test_devices_phase_at_smoke_sizes() {
 	BENCH_QUICK=1 BENCH_BACKEND=$backend BENCH_PHASES=devices BENCH_OUT=$out bench/run.sh >"$out/stdout" 2>&1
 	rc=$?
 	assertEquals "bench/run.sh: $(tail -5 "$out/stdout")" 0 $rc
-	for key in devices.move_gbps devices.move_back_gbps devices.copy_gbps devices.move_staged_gbps; do
+	for key in devices.move_gbps devices.move_back_gbps devices.copy_gbps devices.copy_new_gbps devices.move_staged_gbps; do
 		assertTrue "$key is a positive number: $(grep "^$key " "$out/results.txt")" \
 			"awk -v k=$key '\$1 == k && \$2 + 0 > 0 { f = 1 } END { exit !f }' $out/results.txt"
 	done
