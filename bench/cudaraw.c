@@ -15,12 +15,22 @@
  *                                     destroyed (what timing a sequence costs)
  * `cudaraw PTX launch` prints only the two launch figures, for a baseline
  * taken right beside the control-file figures.
+ * `cudaraw peer [BYTES]` (default 4 GiB) needs two GPUs and prints:
+ *     raw.peer_gbps                   cuMemcpyPeerAsync + stream sync of BYTES
+ *                                     from GPU 0 to GPU 1, cuMemAlloc'd on
+ *                                     each: the median of 5 after a warm-up
+ *     raw.peer_access                 on (both ways), one way, or off: peer
+ *                                     access is enabled where
+ *                                     cuDeviceCanAccessPeer allows it (off:
+ *                                     the driver stages through the host)
+ *     raw.peer_bytes                  BYTES
  * The driver is loaded with dlopen, as vyrefs loads it, so this builds on a
  * machine without one. */
 #include "bench/timing.h"
 
 #include <cuda.h>
 #include <dlfcn.h>
+#include <errno.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -55,6 +65,11 @@ static struct {
 	CUresult (*ModuleGetFunction)(CUfunction *, CUmodule, const char *);
 	CUresult (*LaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
 				 CUstream, void **, void **);
+	CUresult (*DeviceGetCount)(int *);
+	CUresult (*DeviceCanAccessPeer)(int *, CUdevice, CUdevice);
+	CUresult (*CtxEnablePeerAccess)(CUcontext, unsigned);
+	CUresult (*MemsetD8)(CUdeviceptr, unsigned char, size_t);
+	CUresult (*MemcpyPeerAsync)(CUdeviceptr, CUcontext, CUdeviceptr, CUcontext, size_t, CUstream);
 } cu;
 
 static void check(CUresult rc, const char *what)
@@ -247,13 +262,99 @@ static void alloc_figures(void)
 	printf("raw.alloc_free_us %.2f\n", median(sample, ALLOC_N));
 }
 
+enum { PEER_REPS = 5 };
+
+/* One copy of `bytes` from GPU 0 to GPU 1 on the source's stream, as a
+ * filesystem over two GPUs would make it: the median of PEER_REPS after a
+ * warm-up, waited for by a stream sync. */
+static int peer_figures(size_t bytes)
+{
+	int count = 0;
+	check(cu.DeviceGetCount(&count), "cuDeviceGetCount");
+	if (count < 2) {
+		fprintf(stderr,
+			"cudaraw: peer copies need two GPUs; the driver sees %d (Fix: run on a machine with two or more "
+			"GPUs, or leave the devices phase out)\n",
+			count);
+		return 1;
+	}
+	CUdevice dev[2];
+	CUcontext ctx[2];
+	CUdeviceptr buf[2];
+	int can[2];
+	for (int i = 0; i < 2; i++) {
+		check(cu.DeviceGet(&dev[i], i), "cuDeviceGet");
+		check(cu.DevicePrimaryCtxRetain(&ctx[i], dev[i]), "cuDevicePrimaryCtxRetain");
+	}
+	check(cu.DeviceCanAccessPeer(&can[0], dev[0], dev[1]), "cuDeviceCanAccessPeer(0, 1)");
+	check(cu.DeviceCanAccessPeer(&can[1], dev[1], dev[0]), "cuDeviceCanAccessPeer(1, 0)");
+	for (int i = 0; i < 2; i++) {
+		if (!can[i])
+			continue;
+		check(cu.CtxSetCurrent(ctx[i]), "cuCtxSetCurrent");
+		CUresult rc = cu.CtxEnablePeerAccess(ctx[1 - i], 0);
+		if (rc != CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED)
+			check(rc, "cuCtxEnablePeerAccess");
+	}
+	for (int i = 0; i < 2; i++) {
+		check(cu.CtxSetCurrent(ctx[i]), "cuCtxSetCurrent");
+		check(cu.MemAlloc(&buf[i], bytes), "cuMemAlloc (BYTES on each GPU)");
+		check(cu.MemsetD8(buf[i], i == 0 ? 0x5a : 0, bytes), "cuMemsetD8");
+	}
+	CUstream s;
+	check(cu.CtxSetCurrent(ctx[0]), "cuCtxSetCurrent");
+	check(cu.StreamCreate(&s, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+	double v[PEER_REPS];
+	for (int r = -1; r < PEER_REPS; r++) { /* r == -1: the warm-up */
+		double t0 = now_us();
+		check(cu.MemcpyPeerAsync(buf[1], ctx[1], buf[0], ctx[0], bytes, s), "cuMemcpyPeerAsync");
+		check(cu.StreamSynchronize(s), "cuStreamSynchronize");
+		if (r >= 0)
+			v[r] = (double)bytes / ((now_us() - t0) * 1e3);
+	}
+	/* The copy arrived: GPU 1's last bytes are GPU 0's pattern. */
+	unsigned char tail[4096];
+	size_t n = bytes < sizeof(tail) ? bytes : sizeof(tail);
+	check(cu.CtxSetCurrent(ctx[1]), "cuCtxSetCurrent");
+	check(cu.MemcpyDtoH(tail, buf[1] + bytes - n, n), "cuMemcpyDtoH");
+	for (size_t i = 0; i < n; i++) {
+		if (tail[i] != 0x5a) {
+			fprintf(stderr, "cudaraw: the peer copy left byte %zu of GPU 1's buffer at %#x, not 0x5a\n",
+				bytes - n + i, tail[i]);
+			return 1;
+		}
+	}
+	printf("raw.peer_gbps %.2f\n", median(v, PEER_REPS));
+	printf("raw.peer_access %s\n", can[0] && can[1] ? "on" : can[0] || can[1] ? "one way" : "off");
+	printf("raw.peer_bytes %zu\n", bytes);
+	check(cu.MemFree(buf[1]), "cuMemFree");
+	check(cu.CtxSetCurrent(ctx[0]), "cuCtxSetCurrent");
+	check(cu.MemFree(buf[0]), "cuMemFree");
+	check(cu.StreamDestroy(s), "cuStreamDestroy");
+	return 0;
+}
+
+static size_t bytes_arg(const char *s)
+{
+	char *end;
+	errno = 0;
+	unsigned long long n = strtoull(s, &end, 10);
+	if (errno || *end || s[0] == '-' || n == 0 || n > SIZE_MAX) {
+		fprintf(stderr, "cudaraw: bad byte count %s (Fix: a whole number of bytes from 1)\n", s);
+		exit(2);
+	}
+	return (size_t)n;
+}
+
 int main(int argc, char **argv)
 {
+	bool peer = argc >= 2 && !strcmp(argv[1], "peer");
 	bool launch_only = argc == 3 && !strcmp(argv[2], "launch");
-	if (argc != 2 && !launch_only) {
-		fprintf(stderr, "usage: cudaraw bench/noop.ptx [launch]\n");
+	if (peer ? argc > 3 : argc != 2 && !launch_only) {
+		fprintf(stderr, "usage: cudaraw bench/noop.ptx [launch] | cudaraw peer [BYTES]\n");
 		return 2;
 	}
+	size_t peer_bytes = peer && argc == 3 ? bytes_arg(argv[2]) : (size_t)4 << 30;
 	void *lib = dlopen("libcuda.so.1", RTLD_NOW);
 	if (!lib) {
 		fprintf(stderr, "cudaraw: no CUDA driver here: %s (Fix: run on the GPU machine)\n", dlerror());
@@ -282,6 +383,11 @@ int main(int argc, char **argv)
 	load(lib, (void **)&cu.ModuleLoadData, "cuModuleLoadData");
 	load(lib, (void **)&cu.ModuleGetFunction, "cuModuleGetFunction");
 	load(lib, (void **)&cu.LaunchKernel, "cuLaunchKernel");
+	load(lib, (void **)&cu.DeviceGetCount, "cuDeviceGetCount");
+	load(lib, (void **)&cu.DeviceCanAccessPeer, "cuDeviceCanAccessPeer");
+	load(lib, (void **)&cu.CtxEnablePeerAccess, "cuCtxEnablePeerAccess");
+	load(lib, (void **)&cu.MemsetD8, "cuMemsetD8_v2");
+	load(lib, (void **)&cu.MemcpyPeerAsync, "cuMemcpyPeerAsync");
 
 	CUdevice dev;
 	CUcontext ctx;
@@ -289,6 +395,8 @@ int main(int argc, char **argv)
 	int version = 0;
 	char name[256];
 	check(cu.Init(0), "cuInit");
+	if (peer)
+		return peer_figures(peer_bytes);
 	check(cu.DriverGetVersion(&version), "cuDriverGetVersion");
 	check(cu.DeviceGet(&dev, 0), "cuDeviceGet");
 	check(cu.DeviceGetName(name, sizeof(name), dev), "cuDeviceGetName");

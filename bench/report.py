@@ -42,6 +42,26 @@ def fmt(v, digits=2):
     return "n/a" if v is None else ("%.*f" % (digits, v))
 
 
+def size_text(b):
+    if b is None:
+        return "n/a"
+    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if b >= 1 << shift and b % (1 << shift) == 0:
+            return "%d %s" % (b >> shift, unit)
+    return "%d bytes" % b
+
+
+def how_copied(peer, staged, size):
+    """What the stats say of one copy of size bytes between devices."""
+    if peer is None or staged is None or size is None:
+        return "n/a"
+    if peer == size and staged == 0:
+        return "peer"
+    if staged == size and peer == 0:
+        return "through host memory"
+    return "**neither: peer %d, staged %d of %d bytes**" % (peer, staged, size)
+
+
 def verdict(value, target, at_least):
     if value is None:
         return "not measured"
@@ -333,6 +353,50 @@ def build(r):
     add("| --- | --- | --- |")
     add("| %s | %s | %s |" % tuple(r.get("cp.%s.gbps" % x, "n/a") for x in TARGETS))
     add("")
+
+    if any(k.startswith("devices.") for k in r):
+        size = num(r, "devices.bytes")
+        size = None if size is None else int(size)
+        add("### Multi-GPU: one mount over two devices (`devices=0,1`)")
+        add("")
+        add("Devices: %s; GPU0-GPU1 link (`nvidia-smi topo -m`): %s; raw peer access: %s. "
+            "Each vyrefs copy is the median of %s after a warm-up, the raw one of 5." % (
+                r.get("devices.gpus", "n/a"), r.get("devices.link", "n/a"),
+                r.get("devices.raw_peer_access", "n/a"), r.get("meta.reps", "3")))
+        add("")
+        add("| figure | vyrefs | baseline | ratio | how the bytes went (.vyre/stats) |")
+        add("| --- | --- | --- | --- | --- |")
+        for rw in ("write", "read"):
+            two, one = num(r, "devices.fio.two_gpus.%s_gbps" % rw), num(r, "devices.fio.one_gpu.%s_gbps" % rw)
+            if two is not None or one is not None:
+                add("| fio, 2 jobs at once, bs 1M, %s: a file on each device, GB/s | %s | both files on device 0: %s | %s | |" % (
+                    rw, fmt(two), fmt(one), fmt(ratio(two, one))))
+        raw = num(r, "devices.raw_peer_gbps")
+        z = size_text(size)
+        hits = {k: r.get("devices.%s.pool_hits" % k, "n/a") for k in ("move", "copy_new")}
+        for key, what, target in (
+                ("move", "move of a %s file to device 1 (set `user.vyre.device`; its memory there taken on the way, "
+                 "pool hits %s), GB/s" % (z, hits["move"]), True),
+                ("copy", "copy_file_range of a %s file from d0/ into a file of d1/ that has its memory, GB/s" % z, True),
+                ("copy_new", "the same into a new file, as cp makes it (memory taken on the way, pool hits %s), GB/s" % (
+                    hits["copy_new"]), False)):
+            v = num(r, "devices.%s_gbps" % key)
+            q = ratio(v, raw)
+            add("| %s | %s | raw cuMemcpyPeer, device 0 to 1: %s | %s | %s |" % (
+                what, fmt(v), fmt(raw), fmt(q),
+                how_copied(num(r, "devices.%s.peer_bytes" % key), num(r, "devices.%s.staged_bytes" % key), size)
+                if key != "copy_new" else ""))
+            if target:
+                targets.append(("%s between devices vs raw cuMemcpyPeer" % key, q, "≥ 0.8", verdict(q, 0.8, True)))
+        back = num(r, "devices.move_back_gbps")
+        if back is not None:
+            add("| the move back to device 0, GB/s | %s | | | |" % fmt(back))
+        staged, peer = num(r, "devices.move_staged_gbps"), num(r, "devices.move_gbps")
+        if staged is not None:
+            add("| the move with `peer=off` (through host memory), GB/s | %s | the peer move: %s | %s | %s |" % (
+                fmt(staged), fmt(peer), fmt(ratio(staged, peer)),
+                how_copied(num(r, "devices.move_staged.peer_bytes"), num(r, "devices.move_staged.staged_bytes"), size)))
+        add("")
 
     head = ["### Targets", "", "| target | measured ratio | goal | |", "| --- | --- | --- | --- |"]
     head += ["| %s | %s | %s | %s |" % (w, fmt(q), g, v) for w, q, g, v in targets]

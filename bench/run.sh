@@ -6,10 +6,14 @@
 #             bench/report.py writes bench/out/BENCHMARKS.md and the plot.
 # BENCH_BACKEND=cuda|host (default: cuda when nvidia-smi sees a GPU).
 # BENCH_QUICK=1 shrinks every size for a smoke check (any backend).
-# BENCH_PHASES=dd,fio,...: only these (raw dd fio rand ctl std map ingest cp churn grow loop), adding
-# to results.txt; the report covers whatever it holds.
+# BENCH_PHASES=dd,fio,...: only these (raw dd fio rand ctl std map ingest cp churn grow loop
+# devices), adding to results.txt; the report covers whatever it holds. The
+# default is all of them, with devices (one mount over two GPUs) only where
+# nvidia-smi lists two or more; on the host backend devices is a smoke check
+# over two host devices (host_devices=2).
 # BENCH_REPS=N: single-stream reads (dd, fio 1 job) run N times, each after
 # dropping caches; the figure is their median (default 3).
+# TMPDIR: where the mount points go (default /tmp).
 # BENCH_OPTS=key=value,...: more -o options for every vyrefs and null fs mount
 # (keys both take, e.g. idle_threads=4), to measure a setting on both.
 set -euo pipefail
@@ -22,16 +26,20 @@ BACKEND=${BENCH_BACKEND:-$(nvidia-smi -L >/dev/null 2>&1 && echo cuda || echo ho
 QUICK=${BENCH_QUICK:-0}
 FIO=${FIO:-$(command -v fio || echo .device/tools/fio)}
 RES=$OUT/results.txt
-PHASES=${BENCH_PHASES:-raw,dd,fio,rand,ctl,std,map,ingest,cp,churn,grow,loop}
+# How many GPUs nvidia-smi lists (0 without it).
+gpu_count() { nvidia-smi -L 2>/dev/null | grep -c '^GPU ' || true; }
+DEFAULT_PHASES=raw,dd,fio,rand,ctl,std,map,ingest,cp,churn,grow,loop
+if [ "$(gpu_count)" -ge 2 ]; then DEFAULT_PHASES+=,devices; fi
+PHASES=${BENCH_PHASES:-$DEFAULT_PHASES}
 REPS=${BENCH_REPS:-3}
 mkdir -p "$OUT"
 [ -n "${BENCH_PHASES:-}" ] || { : >"$RES"; : >"$OUT/log.txt"; }
 has() { [[ ",$PHASES," == *",$1,"* ]]; }
 
 if [ "$QUICK" = 1 ]; then
-	SEQ=$((64 << 20)) PAR=$((16 << 20)) RAND=$((64 << 20)) RUNTIME=1 N=200 CP=$((64 << 20))
+	SEQ=$((64 << 20)) PAR=$((16 << 20)) RAND=$((64 << 20)) RUNTIME=1 N=200 CP=$((64 << 20)) PEER=$((64 << 20))
 else
-	SEQ=$((4 << 30)) PAR=$((1 << 30)) RAND=$((1 << 30)) RUNTIME=4 N=5000 CP=$((1 << 30))
+	SEQ=$((4 << 30)) PAR=$((1 << 30)) RAND=$((1 << 30)) RUNTIME=4 N=5000 CP=$((1 << 30)) PEER=$((4 << 30))
 fi
 BLOCKS="4K 16K 64K 256K 1M 4M"
 
@@ -63,7 +71,7 @@ median_read() {
 	put "$key" "$(median "${reads[@]}")"
 }
 
-ROOT=$(mktemp -d /tmp/vybench.XXXXXX)
+ROOT=$(mktemp -d -p "${TMPDIR:-/tmp}" vybench.XXXXXX) # mount points
 declare -A MNT PID
 cleanup() {
 	for t in "${!MNT[@]}"; do
@@ -397,6 +405,163 @@ loops_ab() {
 	done
 }
 
+# The devices phase: one mount over GPUs 0 and 1 (the host backend: two
+# host devices, host_devices=2, as a smoke check), beside `cudaraw peer` in
+# the same run. d0/ and d1/ place new files on device 0 and 1
+# (user.vyre.device); every placement is read back before it is measured.
+#   fio, bs 1M, psync: two jobs at once on SEQ-byte files, one in d0/ and one
+#     in d1/, against two both in d0/: the write (with its fsync), then the
+#     read (the median of REPS, caches dropped before each), aggregate GB/s.
+#   A PEER-byte file moved to device 1 by setting its user.vyre.device, and
+#     copied from d0/ by copy_file_range into a file of d1/ that has its
+#     memory (fallocate), then into a new one as cp makes it (vybench move,
+#     copyinto and copy, each with an fsync): the median of REPS after a
+#     warm-up, against cudaraw peer's cuMemcpyPeerAsync of as many bytes;
+#     peer_bytes and peer_staged_bytes of .vyre/stats over the last of each
+#     show how the bytes went, and cmp that they all arrived. A move and a
+#     new file take memory on device 1 on the way: its pool_hits say
+#     whether the pool had it.
+#   The move again on a mount with peer=off (through host memory).
+on_device() { # FILE N: fail unless FILE lives on device N
+	local d
+	d=$(getfattr --absolute-names -n user.vyre.device --only-values "$1")
+	[ "$d" = "$2" ] || { echo "bench: $1 is on device $d, not $2" >&2; return 1; }
+}
+device_dir() { mkdir "$1" && setfattr -n user.vyre.device -v "$2" "$1"; } # DIR N: new files in DIR go to N
+stat_num() { # TARGET KEY: a stats figure that must be there
+	local v
+	v=$(stat_of "$1" "$2")
+	[ -n "$v" ] || { echo "bench: ${MNT[$1]}/.vyre/stats has no $2" >&2; return 1; }
+	echo "$v"
+}
+last_of() { awk -v k="$1" '$1 == k { v = $2 } END { print v }' "$RES"; } # KEY: its latest value in results.txt
+ratio_of() { # A B: A / B, or n/a unless both are numbers
+	awk -v a="$1" -v b="$2" 'BEGIN { n = "^[0-9]+([.][0-9]*)?$"; if (a ~ n && b ~ n && b > 0) printf "%.3f", a / b; else print "n/a" }'
+}
+# pattern FILE BYTES: a 1337-byte random line over and over (a period that
+# no power of two divides, so a byte copied to the wrong place shows).
+pattern() {
+	local line
+	line=$(head -c 1002 /dev/urandom | base64 -w0)
+	{ yes "$line" || true; } | head -c "$2" | dd of="$1" bs=1M iflag=fullblock conv=fsync status=none
+}
+
+devices_fio() { # KEY DIR_A DEVICE_A DIR_B DEVICE_B
+	local key=$1 a=$2/fio-a b=$4/fio-b job
+	job=(--bs=1M --size="$SEQ" --ioengine=psync --group_reporting --name=a --filename="$a" --name=b --filename="$b")
+	fio_run "devices-$key-write" --rw=write --end_fsync=1 "${job[@]}"
+	put "devices.fio.$key.write_gbps" "$(fio_json "$OUT/fio-devices-$key-write.json" write gbps)"
+	on_device "$a" "$3"
+	on_device "$b" "$5"
+	log "devices $key: $(grep -E '^dev[0-9]+\.resident_bytes ' "${MNT[devices]}/.vyre/stats" | tr '\n' ' ')"
+	median_read "devices.fio.$key.read_gbps" "devices fio $key read" fio_gbps "devices-$key-read" read --rw=read "${job[@]}"
+	rm -f "$a" "$b"
+}
+
+# devices_move TARGET KEY: d0/src's copy d0/mv moved to device 1 and back,
+# REPS times after a warm-up; KEY_gbps is the median there, KEY_back_gbps
+# back; KEY.peer_bytes, KEY.staged_bytes what the stats counted for the
+# last move there.
+devices_move() {
+	local t=$1 key=$2 m=${MNT[$1]} f=${MNT[$1]}/d0/mv rep p0 g0 h0 peer staged hits there=() back=()
+	"$BIN/vybench" copy "$m/d0/src" "$f" >/dev/null
+	on_device "$f" 0
+	log "devices $key warm-up: there $("$BIN/vybench" move "$f" 1), back $("$BIN/vybench" move "$f" 0) GB/s"
+	for rep in $(seq "$REPS"); do
+		p0=$(stat_num "$t" peer_bytes)
+		g0=$(stat_num "$t" peer_staged_bytes)
+		h0=$(stat_num "$t" dev1.pool_hits)
+		there+=("$("$BIN/vybench" move "$f" 1)")
+		peer=$(($(stat_num "$t" peer_bytes) - p0)) staged=$(($(stat_num "$t" peer_staged_bytes) - g0))
+		hits=$(($(stat_num "$t" dev1.pool_hits) - h0))
+		back+=("$("$BIN/vybench" move "$f" 0)")
+	done
+	log "devices $key: there ${there[*]}; back ${back[*]} GB/s"
+	put "${key}_gbps" "$(median "${there[@]}")"
+	put "${key}_back_gbps" "$(median "${back[@]}")"
+	put "$key.peer_bytes" "$peer"
+	put "$key.staged_bytes" "$staged"
+	put "$key.pool_hits" "$hits"
+	cmp -s "$m/d0/src" "$f" || { echo "bench: $f is not d0/src after its moves" >&2; return 1; }
+	rm "$f"
+}
+
+devices_figures() {
+	local n link raw='' m opts=devices=0,1 rep p0 g0 h0 hits v=() w=()
+	if [ "$BACKEND" = cuda ]; then
+		n=$(gpu_count)
+		if [ "$n" -lt 2 ]; then
+			echo "bench: the devices phase needs two GPUs; nvidia-smi lists $n: skipped (Fix: run it on a machine with two, or BENCH_BACKEND=host for a smoke check)" >&2
+			log "devices: $n GPU(s): skipped"
+			return 0
+		fi
+		put devices.gpus "$(nvidia-smi --query-gpu=name --format=csv,noheader | sed -n 1,2p | paste -sd '|' | sed 's/|/ | /g')"
+		nvidia-smi topo -m >>"$OUT/log.txt" 2>&1 || true
+		link=$(nvidia-smi topo -m 2>/dev/null | sed 's/\x1b\[[0-9;]*m//g' | awk '$1 == "GPU0" && $2 == "X" { print $3; exit }')
+		put devices.link "${link:-unknown}"
+		raw=$("$BIN/cudaraw" peer "$PEER")
+		echo "$raw" | sed 's/^raw\./devices.raw_/' | tee -a "$RES"
+		raw=$(echo "$raw" | awk '$1 == "raw.peer_gbps" { print $2 }')
+	else
+		put devices.gpus "host backend, host_devices=2"
+		log "devices: the host backend: no raw peer figure"
+		opts=host_devices=2,$opts
+	fi
+	put devices.bytes "$PEER"
+	mount_target devices "$opts"
+	m=${MNT[devices]}
+	device_dir "$m/d0" 0
+	device_dir "$m/d1" 1
+	if [ -x "$FIO" ]; then
+		devices_fio two_gpus "$m/d0" 0 "$m/d1" 1
+		devices_fio one_gpu "$m/d0" 0 "$m/d0" 0
+		put devices.fio.read_ratio "$(ratio_of "$(last_of devices.fio.two_gpus.read_gbps)" "$(last_of devices.fio.one_gpu.read_gbps)")"
+	else
+		log "no fio (set FIO=/path/to/fio): the devices fio figures skipped"
+	fi
+	pattern "$m/d0/src" "$PEER"
+	on_device "$m/d0/src" 0
+	devices_move devices devices.move
+	fallocate -l "$PEER" "$m/d1/dst"
+	on_device "$m/d1/dst" 1
+	log "devices copy warm-up: $("$BIN/vybench" copyinto "$m/d0/src" "$m/d1/dst") GB/s"
+	for rep in $(seq "$REPS"); do
+		p0=$(stat_num devices peer_bytes)
+		g0=$(stat_num devices peer_staged_bytes)
+		v+=("$("$BIN/vybench" copyinto "$m/d0/src" "$m/d1/dst")")
+	done
+	put devices.copy.peer_bytes "$(($(stat_num devices peer_bytes) - p0))"
+	put devices.copy.staged_bytes "$(($(stat_num devices peer_staged_bytes) - g0))"
+	log "devices copy: ${v[*]} GB/s"
+	put devices.copy_gbps "$(median "${v[@]}")"
+	cmp -s "$m/d0/src" "$m/d1/dst" || { echo "bench: d1/dst is not d0/src" >&2; return 1; }
+	rm "$m/d1/dst"
+	log "devices copy into a new file, warm-up: $("$BIN/vybench" copy "$m/d0/src" "$m/d1/new") GB/s"
+	for rep in $(seq "$REPS"); do
+		rm "$m/d1/new"
+		h0=$(stat_num devices dev1.pool_hits)
+		w+=("$("$BIN/vybench" copy "$m/d0/src" "$m/d1/new")")
+		hits=$(($(stat_num devices dev1.pool_hits) - h0))
+	done
+	log "devices copy into a new file: ${w[*]} GB/s"
+	put devices.copy_new_gbps "$(median "${w[@]}")"
+	put devices.copy_new.pool_hits "$hits"
+	on_device "$m/d1/new" 1
+	cmp -s "$m/d0/src" "$m/d1/new" || { echo "bench: d1/new is not d0/src" >&2; return 1; }
+	log "devices stats: $(grep -E '^(peer_|dev[0-9]+\.resident_bytes )' "$m/.vyre/stats" | tr '\n' ' ')"
+	unmount_target devices
+	# The same move through host memory.
+	mount_target devices_staged "$opts,peer=off"
+	device_dir "${MNT[devices_staged]}/d0" 0
+	pattern "${MNT[devices_staged]}/d0/src" "$PEER"
+	devices_move devices_staged devices.move_staged
+	unmount_target devices_staged
+	put devices.move_ratio "$(ratio_of "$(last_of devices.move_gbps)" "$raw")"
+	put devices.copy_ratio "$(ratio_of "$(last_of devices.copy_gbps)" "$raw")"
+	put devices.copy_new_ratio "$(ratio_of "$(last_of devices.copy_new_gbps)" "$raw")"
+	put devices.move_over_staged "$(ratio_of "$(last_of devices.move_gbps)" "$(last_of devices.move_staged_gbps)")"
+}
+
 main() {
 	if has raw; then
 		meta
@@ -452,6 +617,7 @@ main() {
 	unmount_target tmpfs
 	if has grow; then grow_figures; fi
 	if has loop && [ -x "$FIO" ]; then loops_ab; fi
+	if has devices; then devices_figures; fi
 	python3 bench/report.py "$RES" "$OUT"
 }
 main

@@ -9,6 +9,16 @@
  *   vybench append FILE BS      append BS-byte writes until the fs is full:
  *                               "BYTES FIRST LAST": bytes written, and µs per
  *                               MiB in the first and the last tenth of them
+ *   vybench copy SRC DST        GB/s of copy_file_range from SRC into a new
+ *                               DST (as many calls as the fs takes) and an
+ *                               fsync of DST; an fs that refuses the call is
+ *                               an error, not a read and write as in cp
+ *   vybench copyinto SRC DST    the same into DST as it is, from its start,
+ *                               not truncated (a file that has its memory)
+ *   vybench move FILE DEVICE    GB/s of setting FILE's user.vyre.device to
+ *                               DEVICE (the fs moves its bytes there), then
+ *                               an fsync of it; the xattr read back must
+ *                               name DEVICE
  * Any failure exits 1 with what failed. */
 #include "bench/timing.h"
 
@@ -18,6 +28,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 static void die(const char *what, const char *path)
@@ -167,6 +179,70 @@ static int append(const char *path, long bs)
 	return unlink(path) ? (die("unlink", path), 1) : 0;
 }
 
+static int copy(const char *src, const char *dst, int flags)
+{
+	struct stat st;
+	int in = open(src, O_RDONLY);
+	if (in < 0 || fstat(in, &st))
+		die("open", src);
+	if (st.st_size == 0) {
+		fprintf(stderr, "vybench: %s is empty: nothing to copy\n", src);
+		return 1;
+	}
+	int out = open(dst, O_WRONLY | flags, 0644);
+	if (out < 0)
+		die("open", dst);
+	long long left = st.st_size;
+	double t0 = now_us();
+	while (left > 0) {
+		ssize_t n = copy_file_range(in, NULL, out, NULL, (size_t)left, 0);
+		if (n < 0)
+			die("copy_file_range into", dst);
+		if (n == 0) {
+			fprintf(stderr, "vybench: copy_file_range into %s stopped %lld bytes short\n", dst, left);
+			return 1;
+		}
+		left -= n;
+	}
+	if (fsync(out))
+		die("fsync", dst);
+	double us = now_us() - t0;
+	if (close(out))
+		die("close", dst);
+	close(in);
+	printf("%.3f\n", (double)st.st_size / us / 1e3);
+	return 0;
+}
+
+#define DEVICE_XATTR "user.vyre.device"
+
+static int move(const char *path, const char *device)
+{
+	struct stat st;
+	if (stat(path, &st))
+		die("stat", path);
+	double t0 = now_us();
+	if (setxattr(path, DEVICE_XATTR, device, strlen(device), 0))
+		die("setxattr " DEVICE_XATTR " on", path);
+	int fd = open(path, O_RDONLY);
+	if (fd < 0 || fsync(fd) || close(fd))
+		die("fsync", path);
+	double us = now_us() - t0;
+	char got[64];
+	ssize_t n = getxattr(path, DEVICE_XATTR, got, sizeof(got) - 1);
+	if (n < 0)
+		die("getxattr " DEVICE_XATTR " of", path);
+	while (n > 0 && (got[n - 1] == '\n' || got[n - 1] == '\0'))
+		n--;
+	got[n] = 0;
+	if (strcmp(got, device)) {
+		fprintf(stderr, "vybench: %s is on device %s after the move to %s\n", path, got, device);
+		return 1;
+	}
+	printf("%.3f\n", (double)st.st_size / us / 1e3);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc == 4 && !strcmp(argv[1], "rtt"))
@@ -179,6 +255,13 @@ int main(int argc, char **argv)
 		return churn(argv[2], count_arg(argv[3]), count_arg(argv[4]));
 	if (argc == 4 && !strcmp(argv[1], "append"))
 		return append(argv[2], count_arg(argv[3]));
-	fprintf(stderr, "usage: vybench rtt FILE N | ctl CTL N TEXT | ctlw CTL N TEXT | churn DIR N SIZE | append FILE BS\n");
+	if (argc == 4 && !strcmp(argv[1], "copy"))
+		return copy(argv[2], argv[3], O_CREAT | O_TRUNC);
+	if (argc == 4 && !strcmp(argv[1], "copyinto"))
+		return copy(argv[2], argv[3], 0);
+	if (argc == 4 && !strcmp(argv[1], "move"))
+		return move(argv[2], argv[3]);
+	fprintf(stderr, "usage: vybench rtt FILE N | ctl CTL N TEXT | ctlw CTL N TEXT | churn DIR N SIZE | append FILE BS"
+			" | copy SRC DST | copyinto SRC DST | move FILE DEVICE\n");
 	return 2;
 }

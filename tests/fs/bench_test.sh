@@ -28,10 +28,11 @@ test_nullfs_keeps_bytes_and_unmounts_cleanly() {
 }
 
 test_bench_runs_end_to_end_at_smoke_sizes() {
-	local out key
+	local out key rc
 	out=$(mktemp -d /tmp/vybench-out.XXXXXX)
 	BENCH_QUICK=1 BENCH_REPS=3 BENCH_BACKEND=$backend BENCH_OUT=$out bench/run.sh >"$out/stdout" 2>&1
-	assertEquals "bench/run.sh: $(tail -5 "$out/stdout")" 0 $?
+	rc=$? # before the message's $(tail): it sets $? too
+	assertEquals "bench/run.sh: $(tail -5 "$out/stdout")" 0 $rc
 	for key in dd.vyrefs.write.4K dd.nullfs.read.4M dd.tmpfs.write.1M rtt.nullfs_us rtt.vyrefs_us \
 		ctl.fill_gbps cp.vyrefs.gbps churn.vyrefs.ops churn.vyrefs_nopool.ops store.pool_alloc_free_us \
 		dd.vyrefs_nowb.write.4K dd.vyrefs_nora.read.1M grow.host.first_us_per_mib grow.host.last_us_per_mib \
@@ -56,6 +57,37 @@ test_bench_runs_end_to_end_at_smoke_sizes() {
 		assertTrue "fio figures" "grep -q '^fio.nullfs.rand.qd32.j4.iops [0-9]' $out/results.txt"
 		assertTrue "libfuse's loop figures" "grep -q '^fio.nullfs_libfuse.rand.qd32.j4.iops [0-9]' $out/results.txt && grep -q '^fio.vyrefs_ours.rand.qd1.j1.iops [0-9]' $out/results.txt"
 	fi
+	rm -rf "$out"
+}
+
+# The devices phase over two devices (the host backend: host_devices=2):
+# every figure, and .vyre/stats saying that each move and copy went device
+# to device, and with peer=off through host memory, byte for byte.
+test_devices_phase_at_smoke_sizes() {
+	local out key bytes want rc
+	if [ "$backend" = cuda ] && [ "$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')" -lt 2 ]; then
+		skip_test "the devices phase on cuda needs two GPUs"
+		return
+	fi
+	need getfattr setfattr || return
+	out=$(mktemp -d /tmp/vybench-out.XXXXXX)
+	BENCH_QUICK=1 BENCH_BACKEND=$backend BENCH_PHASES=devices BENCH_OUT=$out bench/run.sh >"$out/stdout" 2>&1
+	rc=$?
+	assertEquals "bench/run.sh: $(tail -5 "$out/stdout")" 0 $rc
+	for key in devices.move_gbps devices.move_back_gbps devices.copy_gbps devices.copy_new_gbps devices.move_staged_gbps; do
+		assertTrue "$key is a positive number: $(grep "^$key " "$out/results.txt")" \
+			"awk -v k=$key '\$1 == k && \$2 + 0 > 0 { f = 1 } END { exit !f }' $out/results.txt"
+	done
+	if command -v fio >/dev/null; then
+		assertTrue "fio figures" "grep -q '^devices.fio.two_gpus.read_gbps [0-9]' $out/results.txt && grep -q '^devices.fio.one_gpu.read_gbps [0-9]' $out/results.txt"
+	fi
+	bytes=$(awk '$1 == "devices.bytes" { print $2 }' "$out/results.txt")
+	assertEquals "the smoke size" $((64 << 20)) "$bytes"
+	for want in "devices.move.peer_bytes $bytes" "devices.move.staged_bytes 0" "devices.copy.peer_bytes $bytes" \
+		"devices.copy.staged_bytes 0" "devices.move_staged.peer_bytes 0" "devices.move_staged.staged_bytes $bytes"; do
+		assertEquals "$want" "$want" "$(grep "^${want% *} " "$out/results.txt")"
+	done
+	assertContains "$(cat "$out/figures.md")" "### Multi-GPU"
 	rm -rf "$out"
 }
 
