@@ -13,7 +13,7 @@ dev_of() { getfattr -n user.vyre.device --only-values "$1" 2>/dev/null; }
 sum_of() { sha256sum <"$1" | cut -d' ' -f1; }
 
 mount_devices() {
-	[ "$backend" = host ] || { startSkipping; return 1; }
+	[ "$backend" = host ] || { skip_test "host_devices is the host backend's (tests/gpu/gpu_devices_test.sh has the GPUs')"; return 1; }
 	mount_vyrefs "$DEVS${1:+,$1}" || { fail "mount"; return 1; }
 }
 
@@ -231,7 +231,7 @@ test_a_full_device_says_which_and_where_there_is_room() {
 }
 
 test_devices_picks_some_and_refuses_what_is_not_there() {
-	[ "$backend" = host ] || { startSkipping; return 0; }
+	[ "$backend" = host ] || { skip_test "host_devices is the host backend's"; return 0; }
 	mount_vyrefs "host_devices=3,host_memory=256M,devices=0,2" || fail "mount"
 	assertEquals "the two named" "0 2" "$(awk '$1 == "ordinal" { printf "%s%s", s, $2; s = " " }' "$MNT/.vyre/device")"
 	: >"$MNT/f"

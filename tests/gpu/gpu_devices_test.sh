@@ -15,8 +15,7 @@ sum_of() { sha256sum <"$1" | cut -d' ' -f1; }
 
 setUp() {
 	if [ "$(gpus)" -lt 2 ]; then
-		startSkipping
-		echo "SKIPPED: this machine has $(gpus) GPU(s); the devices suite needs two (Fix: run it on a two-GPU machine)"
+		skip_test "this machine has $(gpus) GPU(s); the devices suite needs two (Fix: run it on a two-GPU machine)"
 		return 0
 	fi
 	BASE0=$(used_mib 0) BASE1=$(used_mib 1)
