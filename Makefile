@@ -64,7 +64,7 @@ endif
 
 .PHONY: all deps test-deps test test-gpu bench fuzz man install uninstall clean
 .SECONDARY:
-all: $(BUILD)/vyrefs $(LIB) $(BUILD)/vyrefs.pc $(BUILD)/tests/client/vymap $(UNIT_BIN) $(GPU_BIN) $(BUILD)/tests/fs/renameat2 $(BUILD)/tests/fs/posix_probe $(BENCH_BIN) $(BUILD)/tools/man_options
+all: $(BUILD)/vyrefs $(LIB) $(BUILD)/vyrefs.pc $(BUILD)/tests/client/vymap $(UNIT_BIN) $(GPU_BIN) $(BUILD)/tests/fs/renameat2 $(BUILD)/tests/fs/posix_probe $(BUILD)/tests/ctl/chanrace.so $(BENCH_BIN) $(BUILD)/tools/man_options
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -109,6 +109,11 @@ $(BUILD)/tests/client/vymap: tests/client/vymap.c client/vyrefs.h $(LIB)
 $(BUILD)/tests/fs/%: tests/fs/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $< $(LDLIBS)
+
+# An LD_PRELOAD shim that replays a GPU's channel timing (launcher_test).
+$(BUILD)/tests/ctl/chanrace.so: tests/ctl/chanrace.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -shared -fPIC -o $@ $< -ldl
 
 $(BUILD)/bench/nullfs: $(BUILD)/bench/nullfs.o $(BUILD)/fs/session.o $(BUILD)/fs/session_loop.o $(BUILD)/fs/statx.o
 	$(CC) $(CFLAGS) -o $@ $^ $(PKG_LIBS) $(LDLIBS)

@@ -207,6 +207,26 @@ test_sigterm_unmounts_within_seconds_while_a_sequence_runs() {
 	MNT=""
 }
 
+# The first sequence of a fresh mount, with a GPU's channel timing replayed
+# by a shim (tests/ctl/chanrace.c: HELLO counted late, a slow launcher
+# start): the launcher once took HELLO's late count for a second message,
+# waited on the socket while the sequence came through the mailbox, and
+# the write timed out after launch_timeout.
+test_the_first_sequence_survives_a_gpus_channel_timing() {
+	unmount_vyrefs
+	shim=$PWD/$BUILD/tests/ctl/chanrace.so
+	[ -f "$shim" ] || { fail "no $shim (make builds it)"; return 0; }
+	for round in 1 2 3; do
+		LD_PRELOAD=$shim mount_vyrefs "launch_timeout=2s" || { fail "mount"; return 0; }
+		truncate -s 1M "$MNT/ra"
+		out=$(run_seq $'fill ra 66 100 10\n')
+		assertNotContains "round $round: $out" "$out" "write error"
+		assertEquals "round $round: the fill landed" "BBBBBBBBBB" "$(dd if="$MNT/ra" bs=1 skip=100 count=10 status=none)"
+		unmount_vyrefs
+		assertReleased
+	done
+}
+
 test_bad_launch_timeout_is_refused() {
 	for bad in 1x -1 60S ms 99999999999; do
 		err=$("$VYREFS" -o "backend=host,launch_timeout=$bad" /nonexistent 2>&1)
