@@ -27,6 +27,16 @@ test_a_mount_of_three_devices_shows_their_sum() {
 	for d in 0 1 2; do
 		assertEquals "dev$d budget" "$BUDGET" "$(stat_of dev$d.budget_bytes)"
 	done
+	if command -v python3 >/dev/null; then
+		# The totals in .vyre/metrics are .vyre/stats' totals, in the strict format.
+		m=$(mktemp) st=$(mktemp)
+		cat "$MNT/.vyre/metrics" >"$m"
+		grep -v '^dev[0-9]*\.' "$MNT/.vyre/stats" >"$st"
+		out=$(python3 tests/fs/prom_check.py "$m" "$st")
+		assertEquals "$out" 0 $?
+		assertEquals "a series per device" 3 "$(grep -c '^vyrefs_device_info{' "$m")"
+		rm -f "$m" "$st"
+	fi
 	unmount_vyrefs
 	assertReleased
 	assertEquals "every device back to its baseline" 3 "$(grep -c 'device memory back to baseline (device' "$VY_LOG")"

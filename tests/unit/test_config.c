@@ -434,6 +434,48 @@ static void config_ini_round_trips(void)
 	}
 }
 
+/* devices=: all, or a list that goes on past the -o list's commas; one
+ * GPU (ordinal's) by default. host_devices and peer beside it. */
+static void options_name_the_devices(void)
+{
+	vy_config w, c;
+	defaults(&w);
+	CHECK(!w.devices_all && w.ndevices == 0 && w.host_devices == 1 && w.peer);
+	w.devices_all = true;
+	expect_parse("devices=all", &w, __LINE__);
+	defaults(&w);
+	w.ndevices = 3;
+	w.devices[0] = 2, w.devices[1] = 0, w.devices[2] = 5;
+	expect_parse("devices=2,0,5", &w, __LINE__);
+	expect_parse("devices=2+0+5", &w, __LINE__);
+	w.peer = false;
+	w.host_devices = 3;
+	expect_parse("devices=2,0,5,peer=off,host_devices=3", &w, __LINE__);
+	expect_parse("peer=off,devices=2:0:5,host_devices=3", &w, __LINE__);
+	expect_refused("devices=0,0", "named twice", __LINE__);
+	expect_refused("devices=", "devices", __LINE__);
+	expect_refused("devices=1x", "1x", __LINE__);
+	expect_refused("devices=0::1", "devices", __LINE__);
+	expect_refused("devices=-1", "devices", __LINE__);
+	expect_refused("devices=0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16", "too many", __LINE__);
+	expect_refused("host_devices=0", "host_devices", __LINE__);
+	expect_refused("host_devices=17", "host_devices", __LINE__);
+	expect_refused("peer=maybe", "peer", __LINE__);
+	expect_refused("1", "'1'", __LINE__); /* a number with no devices= before it */
+	/* What .vyre/config writes reads back to the same list. */
+	vy_config_defaults(&c);
+	MUST(vy_config_parse_list(&c, "devices=1,0,host_devices=2,peer=off", E));
+	char text[8192];
+	CHECK(vy_config_format_ini(&c, text, sizeof(text)) < sizeof(text));
+	CHECK(strstr(text, "devices = 1,0\n") != NULL);
+	const char *path = write_temp(text);
+	vy_config back;
+	vy_config_defaults(&back);
+	MUST(vy_config_load_file(&back, path, E));
+	unlink(path);
+	CHECK(memcmp(&c, &back, sizeof(c)) == 0);
+}
+
 /* The settings table and the parser know the same keys: each table key
  * (but config, which main takes) is a key vy_config_set knows, and
  * .vyre/config has a line for each, in the table's order. */
@@ -754,6 +796,7 @@ int main(void)
 		TEST_CASE(options_each_key_sets_its_field),
 		TEST_CASE(options_refuse_bad_values),
 		TEST_CASE(options_are_all_or_none),
+		TEST_CASE(options_name_the_devices),
 		TEST_CASE(fail_formats_message_and_hint),
 		TEST_CASE(long_message_keeps_the_whole_hint),
 		TEST_CASE(config_fs_keys_and_defaults),
