@@ -632,6 +632,8 @@ static vy_err cuda_peer_enable(vy_device *d, vy_device *other, bool *on, vy_erro
 			       o->base.info.ordinal);
 	CU_CURRENT(c, e);
 	CUresult cr = c->api.CtxEnablePeerAccess(o->ctx, 0);
+	if (cr == CUDA_ERROR_TOO_MANY_PEERS)
+		return VY_OK; /* past the driver's peers a device may have: copies are staged */
 	if (cr != CUDA_SUCCESS && cr != CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED)
 		return cuda_fail(c, cr, "cuCtxEnablePeerAccess", e);
 	o->peers[o->npeers++] = c->base.info.ordinal;

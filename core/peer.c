@@ -49,8 +49,10 @@ static vy_err copy_direct(vy_core *to, vy_handle dst, uint64_t dst_off, vy_core 
 		rc = to->dev->ops->copy_peer(to->dev, s, dv.ptr + dst_off, from->dev, sv.ptr + src_off, len, e);
 	if (s) {
 		vy_error why;
-		vy_error_keep_first(&rc, vy_core_sync(to, s, &why), e, &why);
-		vy_streams_release(&to->streams, s);
+		vy_err sync = vy_core_sync(to, s, &why);
+		vy_error_keep_first(&rc, sync, e, &why);
+		if (sync == VY_OK) /* a stream in an unknown state is not reused */
+			vy_streams_release(&to->streams, s);
 	}
 	vy_store_unpin_many(from->store, &src, 1, NULL);
 	vy_store_unpin_many(to->store, &dst, 1, NULL);

@@ -678,7 +678,7 @@ static vy_err run_cross(run *r, size_t s, vy_run_result *out)
 static vy_err execute(run *r, vy_ctl_result *res)
 {
 	vy_run_result out = {.failed_step = -1};
-	vy_err rc = plan_parts(r);
+	vy_err rc = VY_OK;
 	for (size_t i = 0; i < r->nparts && rc == VY_OK; i++) {
 		const part *pt = &r->parts[i];
 		if (i > 0 && r->files->stop && atomic_load(r->files->stop)) {
@@ -777,6 +777,8 @@ vy_err vy_ctl_run(const vy_ctl_devices *devs, const vy_ctl_files *files, const v
 	}
 	if (rc == VY_OK)
 		rc = pin_all(&r);
+	if (rc == VY_OK)
+		rc = plan_parts(&r); /* too many parts: refused before anything runs */
 	bool ran = rc == VY_OK && total > 0;
 	if (ran)
 		rc = execute(&r, res);

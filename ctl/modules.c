@@ -263,3 +263,12 @@ void vy_modules_put(vy_modules *m, const char *name)
 		mod->busy--;
 	pthread_mutex_unlock(&m->lock);
 }
+
+bool vy_modules_busy(vy_modules *m, const char *name)
+{
+	pthread_mutex_lock(&m->lock);
+	module *mod = find(m, name);
+	bool busy = mod && mod->busy;
+	pthread_mutex_unlock(&m->lock);
+	return busy;
+}

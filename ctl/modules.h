@@ -37,6 +37,8 @@ vy_err vy_modules_failed(vy_modules *m, const char *name, const char *log, vy_er
 /* The JIT log of the last load of `name` (malloc'd), or NULL if none. */
 char *vy_modules_log(vy_modules *m, const char *name);
 bool vy_modules_loaded(vy_modules *m, const char *name);
+/* Whether a running sequence holds the module now. */
+bool vy_modules_busy(vy_modules *m, const char *name);
 
 /* A kernel for a sequence: found (a built-in module is made and loaded
  * first if need be), described, and its module held in use until

@@ -116,8 +116,16 @@ int vy_devices_set(vy_fs *fs, vy_inode *in, const char *value, size_t size, int 
 	unsigned was = in->dev;
 	vy_error e;
 	vy_err rc = vy_file_move(fs, in, (unsigned)d, &e);
-	if (rc == VY_ENOSPC)
-		vy_devices_name_nospace(fs, in, rc, &e);
+	if (rc == VY_ENOSPC) {
+		/* The device moved to is the full one, not the file's. */
+		char msg[VY_ERROR_MSG_MAX];
+		snprintf(msg, sizeof(msg), "%s", e.msg);
+		char *fix = strstr(msg, " (Fix: ");
+		if (fix)
+			*fix = '\0';
+		vy_fail(&e, VY_ENOSPC, "free room on it, or pick a device with room (.vyre/device: budget, resident)",
+			"device %d has no room for the file: %.300s", ordinal(fs, (unsigned)d), msg);
+	}
 	pthread_rwlock_unlock(&in->lock);
 	if (rc != VY_OK) {
 		vy_log(LOG_NOTICE, "moving inode %" PRIu64 " from device %d to %d: %s", in->ino, ordinal(fs, was),

@@ -269,10 +269,8 @@ static vy_err open_devices(vy_fs *fs, vy_core *const *cores, unsigned n, vy_erro
 		if (rc == VY_OK)
 			vy_modules_set_maker(dev->modules, vy_moddir_make_builtin, dev);
 	}
-	if (rc == VY_OK && n > 1)
+	if (rc == VY_OK && n > 1 && fs->cfg.peer)
 		rc = vy_peer_pair(cores, n, fs->direct, e);
-	if (!fs->cfg.peer)
-		memset(fs->direct, 0, sizeof(fs->direct));
 	return rc;
 }
 

@@ -42,6 +42,7 @@ typedef struct conn {
 	mapping *maps;
 	size_t nmaps, capmaps;
 	uint64_t next_id;
+	uint32_t minor; /* the client's protocol minor (HELLO) */
 	struct conn *next;
 } conn;
 
@@ -168,6 +169,11 @@ static vy_err op_map(conn *c, vy_msg *m)
 		if (!in->buf)
 			rc = vy_fail(&e, VY_EINVAL, "give the file its size first, e.g. truncate -s 64M FILE",
 				     "the file is empty: it has no device memory to map");
+		int ord = vy_fs_core(fs, in)->dev->info.ordinal, first = fs->dev[0].core->dev->info.ordinal;
+		if (rc == VY_OK && c->minor < 2 && ord != first)
+			rc = vy_fail(&e, VY_EINVAL, "use libvyrefs 2.2 or newer (it maps each file on its own device)",
+				     "the file is on device %d; a protocol 2.%u client would map it on device %d", ord,
+				     c->minor, first);
 		if (rc == VY_OK)
 			rc = vy_file_share(fs, in, &e);
 		if (rc == VY_OK)
@@ -331,6 +337,7 @@ static vy_err op_hello(conn *c, vy_msg *m)
 		rc = vy_fail(&e, VY_EINVAL, "use libvyrefs of this vyrefs version", "a malformed HELLO");
 	} else {
 		memcpy(&in, m->body, sizeof(in));
+		c->minor = in.minor;
 		if (in.major != VY_PROTO_MAJOR)
 			rc = vy_fail(&e, VY_EINVAL, "use libvyrefs of this vyrefs version",
 				     "protocol %u.%u asked, this vyrefs speaks %u.%u", in.major, in.minor, VY_PROTO_MAJOR,

@@ -200,6 +200,11 @@ int vy_moddir_load(vy_fs *fs, vy_inode *in)
 	pthread_rwlock_rdlock(&in->lock);
 	vy_error e;
 	vy_err rc = VY_OK;
+	/* In use on any device: refused before any device changes. */
+	for (unsigned k = 0; k < fs->ndev && rc == VY_OK; k++)
+		if (vy_modules_busy(fs->dev[k].modules, in->target))
+			rc = vy_fail(&e, VY_EBUSY, "wait for the running sequence to finish",
+				     "module '%s' is in use by a running sequence", in->target);
 	/* Into every device's context; all or none of them. */
 	unsigned d = 0;
 	for (; d < fs->ndev && rc == VY_OK; d++) {
@@ -219,9 +224,16 @@ int vy_moddir_load(vy_fs *fs, vy_inode *in)
 	if (in->overflowed) /* an older version goes too */
 		for (unsigned k = 0; k < fs->ndev; k++)
 			vy_modules_unload(fs->dev[k].modules, in->target, NULL);
-	else if (rc != VY_OK && rc != VY_EBUSY) /* the devices before the one that failed */
-		for (unsigned k = 0; k + 1 < d; k++)
-			vy_modules_unload(fs->dev[k].modules, in->target, NULL);
+	else if (rc != VY_OK && d > 0) {
+		/* All or none: the devices before the failing one hold the new
+		 * version, those after it the old one; none keeps either, and
+		 * each carries the failing device's log (NAME.log reads dev 0). */
+		char *why = vy_modules_log(fs->dev[d - 1].modules, in->target);
+		for (unsigned k = 0; k < fs->ndev; k++)
+			if (k != d - 1)
+				vy_modules_failed(fs->dev[k].modules, in->target, why ? why : e.msg, NULL);
+		free(why);
+	}
 	pthread_rwlock_unlock(&in->lock);
 	pthread_mutex_lock(&fs->ns);
 	ensure_log(fs, vy_u64map_get(&fs->inodes, fs->modules_ino), in->target);
@@ -237,6 +249,9 @@ int vy_moddir_load(vy_fs *fs, vy_inode *in)
 int vy_moddir_forget(vy_fs *fs, vy_inode *dir, vy_inode *in)
 {
 	vy_error e;
+	for (unsigned d = 0; d < fs->ndev; d++)
+		if (vy_modules_busy(fs->dev[d].modules, in->target))
+			return EBUSY; /* before any device forgets it */
 	for (unsigned d = 0; d < fs->ndev; d++)
 		if (vy_modules_unload(fs->dev[d].modules, in->target, &e) != VY_OK)
 			return EBUSY;

@@ -230,7 +230,7 @@ test_a_full_device_says_which_and_where_there_is_room() {
 	assertEquals 0 "$(dev_of "$MNT/fill0")"
 	setfattr -n user.vyre.device -v 0 "$MNT/d1/keep" 2>/dev/null
 	assertNotEquals "no room on device 0 for the move" 0 $?
-	assertContains "$(cat "$VY_LOG")" "moving inode"
+	assertContains "$(cat "$VY_LOG")" "from device 1 to 0: device 0 has no room for the file"
 	assertEquals "the file stays where it was" 1 "$(dev_of "$MNT/d1/keep")"
 	assertEquals "intact" "$want" "$(sum_of "$MNT/d1/keep")"
 	assertEquals "device 1 holds it still" $((16 << 20)) "$(stat_of dev1.resident_bytes)"
