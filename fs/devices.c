@@ -17,6 +17,15 @@ static uint64_t free_room(vy_fs *fs, unsigned d)
 	return u.resident < u.budget ? u.budget - u.resident : 0;
 }
 
+/* An error's message without its Fix, for a message that gives its own. */
+static void what_of(const vy_error *e, char *out, size_t cap)
+{
+	snprintf(out, cap, "%s", e->msg);
+	char *fix = strstr(out, " (Fix: ");
+	if (fix)
+		*fix = '\0';
+}
+
 static int ordinal(vy_fs *fs, unsigned d)
 {
 	return fs->dev[d].core->dev->info.ordinal;
@@ -119,10 +128,7 @@ int vy_devices_set(vy_fs *fs, vy_inode *in, const char *value, size_t size, int 
 	if (rc == VY_ENOSPC) {
 		/* The device moved to is the full one, not the file's. */
 		char msg[VY_ERROR_MSG_MAX];
-		snprintf(msg, sizeof(msg), "%s", e.msg);
-		char *fix = strstr(msg, " (Fix: ");
-		if (fix)
-			*fix = '\0';
+		what_of(&e, msg, sizeof(msg));
 		vy_fail(&e, VY_ENOSPC, "free room on it, or pick a device with room (.vyre/device: budget, resident)",
 			"device %d has no room for the file: %.300s", ordinal(fs, (unsigned)d), msg);
 	}
@@ -165,10 +171,7 @@ void vy_devices_name_nospace(vy_fs *fs, const vy_inode *in, vy_err rc, vy_error 
 		at += (size_t)w;
 	}
 	char msg[VY_ERROR_MSG_MAX];
-	snprintf(msg, sizeof(msg), "%s", e->msg);
-	char *fix = strstr(msg, " (Fix: ");
-	if (fix)
-		*fix = '\0';
+	what_of(e, msg, sizeof(msg));
 	vy_fail(e, VY_ENOSPC, "move it to a device with room: setfattr -n " VY_DEVICE_XATTR " -v N FILE",
 		"device %d is full: %.300s; %s (the file is on device %d; device %d has the most room)",
 		ordinal(fs, in->dev), msg, others, ordinal(fs, in->dev), ordinal(fs, roomiest));

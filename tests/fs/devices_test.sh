@@ -7,10 +7,6 @@
 BUDGET=$((64 << 20))
 DEVS="host_devices=3,host_memory=256M,resident_budget=64M"
 
-# dev_of FILE: the ordinal of the device that holds FILE.
-dev_of() { getfattr -n user.vyre.device --only-values "$1" 2>/dev/null; }
-# sum_of FILE: its sha256.
-sum_of() { sha256sum <"$1" | cut -d' ' -f1; }
 
 mount_devices() {
 	[ "$backend" = host ] || { skip_test "host_devices is the host backend's (tests/gpu/gpu_devices_test.sh has the GPUs')"; return 1; }
@@ -90,21 +86,14 @@ test_a_move_under_concurrent_readers() {
 	assertEquals 0 "$(dev_of "$MNT/f")"
 	p0=$(stat_of peer_bytes) h0=$(stat_of h2d_bytes)
 	bad=$(mktemp)
-	readers=()
-	for r in 1 2; do
-		(for _ in $(seq 12); do
-			got=$(dd if="$MNT/f" bs=1M iflag=direct status=none | sha256sum | cut -d' ' -f1)
-			[ "$got" = "$want" ] || echo "reader $r: $got" >>"$bad"
-		done) &
-		readers+=($!)
-	done
+	start_readers "$MNT/f" "$want" 12 "$bad"
 	moves=0
 	for to in 1 2 0 2 1 0; do
 		setfattr -n user.vyre.device -v $to "$MNT/f" || fail "move to $to"
 		moves=$((moves + 1))
 		assertEquals "on $to" "$to" "$(dev_of "$MNT/f")"
 	done
-	wait "${readers[@]}" # not the daemon, a job of this shell too
+	wait "${readers[@]}"
 	assertEquals "every read saw the whole file: $(cat "$bad")" 0 "$(wc -c <"$bad")"
 	assertEquals "the bytes after" "$want" "$(sum_of "$MNT/f")"
 	assertEquals "each move one peer copy of the file" $((moves * (24 << 20))) $(($(stat_of peer_bytes) - p0))

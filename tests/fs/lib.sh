@@ -91,6 +91,27 @@ make_data() { # FILE BYTES SEED
 	head -c "$2" /dev/urandom >"$1"
 }
 
+# The ordinal of the device that holds FILE (user.vyre.device).
+dev_of() { getfattr -n user.vyre.device --only-values "$1" 2>/dev/null; }
+# The sha256 of FILE.
+sum_of() { sha256sum <"$1" | cut -d' ' -f1; }
+
+# start_readers FILE SUM ROUNDS BAD: two readers in the background, each
+# reading FILE whole from the daemon (O_DIRECT) ROUNDS times and noting in
+# BAD any read whose sha256 is not SUM; their pids in `readers` (wait for
+# those, not for every job: the daemon is one too).
+start_readers() {
+	local file=$1 want=$2 rounds=$3 bad=$4 r
+	readers=()
+	for r in 1 2; do
+		(for _ in $(seq "$rounds"); do
+			got=$(dd if="$file" bs=1M iflag=direct status=none | sha256sum | cut -d' ' -f1)
+			[ "$got" = "$want" ] || echo "reader $r: $got" >>"$bad"
+		done) &
+		readers+=($!)
+	done
+}
+
 # A clean exit that released every device byte.
 assertReleased() {
 	assertEquals "exit status" 0 "$VY_STATUS"

@@ -10,8 +10,6 @@ export PYTHONPATH=$PWD/client/python${PYTHONPATH:+:$PYTHONPATH}
 
 gpus() { nvidia-smi -L 2>/dev/null | grep -c '^GPU'; }
 used_mib() { nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -i "$1" | tr -d ' '; }
-dev_of() { getfattr -n user.vyre.device --only-values "$1" 2>/dev/null; }
-sum_of() { sha256sum <"$1" | cut -d' ' -f1; }
 
 setUp() {
 	if [ "$(gpus)" -lt 2 ]; then
@@ -62,14 +60,7 @@ test_a_move_and_peer_copies_on_the_gpus() {
 	want=$(sum_of "$src")
 	h0=$(stat_of h2d_bytes) p0=$(stat_of peer_bytes) s0=$(stat_of peer_staged_bytes)
 	bad=$(mktemp)
-	readers=()
-	for r in 1 2; do
-		(for _ in $(seq 6); do
-			got=$(dd if="$MNT/g0/f" bs=1M iflag=direct status=none | sha256sum | cut -d' ' -f1)
-			[ "$got" = "$want" ] || echo "reader $r: $got" >>"$bad"
-		done) &
-		readers+=($!)
-	done
+	start_readers "$MNT/g0/f" "$want" 6 "$bad"
 	for to in 1 0 1 0; do
 		setfattr -n user.vyre.device -v $to "$MNT/g0/f" || fail "move to $to"
 	done
