@@ -148,6 +148,24 @@ static void add_label_value(text *t, const char *v)
 /* .vyre/metrics: the snapshot .vyre/stats shows, in the Prometheus text
  * exposition format, then the budget and the device's memory as gauges and
  * the device as an info metric (labels backend, name, ordinal). */
+/* Each device's total or free memory: one series, labelled by ordinal
+ * when the mount has several. */
+static void memory_series(vy_fs *fs, text *t, bool free_memory)
+{
+	for (unsigned d = 0; d < fs->ndev; d++) {
+		vy_device *dev = fs->dev[d].core->dev;
+		uint64_t free_b = 0, total = 0;
+		vy_error e;
+		if (dev->ops->mem_info(dev, &free_b, &total, &e) != VY_OK)
+			continue;
+		char label[48] = "";
+		if (fs->ndev > 1)
+			snprintf(label, sizeof(label), "{ordinal=\"%d\"}", dev->info.ordinal);
+		add_text(t, "vyrefs_device_memory_%s_bytes%s %" PRIu64 "\n", free_memory ? "free" : "total", label,
+			 free_memory ? free_b : total);
+	}
+}
+
 static void render_metrics(vy_fs *fs, text *t)
 {
 	vy_telemetry_snapshot s;
@@ -165,35 +183,21 @@ static void render_metrics(vy_fs *fs, text *t)
 	add_text(t, "# HELP vyrefs_budget_bytes the resident budget: device bytes files may use\n"
 		    "# TYPE vyrefs_budget_bytes gauge\nvyrefs_budget_bytes %" PRIu64 "\n",
 		 budget);
-	/* One series per device, labelled by ordinal when there are several. */
-	for (int pass = 0; pass < 3; pass++) {
-		static const char *const head[] = {
-			"# HELP vyrefs_device_memory_total_bytes the device's memory\n"
-			"# TYPE vyrefs_device_memory_total_bytes gauge\n",
-			"# HELP vyrefs_device_memory_free_bytes the device's free memory, as its driver reports it\n"
-			"# TYPE vyrefs_device_memory_free_bytes gauge\n",
-			"# HELP vyrefs_device_info the device under the mount (always 1)\n"
-			"# TYPE vyrefs_device_info gauge\n"};
-		add_text(t, "%s", head[pass]);
-		for (unsigned d = 0; d < fs->ndev; d++) {
-			vy_device *dev = fs->dev[d].core->dev;
-			const vy_device_info *i = &dev->info;
-			char label[48] = "";
-			if (fs->ndev > 1)
-				snprintf(label, sizeof(label), "{ordinal=\"%d\"}", i->ordinal);
-			uint64_t free_b = 0, total = 0;
-			vy_error e;
-			if (pass < 2 && dev->ops->mem_info(dev, &free_b, &total, &e) == VY_OK)
-				add_text(t, "vyrefs_device_memory_%s_bytes%s %" PRIu64 "\n", pass ? "free" : "total", label,
-					 pass ? free_b : total);
-			if (pass < 2)
-				continue;
-			add_text(t, "vyrefs_device_info{backend=\"");
-			add_label_value(t, i->backend);
-			add_text(t, "\",name=\"");
-			add_label_value(t, i->name);
-			add_text(t, "\",ordinal=\"%d\"} 1\n", i->ordinal);
-		}
+	add_text(t, "# HELP vyrefs_device_memory_total_bytes the device's memory\n"
+		    "# TYPE vyrefs_device_memory_total_bytes gauge\n");
+	memory_series(fs, t, false);
+	add_text(t, "# HELP vyrefs_device_memory_free_bytes the device's free memory, as its driver reports it\n"
+		    "# TYPE vyrefs_device_memory_free_bytes gauge\n");
+	memory_series(fs, t, true);
+	add_text(t, "# HELP vyrefs_device_info the device under the mount (always 1)\n"
+		    "# TYPE vyrefs_device_info gauge\n");
+	for (unsigned d = 0; d < fs->ndev; d++) {
+		const vy_device_info *i = &fs->dev[d].core->dev->info;
+		add_text(t, "vyrefs_device_info{backend=\"");
+		add_label_value(t, i->backend);
+		add_text(t, "\",name=\"");
+		add_label_value(t, i->name);
+		add_text(t, "\",ordinal=\"%d\"} 1\n", i->ordinal);
 	}
 }
 
