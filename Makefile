@@ -31,7 +31,9 @@ endif
 
 CORE_SRC   := $(wildcard core/*.c) $(wildcard config/*.c) $(wildcard ctl/*.c) $(wildcard proto/*.c)
 CORE_OBJ   := $(CORE_SRC:%.c=$(BUILD)/%.o)
-FS_SRC     := $(wildcard fs/*.c)
+# The daemon: the namespace (ns/), the FUSE operations and file data (fs/),
+# the client socket's servers (sock/) and the process (daemon/).
+FS_SRC     := $(wildcard ns/*.c) $(wildcard fs/*.c) $(wildcard sock/*.c) $(wildcard daemon/*.c)
 FS_OBJ     := $(FS_SRC:%.c=$(BUILD)/%.o)
 # The launcher process: the same binary, run as `vyrefs --launcher`.
 LAUNCHER_SRC := $(wildcard launcher/*.c)
@@ -53,7 +55,7 @@ UNIT_SRC   := $(wildcard tests/unit/test_*.c)
 UNIT_BIN   := $(UNIT_SRC:%.c=$(BUILD)/%)
 GPU_SRC    := $(wildcard tests/gpu/test_*.c)
 GPU_BIN    := $(GPU_SRC:%.c=$(BUILD)/%)
-UNIT_LIB   := $(BUILD)/tests/unit/support.o $(BUILD)/fs/dir.o $(BUILD)/fs/xattr.o $(BUILD)/fs/acl.o
+UNIT_LIB   := $(BUILD)/tests/unit/support.o $(BUILD)/ns/dir.o $(BUILD)/ns/xattr.o $(BUILD)/ns/acl.o
 CORE_LIB   := $(BUILD)/libvycore.a
 # bench/: the null FUSE fs, the timed loops, the store's pool figures, and
 # (with cuda.h) the raw driver program.
@@ -93,9 +95,9 @@ $(BUILD)/vyrefs: $(FS_OBJ) $(LAUNCHER_OBJ) $(CLIENT_OBJ) $(CORE_LIB)
 $(BUILD)/tests/unit/test_%: $(BUILD)/tests/unit/test_%.o $(UNIT_LIB) $(CORE_LIB)
 	$(CC) $(CFLAGS) -o $@ $^ $(PKG_LIBS) $(LDLIBS)
 
-# The fs layer's files with the counting device: every fs object but main's.
+# The daemon's files with the counting device: every daemon object but main's.
 $(BUILD)/tests/unit/test_fsfile: $(BUILD)/tests/unit/test_fsfile.o $(UNIT_LIB) \
-		$(filter-out $(UNIT_LIB) $(BUILD)/fs/main.o,$(FS_OBJ)) $(CORE_LIB)
+		$(filter-out $(UNIT_LIB) $(BUILD)/daemon/main.o,$(FS_OBJ)) $(CORE_LIB)
 	$(CC) $(CFLAGS) -o $@ $^ $(PKG_LIBS) $(LDLIBS)
 
 $(BUILD)/tests/gpu/test_%: $(BUILD)/tests/gpu/test_%.o $(UNIT_LIB) $(CORE_LIB)
@@ -115,7 +117,7 @@ $(BUILD)/tests/ctl/chanrace.so: tests/ctl/chanrace.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -shared -fPIC -o $@ $< -ldl
 
-$(BUILD)/bench/nullfs: $(BUILD)/bench/nullfs.o $(BUILD)/fs/session.o $(BUILD)/fs/session_loop.o $(BUILD)/fs/statx.o
+$(BUILD)/bench/nullfs: $(BUILD)/bench/nullfs.o $(BUILD)/daemon/session.o $(BUILD)/daemon/session_loop.o $(BUILD)/fs/statx.o
 	$(CC) $(CFLAGS) -o $@ $^ $(PKG_LIBS) $(LDLIBS)
 
 $(BUILD)/bench/poolbench: $(BUILD)/bench/poolbench.o $(CORE_LIB)

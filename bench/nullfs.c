@@ -1,11 +1,11 @@
 /* nullfs: a RAM-backed FUSE filesystem run with vyrefs' libfuse settings
- * (fs/session.h). The benchmark uses it as the FUSE ceiling: the fastest a
+ * (daemon/session.h). The benchmark uses it as the FUSE ceiling: the fastest a
  * FUSE filesystem with the same settings goes on this machine.
  *
  *   nullfs [-f] MOUNTPOINT [-o max_write=BYTES]
  *
  * Always in the foreground; SIGTERM or SIGINT unmounts. */
-#include "fs/session.h"
+#include "daemon/session.h"
 
 #include <errno.h>
 #include <fcntl.h>

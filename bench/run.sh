@@ -379,7 +379,7 @@ end
 # Both filesystems on each request loop: ours (the default) and libfuse's
 # (idle_threads=0), each on a fresh mount, in the same order, measured after
 # a busy spell (8 parallel writers, then readers): one-at-a-time 4 KiB reads
-# and launches, and the parallel figures (fs/session.h says why the loops
+# and launches, and the parallel figures (daemon/session.h says why the loops
 # differ).
 loops_ab() {
 	local t d loop

@@ -4,7 +4,7 @@
 #include "fs/readahead.h"
 #include "fs/wbehind.h"
 #include "ctl/exec.h"
-#include "fs/log.h"
+#include "daemon/log.h"
 
 #include <errno.h>
 #include <inttypes.h>

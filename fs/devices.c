@@ -1,7 +1,7 @@
 /* Placement, user.vyre.device, and moves between devices. */
 #include "fs/devices.h"
 #include "fs/file.h"
-#include "fs/log.h"
+#include "daemon/log.h"
 
 #include <errno.h>
 #include <inttypes.h>

@@ -4,7 +4,7 @@
 #include "core/peer.h"
 #include "core/transfer.h"
 #include "fs/devices.h"
-#include "fs/log.h"
+#include "daemon/log.h"
 #include "fs/readahead.h"
 #include "fs/wbehind.h"
 
@@ -63,7 +63,7 @@ void vy_file_drop(vy_fs *fs, vy_inode *in)
 	free_buffer(fs, in);
 }
 
-/* A program maps the file's memory (fs/mapsrv.c): it cannot move or shrink. */
+/* A program maps the file's memory (sock/mapsrv.c): it cannot move or shrink. */
 static vy_err mapped(vy_inode *in, vy_error *e)
 {
 	return vy_fail(e, VY_EBUSY, "unmap the file first (vy_unmap, or end the program that mapped it)",

@@ -24,8 +24,8 @@
 #include "core/core.h"
 #include "core/u64map.h"
 #include "ctl/modules.h"
-#include "fs/dir.h"
-#include "fs/xattr.h"
+#include "ns/dir.h"
+#include "ns/xattr.h"
 
 /* VY_MODULE: a file in .vyre/modules/, kept in host memory (it is code for
  * the JIT, not a GPU buffer). VY_SPECIAL: a FIFO, character or block device
@@ -71,7 +71,7 @@ typedef struct vy_inode {
 	/* VY_DIR, ns: 1 + the fs->dev index its new files go to (its
 	 * user.vyre.device); 0: the device with the most free budget. */
 	uint8_t place;
-	uint32_t maps; /* client mappings (fs/mapsrv.c): the buffer may not move */
+	uint32_t maps; /* client mappings (sock/mapsrv.c): the buffer may not move */
 	bool written;  /* since the last capacity fit */
 	bool linkable; /* ns: an O_TMPFILE without O_EXCL, which linkat may name */
 	struct vy_wbehind *wb; /* write-behind slots (wbehind.h), or NULL */
@@ -184,7 +184,7 @@ void vy_inode_stat(vy_fs *fs, vy_inode *in, struct stat *st);
 /* ctime (and mtime too, when `modified`) is now. */
 void vy_inode_touch(vy_inode *in, bool modified);
 /* A regular file's bytes changed through `req`: times, and suid/sgid
- * dropped as the kernel leaves that to us (fs/session.h). True when the
+ * dropped as the kernel leaves that to us (daemon/session.h). True when the
  * mode changed: the kernel's cached attributes must go. */
 bool vy_inode_wrote(vy_inode *in, fuse_req_t req);
 /* The S_IFMT bits: fixed at creation, read without locks. */

@@ -1,6 +1,6 @@
 /* Module files: bytes in host memory, loaded at close. */
 #include "fs/moddir.h"
-#include "fs/log.h"
+#include "daemon/log.h"
 #include "ctl/nvrtc.h"
 #include "ctl/std.h"
 

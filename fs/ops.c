@@ -2,16 +2,16 @@
  * Core errors become errnos here (vy_err_errno); the full message of a
  * failure the user must act on (ENOSPC, device errors) goes to the log. */
 #include "fs/ops.h"
-#include "fs/acl.h"
-#include "fs/acl_inode.h"
-#include "fs/session.h"
+#include "ns/acl.h"
+#include "ns/acl_inode.h"
+#include "daemon/session.h"
 #include "fs/statx.h"
 #include "fs/ctl_file.h"
 #include "fs/moddir.h"
 #include "core/transfer.h"
 #include "fs/devices.h"
 #include "fs/file.h"
-#include "fs/log.h"
+#include "daemon/log.h"
 #include "fs/vyre.h"
 
 #include <errno.h>
@@ -111,7 +111,7 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 		conn->want |= FUSE_CAP_EXPORT_SUPPORT;
 	/* POSIX ACLs, as tmpfs: the kernel enforces them from the
 	 * system.posix_acl_* xattrs and leaves keeping them, the mode in step
-	 * and inheritance to us (fs/acl_inode.c). With a default ACL the umask
+	 * and inheritance to us (ns/acl_inode.c). With a default ACL the umask
 	 * does not apply, so the kernel must leave it to us too (DONT_MASK). */
 	if ((conn->capable & FUSE_CAP_POSIX_ACL) && (conn->capable & FUSE_CAP_DONT_MASK)) {
 		conn->want |= FUSE_CAP_POSIX_ACL | FUSE_CAP_DONT_MASK;

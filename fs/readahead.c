@@ -1,7 +1,7 @@
 /* Readahead chunks of one file (see readahead.h). */
 #include "fs/readahead.h"
 #include "core/async.h"
-#include "fs/log.h"
+#include "daemon/log.h"
 
 #include <stdlib.h>
 

@@ -1,6 +1,6 @@
 /* .vyre/: the control directory and the text of its files. */
 #include "fs/vyre.h"
-#include "fs/mapsrv.h"
+#include "sock/mapsrv.h"
 #include "fs/ctl_file.h"
 
 #include <inttypes.h>

@@ -1,7 +1,7 @@
 /* Write-behind slots of one file (see wbehind.h). */
 #include "fs/wbehind.h"
 #include "core/async.h"
-#include "fs/log.h"
+#include "daemon/log.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "config/options.h"
-#include "fs/version.h"
+#include "daemon/version.h"
 
 /* Text for a roff line: \ as \e, a leading - of a word as \- (an option),
  * and \& before a leading . or ' so no text line is read as a request. */

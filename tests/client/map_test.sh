@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Mapping files into programs (client/, fs/mapsrv.c) on the host backend:
+# Mapping files into programs (client/, sock/mapsrv.c) on the host backend:
 # the same protocol as on a GPU, over memfd. numpy sees and writes the
 # file's bytes with no copy; writes show through the mount after sync and
 # after unmap; two processes share one mapping's memory; a killed client

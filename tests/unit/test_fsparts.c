@@ -1,9 +1,9 @@
 /* The fs layer's pure parts: directory entries (lookups, creation order,
  * stable readdir cookies across removals and compaction) and per-inode
  * extended attributes (flags, limits, listing). */
-#include "fs/acl.h"
-#include "fs/dir.h"
-#include "fs/xattr.h"
+#include "ns/acl.h"
+#include "ns/dir.h"
+#include "ns/xattr.h"
 #include "tests/unit/support.h"
 
 #include <errno.h>

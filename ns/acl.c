@@ -1,6 +1,6 @@
 /* POSIX ACLs in their xattr form: validation, the mode they give, chmod and
  * inheritance, as the kernel's fs/posix_acl.c does them for tmpfs. */
-#include "fs/acl.h"
+#include "ns/acl.h"
 
 #include <endian.h>
 #include <errno.h>

@@ -13,7 +13,7 @@
  * So once requests come one at a time they alternate over the few hot
  * workers that wait, with no wake-up on their path; no worker is torn down
  * and started again. */
-#include "fs/session.h"
+#include "daemon/session.h"
 
 #include <errno.h>
 #include <fuse_log.h>

@@ -1,5 +1,5 @@
 /* Lookups in /proc/self/mountinfo. */
-#include "fs/mountinfo.h"
+#include "daemon/mountinfo.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -1,10 +1,10 @@
 /* The inode table: creation, lifetime, attributes. */
 #include "fs/fs.h"
 #include "core/peer.h"
-#include "fs/session.h"
+#include "daemon/session.h"
 #include "fs/ctl_file.h"
 #include "fs/file.h"
-#include "fs/log.h"
+#include "daemon/log.h"
 #include "fs/moddir.h"
 #include "fs/vyre.h"
 

@@ -1,5 +1,5 @@
 /* POSIX ACLs on inodes (FUSE_POSIX_ACL): what the kernel leaves to the
- * filesystem when it enforces ACLs, done as tmpfs does it. fs/acl.c has the
+ * filesystem when it enforces ACLs, done as tmpfs does it. ns/acl.c has the
  * format; this file the inode's side: setting, chmod, inheritance. */
 #ifndef VY_ACL_INODE_H
 #define VY_ACL_INODE_H

@@ -1,5 +1,5 @@
 /* stderr or syslog. */
-#include "fs/log.h"
+#include "daemon/log.h"
 
 #include <stdarg.h>
 #include <stdio.h>

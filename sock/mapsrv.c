@@ -3,11 +3,11 @@
  * or unknown request gets an error reply and ends the connection; a client
  * that stalls in the middle of a message holds only its own thread. */
 #include "fs/file.h"
-#include "fs/mapsrv.h"
+#include "sock/mapsrv.h"
 #include "core/grow.h"
-#include "fs/copysrv.h"
-#include "fs/log.h"
-#include "fs/mountinfo.h"
+#include "sock/copysrv.h"
+#include "daemon/log.h"
+#include "daemon/mountinfo.h"
 #include "fs/readahead.h"
 #include "fs/wbehind.h"
 #include "proto/channel.h"

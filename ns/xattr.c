@@ -1,5 +1,5 @@
 /* Per-inode extended attributes: a small array, searched by name. */
-#include "fs/xattr.h"
+#include "ns/xattr.h"
 
 #include <errno.h>
 #include <stdlib.h>

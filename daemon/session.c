@@ -1,6 +1,6 @@
 /* The FUSE connection settings and request loop vyrefs and bench/nullfs
  * share (see session.h). */
-#include "fs/session.h"
+#include "daemon/session.h"
 #include "fs/statx.h"
 
 #include <errno.h>

@@ -1,11 +1,11 @@
 /* Mount, serve, unmount; detach once mounted. */
-#include "fs/mount.h"
-#include "fs/mapsrv.h"
-#include "fs/mountinfo.h"
+#include "daemon/mount.h"
+#include "sock/mapsrv.h"
+#include "daemon/mountinfo.h"
 #include "fs/fs.h"
-#include "fs/log.h"
+#include "daemon/log.h"
 #include "fs/ops.h"
-#include "fs/session.h"
+#include "daemon/session.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -8,9 +8,9 @@
 #include "config/config.h"
 #include "config/options.h"
 #include "core/selfcheck.h"
-#include "fs/mount.h"
-#include "fs/remount.h"
-#include "fs/version.h"
+#include "daemon/mount.h"
+#include "daemon/remount.h"
+#include "daemon/version.h"
 #include "launcher/launcher.h"
 #include "client/cp.h"
 

@@ -1,8 +1,8 @@
 /* POSIX ACLs on inodes: set, chmod, inherit (see acl_inode.h). */
-#include "fs/acl_inode.h"
-#include "fs/acl.h"
-#include "fs/log.h"
-#include "fs/session.h"
+#include "ns/acl_inode.h"
+#include "ns/acl.h"
+#include "daemon/log.h"
+#include "daemon/session.h"
 
 #include <errno.h>
 #include <inttypes.h>

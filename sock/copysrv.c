@@ -3,7 +3,7 @@
  * reverse), each on a stream of the core's. Pieces are aligned and stay
  * within the source's data (SEEK_DATA), so holes cost nothing. */
 #include "fs/file.h"
-#include "fs/copysrv.h"
+#include "sock/copysrv.h"
 #include "core/transfer.h"
 #include "fs/readahead.h"
 #include "fs/wbehind.h"

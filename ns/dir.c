@@ -1,5 +1,5 @@
 /* Directory entries: a hash by name plus a creation-ordered array. */
-#include "fs/dir.h"
+#include "ns/dir.h"
 
 #include <stdlib.h>
 #include <string.h>

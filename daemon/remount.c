@@ -1,7 +1,7 @@
 /* `mount -o remount,...` (mount.fuse3 runs `vyrefs SOURCE MNT -o
  * remount,...`): the mount flags change on the live mount; settings can
  * only be what the mount already runs with. */
-#include "fs/remount.h"
+#include "daemon/remount.h"
 
 #include <errno.h>
 #include <limits.h>
