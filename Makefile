@@ -8,6 +8,10 @@ BUILD     ?= build
 
 CFLAGS   ?= -O2 -g
 CFLAGS   += -std=c17 -Wall -Wextra -Werror -pthread
+# -fms-extensions (GCC and Clang): a struct may embed another without a
+# member name, its fields reached as its own. The filesystem's state embeds
+# the namespace's so (fs/fs.h), as the Linux kernel builds with it.
+CFLAGS   += -fms-extensions
 # `make SANITIZE=1 BUILD=build-san`: AddressSanitizer and UBSan, in a build
 # folder of their own.
 ifeq ($(SANITIZE),1)

@@ -163,18 +163,7 @@ typedef struct vy_device_options {
 	uint64_t host_memory;   /* host: capacity in bytes (0: a quarter of RAM) */
 } vy_device_options;
 
-/* Open the backend `opt` asks for. With VY_BACKEND_AUTO, a machine without a
- * usable CUDA driver or device gets the host backend, and `note` (if given)
- * receives one line saying why, for the caller to print once; otherwise note
- * is set to "". */
-vy_err vy_device_open(const vy_device_options *opt, vy_device **out, char *note, size_t note_cap, vy_error *e);
 void vy_device_close(vy_device *d);
-
-/* The backends, for vy_device_open and for tests that name one. */
-vy_err vy_device_cuda_open(int ordinal, vy_device **out, vy_error *e);
-vy_err vy_device_host_open(uint64_t capacity, vy_device **out, vy_error *e);
-/* How many GPUs the CUDA driver sees (VY_ENODEV: none, or no driver). */
-vy_err vy_device_cuda_count(int *count, vy_error *e);
 
 /* Create and destroy `n` streams at once. The CUDA driver keeps the device
  * memory of the most streams a context ever had until the context goes
@@ -187,8 +176,7 @@ vy_err vy_device_warm_streams(vy_device *d, unsigned n, vy_error *e);
  * granularity when it is shareable (0 on overflow). */
 uint64_t vy_device_alloc_size(const vy_device *d, uint64_t len);
 
-/* "auto" | "cuda" | "host" -> kind; false for anything else. */
-int vy_backend_parse(const char *s, vy_backend_kind *out);
-const char *vy_backend_name(vy_backend_kind k);
+/* Opening a device: the backends and the choice between them. */
+#include "core/backend.h"
 
 #endif

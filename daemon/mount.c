@@ -232,6 +232,7 @@ static int serve(const vy_mount_args *a)
 	/* Client programs map files through it; the mount works without. */
 	if (vy_mapsrv_start(&fs, a->mountpoint, &e) != VY_OK)
 		vy_log(LOG_WARNING, "files cannot be mapped by programs: %s", e.msg);
+	fs.socket_name = vy_mapsrv_name; /* what .vyre/socket shows */
 
 	int rc = vy_session_loop(se, a->cfg.idle_threads);
 	vy_mapsrv_stop(&fs);

@@ -1,6 +1,7 @@
 /* The control file: text in, sequences run, replies and a log out. */
 #include "fs/file.h"
 #include "fs/ctl_file.h"
+#include "fs/seqlog.h"
 #include "fs/readahead.h"
 #include "fs/wbehind.h"
 #include "ctl/exec.h"
@@ -135,35 +136,6 @@ static int errno_of(vy_err rc)
 		       : EINVAL;
 }
 
-static void log_line(vy_fs *fs, uint64_t seq, pid_t pid, const char *outcome)
-{
-	char when[32];
-	time_t now = time(NULL);
-	struct tm tm;
-	strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&now, &tm));
-	char *line = NULL;
-	if (asprintf(&line, "seq=%" PRIu64 " time=%s pid=%d %s\n", seq, when, (int)pid, outcome) < 0)
-		return;
-	pthread_mutex_lock(&fs->log_lock);
-	size_t slot = (fs->log_head + fs->log_count) % VY_LOG_KEEP;
-	if (fs->log_count == VY_LOG_KEEP) { /* full: the oldest goes */
-		free(fs->log[fs->log_head]);
-		fs->log_head = (fs->log_head + 1) % VY_LOG_KEEP;
-		fs->log_count--;
-	}
-	fs->log[slot] = line;
-	fs->log_count++;
-	pthread_mutex_unlock(&fs->log_lock);
-}
-
-static uint64_t next_seq(vy_fs *fs)
-{
-	pthread_mutex_lock(&fs->log_lock);
-	uint64_t seq = ++fs->next_seq;
-	pthread_mutex_unlock(&fs->log_lock);
-	return seq;
-}
-
 /* Whole microseconds (the reply's figures): integer formatting, as %.0f of a
  * double costs a microsecond of its own on a launch that takes thirty. */
 static unsigned long long whole_us(double us)
@@ -200,7 +172,7 @@ static void answer(vy_fs *fs, vy_open *h, uint64_t seq, pid_t pid, vy_err rc, co
 	h->reply = text;
 	h->reply_len = (size_t)n;
 	h->reply_pos = 0;
-	log_line(fs, seq, pid, outcome);
+	vy_seqlog_add(&fs->seqlog, seq, pid, outcome);
 	free(outcome);
 	if (rc != VY_OK)
 		vy_log(LOG_NOTICE, ".vyre/ctl: %s", err->e.msg);
@@ -234,7 +206,7 @@ int vy_ctlfile_write(vy_fs *fs, vy_open *h, const char *buf, size_t size, pid_t 
 		vy_ctl_error err = {.line = h->next_line};
 		vy_fail(&err.e, VY_EINVAL, "end statements with a newline; a sequence may hold at most 1 MiB of text",
 			"unfinished text over 1 MiB");
-		answer(fs, h, next_seq(fs), pid, VY_EINVAL, &err, NULL);
+		answer(fs, h, vy_seqlog_next(&fs->seqlog), pid, VY_EINVAL, &err, NULL);
 		drop_pending(h, h->plen);
 		/* This write is refused whole; a line it leaves unfinished is
 		 * dropped up to its newline in later writes too, or its rest
@@ -260,7 +232,7 @@ int vy_ctlfile_write(vy_fs *fs, vy_open *h, const char *buf, size_t size, pid_t 
 		vy_ctl_plan_free(&plan);
 		goto out;
 	}
-	uint64_t seq = next_seq(fs);
+	uint64_t seq = vy_seqlog_next(&fs->seqlog);
 	vy_ctl_result res = {0};
 	if (rc == VY_OK) {
 		vy_ctl_files files = {.ctx = fs,
@@ -296,7 +268,7 @@ int vy_ctlfile_flush(vy_fs *fs, vy_open *h, pid_t pid)
 		vy_ctl_error err;
 		vy_err rc = vy_ctl_parse_leftover(h->pending, h->plen, h->next_line, &err);
 		if (rc != VY_OK) {
-			answer(fs, h, next_seq(fs), pid, rc, &err, NULL);
+			answer(fs, h, vy_seqlog_next(&fs->seqlog), pid, rc, &err, NULL);
 			result = errno_of(rc);
 		}
 		drop_pending(h, h->plen);
@@ -316,32 +288,4 @@ size_t vy_ctlfile_read(vy_open *h, char *buf, size_t size)
 	}
 	pthread_mutex_unlock(&h->ctl);
 	return n;
-}
-
-char *vy_ctlfile_log(vy_fs *fs, size_t *len)
-{
-	pthread_mutex_lock(&fs->log_lock);
-	size_t total = 0;
-	for (size_t i = 0; i < fs->log_count; i++)
-		total += strlen(fs->log[(fs->log_head + i) % VY_LOG_KEEP]);
-	char *text = malloc(total + 1);
-	if (text) {
-		size_t at = 0;
-		for (size_t i = 0; i < fs->log_count; i++) {
-			const char *line = fs->log[(fs->log_head + i) % VY_LOG_KEEP];
-			memcpy(text + at, line, strlen(line));
-			at += strlen(line);
-		}
-		text[at] = '\0';
-		*len = at;
-	}
-	pthread_mutex_unlock(&fs->log_lock);
-	return text;
-}
-
-void vy_ctlfile_log_free(vy_fs *fs)
-{
-	for (size_t i = 0; i < fs->log_count; i++)
-		free(fs->log[(fs->log_head + i) % VY_LOG_KEEP]);
-	fs->log_count = 0;
 }

@@ -1,5 +1,5 @@
-/* .vyre/ctl and .vyre/log: dispatch sequences written as text, run through
- * ctl/, replied to on the same open file, and logged. */
+/* .vyre/ctl: dispatch sequences written as text, run through ctl/, replied
+ * to on the same open file, and logged (fs/seqlog.h: .vyre/log). */
 #ifndef VY_CTL_FILE_H
 #define VY_CTL_FILE_H
 
@@ -15,8 +15,5 @@ int vy_ctlfile_write(vy_fs *fs, vy_open *h, const char *buf, size_t size, pid_t 
 int vy_ctlfile_flush(vy_fs *fs, vy_open *h, pid_t pid);
 /* Read the reply of the last sequence written through `h`, once. */
 size_t vy_ctlfile_read(vy_open *h, char *buf, size_t size);
-/* The log's text (malloc'd), newest last. */
-char *vy_ctlfile_log(vy_fs *fs, size_t *len);
-void vy_ctlfile_log_free(vy_fs *fs);
 
 #endif

@@ -1,7 +1,6 @@
 /* The mount's devices as files see them (docs/devices.md): where a new
- * file goes, and the user.vyre.device attribute, which says where a file
- * lives, moves it when set, and on a directory names the device its new
- * files go to.
+ * file goes, and what a full device's message says (devices_xattr.h has
+ * the user.vyre.device attribute).
  *
  * Devices are named by their ordinal (nvidia-smi -L's number; on the host
  * backend 0..host_devices-1); inodes keep an index into fs->dev. */
@@ -20,14 +19,10 @@
  * directory takes dir's setting, as a default ACL passes on. */
 void vy_devices_place(vy_fs *fs, vy_inode *dir, vy_inode *in);
 
-/* user.vyre.device of `in`: 0 with the ordinal in out, or an errno
- * (ENODATA: a directory without a setting, or not a file or directory). */
-int vy_devices_get(vy_fs *fs, vy_inode *in, char *out, size_t cap);
-/* Set it (XATTR_CREATE / XATTR_REPLACE as setxattr): a file moves there,
- * a directory's new files go there. An errno; the log says why. */
-int vy_devices_set(vy_fs *fs, vy_inode *in, const char *value, size_t size, int flags);
-/* Remove a directory's setting; a file always has a device (EPERM). */
-int vy_devices_remove(vy_fs *fs, vy_inode *in);
+/* Device `d`'s ordinal: how users name it. */
+int vy_devices_ordinal(vy_fs *fs, unsigned d);
+/* An error's message without its Fix, for a message that gives its own. */
+void vy_devices_what_of(const vy_error *e, char *out, size_t cap);
 
 /* Past the budget of the file's device (rc VY_ENOSPC) on a mount of
  * several: the message names that device and the room on the others. */

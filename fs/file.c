@@ -532,3 +532,14 @@ void vy_file_closed(vy_fs *fs, vy_inode *in)
 		vy_log(LOG_NOTICE, "inode %llu: keeping %llu bytes of capacity: %s", (unsigned long long)in->ino,
 		       (unsigned long long)in->cap, why.msg);
 }
+
+void vy_inode_reap(vy_fs *fs, vy_inode *in)
+{
+	if (vy_inode_unreachable(in) && in->kind == VY_FILE && in->buf) {
+		/* No name and no handle: nobody can reach the bytes again. */
+		pthread_rwlock_wrlock(&in->lock);
+		vy_file_drop(fs, in);
+		pthread_rwlock_unlock(&in->lock);
+	}
+	vy_ns_reap(vy_fs_ns(fs), in);
+}

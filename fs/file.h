@@ -55,5 +55,9 @@ vy_err vy_file_move(vy_fs *fs, vy_inode *in, unsigned dev, vy_error *e);
 void vy_file_closed(vy_fs *fs, vy_inode *in);
 /* Free the buffer. */
 void vy_file_drop(vy_fs *fs, vy_inode *in);
+/* Free what nothing refers to any more (ns held): the buffer once no name
+ * and no open handle is left (here), then what the namespace frees
+ * (vy_ns_reap: the xattrs, and the inode once the kernel forgot it). */
+void vy_inode_reap(vy_fs *fs, vy_inode *in);
 
 #endif

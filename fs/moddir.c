@@ -1,5 +1,6 @@
 /* Module files: bytes in host memory, loaded at close. */
 #include "fs/moddir.h"
+#include "fs/file.h"
 #include "daemon/log.h"
 #include "ctl/nvrtc.h"
 #include "ctl/std.h"
@@ -85,7 +86,7 @@ static void ensure_log(vy_fs *fs, vy_inode *dir, const char *module)
 	snprintf(name, sizeof(name), "%s.log", module);
 	if (vy_dir_find(&dir->dir, name))
 		return;
-	vy_inode *log = vy_inode_new(fs, VY_VIRTUAL, S_IFREG | 0444, fs->owner, fs->group);
+	vy_inode *log = vy_inode_new(vy_fs_ns(fs), VY_VIRTUAL, S_IFREG | 0444, fs->owner, fs->group);
 	char *target = strdup(module);
 	if (!log || !target || !vy_dir_add(&dir->dir, name, log->ino)) {
 		free(target);

@@ -9,7 +9,7 @@
 #include "fs/ctl_file.h"
 #include "fs/moddir.h"
 #include "core/transfer.h"
-#include "fs/devices.h"
+#include "fs/devices_xattr.h"
 #include "fs/file.h"
 #include "daemon/log.h"
 #include "fs/vyre.h"
@@ -50,6 +50,61 @@ static void reply_vy(fuse_req_t req, vy_err rc, const vy_error *e, uint64_t ino,
 	fuse_reply_err(req, rc == VY_EOVERFLOW ? EFBIG : vy_err_errno(rc));
 }
 
+/* Fill a stat for the kernel (inode lock held, read is enough). */
+static void inode_stat(vy_fs *fs, vy_inode *in, struct stat *st)
+{
+	memset(st, 0, sizeof(*st));
+	st->st_ino = in->ino;
+	st->st_nlink = in->nlink;
+	pthread_mutex_lock(&in->meta);
+	st->st_mode = in->mode;
+	st->st_uid = in->uid;
+	st->st_gid = in->gid;
+	st->st_atim = in->atime;
+	st->st_mtim = in->mtime;
+	st->st_ctim = in->ctime;
+	pthread_mutex_unlock(&in->meta);
+	st->st_blksize = (blksize_t)fs->cfg.max_write; /* what cp and dd size their writes by */
+	switch (in->kind) {
+	case VY_FILE:
+		st->st_size = (off_t)in->size;
+		st->st_blocks = (blkcnt_t)((in->cap - in->holes + 511) / 512); /* device bytes held */
+		break;
+	case VY_SYMLINK:
+		st->st_size = (off_t)strlen(in->target);
+		break;
+	case VY_DIR:
+		st->st_size = 4096;
+		st->st_blocks = 8;
+		break;
+	case VY_VIRTUAL:
+		st->st_size = (off_t)vy_vyre_size(fs, in);
+		break;
+	case VY_MODULE:
+		st->st_size = (off_t)in->dlen;
+		st->st_blocks = (blkcnt_t)((in->dlen + 511) / 512);
+		break;
+	case VY_SPECIAL:
+		st->st_rdev = in->rdev;
+		break;
+	}
+}
+
+
+/* A regular file's bytes changed through `req`: times, and suid/sgid
+ * dropped as the kernel leaves that to us (daemon/session.h). True when the
+ * mode changed: the kernel's cached attributes must go. */
+static bool inode_wrote(vy_inode *in, fuse_req_t req)
+{
+	pthread_mutex_lock(&in->meta);
+	vy_now(&in->ctime);
+	in->mtime = in->ctime;
+	mode_t was = in->mode;
+	in->mode = vy_session_kill_suid(req, in->mode, in->gid, false);
+	pthread_mutex_unlock(&in->meta);
+	return in->mode != was;
+}
+
 static double attr_timeout(const vy_inode *in)
 {
 	return in->kind == VY_VIRTUAL ? 0.0 : VY_ATTR_TIMEOUT; /* virtual sizes change */
@@ -74,7 +129,7 @@ static void reply_entry(fuse_req_t req, vy_fs *fs, vy_inode *in)
 	memset(&ep, 0, sizeof(ep));
 	in->nlookup++;
 	pthread_rwlock_rdlock(&in->lock);
-	vy_inode_stat(fs, in, &ep.attr);
+	inode_stat(fs, in, &ep.attr);
 	pthread_rwlock_unlock(&in->lock);
 	ep.ino = in->ino;
 	ep.generation = fs->generation;
@@ -89,7 +144,7 @@ static void reply_entry(fuse_req_t req, vy_fs *fs, vy_inode *in)
  * no stale set-user-ID survives the write. */
 static void wrote(fuse_req_t req, vy_inode *in)
 {
-	if (vy_inode_wrote(in, req))
+	if (inode_wrote(in, req))
 		fuse_lowlevel_notify_inval_inode(fs_of(req)->se, in->ino, -1, 0);
 }
 
@@ -204,7 +259,7 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	}
 	struct stat st;
 	pthread_rwlock_rdlock(&in->lock);
-	vy_inode_stat(fs, in, &st);
+	inode_stat(fs, in, &st);
 	pthread_rwlock_unlock(&in->lock);
 	vy_statx_btime(&in->btime); /* for a statx asking for it (statx.h) */
 	fuse_reply_attr(req, &st, attr_timeout(in));
@@ -320,7 +375,7 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 	pthread_mutex_unlock(&in->meta);
 	struct stat st;
 	pthread_rwlock_rdlock(&in->lock);
-	vy_inode_stat(fs, in, &st);
+	inode_stat(fs, in, &st);
 	pthread_rwlock_unlock(&in->lock);
 	fuse_reply_attr(req, &st, attr_timeout(in));
 }
@@ -391,7 +446,7 @@ static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name, vy_ki
 	vy_acl_new acls = {0};
 	if (!err && fs->acl && kind != VY_SYMLINK)
 		err = vy_acl_inode_inherit(p, ctx->umask, &mode, &acls);
-	if (!err && !(in = vy_inode_new(fs, kind, mode, ctx->uid, gid)))
+	if (!err && !(in = vy_inode_new(vy_fs_ns(fs), kind, mode, ctx->uid, gid)))
 		err = ENOMEM;
 	if (!err && (acls.access || acls.dflt))
 		err = vy_acl_inode_give(in, &acls); /* ENOSPC past xattr_budget */
@@ -426,13 +481,13 @@ static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name, vy_ki
 	if (fi) {
 		h->in = in;
 		in->opens++;
-		vy_open_add(fs, h);
+		vy_open_add(vy_fs_ns(fs), h);
 		fi->fh = (uint64_t)(uintptr_t)h;
 		fi->keep_cache = fs->cfg.page_cache;
 		struct fuse_entry_param ep;
 		memset(&ep, 0, sizeof(ep));
 		in->nlookup++;
-		vy_inode_stat(fs, in, &ep.attr);
+		inode_stat(fs, in, &ep.attr);
 		if (tmpfile)
 			ep.attr.st_nlink = 1; /* the kernel's d_tmpfile takes it to 0 */
 		ep.ino = in->ino;
@@ -441,7 +496,7 @@ static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name, vy_ki
 		if (fuse_reply_create(req, &ep, fi) != 0) {
 			in->nlookup--;
 			in->opens--;
-			vy_open_free(fs, h);
+			vy_open_free(vy_fs_ns(fs), h);
 		}
 	} else {
 		reply_entry(req, fs, in);
@@ -577,7 +632,7 @@ static int whiteout(vy_fs *fs, vy_inode *dir, const struct fuse_ctx *ctx, vy_ino
 	mode_t mode = S_IFCHR;
 	vy_acl_new acls = {0};
 	int err = fs->acl ? vy_acl_inode_inherit(dir, 0, &mode, &acls) : 0;
-	vy_inode *wh = err ? NULL : vy_inode_new(fs, VY_SPECIAL, mode, ctx->uid, gid);
+	vy_inode *wh = err ? NULL : vy_inode_new(vy_fs_ns(fs), VY_SPECIAL, mode, ctx->uid, gid);
 	if (!err && !wh)
 		err = ENOMEM;
 	if (!err && (acls.access || acls.dflt))
@@ -787,12 +842,12 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	fi->fh = (uint64_t)(uintptr_t)h;
 	pthread_mutex_lock(&fs->ns);
 	in->opens++;
-	vy_open_add(fs, h);
+	vy_open_add(vy_fs_ns(fs), h);
 	pthread_mutex_unlock(&fs->ns);
 	if (fuse_reply_open(req, fi) != 0) {
 		pthread_mutex_lock(&fs->ns);
 		in->opens--;
-		vy_open_free(fs, h);
+		vy_open_free(vy_fs_ns(fs), h);
 		vy_inode_reap(fs, in);
 		pthread_mutex_unlock(&fs->ns);
 	}
@@ -977,7 +1032,7 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 		pthread_rwlock_unlock(&in->lock);
 	}
 	pthread_mutex_lock(&fs->ns);
-	vy_open_free(fs, h);
+	vy_open_free(vy_fs_ns(fs), h);
 	vy_inode_reap(fs, in);
 	pthread_mutex_unlock(&fs->ns);
 	fuse_reply_err(req, 0);
@@ -1152,6 +1207,12 @@ static int xattr_name_ok(const vy_fs *fs, const char *name)
 	return 0;
 }
 
+/* Whether the caller of `req` is in group `gid` (for ns/acl_inode.h). */
+static bool req_in_group(void *req, gid_t gid)
+{
+	return vy_session_in_group(req, gid);
+}
+
 static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value, size_t size,
 			int flags)
 {
@@ -1167,7 +1228,17 @@ static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const 
 	    !frozen(in, true))
 		err = vy_devices_set(fs, in, value, size, flags); /* a move, or a directory's placement */
 	else if (!err && vy_acl_name(name)) {
-		err = vy_acl_inode_set(req, in, name, value, size, flags, &mode_changed);
+		vy_acl_caller caller = {.uid = fuse_req_ctx(req)->uid, .in_group = req_in_group, .ctx = req};
+		err = vy_acl_valid(value, size);
+		if (err) {
+			/* The kernel checks ACLs before they come here: only a client
+			 * speaking FUSE another way gets this far. */
+			vy_log(LOG_WARNING, "setxattr %s (inode %" PRIu64 "): not a valid POSIX ACL of %zu bytes (Fix: set ACLs "
+					    "with setfacl, which writes the kernel's form: version 2, whole 8-byte entries in tag order, "
+					    "a mask where named entries are)", name, in->ino, size);
+		} else {
+			err = vy_acl_inode_set(in, name, value, size, flags, &caller, &mode_changed);
+		}
 		if (!err && mode_changed) /* the kernel's cached mode goes */
 			fuse_lowlevel_notify_inval_inode(fs->se, in->ino, -1, 0);
 	} else if (!err) {

@@ -1,7 +1,6 @@
 /* .vyre/: the control directory and the text of its files. */
 #include "fs/vyre.h"
-#include "sock/mapsrv.h"
-#include "fs/ctl_file.h"
+#include "fs/seqlog.h"
 
 #include <inttypes.h>
 #include <stdarg.h>
@@ -11,7 +10,7 @@
 
 static vy_inode *add(vy_fs *fs, vy_inode *dir, const char *name, vy_kind kind, vy_virtual virt, mode_t mode)
 {
-	vy_inode *in = vy_inode_new(fs, kind, mode, fs->owner, fs->group);
+	vy_inode *in = vy_inode_new(vy_fs_ns(fs), kind, mode, fs->owner, fs->group);
 	if (!in)
 		return NULL;
 	if (!vy_dir_add(&dir->dir, name, in->ino))
@@ -251,7 +250,7 @@ char *vy_vyre_render(vy_fs *fs, vy_inode *in, size_t *len)
 		break;
 	}
 	case VY_V_LOG:
-		t.buf = vy_ctlfile_log(fs, &t.len);
+		t.buf = vy_seqlog_text(&fs->seqlog, &t.len);
 		t.failed = !t.buf;
 		break;
 	case VY_V_MODLOG:
@@ -259,8 +258,8 @@ char *vy_vyre_render(vy_fs *fs, vy_inode *in, size_t *len)
 		t.len = t.buf ? strlen(t.buf) : 0;
 		break;
 	case VY_V_SOCKET:
-		if (vy_mapsrv_name(fs))
-			add_text(&t, "@%s\n", vy_mapsrv_name(fs));
+		if (fs->socket_name && fs->socket_name(fs))
+			add_text(&t, "@%s\n", fs->socket_name(fs));
 		break;
 	case VY_V_CTL: /* read per open file: vy_ctlfile_read */
 	case VY_V_NONE:

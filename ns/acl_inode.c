@@ -1,8 +1,6 @@
 /* POSIX ACLs on inodes: set, chmod, inherit (see acl_inode.h). */
 #include "ns/acl_inode.h"
 #include "ns/acl.h"
-#include "daemon/log.h"
-#include "daemon/session.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -11,19 +9,13 @@
 
 #define RWX_ALL ((mode_t)(S_IRWXU | S_IRWXG | S_IRWXO))
 
-int vy_acl_inode_set(fuse_req_t req, vy_inode *in, const char *name, const void *value, size_t size, int flags,
-		     bool *mode_changed)
+int vy_acl_inode_set(vy_inode *in, const char *name, const void *value, size_t size, int flags,
+		     const vy_acl_caller *caller, bool *mode_changed)
 {
 	*mode_changed = false;
 	int err = vy_acl_valid(value, size);
-	if (err) {
-		/* The kernel checks ACLs before they come here: only a client
-		 * speaking FUSE another way gets this far. */
-		vy_log(LOG_WARNING, "setxattr %s (inode %" PRIu64 "): not a valid POSIX ACL of %zu bytes (Fix: set ACLs "
-				    "with setfacl, which writes the kernel's form: version 2, whole 8-byte entries in tag order, "
-				    "a mask where named entries are)", name, in->ino, size);
+	if (err)
 		return err;
-	}
 	bool access = !strcmp(name, VY_ACL_ACCESS);
 	if (!access && vy_inode_type(in) != S_IFDIR)
 		return EACCES; /* only directories have a default ACL */
@@ -51,7 +43,8 @@ int vy_acl_inode_set(fuse_req_t req, vy_inode *in, const char *name, const void 
 			in->mode = (in->mode & ~RWX_ALL) | (mode & RWX_ALL);
 			/* As the kernel: set-group-ID goes unless the caller is in
 			 * the file's group or may override (uid 0 for CAP_FSETID). */
-			if ((in->mode & S_ISGID) && fuse_req_ctx(req)->uid != 0 && !vy_session_in_group(req, in->gid))
+			if ((in->mode & S_ISGID) && caller->uid != 0 &&
+			    !caller->in_group(caller->ctx, in->gid))
 				in->mode &= ~(mode_t)S_ISGID;
 		}
 		vy_now(&in->ctime);

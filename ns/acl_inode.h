@@ -4,17 +4,25 @@
 #ifndef VY_ACL_INODE_H
 #define VY_ACL_INODE_H
 
-#include "fs/fs.h"
+#include "ns/ns.h"
 
-/* setxattr of system.posix_acl_access or _default on `in` by the caller of
- * `req`: validated (EINVAL), a default ACL on anything but a directory
+/* Who sets an ACL: its uid, and whether it is in a group (its fs gid or a
+ * supplementary one), which only the layer above can tell. */
+typedef struct vy_acl_caller {
+	uid_t uid;
+	bool (*in_group)(void *ctx, gid_t gid);
+	void *ctx;
+} vy_acl_caller;
+
+/* setxattr of system.posix_acl_access or _default on `in` by `caller`:
+ * validated (EINVAL: the caller says why), a default ACL on anything but a directory
  * refused (EACCES, as the kernel does). An access ACL sets the mode's rwx
  * bits (the mask is the group bits), drops set-group-ID for a caller
  * outside the file's group but root (posix_acl_update_mode), and is not
  * kept when the mode says it all. Takes the inode's locks; 0 or an errno
  * (ENOSPC past xattr_budget). `*mode_changed` says whether the mode moved. */
-int vy_acl_inode_set(fuse_req_t req, vy_inode *in, const char *name, const void *value, size_t size, int flags,
-		     bool *mode_changed);
+int vy_acl_inode_set(vy_inode *in, const char *name, const void *value, size_t size, int flags,
+		     const vy_acl_caller *caller, bool *mode_changed);
 
 /* chmod of `in` to `mode`: its access ACL's owner, mask (or group) and
  * other entries follow (posix_acl_chmod). The inode's write lock is held. */

@@ -1,12 +1,5 @@
-/* The inode table: creation, lifetime, attributes. */
-#include "fs/fs.h"
-#include "core/peer.h"
-#include "daemon/session.h"
-#include "fs/ctl_file.h"
-#include "fs/file.h"
-#include "daemon/log.h"
-#include "fs/moddir.h"
-#include "fs/vyre.h"
+/* The inode table: creation, lifetime, open files, attributes. */
+#include "ns/ns.h"
 
 #include <malloc.h>
 #include <stdlib.h>
@@ -19,7 +12,7 @@ void vy_now(struct timespec *ts)
 	clock_gettime(CLOCK_REALTIME, ts);
 }
 
-vy_inode *vy_inode_new(vy_fs *fs, vy_kind kind, mode_t mode, uid_t uid, gid_t gid)
+vy_inode *vy_inode_new(vy_ns *ns, vy_kind kind, mode_t mode, uid_t uid, gid_t gid)
 {
 	vy_inode *in = calloc(1, sizeof(*in));
 	if (!in)
@@ -33,9 +26,9 @@ vy_inode *vy_inode_new(vy_fs *fs, vy_kind kind, mode_t mode, uid_t uid, gid_t gi
 		free(in);
 		return NULL;
 	}
-	in->ino = fs->next_ino;
+	in->ino = ns->next_ino;
 	in->kind = kind;
-	in->xattrs.budget = &fs->xattr_budget;
+	in->xattrs.budget = &ns->xattr_budget;
 	in->mode = mode;
 	in->uid = uid;
 	in->gid = gid;
@@ -43,13 +36,13 @@ vy_inode *vy_inode_new(vy_fs *fs, vy_kind kind, mode_t mode, uid_t uid, gid_t gi
 	in->atime = in->ctime = in->btime = in->mtime;
 	if (kind == VY_DIR)
 		vy_dir_init(&in->dir);
-	if (!vy_u64map_put(&fs->inodes, in->ino, in)) {
+	if (!vy_u64map_put(&ns->inodes, in->ino, in)) {
 		pthread_mutex_destroy(&in->meta);
 		pthread_rwlock_destroy(&in->lock);
 		free(in);
 		return NULL;
 	}
-	fs->next_ino++;
+	ns->next_ino++;
 	return in;
 }
 
@@ -80,16 +73,15 @@ static void inode_free(vy_inode *in)
 	free(in);
 }
 
-void vy_inode_reap(vy_fs *fs, vy_inode *in)
+bool vy_inode_unreachable(const vy_inode *in)
 {
-	if (in->nlink > 0 || in->opens > 0 || in->fixed)
+	return in->nlink == 0 && in->opens == 0 && !in->fixed;
+}
+
+void vy_ns_reap(vy_ns *ns, vy_inode *in)
+{
+	if (!vy_inode_unreachable(in))
 		return;
-	if (in->kind == VY_FILE && in->buf) {
-		/* No name and no handle: nobody can reach the bytes again. */
-		pthread_rwlock_wrlock(&in->lock);
-		vy_file_drop(fs, in);
-		pthread_rwlock_unlock(&in->lock);
-	}
 	if (in->xattrs.n) {
 		/* Nor its xattrs: free them now, not when the kernel forgets the
 		 * inode, which may be much later. */
@@ -103,7 +95,7 @@ void vy_inode_reap(vy_fs *fs, vy_inode *in)
 	}
 	if (in->nlookup > 0)
 		return;
-	vy_u64map_remove(&fs->inodes, in->ino);
+	vy_u64map_remove(&ns->inodes, in->ino);
 	inode_free(in);
 }
 
@@ -121,21 +113,21 @@ vy_open *vy_open_new(vy_inode *in)
 	return o;
 }
 
-void vy_open_add(vy_fs *fs, vy_open *o)
+void vy_open_add(vy_ns *ns, vy_open *o)
 {
 	o->prev = NULL;
-	o->next = fs->opens;
-	if (fs->opens)
-		fs->opens->prev = o;
-	fs->opens = o;
+	o->next = ns->opens;
+	if (ns->opens)
+		ns->opens->prev = o;
+	ns->opens = o;
 }
 
-void vy_open_free(vy_fs *fs, vy_open *o)
+void vy_open_free(vy_ns *ns, vy_open *o)
 {
 	if (o->prev)
 		o->prev->next = o->next;
 	else
-		fs->opens = o->next;
+		ns->opens = o->next;
 	if (o->next)
 		o->next->prev = o->prev;
 	pthread_mutex_destroy(&o->ctl);
@@ -145,51 +137,12 @@ void vy_open_free(vy_fs *fs, vy_open *o)
 	free(o);
 }
 
-vy_inode *vy_fs_inode(vy_fs *fs, uint64_t ino)
+vy_inode *vy_ns_inode(vy_ns *ns, uint64_t ino)
 {
-	pthread_mutex_lock(&fs->ns);
-	vy_inode *in = vy_u64map_get(&fs->inodes, ino);
-	pthread_mutex_unlock(&fs->ns);
+	pthread_mutex_lock(&ns->ns);
+	vy_inode *in = vy_u64map_get(&ns->inodes, ino);
+	pthread_mutex_unlock(&ns->ns);
 	return in;
-}
-
-void vy_inode_stat(vy_fs *fs, vy_inode *in, struct stat *st)
-{
-	memset(st, 0, sizeof(*st));
-	st->st_ino = in->ino;
-	st->st_nlink = in->nlink;
-	pthread_mutex_lock(&in->meta);
-	st->st_mode = in->mode;
-	st->st_uid = in->uid;
-	st->st_gid = in->gid;
-	st->st_atim = in->atime;
-	st->st_mtim = in->mtime;
-	st->st_ctim = in->ctime;
-	pthread_mutex_unlock(&in->meta);
-	st->st_blksize = (blksize_t)fs->cfg.max_write; /* what cp and dd size their writes by */
-	switch (in->kind) {
-	case VY_FILE:
-		st->st_size = (off_t)in->size;
-		st->st_blocks = (blkcnt_t)((in->cap - in->holes + 511) / 512); /* device bytes held */
-		break;
-	case VY_SYMLINK:
-		st->st_size = (off_t)strlen(in->target);
-		break;
-	case VY_DIR:
-		st->st_size = 4096;
-		st->st_blocks = 8;
-		break;
-	case VY_VIRTUAL:
-		st->st_size = (off_t)vy_vyre_size(fs, in);
-		break;
-	case VY_MODULE:
-		st->st_size = (off_t)in->dlen;
-		st->st_blocks = (blkcnt_t)((in->dlen + 511) / 512);
-		break;
-	case VY_SPECIAL:
-		st->st_rdev = in->rdev;
-		break;
-	}
 }
 
 void vy_inode_touch(vy_inode *in, bool modified)
@@ -199,17 +152,6 @@ void vy_inode_touch(vy_inode *in, bool modified)
 	if (modified)
 		in->mtime = in->ctime;
 	pthread_mutex_unlock(&in->meta);
-}
-
-bool vy_inode_wrote(vy_inode *in, fuse_req_t req)
-{
-	pthread_mutex_lock(&in->meta);
-	vy_now(&in->ctime);
-	in->mtime = in->ctime;
-	mode_t was = in->mode;
-	in->mode = vy_session_kill_suid(req, in->mode, in->gid, false);
-	pthread_mutex_unlock(&in->meta);
-	return in->mode != was;
 }
 
 mode_t vy_inode_type(const vy_inode *in)
@@ -225,113 +167,24 @@ mode_t vy_inode_type(const vy_inode *in)
 	return S_IFREG;
 }
 
-/* Sequences run in a launcher process when the device can share memory
- * with one; otherwise in this process, which a faulting kernel then takes
- * down with every file (said once). */
-/* The mount is going away (a signal, umount): running sequences stop. */
-static bool fs_exiting(void *ctx)
+bool vy_ns_init(vy_ns *ns, uint64_t xattr_max)
 {
-	vy_fs *fs = ctx;
-	return fs->se && fuse_session_exited(fs->se);
+	memset(ns, 0, sizeof(*ns));
+	ns->next_ino = VY_NS_ROOT;
+	ns->xattr_budget.max = xattr_max;
+	vy_u64map_init(&ns->inodes);
+	return pthread_mutex_init(&ns->ns, NULL) == 0;
 }
 
-static vy_err open_runner(vy_fs *fs, vy_fsdev *dev, vy_error *e)
+void vy_ns_destroy(vy_ns *ns)
 {
-	vy_device *d = dev->core->dev;
-	if (!d->share) {
-		vy_log(LOG_NOTICE, "this device cannot share memory with a launcher: kernels run in the daemon's own "
-				   "context, where a faulting kernel loses every file");
-		return vy_runner_local_open(d, &dev->runner, e);
-	}
-	vy_launcher_options o = {
-		.exe = "/proc/self/exe",
-		.backend = strcmp(d->info.backend, "cuda") ? VY_BACKEND_HOST : VY_BACKEND_CUDA,
-		.ordinal = d->info.ordinal,
-		.host_memory = d->info.total_bytes,
-		.timeout_ms = fs->cfg.launch_timeout_ms,
-		.exiting = fs_exiting,
-		.exiting_ctx = fs,
-	};
-	return vy_runner_launcher_open(dev->core->store, &dev->core->tel, &o, &dev->runner, e);
-}
-
-/* Each device's launcher and modules; and peer access between them. */
-static vy_err open_devices(vy_fs *fs, vy_core *const *cores, unsigned n, vy_error *e)
-{
-	vy_err rc = VY_OK;
-	for (unsigned d = 0; d < n && rc == VY_OK; d++) {
-		vy_fsdev *dev = &fs->dev[d];
-		*dev = (vy_fsdev){.fs = fs, .index = d, .core = cores[d]};
-		fs->ndev = d + 1;
-		rc = open_runner(fs, dev, e);
-		if (rc == VY_OK)
-			rc = vy_modules_open(dev->runner, &dev->modules, e);
-		if (rc == VY_OK)
-			vy_modules_set_maker(dev->modules, vy_moddir_make_builtin, dev);
-	}
-	if (rc == VY_OK && n > 1 && fs->cfg.peer)
-		rc = vy_peer_pair(cores, n, fs->direct, e);
-	return rc;
-}
-
-vy_err vy_fs_init(vy_fs *fs, vy_core *const *cores, unsigned n, const vy_config *cfg, vy_error *e)
-{
-	memset(fs, 0, sizeof(*fs));
-	if (n < 1 || n > VY_DEVICES_MAX)
-		return vy_fail(e, VY_EINVAL, "mount 1 to 16 devices", "%u devices", n);
-	fs->cfg = *cfg;
-	fs->next_ino = FUSE_ROOT_ID;
-	fs->xattr_budget.max = cfg->xattr_budget;
-	struct timespec now;
-	vy_now(&now);
-	fs->generation = (uint32_t)((uint64_t)now.tv_sec * 1000003u ^ (uint64_t)now.tv_nsec ^ (uint64_t)getpid()) | 1u;
-	fs->owner = getuid();
-	fs->group = getgid();
-	vy_u64map_init(&fs->inodes);
-	if (pthread_mutex_init(&fs->ns, NULL) != 0)
-		return vy_fail(e, VY_ENOMEM, "free host memory", "cannot create the namespace lock");
-	vy_inode *root = vy_inode_new(fs, VY_DIR, S_IFDIR | 0755, fs->owner, fs->group);
-	if (!root) {
-		pthread_mutex_destroy(&fs->ns);
-		return vy_fail(e, VY_ENOMEM, "free host memory", "cannot allocate the root directory");
-	}
-	root->nlink = 2;
-	root->parent = root->ino;
-	root->fixed = true;
-	vy_err rc = pthread_mutex_init(&fs->log_lock, NULL) == 0
-			    ? open_devices(fs, cores, n, e)
-			    : vy_fail(e, VY_ENOMEM, "free host memory", "cannot create the log's lock");
-	if (rc == VY_OK)
-		rc = vy_vyre_build(fs, root, e);
-	if (rc != VY_OK)
-		vy_fs_destroy(fs);
-	return rc;
-}
-
-void vy_fs_destroy(vy_fs *fs)
-{
-	/* The launchers first: their mappings end, so files free at once. */
-	for (unsigned d = 0; d < fs->ndev; d++) {
-		vy_runner_close(fs->dev[d].runner);
-		fs->dev[d].runner = NULL;
-	}
-	while (fs->opens) /* releases the kernel did not send */
-		vy_open_free(fs, fs->opens);
+	while (ns->opens) /* releases the kernel did not send */
+		vy_open_free(ns, ns->opens);
 	uint64_t key;
 	void *value;
 	size_t cursor = 0;
-	while (vy_u64map_next(&fs->inodes, &cursor, &key, &value)) {
-		vy_inode *in = value;
-		if (in->kind == VY_FILE && in->buf)
-			vy_file_drop(fs, in);
-		inode_free(in);
-	}
-	vy_u64map_destroy(&fs->inodes);
-	pthread_mutex_destroy(&fs->ns);
-	for (unsigned d = 0; d < fs->ndev; d++) {
-		vy_modules_close(fs->dev[d].modules);
-		fs->dev[d].modules = NULL;
-	}
-	vy_ctlfile_log_free(fs);
-	pthread_mutex_destroy(&fs->log_lock);
+	while (vy_u64map_next(&ns->inodes, &cursor, &key, &value))
+		inode_free(value);
+	vy_u64map_destroy(&ns->inodes);
+	pthread_mutex_destroy(&ns->ns);
 }

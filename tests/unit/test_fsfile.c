@@ -32,7 +32,7 @@ static void fx_open(fixture *f)
 		exit(2);
 	}
 	pthread_mutex_lock(&f->fs.ns);
-	f->in = vy_inode_new(&f->fs, VY_FILE, S_IFREG | 0644, 0, 0);
+	f->in = vy_inode_new(vy_fs_ns(&f->fs), VY_FILE, S_IFREG | 0644, 0, 0);
 	pthread_mutex_unlock(&f->fs.ns);
 	if (!f->in) {
 		fprintf(stderr, "fixture: no memory for an inode\n");

@@ -1,0 +1,153 @@
+/* The namespace: inodes, names, links, attributes, xattrs, ACLs, and the
+ * lookup and open counts that decide an inode's lifetime. Pure data: no
+ * FUSE and no device calls. A regular file's bytes live on a device, which
+ * the layer above (fs/) reaches through the fields it keeps here (buf,
+ * size, cap, dev ...); this layer only stores them.
+ *
+ * Locking: `ns` guards the inode table, every directory's entries and each
+ * inode's nlink (written under ns, read anywhere), nlookup and opens (what
+ * decides an inode's lifetime). Each inode's rwlock guards its data (size,
+ * buffer, xattrs) and may be held across device work; its `meta` mutex
+ * guards mode, owner and times and is never held for long, so namespace
+ * changes never wait on a file's data. Order: ns, then inode rwlocks (two
+ * in ascending ino), then meta. */
+#ifndef VY_NS_H
+#define VY_NS_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "core/u64map.h"
+#include "ns/dir.h"
+#include "ns/xattr.h"
+
+/* The root directory's inode number (FUSE_ROOT_ID). */
+#define VY_NS_ROOT 1
+
+/* VY_MODULE: a file in .vyre/modules/, kept in host memory (it is code for
+ * the JIT, not a GPU buffer). VY_SPECIAL: a FIFO, character or block device
+ * or socket: mode and rdev only, no buffer; the kernel gives it its
+ * behaviour and never opens it through vyrefs. */
+typedef enum vy_kind { VY_DIR, VY_FILE, VY_SYMLINK, VY_VIRTUAL, VY_MODULE, VY_SPECIAL } vy_kind;
+
+/* The files of .vyre/ whose content vyrefs makes. */
+typedef enum vy_virtual {
+	VY_V_NONE, VY_V_CTL, VY_V_LOG, VY_V_STATS, VY_V_METRICS, VY_V_DEVICE, VY_V_CONFIG,
+	VY_V_MODLOG, /* modules/NAME.log: the JIT log of module NAME (target) */
+	VY_V_SOCKET, /* the name of the socket client programs map files through */
+} vy_virtual;
+
+typedef struct vy_inode {
+	uint64_t ino;
+	vy_kind kind;
+	vy_virtual virt;
+	bool fixed; /* root, .vyre and its entries: not removed or renamed */
+	pthread_rwlock_t lock;
+	pthread_mutex_t meta;
+	mode_t mode; /* its S_IFMT bits never change */
+	dev_t rdev;  /* VY_SPECIAL: the device number */
+	uid_t uid;
+	gid_t gid;
+	struct timespec atime, mtime, ctime;
+	struct timespec btime; /* creation (statx's btime): never changes */
+	/* chattr flags (FS_IOC_SETFLAGS), meta: FS_IMMUTABLE_FL,
+	 * FS_APPEND_FL, FS_NODUMP_FL, FS_NOATIME_FL, as tmpfs keeps. The
+	 * kernel does not see them on a FUSE inode: vyrefs enforces i and a. */
+	unsigned attr_flags;
+	_Atomic uint32_t nlink; /* written under ns */
+	uint64_t nlookup; /* ns: the kernel's references */
+	uint32_t opens;   /* ns: open file handles */
+	/* VY_FILE: bytes [0, size) are the file; the buffer holds cap bytes. */
+	uint64_t size, cap;
+	uint64_t holes; /* bytes of cap with no device memory (sparse: core/view.h) */
+	uint64_t buf; /* a vy_handle of the device's store (core/store.h); 0: none (empty file) */
+	/* VY_FILE: the mount's device (fs->dev index) that holds buf; set at
+	 * creation, changed only by a move (fs/devices_xattr.h) under the write
+	 * lock. */
+	uint8_t dev;
+	/* VY_DIR, ns: 1 + the fs->dev index its new files go to (its
+	 * user.vyre.device); 0: the device with the most free budget. */
+	uint8_t place;
+	uint32_t maps; /* client mappings (sock/mapsrv.c): the buffer may not move */
+	bool written;  /* since the last capacity fit */
+	bool linkable; /* ns: an O_TMPFILE without O_EXCL, which linkat may name */
+	struct vy_wbehind *wb; /* write-behind slots (wbehind.h), or NULL */
+	_Atomic(struct vy_readahead *) ra; /* readahead chunks (readahead.h), or NULL */
+	/* VY_DIR */
+	vy_dir dir;
+	uint64_t parent;
+	/* VY_SYMLINK: the link; VY_MODULE and VY_V_MODLOG: the module name */
+	char *target;
+	/* VY_MODULE: the image */
+	char *data;
+	size_t dlen;
+	bool overflowed; /* VY_MODULE: a write went past the largest module */
+	vy_xattrs xattrs;
+} vy_inode;
+
+/* An open file (fi->fh). Listed in the fs: the kernel sends RELEASE
+ * asynchronously and may drop the last ones at unmount. */
+typedef struct vy_open {
+	vy_inode *in;
+	char *text; /* a virtual file's content, made at open */
+	size_t len;
+	/* .vyre/ctl: text that waits for the rest of its statement, the next
+	 * line's number, and the reply of the last sequence (read once). */
+	char *pending;
+	size_t plen;
+	int next_line;
+	char *reply;
+	size_t reply_len, reply_pos;
+	bool written; /* a module written through this handle: load at flush */
+	bool discard; /* ctl: the rest of a refused over-long line is dropped */
+	pthread_mutex_t ctl; /* one sequence at a time through one open file */
+	struct vy_open *prev, *next; /* ns */
+} vy_open;
+
+typedef struct vy_ns {
+	pthread_mutex_t ns;
+	vy_u64map inodes;
+	uint64_t next_ino;
+	vy_open *opens; /* every open file, ns */
+	/* Every entry's generation: inode numbers are never reused within a
+	 * mount, and a handle from an earlier mount finds another number. */
+	uint32_t generation;
+	uid_t owner; /* the mounting user */
+	gid_t group;
+	vy_xattr_budget xattr_budget; /* every inode's xattrs count here */
+} vy_ns;
+
+/* An empty table whose first inode will be VY_NS_ROOT, xattrs capped at
+ * `xattr_max` bytes in all; false when the lock cannot be made. */
+bool vy_ns_init(vy_ns *ns, uint64_t xattr_max);
+/* Free every open file and inode (their data must be gone already). */
+void vy_ns_destroy(vy_ns *ns);
+
+/* The inode for `ino`, or NULL. Takes and drops ns. */
+vy_inode *vy_ns_inode(vy_ns *ns, uint64_t ino);
+
+/* A new inode in the table (ns held); NULL when memory runs out. */
+vy_inode *vy_inode_new(vy_ns *ns, vy_kind kind, mode_t mode, uid_t uid, gid_t gid);
+/* No name and no open handle is left: nobody can reach its bytes again. */
+bool vy_inode_unreachable(const vy_inode *in);
+/* Free what nothing refers to any more (ns held): the xattrs once the
+ * inode is unreachable, the inode once the kernel forgot it too. Its
+ * bytes must be gone first (fs/file.h: vy_inode_reap). */
+void vy_ns_reap(vy_ns *ns, vy_inode *in);
+/* A new open file for `in` (not yet tracked); NULL without memory. */
+vy_open *vy_open_new(vy_inode *in);
+/* Track an open file / stop tracking it and free it (ns held). */
+void vy_open_add(vy_ns *ns, vy_open *o);
+void vy_open_free(vy_ns *ns, vy_open *o);
+
+/* ctime (and mtime too, when `modified`) is now. */
+void vy_inode_touch(vy_inode *in, bool modified);
+/* The S_IFMT bits: fixed at creation, read without locks. */
+mode_t vy_inode_type(const vy_inode *in);
+void vy_now(struct timespec *ts);
+
+#endif
