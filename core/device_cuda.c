@@ -30,170 +30,12 @@ vy_err vy_device_cuda_count(int *count, vy_error *e)
 }
 
 #else
+#include "core/cuda.h"
 
-#include "core/u64map.h"
-
-#include <cuda.h>
-#include <cudaTypedefs.h>
 #include <dlfcn.h>
-#include <pthread.h>
-#include <unistd.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
-
-#define VY_FIX_DRIVER "install the NVIDIA driver (libcuda.so.1), or use -o backend=host"
-
-/* One field per entry point; X(field, symbol, pfn type). */
-#define CUDA_ENTRY_POINTS(X)                                                   \
-	X(Init, "cuInit", PFN_cuInit_v2000)                                     \
-	X(GetErrorName, "cuGetErrorName", PFN_cuGetErrorName_v6000)             \
-	X(GetErrorString, "cuGetErrorString", PFN_cuGetErrorString_v6000)       \
-	X(DeviceGetCount, "cuDeviceGetCount", PFN_cuDeviceGetCount_v2000)       \
-	X(DeviceGet, "cuDeviceGet", PFN_cuDeviceGet_v2000)                      \
-	X(DeviceGetName, "cuDeviceGetName", PFN_cuDeviceGetName_v2000)          \
-	X(DeviceGetAttribute, "cuDeviceGetAttribute", PFN_cuDeviceGetAttribute_v2000) \
-	X(DeviceTotalMem, "cuDeviceTotalMem", PFN_cuDeviceTotalMem_v3020)       \
-	X(PrimaryCtxRetain, "cuDevicePrimaryCtxRetain", PFN_cuDevicePrimaryCtxRetain_v7000) \
-	X(PrimaryCtxRelease, "cuDevicePrimaryCtxRelease", PFN_cuDevicePrimaryCtxRelease_v11000) \
-	X(CtxSetCurrent, "cuCtxSetCurrent", PFN_cuCtxSetCurrent_v4000)          \
-	X(MemGetInfo, "cuMemGetInfo", PFN_cuMemGetInfo_v3020)                   \
-	X(MemAlloc, "cuMemAlloc", PFN_cuMemAlloc_v3020)                         \
-	X(MemFree, "cuMemFree", PFN_cuMemFree_v3020)                            \
-	X(MemHostAlloc, "cuMemHostAlloc", PFN_cuMemHostAlloc_v2020)             \
-	X(MemFreeHost, "cuMemFreeHost", PFN_cuMemFreeHost_v2000)                \
-	X(StreamCreate, "cuStreamCreate", PFN_cuStreamCreate_v2000)             \
-	X(StreamDestroy, "cuStreamDestroy", PFN_cuStreamDestroy_v4000)          \
-	X(StreamSynchronize, "cuStreamSynchronize", PFN_cuStreamSynchronize_v2000) \
-	X(MemcpyHtoDAsync, "cuMemcpyHtoDAsync", PFN_cuMemcpyHtoDAsync_v3020)    \
-	X(MemcpyDtoHAsync, "cuMemcpyDtoHAsync", PFN_cuMemcpyDtoHAsync_v3020)    \
-	X(MemcpyDtoDAsync, "cuMemcpyDtoDAsync", PFN_cuMemcpyDtoDAsync_v3020)    \
-	X(MemsetD8Async, "cuMemsetD8Async", PFN_cuMemsetD8Async_v3020)          \
-	X(EventCreate, "cuEventCreate", PFN_cuEventCreate_v2000)                \
-	X(EventDestroy, "cuEventDestroy", PFN_cuEventDestroy_v4000)             \
-	X(EventRecord, "cuEventRecord", PFN_cuEventRecord_v2000)                \
-	X(EventSynchronize, "cuEventSynchronize", PFN_cuEventSynchronize_v2000) \
-	X(EventElapsedTime, "cuEventElapsedTime", PFN_cuEventElapsedTime_v2000) \
-	X(ModuleLoadDataEx, "cuModuleLoadDataEx", PFN_cuModuleLoadDataEx_v2010)  \
-	X(ModuleUnload, "cuModuleUnload", PFN_cuModuleUnload_v2000)             \
-	X(ModuleGetFunction, "cuModuleGetFunction", PFN_cuModuleGetFunction_v2000) \
-	X(FuncGetParamInfo, "cuFuncGetParamInfo", PFN_cuFuncGetParamInfo_v12040) \
-	X(FuncGetAttribute, "cuFuncGetAttribute", PFN_cuFuncGetAttribute_v2020) \
-	X(LaunchKernel, "cuLaunchKernel", PFN_cuLaunchKernel_v4000)             \
-	X(OccupancyMaxPotentialBlockSize, "cuOccupancyMaxPotentialBlockSize", PFN_cuOccupancyMaxPotentialBlockSize_v6050) \
-	X(MemCreate, "cuMemCreate", PFN_cuMemCreate_v10020)                     \
-	X(MemRelease, "cuMemRelease", PFN_cuMemRelease_v10020)                  \
-	X(MemAddressReserve, "cuMemAddressReserve", PFN_cuMemAddressReserve_v10020) \
-	X(MemAddressFree, "cuMemAddressFree", PFN_cuMemAddressFree_v10020)      \
-	X(MemMap, "cuMemMap", PFN_cuMemMap_v10020)                              \
-	X(MemUnmap, "cuMemUnmap", PFN_cuMemUnmap_v10020)                        \
-	X(MemSetAccess, "cuMemSetAccess", PFN_cuMemSetAccess_v10020)            \
-	X(MemGetAllocationGranularity, "cuMemGetAllocationGranularity", PFN_cuMemGetAllocationGranularity_v10020) \
-	X(MemExportToShareableHandle, "cuMemExportToShareableHandle", PFN_cuMemExportToShareableHandle_v10020) \
-	X(MemImportFromShareableHandle, "cuMemImportFromShareableHandle", PFN_cuMemImportFromShareableHandle_v10020) \
-	X(DeviceCanAccessPeer, "cuDeviceCanAccessPeer", PFN_cuDeviceCanAccessPeer_v4000) \
-	X(CtxEnablePeerAccess, "cuCtxEnablePeerAccess", PFN_cuCtxEnablePeerAccess_v4000) \
-	X(MemcpyPeerAsync, "cuMemcpyPeerAsync", PFN_cuMemcpyPeerAsync_v4000)
-
-typedef struct cuda_api {
-#define CUDA_FIELD(field, symbol, type) type field;
-	CUDA_ENTRY_POINTS(CUDA_FIELD)
-#undef CUDA_FIELD
-	/* CUDA 13 gave cuCtxSynchronize a context argument: ask for the
-	 * CUDA 12 form by version. */
-	PFN_cuCtxSynchronize_v2000 CtxSynchronize;
-} cuda_api;
-
-typedef struct cuda_device {
-	vy_device base;
-	cuda_api api;
-	CUdevice dev;
-	CUcontext ctx;
-	uint64_t generation; /* tells threads whose current context is stale */
-	pthread_mutex_t vmm_lock;
-	bool vmm_lock_made;
-	vy_u64map vmm;      /* pointer -> vmm_rec: our VMM allocations */
-	vy_u64map reserved; /* pointer -> its bytes: spans' address ranges */
-	vy_u64map mapped;   /* pointer -> its bytes: what map_fd/map_own put there */
-	/* Devices of this process that reach our memory directly (peer
-	 * access, cuda_peer_enable): every mapping grants them access too.
-	 * Set before any allocation, read without the lock after. */
-	int peers[VY_PEERS_MAX];
-	int npeers;
-} cuda_device;
-
-/* What may read and write a mapping: this device and its peers. */
-static int access_list(const cuda_device *c, CUmemAccessDesc *out)
-{
-	int n = 0;
-	for (int i = -1; i < c->npeers; i++) {
-		memset(&out[n], 0, sizeof(out[n]));
-		out[n].location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-		out[n].location.id = i < 0 ? c->base.info.ordinal : c->peers[i];
-		out[n].flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-		n++;
-	}
-	return n;
-}
-
-/* A VMM allocation or import: its physical handle and mapped size. */
-typedef struct vmm_rec {
-	CUmemGenericAllocationHandle handle;
-	uint64_t bytes;
-} vmm_rec;
-
-/* Each open gets a new generation; a thread sets the context current once
- * per generation instead of once per call. */
-static _Atomic uint64_t cuda_generation;
-static _Thread_local uint64_t cuda_thread_generation;
-
-static cuda_device *cuda_of(vy_device *d)
-{
-	return (cuda_device *)d;
-}
-
-/* Fill `e` from a driver result, naming the call. Out-of-memory is ENOSPC so
- * that callers can tell "free something" from "the device failed". */
-static vy_err cuda_fail(cuda_device *c, CUresult rc, const char *call, vy_error *e)
-{
-	const char *name = "CUDA_ERROR_UNKNOWN", *text = "unknown error";
-	if (c->api.GetErrorName)
-		c->api.GetErrorName(rc, &name);
-	if (c->api.GetErrorString)
-		c->api.GetErrorString(rc, &text);
-	if (rc == CUDA_ERROR_OUT_OF_MEMORY)
-		return vy_fail(e, VY_ENOSPC, "free device buffers (delete or truncate files) or lower resident_budget",
-			       "%s: %s (%s)", call, name, text);
-	if (rc == CUDA_ERROR_INVALID_VALUE)
-		return vy_fail(e, VY_EINVAL, "report this bug with the command that caused it",
-			       "%s: %s (%s)", call, name, text);
-	return vy_fail(e, VY_EDEVICE, "check `nvidia-smi` and the kernel log; if the GPU is healthy, remount",
-		       "%s: %s (%s)", call, name, text);
-}
-
-#define CU_CALL(c, e, call, args)                                  \
-	do {                                                       \
-		CUresult rc_ = (c)->api.call args;                 \
-		if (rc_ != CUDA_SUCCESS)                           \
-			return cuda_fail((c), rc_, "cu" #call, (e)); \
-	} while (0)
-
-static vy_err cuda_current(cuda_device *c, vy_error *e)
-{
-	if (cuda_thread_generation == c->generation)
-		return VY_OK;
-	CU_CALL(c, e, CtxSetCurrent, (c->ctx));
-	cuda_thread_generation = c->generation;
-	return VY_OK;
-}
-
-#define CU_CURRENT(c, e)                        \
-	do {                                    \
-		vy_err cur_ = cuda_current((c), (e)); \
-		if (cur_ != VY_OK)              \
-			return cur_;            \
-	} while (0)
+#include <unistd.h>
 
 static void cuda_close(vy_device *d)
 {
@@ -238,307 +80,6 @@ static vy_err cuda_mem_info(vy_device *d, uint64_t *free_bytes, uint64_t *total_
 	*total_bytes = t;
 	return VY_OK;
 }
-
-/* Reserve an address range for r's physical memory, map it and allow read
- * and write from this device; record it in `into`. On failure r's handle is
- * released and r freed. */
-static vy_err vmm_map(cuda_device *c, vmm_rec *r, vy_dptr *out, vy_error *e)
-{
-	CUdeviceptr p = 0;
-	const char *call = "cuMemAddressReserve";
-	CUresult cr = c->api.MemAddressReserve(&p, (size_t)r->bytes, 0, 0, 0);
-	bool reserved = cr == CUDA_SUCCESS, mapped = false;
-	if (cr == CUDA_SUCCESS) {
-		call = "cuMemMap";
-		cr = c->api.MemMap(p, (size_t)r->bytes, 0, r->handle, 0);
-		mapped = cr == CUDA_SUCCESS;
-	}
-	if (cr == CUDA_SUCCESS) {
-		CUmemAccessDesc access[VY_PEERS_MAX + 1];
-		int n = access_list(c, access);
-		call = "cuMemSetAccess";
-		cr = c->api.MemSetAccess(p, (size_t)r->bytes, access, (size_t)n);
-	}
-	bool put = false;
-	if (cr == CUDA_SUCCESS) {
-		pthread_mutex_lock(&c->vmm_lock);
-		put = vy_u64map_put(&c->vmm, (uint64_t)p, r);
-		pthread_mutex_unlock(&c->vmm_lock);
-	}
-	if (put) {
-		*out = (vy_dptr)p;
-		return VY_OK;
-	}
-	vy_err rc = cr != CUDA_SUCCESS ? cuda_fail(c, cr, call, e)
-				       : vy_fail(e, VY_ENOMEM, "free host memory", "cuda backend: cannot record a mapping");
-	if (mapped)
-		c->api.MemUnmap(p, (size_t)r->bytes);
-	if (reserved)
-		c->api.MemAddressFree(p, (size_t)r->bytes);
-	c->api.MemRelease(r->handle);
-	free(r);
-	return rc;
-}
-
-/* Undo vmm_map (the record is the caller's to free). */
-static vy_err vmm_unmap(cuda_device *c, vy_dptr p, vmm_rec *r, vy_error *e)
-{
-	vy_err rc = VY_OK;
-	CUresult cr = c->api.MemUnmap((CUdeviceptr)p, (size_t)r->bytes);
-	if (cr != CUDA_SUCCESS)
-		rc = cuda_fail(c, cr, "cuMemUnmap", e);
-	cr = c->api.MemAddressFree((CUdeviceptr)p, (size_t)r->bytes);
-	if (cr != CUDA_SUCCESS && rc == VY_OK)
-		rc = cuda_fail(c, cr, "cuMemAddressFree", e);
-	cr = c->api.MemRelease(r->handle);
-	if (cr != CUDA_SUCCESS && rc == VY_OK)
-		rc = cuda_fail(c, cr, "cuMemRelease", e);
-	return rc;
-}
-
-/* Physical memory another process can import by fd, mapped here. */
-static vy_err vmm_alloc(cuda_device *c, uint64_t bytes, vy_dptr *out, vy_error *e)
-{
-	CUmemAllocationProp prop = {0};
-	prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-	prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-	prop.location.id = c->base.info.ordinal;
-	prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
-	vmm_rec *r = calloc(1, sizeof(*r));
-	if (!r)
-		return vy_fail(e, VY_ENOMEM, "free host memory", "cuda backend: cannot record an allocation");
-	r->bytes = bytes;
-	CUresult cr = c->api.MemCreate(&r->handle, (size_t)bytes, &prop, 0);
-	if (cr != CUDA_SUCCESS) {
-		free(r);
-		return cuda_fail(c, cr, "cuMemCreate", e);
-	}
-	return vmm_map(c, r, out, e);
-}
-
-static vy_err cuda_alloc(vy_device *d, uint64_t bytes, vy_dptr *out, vy_error *e)
-{
-	cuda_device *c = cuda_of(d);
-	CUdeviceptr p = 0;
-	if (bytes == 0)
-		return vy_fail(e, VY_EINVAL, "allocate at least 1 byte", "cuda backend: zero-byte allocation");
-	if (bytes > SIZE_MAX)
-		return vy_fail(e, VY_EOVERFLOW, "allocate less", "cuda backend: %llu bytes do not fit size_t",
-			       (unsigned long long)bytes);
-	CU_CURRENT(c, e);
-	uint64_t g = c->base.info.share_granularity;
-	if (g && bytes >= g) {
-		uint64_t whole = vy_device_alloc_size(d, bytes); /* VMM takes whole granules */
-		if (!whole || whole > SIZE_MAX)
-			return vy_fail(e, VY_EOVERFLOW, "allocate less", "cuda backend: %llu bytes do not fit size_t",
-				       (unsigned long long)bytes);
-		return vmm_alloc(c, whole, out, e);
-	}
-	CU_CALL(c, e, MemAlloc, (&p, (size_t)bytes));
-	*out = (vy_dptr)p;
-	return VY_OK;
-}
-
-static vy_err cuda_free(vy_device *d, vy_dptr p, vy_error *e)
-{
-	cuda_device *c = cuda_of(d);
-	CU_CURRENT(c, e);
-	pthread_mutex_lock(&c->vmm_lock);
-	vmm_rec *r = c->base.info.share_granularity ? vy_u64map_remove(&c->vmm, p) : NULL;
-	pthread_mutex_unlock(&c->vmm_lock);
-	if (r) {
-		vy_err rc = vmm_unmap(c, p, r, e);
-		free(r);
-		return rc;
-	}
-	CU_CALL(c, e, MemFree, ((CUdeviceptr)p));
-	return VY_OK;
-}
-
-static vy_err cuda_export_fd(vy_device *d, vy_dptr p, int *fd, vy_error *e)
-{
-	cuda_device *c = cuda_of(d);
-	pthread_mutex_lock(&c->vmm_lock);
-	vmm_rec *r = vy_u64map_get(&c->vmm, p);
-	CUmemGenericAllocationHandle h = r ? r->handle : 0;
-	pthread_mutex_unlock(&c->vmm_lock);
-	if (!r)
-		return vy_fail(e, VY_EINVAL, "share only allocations of the share granularity or more",
-			       "cuda backend: 0x%llx is not a shareable allocation", (unsigned long long)p);
-	int out = -1;
-	CU_CURRENT(c, e);
-	CU_CALL(c, e, MemExportToShareableHandle, (&out, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
-	*fd = out;
-	return VY_OK;
-}
-
-static vy_err cuda_unmap(vy_device *d, vy_dptr at, uint64_t bytes, vy_error *e);
-
-/* Take `p` of `bytes` out of `map` if it is recorded there with that size. */
-static bool take_record(cuda_device *c, vy_u64map *map, vy_dptr p, uint64_t bytes)
-{
-	pthread_mutex_lock(&c->vmm_lock);
-	void *v = vy_u64map_get(map, p);
-	bool yes = v && (uint64_t)(uintptr_t)v == bytes;
-	if (yes)
-		vy_u64map_remove(map, p);
-	pthread_mutex_unlock(&c->vmm_lock);
-	return yes;
-}
-
-static bool put_record(cuda_device *c, vy_u64map *map, vy_dptr p, uint64_t bytes)
-{
-	pthread_mutex_lock(&c->vmm_lock);
-	bool put = vy_u64map_put(map, p, (void *)(uintptr_t)bytes);
-	pthread_mutex_unlock(&c->vmm_lock);
-	return put;
-}
-
-static vy_err span_size_check(uint64_t bytes, vy_error *e)
-{
-	if (bytes == 0 || bytes > SIZE_MAX)
-		return vy_fail(e, VY_EINVAL, "map a buffer with the size it was exported with",
-			       "cuda backend: cannot map %llu bytes", (unsigned long long)bytes);
-	return VY_OK;
-}
-
-static vy_err cuda_reserve(vy_device *d, uint64_t bytes, vy_dptr *out, vy_error *e)
-{
-	cuda_device *c = cuda_of(d);
-	vy_err rc = span_size_check(bytes, e);
-	if (rc != VY_OK)
-		return rc;
-	CU_CURRENT(c, e);
-	CUdeviceptr p = 0;
-	CU_CALL(c, e, MemAddressReserve, (&p, (size_t)bytes, 0, 0, 0));
-	if (!put_record(c, &c->reserved, (vy_dptr)p, bytes)) {
-		c->api.MemAddressFree(p, (size_t)bytes);
-		return vy_fail(e, VY_ENOMEM, "free host memory", "cuda backend: cannot record a reservation");
-	}
-	*out = (vy_dptr)p;
-	return VY_OK;
-}
-
-static vy_err cuda_unreserve(vy_device *d, vy_dptr p, uint64_t bytes, vy_error *e)
-{
-	cuda_device *c = cuda_of(d);
-	if (!take_record(c, &c->reserved, p, bytes))
-		return vy_fail(e, VY_EINVAL, "release only what was reserved, once",
-			       "cuda backend: 0x%llx is not a reservation of %llu bytes", (unsigned long long)p,
-			       (unsigned long long)bytes);
-	CU_CURRENT(c, e);
-	CU_CALL(c, e, MemAddressFree, ((CUdeviceptr)p, (size_t)bytes));
-	return VY_OK;
-}
-
-/* Map physical memory at `at` and make it readable and writable here; the
- * mapping holds the memory, so the caller releases its handle after. */
-static vy_err map_handle(cuda_device *c, CUmemGenericAllocationHandle h, uint64_t bytes, vy_dptr at, vy_error *e)
-{
-	CUresult cr = c->api.MemMap((CUdeviceptr)at, (size_t)bytes, 0, h, 0);
-	if (cr != CUDA_SUCCESS)
-		return cuda_fail(c, cr, "cuMemMap", e);
-	CUmemAccessDesc access[VY_PEERS_MAX + 1];
-	int n = access_list(c, access);
-	cr = c->api.MemSetAccess((CUdeviceptr)at, (size_t)bytes, access, (size_t)n);
-	if (cr == CUDA_SUCCESS && !put_record(c, &c->mapped, at, bytes)) {
-		c->api.MemUnmap((CUdeviceptr)at, (size_t)bytes);
-		return vy_fail(e, VY_ENOMEM, "free host memory", "cuda backend: cannot record a mapping");
-	}
-	if (cr != CUDA_SUCCESS) {
-		c->api.MemUnmap((CUdeviceptr)at, (size_t)bytes);
-		return cuda_fail(c, cr, "cuMemSetAccess", e);
-	}
-	return VY_OK;
-}
-
-static vy_err cuda_map_fd(vy_device *d, int fd, uint64_t bytes, vy_dptr at, vy_error *e)
-{
-	cuda_device *c = cuda_of(d);
-	vy_err rc = span_size_check(bytes, e);
-	if (rc != VY_OK)
-		return rc;
-	CU_CURRENT(c, e);
-	CUmemGenericAllocationHandle h;
-	CU_CALL(c, e, MemImportFromShareableHandle,
-		(&h, (void *)(uintptr_t)fd, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR));
-	rc = map_handle(c, h, bytes, at, e);
-	CUresult cr = c->api.MemRelease(h);
-	if (cr != CUDA_SUCCESS && rc == VY_OK) {
-		cuda_unmap(d, at, bytes, NULL);
-		rc = cuda_fail(c, cr, "cuMemRelease", e);
-	}
-	return rc;
-}
-
-static vy_err cuda_map_own(vy_device *d, vy_dptr p, uint64_t bytes, vy_dptr at, vy_error *e)
-{
-	cuda_device *c = cuda_of(d);
-	pthread_mutex_lock(&c->vmm_lock);
-	vmm_rec *r = vy_u64map_get(&c->vmm, p);
-	bool ok = r && r->bytes == bytes;
-	CUmemGenericAllocationHandle h = ok ? r->handle : 0;
-	pthread_mutex_unlock(&c->vmm_lock);
-	if (!ok)
-		return vy_fail(e, VY_EINVAL, "map only whole shareable allocations",
-			       "cuda backend: 0x%llx is not a shareable allocation of %llu bytes", (unsigned long long)p,
-			       (unsigned long long)bytes);
-	CU_CURRENT(c, e);
-	/* Our handle stays ours (cuda_free releases it); the mapping keeps
-	 * the memory until it is unmapped. */
-	return map_handle(c, h, bytes, at, e);
-}
-
-static vy_err cuda_unmap(vy_device *d, vy_dptr at, uint64_t bytes, vy_error *e)
-{
-	cuda_device *c = cuda_of(d);
-	if (!take_record(c, &c->mapped, at, bytes))
-		return vy_fail(e, VY_EINVAL, "unmap only what was mapped, once",
-			       "cuda backend: 0x%llx is not a mapping of %llu bytes", (unsigned long long)at,
-			       (unsigned long long)bytes);
-	CU_CURRENT(c, e);
-	CU_CALL(c, e, MemUnmap, ((CUdeviceptr)at, (size_t)bytes));
-	return VY_OK;
-}
-
-/* A hole run: the granule of zeros mapped at each granule (a mapping
- * cannot repeat a smaller allocation across a larger range). */
-static vy_err cuda_map_zeros(vy_device *d, vy_dptr zero, vy_dptr at, uint64_t bytes, vy_error *e)
-{
-	uint64_t g = d->info.share_granularity;
-	for (uint64_t x = 0; x < bytes; x += g) {
-		vy_err rc = cuda_map_own(d, zero, g, at + x, e);
-		if (rc != VY_OK) {
-			for (uint64_t y = 0; y < x; y += g)
-				cuda_unmap(d, at + y, g, NULL);
-			return rc;
-		}
-	}
-	return VY_OK;
-}
-
-static vy_err cuda_unmap_zeros(vy_device *d, vy_dptr at, uint64_t bytes, vy_error *e)
-{
-	uint64_t g = d->info.share_granularity;
-	vy_err first = VY_OK;
-	for (uint64_t x = 0; x < bytes; x += g) {
-		vy_err rc = cuda_unmap(d, at + x, g, first == VY_OK ? e : NULL);
-		if (first == VY_OK)
-			first = rc;
-	}
-	return first;
-}
-
-static const vy_device_share_ops cuda_share = {
-	.export_fd = cuda_export_fd,
-	.reserve = cuda_reserve,
-	.unreserve = cuda_unreserve,
-	.map_fd = cuda_map_fd,
-	.map_own = cuda_map_own,
-	.unmap = cuda_unmap,
-	.map_zeros = cuda_map_zeros,
-	.unmap_zeros = cuda_unmap_zeros,
-};
 
 static vy_err cuda_host_alloc(vy_device *d, size_t bytes, void **out, vy_error *e)
 {
@@ -635,7 +176,7 @@ static vy_err cuda_peer_enable(vy_device *d, vy_device *other, bool *on, vy_erro
 	if (cr == CUDA_ERROR_TOO_MANY_PEERS)
 		return VY_OK; /* past the driver's peers a device may have: copies are staged */
 	if (cr != CUDA_SUCCESS && cr != CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED)
-		return cuda_fail(c, cr, "cuCtxEnablePeerAccess", e);
+		return vy_cuda_fail(c, cr, "cuCtxEnablePeerAccess", e);
 	o->peers[o->npeers++] = c->base.info.ordinal;
 	*on = true;
 	return VY_OK;
@@ -730,7 +271,7 @@ static vy_err cuda_module_load(vy_device *d, const void *image, size_t len, vy_m
 		snprintf(log, log_cap, "%s%s%s", error, error[0] && info[0] ? "\n" : "", info);
 	if (rc != CUDA_SUCCESS) {
 		vy_error why;
-		cuda_fail(c, rc, "cuModuleLoadDataEx", &why);
+		vy_cuda_fail(c, rc, "cuModuleLoadDataEx", &why);
 		return vy_fail(e, VY_EINVAL, "fix the module (its JIT log says where), or build it for this GPU",
 			       "the module does not load: %s%s%.200s", why.msg, error[0] ? ": " : "", error);
 	}
@@ -756,7 +297,7 @@ static vy_err cuda_function_get(vy_device *d, vy_module *m, const char *name, vy
 		return vy_fail(e, VY_ENOENT, "name an entry the module defines (.entry in PTX, extern \"C\" __global__ in CUDA C)",
 			       "the module has no kernel '%s'", name);
 	if (rc != CUDA_SUCCESS)
-		return cuda_fail(c, rc, "cuModuleGetFunction", e);
+		return vy_cuda_fail(c, rc, "cuModuleGetFunction", e);
 	*out = (vy_function *)f;
 	return VY_OK;
 }
@@ -773,7 +314,7 @@ static vy_err cuda_function_info(vy_device *d, vy_function *f, vy_function_info 
 		if (rc == CUDA_ERROR_INVALID_VALUE)
 			break;
 		if (rc != CUDA_SUCCESS)
-			return cuda_fail(c, rc, "cuFuncGetParamInfo", e);
+			return vy_cuda_fail(c, rc, "cuFuncGetParamInfo", e);
 		if (i == VY_PARAMS_MAX)
 			return vy_fail(e, VY_ENOTSUP, "use a kernel with at most 256 parameters",
 				       "the kernel has more than %d parameters", VY_PARAMS_MAX);
@@ -802,8 +343,8 @@ static vy_err cuda_launch(vy_device *d, vy_stream *s, vy_function *f, const unsi
 static const vy_device_ops cuda_ops = {
 	.close = cuda_close,
 	.mem_info = cuda_mem_info,
-	.alloc = cuda_alloc,
-	.free = cuda_free,
+	.alloc = vy_cuda_alloc,
+	.free = vy_cuda_free,
 	.host_alloc = cuda_host_alloc,
 	.host_free = cuda_host_free,
 	.stream_create = cuda_stream_create,
@@ -905,7 +446,7 @@ static vy_err cuda_fill_info(cuda_device *c, int ordinal, vy_error *e)
 		size_t g = 0;
 		CU_CALL(c, e, MemGetAllocationGranularity, (&g, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
 		i->share_granularity = g;
-		c->base.share = &cuda_share;
+		c->base.share = &vy_cuda_share;
 	}
 	return VY_OK;
 }
@@ -929,7 +470,7 @@ vy_err vy_device_cuda_open(int ordinal, vy_device **out, vy_error *e)
 	CUresult cr = c->api.Init(0);
 	if (cr != CUDA_SUCCESS) {
 		vy_error why;
-		cuda_fail(c, cr, "cuInit", &why);
+		vy_cuda_fail(c, cr, "cuInit", &why);
 		rc = vy_fail(e, VY_ENODEV, "check `nvidia-smi`; without a GPU use -o backend=host",
 			     "no usable CUDA device: %s", why.msg);
 		goto fail;
@@ -948,18 +489,18 @@ vy_err vy_device_cuda_open(int ordinal, vy_device **out, vy_error *e)
 	}
 	cr = c->api.DeviceGet(&c->dev, ordinal);
 	if (cr != CUDA_SUCCESS) {
-		rc = cuda_fail(c, cr, "cuDeviceGet", e);
+		rc = vy_cuda_fail(c, cr, "cuDeviceGet", e);
 		goto fail;
 	}
 	cr = c->api.PrimaryCtxRetain(&c->ctx, c->dev);
 	if (cr != CUDA_SUCCESS) {
 		c->ctx = NULL;
-		rc = cuda_fail(c, cr, "cuDevicePrimaryCtxRetain", e);
+		rc = vy_cuda_fail(c, cr, "cuDevicePrimaryCtxRetain", e);
 		goto fail;
 	}
-	c->generation = atomic_fetch_add(&cuda_generation, 1) + 1;
+	c->generation = vy_cuda_next_generation();
 	c->base.ops = &cuda_ops;
-	rc = cuda_current(c, e);
+	rc = vy_cuda_current(c, e);
 	if (rc == VY_OK)
 		rc = cuda_fill_info(c, ordinal, e);
 	if (rc != VY_OK)

@@ -1,5 +1,5 @@
 /* Resident store: handles, budget, in-flight pins, deferred frees. */
-#include "core/store.h"
+#include "core/store_impl.h"
 #include "core/checked.h"
 #include "core/pool.h"
 #include "core/u64map.h"
@@ -14,63 +14,18 @@
 #define BUDGET_NUM 9
 #define BUDGET_DEN 10
 
-#define FIX_FREE "delete or truncate files to free device memory, or raise resident_budget"
 
-typedef struct store_buffer {
-	vy_handle id;
-	vy_dptr ptr;
-	uint64_t len;
-	uint64_t alloc; /* what the device holds: len, or len rounded up to share */
-	uint64_t gen;
-	uint32_t inflight;
-	uint32_t exports; /* mappings another process may hold */
-	bool untrusted;   /* exported to a client: its memory is never reused */
-	bool doomed; /* freed while pinned or exported: released at the last */
-	/* A buffer that grew in place or has holes is pieces in a view
-	 * (core/view.h): ptr is then the view's, len its length, alloc the sum
-	 * of its pieces. With no view (view.ptr 0) it is the one allocation at
-	 * ptr. */
-	vy_view view;
-} store_buffer;
 
-struct vy_store {
-	pthread_mutex_t lock;
-	vy_device *dev;
-	vy_telemetry *tel;
-	vy_pool pool;
-	vy_u64map buffers; /* id -> store_buffer */
-	vy_handle next_id;
-	uint64_t next_gen;
-	_Atomic uint64_t export_frees;
-	uint64_t total;
-	uint64_t budget;
-	uint64_t resident;
-	uint64_t live;
-	vy_zeros zeros; /* the granule every hole maps */
-};
-
-static void publish(vy_store *s)
+void vy_store_publish(vy_store *s)
 {
 	vy_telemetry_set(s->tel, resident_bytes, s->resident);
 	vy_telemetry_set(s->tel, resident_buffers, s->live);
 }
 
-/* A buffer's pieces: those of its view once it has one (the view's
- * addresses may be gone already, as in a release), else its allocation. */
-static uint32_t chunks_of(const store_buffer *b)
-{
-	return b->view.piece ? b->view.n : 1;
-}
-
-static vy_piece chunk_at(const store_buffer *b, uint32_t i)
-{
-	return b->view.piece ? b->view.piece[i] : (vy_piece){.off = 0, .p = b->ptr, .bytes = b->alloc};
-}
-
 /* The zero granule, made when the first hole needs it: shareable memory
  * set to zeros once (a memset on the default stream, then a wait). It is
  * the mount's, outside the budget, and goes when no hole maps it. */
-static vy_err zeros_ready(vy_store *s, vy_error *e)
+vy_err vy_store_zeros_ready(vy_store *s, vy_error *e)
 {
 	if (s->zeros.p)
 		return VY_OK;
@@ -89,7 +44,7 @@ static vy_err zeros_ready(vy_store *s, vy_error *e)
 	return VY_OK;
 }
 
-static void zeros_idle(vy_store *s)
+void vy_store_zeros_idle(vy_store *s)
 {
 	if (s->zeros.p && s->zeros.maps == 0 && s->dev->ops->free(s->dev, s->zeros.p, NULL) == VY_OK)
 		s->zeros.p = 0;
@@ -124,7 +79,7 @@ vy_err vy_store_open(vy_device *dev, vy_telemetry *tel, const vy_store_options *
 	s->zeros.g = dev->info.share_granularity;
 	vy_u64map_init(&s->buffers);
 	vy_pool_init(&s->pool, dev, tel, opt->pool_cap == VY_POOL_CAP_DEFAULT ? total / 32 : opt->pool_cap);
-	publish(s);
+	vy_store_publish(s);
 	*out = s;
 	return VY_OK;
 }
@@ -162,10 +117,10 @@ vy_err vy_store_close(vy_store *s, vy_error *e)
 		free(b);
 	}
 	vy_u64map_destroy(&s->buffers);
-	zeros_idle(s);
+	vy_store_zeros_idle(s);
 	s->resident = 0;
 	s->live = 0;
-	publish(s);
+	vy_store_publish(s);
 	vy_error err;
 	vy_err rc = vy_pool_destroy(&s->pool, &err);
 	if (rc != VY_OK && first == VY_OK) {
@@ -227,7 +182,7 @@ static vy_err alloc_from_driver(vy_store *s, uint64_t len, vy_dptr *out, vy_erro
 }
 
 /* Memory of `alloc` bytes from the pool, else the driver. Lock held. */
-static vy_err take_memory(vy_store *s, uint64_t alloc, vy_dptr *ptr, vy_error *e)
+vy_err vy_store_take_memory(vy_store *s, uint64_t alloc, vy_dptr *ptr, vy_error *e)
 {
 	if (vy_pool_take(&s->pool, alloc, ptr))
 		return VY_OK;
@@ -257,7 +212,7 @@ vy_err vy_store_alloc(vy_store *s, uint64_t len, vy_handle *out, vy_error *e)
 		goto out;
 	}
 	vy_dptr ptr;
-	rc = take_memory(s, alloc, &ptr, e);
+	rc = vy_store_take_memory(s, alloc, &ptr, e);
 	if (rc != VY_OK)
 		goto out;
 	*b = (store_buffer){.id = s->next_id, .ptr = ptr, .len = len, .alloc = alloc, .gen = ++s->next_gen};
@@ -270,7 +225,7 @@ vy_err vy_store_alloc(vy_store *s, uint64_t len, vy_handle *out, vy_error *e)
 	s->next_id++;
 	s->resident = resident;
 	s->live++;
-	publish(s);
+	vy_store_publish(s);
 	*out = b->id;
 	b = NULL;
 out:
@@ -282,7 +237,7 @@ out:
 /* Idle memory back: to the pool, or to the driver when a client may still
  * hold an fd of it (it could map it again: it must never hold another
  * file's bytes). Lock held. */
-static vy_err give_back(vy_store *s, bool untrusted, vy_dptr p, uint64_t bytes, vy_error *e)
+vy_err vy_store_give_back(vy_store *s, bool untrusted, vy_dptr p, uint64_t bytes, vy_error *e)
 {
 	if (!untrusted)
 		return vy_pool_put(&s->pool, bytes, p, e);
@@ -293,7 +248,7 @@ static vy_err give_back(vy_store *s, bool untrusted, vy_dptr p, uint64_t bytes, 
 }
 
 /* Remove a buffer and hand its memory to the pool. Lock held. */
-static vy_err release(vy_store *s, store_buffer *b, vy_error *e)
+vy_err vy_store_release(vy_store *s, store_buffer *b, vy_error *e)
 {
 	vy_u64map_remove(&s->buffers, b->id);
 	vy_err rc = VY_OK;
@@ -314,14 +269,14 @@ static vy_err release(vy_store *s, store_buffer *b, vy_error *e)
 	} else {
 		s->live--;
 	}
-	publish(s);
+	vy_store_publish(s);
 	vy_error perr;
 	vy_err prc = vy_view_drop(s->dev, &b->view, &s->zeros, &perr);
-	zeros_idle(s);
+	vy_store_zeros_idle(s);
 	for (uint32_t i = 0; i < chunks_of(b); i++) {
 		vy_piece c = chunk_at(b, i);
 		vy_error gerr;
-		vy_err grc = give_back(s, b->untrusted, c.p, c.bytes, &gerr);
+		vy_err grc = vy_store_give_back(s, b->untrusted, c.p, c.bytes, &gerr);
 		if (grc != VY_OK && prc == VY_OK) {
 			prc = grc;
 			perr = gerr;
@@ -337,14 +292,14 @@ static vy_err release(vy_store *s, store_buffer *b, vy_error *e)
 	return rc;
 }
 
-static vy_err unknown_handle(vy_error *e, vy_handle h)
+vy_err vy_store_unknown(vy_error *e, vy_handle h)
 {
 	return vy_fail(e, VY_ENOENT, "use a handle that vy_store_alloc returned and that is not freed",
 		       "unknown resident handle %llu", (unsigned long long)h);
 }
 
 /* A live (not freed) buffer, or NULL. Lock held. */
-static store_buffer *live_buffer(vy_store *s, vy_handle h)
+store_buffer *vy_store_live(vy_store *s, vy_handle h)
 {
 	store_buffer *b = vy_u64map_get(&s->buffers, h);
 	return b && !b->doomed ? b : NULL;
@@ -354,21 +309,21 @@ vy_err vy_store_free(vy_store *s, vy_handle h, vy_error *e)
 {
 	pthread_mutex_lock(&s->lock);
 	vy_err rc = VY_OK;
-	store_buffer *b = live_buffer(s, h);
+	store_buffer *b = vy_store_live(s, h);
 	if (!b)
-		rc = unknown_handle(e, h);
+		rc = vy_store_unknown(e, h);
 	else if (b->inflight || b->exports) {
 		b->doomed = true;
 		if (b->exports)
 			s->export_frees++;
 		vy_telemetry_add(s->tel, deferred_frees, 1);
 	} else
-		rc = release(s, b, e);
+		rc = vy_store_release(s, b, e);
 	pthread_mutex_unlock(&s->lock);
 	return rc;
 }
 
-static vy_buffer_view view_of(const store_buffer *b)
+vy_buffer_view vy_store_view_of(const store_buffer *b)
 {
 	return (vy_buffer_view){.handle = b->id, .ptr = b->ptr, .len = b->len, .alloc = b->alloc, .gen = b->gen,
 				.holes = b->view.holes};
@@ -377,11 +332,11 @@ static vy_buffer_view view_of(const store_buffer *b)
 vy_err vy_store_view(vy_store *s, vy_handle h, vy_buffer_view *out, vy_error *e)
 {
 	pthread_mutex_lock(&s->lock);
-	store_buffer *b = live_buffer(s, h);
+	store_buffer *b = vy_store_live(s, h);
 	if (b)
-		*out = view_of(b);
+		*out = vy_store_view_of(b);
 	pthread_mutex_unlock(&s->lock);
-	return b ? VY_OK : unknown_handle(e, h);
+	return b ? VY_OK : vy_store_unknown(e, h);
 }
 
 vy_err vy_store_pin_many(vy_store *s, const vy_handle *handles, size_t n, vy_buffer_view *views, vy_error *e)
@@ -390,9 +345,9 @@ vy_err vy_store_pin_many(vy_store *s, const vy_handle *handles, size_t n, vy_buf
 	size_t i;
 	vy_err rc = VY_OK;
 	for (i = 0; i < n; i++) {
-		store_buffer *b = live_buffer(s, handles[i]);
+		store_buffer *b = vy_store_live(s, handles[i]);
 		if (!b) {
-			rc = unknown_handle(e, handles[i]);
+			rc = vy_store_unknown(e, handles[i]);
 			break;
 		}
 		if (b->inflight == UINT32_MAX) {
@@ -401,7 +356,7 @@ vy_err vy_store_pin_many(vy_store *s, const vy_handle *handles, size_t n, vy_buf
 			break;
 		}
 		b->inflight++;
-		views[i] = view_of(b);
+		views[i] = vy_store_view_of(b);
 	}
 	if (rc != VY_OK) /* all or none: undo what this call pinned */
 		while (i-- > 0)
@@ -421,7 +376,7 @@ vy_err vy_store_unpin_many(vy_store *s, const vy_handle *handles, size_t n, vy_e
 			rc = vy_fail(e, VY_EINTERNAL, "report this bug",
 				     "unpin of resident handle %llu that is not pinned", (unsigned long long)handles[i]);
 		else if (--b->inflight == 0 && b->doomed && !b->exports)
-			rc = release(s, b, e);
+			rc = vy_store_release(s, b, e);
 		if (rc != VY_OK && first == VY_OK)
 			first = rc;
 	}
@@ -430,7 +385,7 @@ vy_err vy_store_unpin_many(vy_store *s, const vy_handle *handles, size_t n, vy_e
 }
 
 /* Whether a buffer grows in place and may have holes: it is pieces. */
-static bool is_growable(vy_store *s, const store_buffer *b)
+bool vy_store_is_growable(vy_store *s, const store_buffer *b)
 {
 	uint64_t g = s->dev->info.share_granularity;
 	return s->dev->share && g && (b->view.ptr || b->alloc >= g);
@@ -439,13 +394,13 @@ static bool is_growable(vy_store *s, const store_buffer *b)
 /* Whether another process may map it as it is: pieces, and no hole. */
 static bool is_shareable(vy_store *s, const store_buffer *b)
 {
-	return is_growable(s, b) && b->alloc > 0 && b->view.holes == 0;
+	return vy_store_is_growable(s, b) && b->alloc > 0 && b->view.holes == 0;
 }
 
 bool vy_store_shareable(vy_store *s, vy_handle h)
 {
 	pthread_mutex_lock(&s->lock);
-	store_buffer *b = live_buffer(s, h);
+	store_buffer *b = vy_store_live(s, h);
 	bool yes = b && is_shareable(s, b);
 	pthread_mutex_unlock(&s->lock);
 	return yes;
@@ -454,8 +409,8 @@ bool vy_store_shareable(vy_store *s, vy_handle h)
 bool vy_store_growable(vy_store *s, vy_handle h)
 {
 	pthread_mutex_lock(&s->lock);
-	store_buffer *b = live_buffer(s, h);
-	bool yes = b && is_growable(s, b);
+	store_buffer *b = vy_store_live(s, h);
+	bool yes = b && vy_store_is_growable(s, b);
 	pthread_mutex_unlock(&s->lock);
 	return yes;
 }
@@ -468,9 +423,9 @@ vy_err vy_store_share(vy_store *s, vy_handle h, vy_store_copy_fn copy, void *ctx
 			       "this device cannot share memory with another process");
 	pthread_mutex_lock(&s->lock);
 	vy_err rc = VY_OK;
-	store_buffer *b = live_buffer(s, h);
+	store_buffer *b = vy_store_live(s, h);
 	if (!b) {
-		rc = unknown_handle(e, h);
+		rc = vy_store_unknown(e, h);
 		goto out;
 	}
 	if (is_shareable(s, b))
@@ -488,7 +443,7 @@ vy_err vy_store_share(vy_store *s, vy_handle h, vy_store_copy_fn copy, void *ctx
 		goto out;
 	}
 	vy_dptr ptr;
-	rc = take_memory(s, g, &ptr, e);
+	rc = vy_store_take_memory(s, g, &ptr, e);
 	if (rc != VY_OK)
 		goto out;
 	rc = copy(ctx, ptr, b->ptr, b->len, e);
@@ -502,7 +457,7 @@ vy_err vy_store_share(vy_store *s, vy_handle h, vy_store_copy_fn copy, void *ctx
 	b->alloc = g;
 	b->gen = ++s->next_gen;
 	s->resident = resident;
-	publish(s);
+	vy_store_publish(s);
 	vy_telemetry_add(s->tel, share_moves, 1);
 	rc = vy_pool_put(&s->pool, old_alloc, old, e);
 out:
@@ -515,9 +470,9 @@ vy_err vy_store_export(vy_store *s, vy_handle h, bool untrusted, vy_buffer_view 
 	pthread_mutex_lock(&s->lock);
 	vy_err rc = VY_OK;
 	out->n = 0;
-	store_buffer *b = live_buffer(s, h);
+	store_buffer *b = vy_store_live(s, h);
 	if (!b)
-		rc = unknown_handle(e, h);
+		rc = vy_store_unknown(e, h);
 	else if (!is_shareable(s, b))
 		rc = vy_fail(e, VY_EINVAL, "share the buffer first (vy_store_share)",
 			     "resident handle %llu is not shareable", (unsigned long long)h);
@@ -533,7 +488,7 @@ vy_err vy_store_export(vy_store *s, vy_handle h, bool untrusted, vy_buffer_view 
 	if (rc == VY_OK) {
 		b->exports++;
 		b->untrusted |= untrusted;
-		*view = view_of(b);
+		*view = vy_store_view_of(b);
 		vy_telemetry_add(s->tel, exports, 1);
 	} else {
 		vy_export_close(out);
@@ -550,365 +505,6 @@ void vy_export_close(vy_export *x)
 	x->n = 0;
 }
 
-/* v rounded up to the granularity (0 on overflow). */
-static uint64_t granules(vy_store *s, uint64_t v)
-{
-	uint64_t g = s->dev->info.share_granularity, r;
-	return vy_add_u64(v, g - 1, &r) ? r / g * g : 0;
-}
-
-/* A view with room for `len` bytes: made from the one allocation the
- * buffer was, or moved to a range twice `len` (most growths then keep the
- * address). Lock held. */
-static vy_err view_room(vy_store *s, store_buffer *b, uint64_t len, vy_error *e)
-{
-	if (b->view.ptr && len <= b->view.reserved)
-		return VY_OK;
-	uint64_t rsv = len <= UINT64_MAX / 2 ? granules(s, len * 2) : 0;
-	if (!rsv)
-		return vy_fail(e, VY_EOVERFLOW, "allocate less", "a buffer's address range would overflow");
-	if (!b->view.piece) {
-		b->view.piece = malloc(VY_CHUNKS_MAX * sizeof(*b->view.piece));
-		if (!b->view.piece)
-			return vy_fail(e, VY_ENOMEM, "free host memory", "cannot record a growing buffer");
-		b->view.n = 0;
-		if (b->alloc) { /* the one allocation becomes piece 0 */
-			b->view.piece[0] = (vy_piece){.off = 0, .p = b->ptr, .bytes = b->alloc};
-			b->view.n = 1;
-			b->view.len = b->alloc;
-		}
-	}
-	vy_err rc = vy_view_move(s->dev, &b->view, &s->zeros, rsv, e);
-	if (rc == VY_OK)
-		b->ptr = b->view.ptr;
-	return rc;
-}
-
-/* The bytes of [0, len) a buffer spans: its view's, or its allocation's. */
-static uint64_t span_of(const store_buffer *b)
-{
-	return b->view.ptr ? b->view.len : b->alloc;
-}
-
-/* After a change of pieces: new generation, accounting, the view's length. */
-static void changed(vy_store *s, store_buffer *b)
-{
-	b->len = span_of(b);
-	b->gen = ++s->next_gen;
-	publish(s);
-	zeros_idle(s);
-}
-
-/* A live buffer that may change shape now, to `len` bytes in whole
- * granules (*want), or why not. Lock held. */
-static vy_err shapeable(vy_store *s, vy_handle h, uint64_t len, store_buffer **out, uint64_t *want, vy_error *e)
-{
-	*want = granules(s, len);
-	if (!*want)
-		return vy_fail(e, VY_EOVERFLOW, "allocate less", "a %llu-byte buffer is too large", (unsigned long long)len);
-	store_buffer *b = live_buffer(s, h);
-	if (!b)
-		return unknown_handle(e, h);
-	if (!is_growable(s, b))
-		return vy_fail(e, VY_ENOTSUP, "move the buffer to a larger one",
-			       "resident handle %llu cannot grow in place", (unsigned long long)h);
-	if (b->inflight)
-		return vy_fail(e, VY_EBUSY, "wait for running work to finish", "resident handle %llu is in use",
-			       (unsigned long long)h);
-	*out = b;
-	return VY_OK;
-}
-
-/* `want` bytes of memory from the pool or the driver; where that does not
- * fit, half as much, down to `need`. Lock held. */
-static vy_err take_step(vy_store *s, uint64_t want, uint64_t need, vy_piece *out, vy_error *e)
-{
-	uint64_t g = s->dev->info.share_granularity, step = want < need ? need : want, resident;
-	for (;;) {
-		if (!vy_add_u64(s->resident, step, &resident))
-			return vy_fail(e, VY_EOVERFLOW, "allocate less", "resident byte accounting would overflow");
-		vy_err rc = take_memory(s, step, &out->p, e);
-		if (rc == VY_OK) {
-			out->bytes = step;
-			return VY_OK;
-		}
-		if (rc != VY_ENOSPC || step == need)
-			return rc;
-		uint64_t half = step / 2 / g * g;
-		step = half > need ? half : need;
-	}
-}
-
-static vy_err too_many_pieces(vy_error *e, vy_handle h)
-{
-	return vy_fail(e, VY_ENOSPC, "copy the file to a new one (cp), which holds it in one piece",
-		       "resident handle %llu is in %u pieces, the most one buffer may have", (unsigned long long)h,
-		       VY_CHUNKS_MAX);
-}
-
-/* Add piece `pc` (memory the store took) to b's view; on failure it goes
- * back. Lock held. */
-static vy_err add_piece(vy_store *s, store_buffer *b, vy_piece pc, vy_error *e)
-{
-	uint64_t end;
-	vy_err rc = vy_add_u64(pc.off, pc.bytes, &end) ? view_room(s, b, end, e)
-						    : vy_fail(e, VY_EOVERFLOW, "allocate less", "a buffer's size would overflow");
-	if (rc == VY_OK && pc.off > span_of(b))
-		rc = zeros_ready(s, e);
-	if (rc == VY_OK)
-		rc = vy_view_add(s->dev, &b->view, &s->zeros, pc, e);
-	if (rc != VY_OK) {
-		vy_pool_put(&s->pool, pc.bytes, pc.p, NULL);
-		return rc;
-	}
-	b->alloc += pc.bytes;
-	s->resident += pc.bytes;
-	return VY_OK;
-}
-
-vy_err vy_store_grow(vy_store *s, vy_handle h, uint64_t len, vy_buffer_view *out, vy_error *e)
-{
-	pthread_mutex_lock(&s->lock);
-	store_buffer *b = NULL;
-	uint64_t want;
-	vy_err rc = shapeable(s, h, len, &b, &want, e);
-	if (rc != VY_OK)
-		goto out;
-	uint64_t span = span_of(b);
-	if (want > span) {
-		uint32_t n = chunks_of(b);
-		if (b->alloc && n >= VY_CHUNKS_MAX) {
-			rc = too_many_pieces(e, h);
-			goto out;
-		}
-		/* Steps of 1/8 of the buffer's memory keep the pieces few
-		 * (about 70 up to 80 GiB) and the slack at most what the file
-		 * system keeps anyway; past half the pieces, steps double it
-		 * (holes count for nothing). Where a step
-		 * does not fit, half of it is tried, down to what is needed, so
-		 * a file can fill the budget to its last granule. */
-		uint64_t step = n >= VY_CHUNKS_MAX / 2 ? b->alloc : granules(s, b->alloc / 8);
-		vy_piece pc = {.off = span};
-		rc = take_step(s, step, want - span, &pc, e);
-		if (rc == VY_OK)
-			rc = add_piece(s, b, pc, e);
-		if (rc != VY_OK)
-			goto out;
-		changed(s, b);
-		vy_telemetry_add(s->tel, grows, 1);
-	}
-	b->len = span_of(b);
-	*out = view_of(b);
-out:
-	pthread_mutex_unlock(&s->lock);
-	return rc;
-}
-
-vy_err vy_store_alloc_holes(vy_store *s, uint64_t len, vy_handle *out, vy_error *e)
-{
-	uint64_t g = s->dev->info.share_granularity;
-	if (!s->dev->share || !g)
-		return vy_fail(e, VY_ENOTSUP, "allocate the buffer whole", "this device cannot map holes");
-	uint64_t want = granules(s, len);
-	if (!want)
-		return vy_fail(e, VY_EOVERFLOW, "allocate less", "a %llu-byte buffer is too large", (unsigned long long)len);
-	store_buffer *b = calloc(1, sizeof(*b));
-	if (!b)
-		return vy_fail(e, VY_ENOMEM, "free host memory", "cannot allocate a buffer record");
-	pthread_mutex_lock(&s->lock);
-	vy_err rc = VY_OK;
-	if (s->next_id == UINT64_MAX)
-		rc = vy_fail(e, VY_EOVERFLOW, "remount to start a new id space", "resident handle ids are exhausted");
-	if (rc == VY_OK)
-		rc = zeros_ready(s, e);
-	if (rc == VY_OK)
-		rc = view_room(s, b, want, e);
-	if (rc == VY_OK)
-		rc = vy_view_extend(s->dev, &b->view, &s->zeros, want, e);
-	if (rc == VY_OK) {
-		b->id = s->next_id;
-		b->gen = ++s->next_gen;
-		b->len = want;
-		if (!vy_u64map_put(&s->buffers, b->id, b))
-			rc = vy_fail(e, VY_ENOMEM, "free host memory", "cannot record a new buffer");
-	}
-	if (rc != VY_OK) {
-		vy_view_drop(s->dev, &b->view, &s->zeros, NULL);
-		zeros_idle(s);
-		free(b->view.piece);
-		free(b);
-	} else {
-		s->next_id++;
-		s->live++;
-		publish(s);
-		*out = b->id;
-	}
-	pthread_mutex_unlock(&s->lock);
-	return rc;
-}
-
-vy_err vy_store_extend(vy_store *s, vy_handle h, uint64_t len, vy_buffer_view *out, vy_error *e)
-{
-	pthread_mutex_lock(&s->lock);
-	store_buffer *b = NULL;
-	uint64_t want;
-	vy_err rc = shapeable(s, h, len, &b, &want, e);
-	if (rc == VY_OK && want > span_of(b)) {
-		rc = zeros_ready(s, e);
-		if (rc == VY_OK)
-			rc = view_room(s, b, want, e);
-		if (rc == VY_OK)
-			rc = vy_view_extend(s->dev, &b->view, &s->zeros, want, e);
-		if (rc == VY_OK)
-			changed(s, b);
-		else
-			zeros_idle(s);
-	}
-	if (rc == VY_OK)
-		*out = view_of(b);
-	pthread_mutex_unlock(&s->lock);
-	return rc;
-}
-
-vy_err vy_store_back(vy_store *s, vy_handle h, uint64_t off, uint64_t len, vy_store_zero_fn zero, void *ctx,
-		     vy_buffer_view *out, vy_error *e)
-{
-	uint64_t g = s->dev->info.share_granularity;
-	pthread_mutex_lock(&s->lock);
-	store_buffer *b = live_buffer(s, h);
-	vy_err rc = b ? VY_OK : unknown_handle(e, h);
-	bool any = false;
-	if (rc == VY_OK && b->view.ptr && b->view.holes) {
-		uint64_t end = off + len < off || off + len > b->view.len ? b->view.len : off + len;
-		uint64_t at = off / g * g;
-		while (rc == VY_OK && at < end) {
-			uint64_t from = vy_view_next_hole(&b->view, at);
-			if (from >= end)
-				break;
-			uint64_t to = vy_view_next_data(&b->view, from);
-			if (to > b->view.len)
-				to = b->view.len;
-			/* Past half the pieces, a write backs the whole hole it
-			 * falls in, so pieces stay under VY_CHUNKS_MAX however
-			 * scattered the writes. */
-			if (to > granules(s, end) && b->view.n < VY_CHUNKS_MAX / 2)
-				to = granules(s, end);
-			if (b->view.n >= VY_CHUNKS_MAX) {
-				rc = too_many_pieces(e, h);
-				break;
-			}
-			if (b->inflight) {
-				rc = vy_fail(e, VY_EBUSY, "wait for running work to finish", "resident handle %llu is in use",
-					     (unsigned long long)h);
-				break;
-			}
-			/* New memory for the hole, zeroed: pooled memory holds
-			 * another file's old bytes. */
-			vy_piece pc = {.off = from};
-			rc = take_step(s, to - from, to - from, &pc, e);
-			if (rc == VY_OK) {
-				rc = zero(ctx, pc.p, pc.bytes, e);
-				if (rc != VY_OK)
-					vy_pool_put(&s->pool, pc.bytes, pc.p, NULL);
-			}
-			if (rc == VY_OK)
-				rc = add_piece(s, b, pc, e);
-			any |= rc == VY_OK;
-			at = to;
-		}
-		if (any)
-			changed(s, b);
-	}
-	if (b && out)
-		*out = view_of(b);
-	pthread_mutex_unlock(&s->lock);
-	return rc;
-}
-
-vy_err vy_store_punch(vy_store *s, vy_handle h, uint64_t off, uint64_t len, vy_buffer_view *out, vy_error *e)
-{
-	pthread_mutex_lock(&s->lock);
-	store_buffer *b = live_buffer(s, h);
-	vy_err rc = b ? VY_OK : unknown_handle(e, h);
-	/* Memory another process maps, or work uses, stays until it ends. */
-	if (rc == VY_OK && b->view.ptr && !b->exports && !b->inflight) {
-		uint64_t end = off + len < off ? UINT64_MAX : off + len;
-		bool any = false;
-		for (uint32_t i = b->view.n; rc == VY_OK && i-- > 0;) {
-			vy_piece pc = b->view.piece[i];
-			if (pc.off < off || pc.off + pc.bytes > end)
-				continue;
-			rc = zeros_ready(s, e);
-			if (rc == VY_OK)
-				rc = vy_view_remove(s->dev, &b->view, &s->zeros, i, false, 0, e);
-			if (rc == VY_OK) {
-				b->alloc -= pc.bytes;
-				s->resident -= pc.bytes;
-				any = true;
-				rc = give_back(s, b->untrusted, pc.p, pc.bytes, e);
-			}
-		}
-		if (any)
-			changed(s, b);
-	}
-	if (b && out)
-		*out = view_of(b);
-	pthread_mutex_unlock(&s->lock);
-	return rc;
-}
-
-vy_err vy_store_shrink(vy_store *s, vy_handle h, uint64_t len, vy_buffer_view *out, vy_error *e)
-{
-	pthread_mutex_lock(&s->lock);
-	store_buffer *b = live_buffer(s, h);
-	vy_err rc = b ? VY_OK : unknown_handle(e, h);
-	/* Memory another process maps, or work uses, stays until it ends. */
-	if (rc == VY_OK && b->view.ptr && !b->exports && !b->inflight) {
-		uint64_t keep = granules(s, len ? len : 1), before = span_of(b);
-		while (rc == VY_OK && b->view.n > 0) { /* pieces that start at or past keep */
-			vy_piece pc = b->view.piece[b->view.n - 1];
-			if (pc.off < keep)
-				break;
-			rc = vy_view_remove(s->dev, &b->view, &s->zeros, b->view.n - 1, true, keep, e);
-			if (rc == VY_OK) {
-				b->alloc -= pc.bytes;
-				s->resident -= pc.bytes;
-				rc = give_back(s, b->untrusted, pc.p, pc.bytes, e);
-			}
-		}
-		if (rc == VY_OK)
-			rc = vy_view_shorten(s->dev, &b->view, &s->zeros, keep, e);
-		if (span_of(b) != before)
-			changed(s, b);
-	}
-	if (b && out)
-		*out = view_of(b);
-	pthread_mutex_unlock(&s->lock);
-	return rc;
-}
-
-bool vy_store_backed(vy_store *s, vy_handle h, uint64_t off, uint64_t len)
-{
-	pthread_mutex_lock(&s->lock);
-	store_buffer *b = live_buffer(s, h);
-	bool yes = !b || !b->view.ptr || !b->view.holes || vy_view_backed(&b->view, off, len);
-	pthread_mutex_unlock(&s->lock);
-	return yes;
-}
-
-uint64_t vy_store_seek(vy_store *s, vy_handle h, uint64_t off, bool data)
-{
-	pthread_mutex_lock(&s->lock);
-	store_buffer *b = live_buffer(s, h);
-	uint64_t at = off;
-	if (b && b->view.ptr)
-		at = data ? vy_view_next_data(&b->view, off) : vy_view_next_hole(&b->view, off);
-	else if (b && !data)
-		at = off > b->len ? off : b->len; /* one allocation: all data */
-	pthread_mutex_unlock(&s->lock);
-	return at;
-}
-
 vy_err vy_store_unexport(vy_store *s, vy_handle h, vy_error *e)
 {
 	pthread_mutex_lock(&s->lock);
@@ -918,7 +514,7 @@ vy_err vy_store_unexport(vy_store *s, vy_handle h, vy_error *e)
 		rc = vy_fail(e, VY_EINTERNAL, "report this bug", "unexport of resident handle %llu that is not exported",
 			     (unsigned long long)h);
 	else if (--b->exports == 0 && b->doomed && !b->inflight)
-		rc = release(s, b, e);
+		rc = vy_store_release(s, b, e);
 	pthread_mutex_unlock(&s->lock);
 	return rc;
 }
@@ -926,7 +522,7 @@ vy_err vy_store_unexport(vy_store *s, vy_handle h, vy_error *e)
 bool vy_store_current(vy_store *s, vy_handle h, uint64_t gen)
 {
 	pthread_mutex_lock(&s->lock);
-	store_buffer *b = live_buffer(s, h);
+	store_buffer *b = vy_store_live(s, h);
 	bool yes = b && b->gen == gen;
 	pthread_mutex_unlock(&s->lock);
 	return yes;
@@ -940,7 +536,7 @@ uint64_t vy_store_export_frees(vy_store *s)
 uint32_t vy_store_inflight(vy_store *s, vy_handle h)
 {
 	pthread_mutex_lock(&s->lock);
-	store_buffer *b = live_buffer(s, h);
+	store_buffer *b = vy_store_live(s, h);
 	uint32_t n = b ? b->inflight : 0;
 	pthread_mutex_unlock(&s->lock);
 	return n;

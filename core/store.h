@@ -79,39 +79,9 @@ vy_err vy_store_unpin_many(vy_store *s, const vy_handle *handles, size_t n, vy_e
  * VY_ENOTSUP when the device cannot share. */
 typedef vy_err (*vy_store_copy_fn)(void *ctx, vy_dptr dst, vy_dptr src, uint64_t len, vy_error *e);
 vy_err vy_store_share(vy_store *s, vy_handle h, vy_store_copy_fn copy, void *ctx, vy_error *e);
-/* Growth in place (core/view.h): a buffer of the share granularity or
- * more is pieces, mapped in a reserved range; it grows to at least `len`
- * bytes by mapping one more piece at its end (it may get a new address,
- * never a copy). Its length becomes all it spans (`out`). VY_ENOTSUP for
- * a buffer that cannot (under the granularity, or a device that cannot
- * share): that one moves. Nothing of this process may use the buffer
- * meanwhile (the fs holds the file's write lock); it must not be pinned. */
-vy_err vy_store_grow(vy_store *s, vy_handle h, uint64_t len, vy_buffer_view *out, vy_error *e);
 /* Whether `h` grows in place (and may have holes). */
 bool vy_store_growable(vy_store *s, vy_handle h);
 
-/* Holes: whole granules that read as zeros and cost no memory (each maps
- * one shared granule of zeros). A buffer of only holes; holes up to
- * `len` at a buffer's end; and memory for every hole of [off, off + len),
- * zeroed by `zero` (device memory, `bytes` of it, waited for) before it is
- * mapped. Writing where a hole is would write the shared zeros: whoever
- * writes backs the range first (vy_store_backed says whether it is). */
-typedef vy_err (*vy_store_zero_fn)(void *ctx, vy_dptr p, uint64_t bytes, vy_error *e);
-vy_err vy_store_alloc_holes(vy_store *s, uint64_t len, vy_handle *out, vy_error *e);
-vy_err vy_store_extend(vy_store *s, vy_handle h, uint64_t len, vy_buffer_view *out, vy_error *e);
-vy_err vy_store_back(vy_store *s, vy_handle h, uint64_t off, uint64_t len, vy_store_zero_fn zero, void *ctx,
-		     vy_buffer_view *out, vy_error *e);
-/* Give back every piece inside [off, off + len): a hole where it was
- * (FALLOC_FL_PUNCH_HOLE; the caller zeroes the rest of the range). */
-vy_err vy_store_punch(vy_store *s, vy_handle h, uint64_t off, uint64_t len, vy_buffer_view *out, vy_error *e);
-bool vy_store_backed(vy_store *s, vy_handle h, uint64_t off, uint64_t len);
-/* SEEK_DATA (`data`) or SEEK_HOLE from `off`: the next byte that has
- * memory (UINT64_MAX: none), or the next hole (the end if none). */
-uint64_t vy_store_seek(vy_store *s, vy_handle h, uint64_t off, bool data);
-
-/* Give back the whole trailing pieces (and holes) that `len` bytes do not
- * need (a buffer of pieces only; an exported or pinned one keeps them). */
-vy_err vy_store_shrink(vy_store *s, vy_handle h, uint64_t len, vy_buffer_view *out, vy_error *e);
 /* Whether a live buffer can be exported as it is. */
 bool vy_store_shareable(vy_store *s, vy_handle h);
 
@@ -148,5 +118,8 @@ void vy_store_usage_get(vy_store *s, vy_store_usage *out);
 /* Tests only: continue handle ids from `next`, to reach the end of the id
  * space without 2^64 allocations. */
 void vy_store_test_set_next_id(vy_store *s, vy_handle next);
+
+/* Growth in place, holes and shrinking (store_shape.c). */
+#include "core/store_shape.h"
 
 #endif

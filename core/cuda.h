@@ -1,0 +1,150 @@
+/* The cuda backend's own header (device_cuda.c: the device table;
+ * cuda_vmm.c: allocations, exports and spans; cuda_driver.c: the driver's
+ * errors and the current context). Nothing outside the backend includes it. */
+#ifndef VY_CUDA_H
+#define VY_CUDA_H
+
+#ifdef VY_HAVE_CUDA_H
+
+#include "core/device.h"
+#include "core/u64map.h"
+
+#include <cuda.h>
+#include <cudaTypedefs.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <string.h>
+
+#define VY_FIX_DRIVER "install the NVIDIA driver (libcuda.so.1), or use -o backend=host"
+
+/* One field per entry point; X(field, symbol, pfn type). */
+#define CUDA_ENTRY_POINTS(X)                                                   \
+	X(Init, "cuInit", PFN_cuInit_v2000)                                     \
+	X(GetErrorName, "cuGetErrorName", PFN_cuGetErrorName_v6000)             \
+	X(GetErrorString, "cuGetErrorString", PFN_cuGetErrorString_v6000)       \
+	X(DeviceGetCount, "cuDeviceGetCount", PFN_cuDeviceGetCount_v2000)       \
+	X(DeviceGet, "cuDeviceGet", PFN_cuDeviceGet_v2000)                      \
+	X(DeviceGetName, "cuDeviceGetName", PFN_cuDeviceGetName_v2000)          \
+	X(DeviceGetAttribute, "cuDeviceGetAttribute", PFN_cuDeviceGetAttribute_v2000) \
+	X(DeviceTotalMem, "cuDeviceTotalMem", PFN_cuDeviceTotalMem_v3020)       \
+	X(PrimaryCtxRetain, "cuDevicePrimaryCtxRetain", PFN_cuDevicePrimaryCtxRetain_v7000) \
+	X(PrimaryCtxRelease, "cuDevicePrimaryCtxRelease", PFN_cuDevicePrimaryCtxRelease_v11000) \
+	X(CtxSetCurrent, "cuCtxSetCurrent", PFN_cuCtxSetCurrent_v4000)          \
+	X(MemGetInfo, "cuMemGetInfo", PFN_cuMemGetInfo_v3020)                   \
+	X(MemAlloc, "cuMemAlloc", PFN_cuMemAlloc_v3020)                         \
+	X(MemFree, "cuMemFree", PFN_cuMemFree_v3020)                            \
+	X(MemHostAlloc, "cuMemHostAlloc", PFN_cuMemHostAlloc_v2020)             \
+	X(MemFreeHost, "cuMemFreeHost", PFN_cuMemFreeHost_v2000)                \
+	X(StreamCreate, "cuStreamCreate", PFN_cuStreamCreate_v2000)             \
+	X(StreamDestroy, "cuStreamDestroy", PFN_cuStreamDestroy_v4000)          \
+	X(StreamSynchronize, "cuStreamSynchronize", PFN_cuStreamSynchronize_v2000) \
+	X(MemcpyHtoDAsync, "cuMemcpyHtoDAsync", PFN_cuMemcpyHtoDAsync_v3020)    \
+	X(MemcpyDtoHAsync, "cuMemcpyDtoHAsync", PFN_cuMemcpyDtoHAsync_v3020)    \
+	X(MemcpyDtoDAsync, "cuMemcpyDtoDAsync", PFN_cuMemcpyDtoDAsync_v3020)    \
+	X(MemsetD8Async, "cuMemsetD8Async", PFN_cuMemsetD8Async_v3020)          \
+	X(EventCreate, "cuEventCreate", PFN_cuEventCreate_v2000)                \
+	X(EventDestroy, "cuEventDestroy", PFN_cuEventDestroy_v4000)             \
+	X(EventRecord, "cuEventRecord", PFN_cuEventRecord_v2000)                \
+	X(EventSynchronize, "cuEventSynchronize", PFN_cuEventSynchronize_v2000) \
+	X(EventElapsedTime, "cuEventElapsedTime", PFN_cuEventElapsedTime_v2000) \
+	X(ModuleLoadDataEx, "cuModuleLoadDataEx", PFN_cuModuleLoadDataEx_v2010)  \
+	X(ModuleUnload, "cuModuleUnload", PFN_cuModuleUnload_v2000)             \
+	X(ModuleGetFunction, "cuModuleGetFunction", PFN_cuModuleGetFunction_v2000) \
+	X(FuncGetParamInfo, "cuFuncGetParamInfo", PFN_cuFuncGetParamInfo_v12040) \
+	X(FuncGetAttribute, "cuFuncGetAttribute", PFN_cuFuncGetAttribute_v2020) \
+	X(LaunchKernel, "cuLaunchKernel", PFN_cuLaunchKernel_v4000)             \
+	X(OccupancyMaxPotentialBlockSize, "cuOccupancyMaxPotentialBlockSize", PFN_cuOccupancyMaxPotentialBlockSize_v6050) \
+	X(MemCreate, "cuMemCreate", PFN_cuMemCreate_v10020)                     \
+	X(MemRelease, "cuMemRelease", PFN_cuMemRelease_v10020)                  \
+	X(MemAddressReserve, "cuMemAddressReserve", PFN_cuMemAddressReserve_v10020) \
+	X(MemAddressFree, "cuMemAddressFree", PFN_cuMemAddressFree_v10020)      \
+	X(MemMap, "cuMemMap", PFN_cuMemMap_v10020)                              \
+	X(MemUnmap, "cuMemUnmap", PFN_cuMemUnmap_v10020)                        \
+	X(MemSetAccess, "cuMemSetAccess", PFN_cuMemSetAccess_v10020)            \
+	X(MemGetAllocationGranularity, "cuMemGetAllocationGranularity", PFN_cuMemGetAllocationGranularity_v10020) \
+	X(MemExportToShareableHandle, "cuMemExportToShareableHandle", PFN_cuMemExportToShareableHandle_v10020) \
+	X(MemImportFromShareableHandle, "cuMemImportFromShareableHandle", PFN_cuMemImportFromShareableHandle_v10020) \
+	X(DeviceCanAccessPeer, "cuDeviceCanAccessPeer", PFN_cuDeviceCanAccessPeer_v4000) \
+	X(CtxEnablePeerAccess, "cuCtxEnablePeerAccess", PFN_cuCtxEnablePeerAccess_v4000) \
+	X(MemcpyPeerAsync, "cuMemcpyPeerAsync", PFN_cuMemcpyPeerAsync_v4000)
+
+typedef struct cuda_api {
+#define CUDA_FIELD(field, symbol, type) type field;
+	CUDA_ENTRY_POINTS(CUDA_FIELD)
+#undef CUDA_FIELD
+	/* CUDA 13 gave cuCtxSynchronize a context argument: ask for the
+	 * CUDA 12 form by version. */
+	PFN_cuCtxSynchronize_v2000 CtxSynchronize;
+} cuda_api;
+
+typedef struct cuda_device {
+	vy_device base;
+	cuda_api api;
+	CUdevice dev;
+	CUcontext ctx;
+	uint64_t generation; /* tells threads whose current context is stale */
+	pthread_mutex_t vmm_lock;
+	bool vmm_lock_made;
+	vy_u64map vmm;      /* pointer -> vmm_rec: our VMM allocations */
+	vy_u64map reserved; /* pointer -> its bytes: spans' address ranges */
+	vy_u64map mapped;   /* pointer -> its bytes: what map_fd/map_own put there */
+	/* Devices of this process that reach our memory directly (peer
+	 * access, cuda_peer_enable): every mapping grants them access too.
+	 * Set before any allocation, read without the lock after. */
+	int peers[VY_PEERS_MAX];
+	int npeers;
+} cuda_device;
+
+/* What may read and write a mapping: this device and its peers. */
+static inline int access_list(const cuda_device *c, CUmemAccessDesc *out)
+{
+	int n = 0;
+	for (int i = -1; i < c->npeers; i++) {
+		memset(&out[n], 0, sizeof(out[n]));
+		out[n].location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+		out[n].location.id = i < 0 ? c->base.info.ordinal : c->peers[i];
+		out[n].flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+		n++;
+	}
+	return n;
+}
+/* A VMM allocation or import: its physical handle and mapped size. */
+typedef struct vmm_rec {
+	CUmemGenericAllocationHandle handle;
+	uint64_t bytes;
+} vmm_rec;
+static inline cuda_device *cuda_of(vy_device *d)
+{
+	return (cuda_device *)d;
+}
+/* Fill `e` from a driver result, naming the call. Out-of-memory is ENOSPC so
+ * that callers can tell "free something" from "the device failed". */
+vy_err vy_cuda_fail(cuda_device *c, CUresult rc, const char *call, vy_error *e);
+/* Make c's context current on this thread (once per open, not per call). */
+vy_err vy_cuda_current(cuda_device *c, vy_error *e);
+/* A new open's generation: threads set its context current again. */
+uint64_t vy_cuda_next_generation(void);
+
+#define CU_CALL(c, e, call, args)                                  \
+	do {                                                       \
+		CUresult rc_ = (c)->api.call args;                 \
+		if (rc_ != CUDA_SUCCESS)                           \
+			return vy_cuda_fail((c), rc_, "cu" #call, (e)); \
+	} while (0)
+
+#define CU_CURRENT(c, e)                        \
+	do {                                    \
+		vy_err cur_ = vy_cuda_current((c), (e)); \
+		if (cur_ != VY_OK)              \
+			return cur_;            \
+	} while (0)
+
+/* cuda_vmm.c: allocations (VMM when the device can share them, else
+ * cuMemAlloc), and the share sub-table (exports, spans, zeros). */
+vy_err vy_cuda_alloc(vy_device *d, uint64_t bytes, vy_dptr *out, vy_error *e);
+vy_err vy_cuda_free(vy_device *d, vy_dptr p, vy_error *e);
+extern const vy_device_share_ops vy_cuda_share;
+
+#endif
+
+#endif

@@ -1,0 +1,313 @@
+/* The cuda backend's memory: allocations (VMM when the device can share
+ * them: cuMemCreate with a POSIX fd handle, reserved, mapped and made
+ * accessible; else cuMemAlloc), exports, and spans (reserved ranges that
+ * map other allocations, imported fds and the zero granule). */
+#include "core/cuda.h"
+
+#ifdef VY_HAVE_CUDA_H
+
+#include <stdlib.h>
+#include <unistd.h>
+
+/* Reserve an address range for r's physical memory, map it and allow read
+ * and write from this device; record it in `into`. On failure r's handle is
+ * released and r freed. */
+static vy_err vmm_map(cuda_device *c, vmm_rec *r, vy_dptr *out, vy_error *e)
+{
+	CUdeviceptr p = 0;
+	const char *call = "cuMemAddressReserve";
+	CUresult cr = c->api.MemAddressReserve(&p, (size_t)r->bytes, 0, 0, 0);
+	bool reserved = cr == CUDA_SUCCESS, mapped = false;
+	if (cr == CUDA_SUCCESS) {
+		call = "cuMemMap";
+		cr = c->api.MemMap(p, (size_t)r->bytes, 0, r->handle, 0);
+		mapped = cr == CUDA_SUCCESS;
+	}
+	if (cr == CUDA_SUCCESS) {
+		CUmemAccessDesc access[VY_PEERS_MAX + 1];
+		int n = access_list(c, access);
+		call = "cuMemSetAccess";
+		cr = c->api.MemSetAccess(p, (size_t)r->bytes, access, (size_t)n);
+	}
+	bool put = false;
+	if (cr == CUDA_SUCCESS) {
+		pthread_mutex_lock(&c->vmm_lock);
+		put = vy_u64map_put(&c->vmm, (uint64_t)p, r);
+		pthread_mutex_unlock(&c->vmm_lock);
+	}
+	if (put) {
+		*out = (vy_dptr)p;
+		return VY_OK;
+	}
+	vy_err rc = cr != CUDA_SUCCESS ? vy_cuda_fail(c, cr, call, e)
+				       : vy_fail(e, VY_ENOMEM, "free host memory", "cuda backend: cannot record a mapping");
+	if (mapped)
+		c->api.MemUnmap(p, (size_t)r->bytes);
+	if (reserved)
+		c->api.MemAddressFree(p, (size_t)r->bytes);
+	c->api.MemRelease(r->handle);
+	free(r);
+	return rc;
+}
+
+/* Undo vmm_map (the record is the caller's to free). */
+static vy_err vmm_unmap(cuda_device *c, vy_dptr p, vmm_rec *r, vy_error *e)
+{
+	vy_err rc = VY_OK;
+	CUresult cr = c->api.MemUnmap((CUdeviceptr)p, (size_t)r->bytes);
+	if (cr != CUDA_SUCCESS)
+		rc = vy_cuda_fail(c, cr, "cuMemUnmap", e);
+	cr = c->api.MemAddressFree((CUdeviceptr)p, (size_t)r->bytes);
+	if (cr != CUDA_SUCCESS && rc == VY_OK)
+		rc = vy_cuda_fail(c, cr, "cuMemAddressFree", e);
+	cr = c->api.MemRelease(r->handle);
+	if (cr != CUDA_SUCCESS && rc == VY_OK)
+		rc = vy_cuda_fail(c, cr, "cuMemRelease", e);
+	return rc;
+}
+
+/* Physical memory another process can import by fd, mapped here. */
+static vy_err vmm_alloc(cuda_device *c, uint64_t bytes, vy_dptr *out, vy_error *e)
+{
+	CUmemAllocationProp prop = {0};
+	prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+	prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+	prop.location.id = c->base.info.ordinal;
+	prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+	vmm_rec *r = calloc(1, sizeof(*r));
+	if (!r)
+		return vy_fail(e, VY_ENOMEM, "free host memory", "cuda backend: cannot record an allocation");
+	r->bytes = bytes;
+	CUresult cr = c->api.MemCreate(&r->handle, (size_t)bytes, &prop, 0);
+	if (cr != CUDA_SUCCESS) {
+		free(r);
+		return vy_cuda_fail(c, cr, "cuMemCreate", e);
+	}
+	return vmm_map(c, r, out, e);
+}
+
+vy_err vy_cuda_alloc(vy_device *d, uint64_t bytes, vy_dptr *out, vy_error *e)
+{
+	cuda_device *c = cuda_of(d);
+	CUdeviceptr p = 0;
+	if (bytes == 0)
+		return vy_fail(e, VY_EINVAL, "allocate at least 1 byte", "cuda backend: zero-byte allocation");
+	if (bytes > SIZE_MAX)
+		return vy_fail(e, VY_EOVERFLOW, "allocate less", "cuda backend: %llu bytes do not fit size_t",
+			       (unsigned long long)bytes);
+	CU_CURRENT(c, e);
+	uint64_t g = c->base.info.share_granularity;
+	if (g && bytes >= g) {
+		uint64_t whole = vy_device_alloc_size(d, bytes); /* VMM takes whole granules */
+		if (!whole || whole > SIZE_MAX)
+			return vy_fail(e, VY_EOVERFLOW, "allocate less", "cuda backend: %llu bytes do not fit size_t",
+				       (unsigned long long)bytes);
+		return vmm_alloc(c, whole, out, e);
+	}
+	CU_CALL(c, e, MemAlloc, (&p, (size_t)bytes));
+	*out = (vy_dptr)p;
+	return VY_OK;
+}
+
+vy_err vy_cuda_free(vy_device *d, vy_dptr p, vy_error *e)
+{
+	cuda_device *c = cuda_of(d);
+	CU_CURRENT(c, e);
+	pthread_mutex_lock(&c->vmm_lock);
+	vmm_rec *r = c->base.info.share_granularity ? vy_u64map_remove(&c->vmm, p) : NULL;
+	pthread_mutex_unlock(&c->vmm_lock);
+	if (r) {
+		vy_err rc = vmm_unmap(c, p, r, e);
+		free(r);
+		return rc;
+	}
+	CU_CALL(c, e, MemFree, ((CUdeviceptr)p));
+	return VY_OK;
+}
+
+static vy_err cuda_export_fd(vy_device *d, vy_dptr p, int *fd, vy_error *e)
+{
+	cuda_device *c = cuda_of(d);
+	pthread_mutex_lock(&c->vmm_lock);
+	vmm_rec *r = vy_u64map_get(&c->vmm, p);
+	CUmemGenericAllocationHandle h = r ? r->handle : 0;
+	pthread_mutex_unlock(&c->vmm_lock);
+	if (!r)
+		return vy_fail(e, VY_EINVAL, "share only allocations of the share granularity or more",
+			       "cuda backend: 0x%llx is not a shareable allocation", (unsigned long long)p);
+	int out = -1;
+	CU_CURRENT(c, e);
+	CU_CALL(c, e, MemExportToShareableHandle, (&out, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
+	*fd = out;
+	return VY_OK;
+}
+
+static vy_err cuda_unmap(vy_device *d, vy_dptr at, uint64_t bytes, vy_error *e);
+
+/* Take `p` of `bytes` out of `map` if it is recorded there with that size. */
+static bool take_record(cuda_device *c, vy_u64map *map, vy_dptr p, uint64_t bytes)
+{
+	pthread_mutex_lock(&c->vmm_lock);
+	void *v = vy_u64map_get(map, p);
+	bool yes = v && (uint64_t)(uintptr_t)v == bytes;
+	if (yes)
+		vy_u64map_remove(map, p);
+	pthread_mutex_unlock(&c->vmm_lock);
+	return yes;
+}
+
+static bool put_record(cuda_device *c, vy_u64map *map, vy_dptr p, uint64_t bytes)
+{
+	pthread_mutex_lock(&c->vmm_lock);
+	bool put = vy_u64map_put(map, p, (void *)(uintptr_t)bytes);
+	pthread_mutex_unlock(&c->vmm_lock);
+	return put;
+}
+
+static vy_err span_size_check(uint64_t bytes, vy_error *e)
+{
+	if (bytes == 0 || bytes > SIZE_MAX)
+		return vy_fail(e, VY_EINVAL, "map a buffer with the size it was exported with",
+			       "cuda backend: cannot map %llu bytes", (unsigned long long)bytes);
+	return VY_OK;
+}
+
+static vy_err cuda_reserve(vy_device *d, uint64_t bytes, vy_dptr *out, vy_error *e)
+{
+	cuda_device *c = cuda_of(d);
+	vy_err rc = span_size_check(bytes, e);
+	if (rc != VY_OK)
+		return rc;
+	CU_CURRENT(c, e);
+	CUdeviceptr p = 0;
+	CU_CALL(c, e, MemAddressReserve, (&p, (size_t)bytes, 0, 0, 0));
+	if (!put_record(c, &c->reserved, (vy_dptr)p, bytes)) {
+		c->api.MemAddressFree(p, (size_t)bytes);
+		return vy_fail(e, VY_ENOMEM, "free host memory", "cuda backend: cannot record a reservation");
+	}
+	*out = (vy_dptr)p;
+	return VY_OK;
+}
+
+static vy_err cuda_unreserve(vy_device *d, vy_dptr p, uint64_t bytes, vy_error *e)
+{
+	cuda_device *c = cuda_of(d);
+	if (!take_record(c, &c->reserved, p, bytes))
+		return vy_fail(e, VY_EINVAL, "release only what was reserved, once",
+			       "cuda backend: 0x%llx is not a reservation of %llu bytes", (unsigned long long)p,
+			       (unsigned long long)bytes);
+	CU_CURRENT(c, e);
+	CU_CALL(c, e, MemAddressFree, ((CUdeviceptr)p, (size_t)bytes));
+	return VY_OK;
+}
+
+/* Map physical memory at `at` and make it readable and writable here; the
+ * mapping holds the memory, so the caller releases its handle after. */
+static vy_err map_handle(cuda_device *c, CUmemGenericAllocationHandle h, uint64_t bytes, vy_dptr at, vy_error *e)
+{
+	CUresult cr = c->api.MemMap((CUdeviceptr)at, (size_t)bytes, 0, h, 0);
+	if (cr != CUDA_SUCCESS)
+		return vy_cuda_fail(c, cr, "cuMemMap", e);
+	CUmemAccessDesc access[VY_PEERS_MAX + 1];
+	int n = access_list(c, access);
+	cr = c->api.MemSetAccess((CUdeviceptr)at, (size_t)bytes, access, (size_t)n);
+	if (cr == CUDA_SUCCESS && !put_record(c, &c->mapped, at, bytes)) {
+		c->api.MemUnmap((CUdeviceptr)at, (size_t)bytes);
+		return vy_fail(e, VY_ENOMEM, "free host memory", "cuda backend: cannot record a mapping");
+	}
+	if (cr != CUDA_SUCCESS) {
+		c->api.MemUnmap((CUdeviceptr)at, (size_t)bytes);
+		return vy_cuda_fail(c, cr, "cuMemSetAccess", e);
+	}
+	return VY_OK;
+}
+
+static vy_err cuda_map_fd(vy_device *d, int fd, uint64_t bytes, vy_dptr at, vy_error *e)
+{
+	cuda_device *c = cuda_of(d);
+	vy_err rc = span_size_check(bytes, e);
+	if (rc != VY_OK)
+		return rc;
+	CU_CURRENT(c, e);
+	CUmemGenericAllocationHandle h;
+	CU_CALL(c, e, MemImportFromShareableHandle,
+		(&h, (void *)(uintptr_t)fd, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR));
+	rc = map_handle(c, h, bytes, at, e);
+	CUresult cr = c->api.MemRelease(h);
+	if (cr != CUDA_SUCCESS && rc == VY_OK) {
+		cuda_unmap(d, at, bytes, NULL);
+		rc = vy_cuda_fail(c, cr, "cuMemRelease", e);
+	}
+	return rc;
+}
+
+static vy_err cuda_map_own(vy_device *d, vy_dptr p, uint64_t bytes, vy_dptr at, vy_error *e)
+{
+	cuda_device *c = cuda_of(d);
+	pthread_mutex_lock(&c->vmm_lock);
+	vmm_rec *r = vy_u64map_get(&c->vmm, p);
+	bool ok = r && r->bytes == bytes;
+	CUmemGenericAllocationHandle h = ok ? r->handle : 0;
+	pthread_mutex_unlock(&c->vmm_lock);
+	if (!ok)
+		return vy_fail(e, VY_EINVAL, "map only whole shareable allocations",
+			       "cuda backend: 0x%llx is not a shareable allocation of %llu bytes", (unsigned long long)p,
+			       (unsigned long long)bytes);
+	CU_CURRENT(c, e);
+	/* Our handle stays ours (cuda_free releases it); the mapping keeps
+	 * the memory until it is unmapped. */
+	return map_handle(c, h, bytes, at, e);
+}
+
+static vy_err cuda_unmap(vy_device *d, vy_dptr at, uint64_t bytes, vy_error *e)
+{
+	cuda_device *c = cuda_of(d);
+	if (!take_record(c, &c->mapped, at, bytes))
+		return vy_fail(e, VY_EINVAL, "unmap only what was mapped, once",
+			       "cuda backend: 0x%llx is not a mapping of %llu bytes", (unsigned long long)at,
+			       (unsigned long long)bytes);
+	CU_CURRENT(c, e);
+	CU_CALL(c, e, MemUnmap, ((CUdeviceptr)at, (size_t)bytes));
+	return VY_OK;
+}
+
+/* A hole run: the granule of zeros mapped at each granule (a mapping
+ * cannot repeat a smaller allocation across a larger range). */
+static vy_err cuda_map_zeros(vy_device *d, vy_dptr zero, vy_dptr at, uint64_t bytes, vy_error *e)
+{
+	uint64_t g = d->info.share_granularity;
+	for (uint64_t x = 0; x < bytes; x += g) {
+		vy_err rc = cuda_map_own(d, zero, g, at + x, e);
+		if (rc != VY_OK) {
+			for (uint64_t y = 0; y < x; y += g)
+				cuda_unmap(d, at + y, g, NULL);
+			return rc;
+		}
+	}
+	return VY_OK;
+}
+
+static vy_err cuda_unmap_zeros(vy_device *d, vy_dptr at, uint64_t bytes, vy_error *e)
+{
+	uint64_t g = d->info.share_granularity;
+	vy_err first = VY_OK;
+	for (uint64_t x = 0; x < bytes; x += g) {
+		vy_err rc = cuda_unmap(d, at + x, g, first == VY_OK ? e : NULL);
+		if (first == VY_OK)
+			first = rc;
+	}
+	return first;
+}
+
+const vy_device_share_ops vy_cuda_share = {
+	.export_fd = cuda_export_fd,
+	.reserve = cuda_reserve,
+	.unreserve = cuda_unreserve,
+	.map_fd = cuda_map_fd,
+	.map_own = cuda_map_own,
+	.unmap = cuda_unmap,
+	.map_zeros = cuda_map_zeros,
+	.unmap_zeros = cuda_unmap_zeros,
+};
+
+#endif
