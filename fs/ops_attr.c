@@ -1,0 +1,458 @@
+/* FUSE operations on attributes: getattr and setattr, xattrs (with ACLs
+ * and user.vyre.*), chattr's flags (ioctl) and statfs. */
+#include "fs/op.h"
+#include "ns/acl.h"
+#include "ns/acl_inode.h"
+#include "daemon/log.h"
+#include "daemon/session.h"
+#include "fs/devices_xattr.h"
+#include "fs/file.h"
+#include "fs/moddir.h"
+#include "fs/statx.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <linux/fs.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/statvfs.h>
+#include <sys/xattr.h>
+
+#define VYRE_XATTR_PREFIX "user.vyre."
+
+void vy_op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	(void)fi;
+	vy_fs *fs = fs_of(req);
+	vy_inode *in = vy_fs_inode(fs, ino);
+	if (!in) {
+		fuse_reply_err(req, ENOENT);
+		return;
+	}
+	struct stat st;
+	pthread_rwlock_rdlock(&in->lock);
+	vy_op_stat(fs, in, &st);
+	pthread_rwlock_unlock(&in->lock);
+	vy_statx_btime(&in->btime); /* for a statx asking for it (statx.h) */
+	fuse_reply_attr(req, &st, vy_op_attr_timeout(in));
+}
+
+static void set_time(struct timespec *t, const struct timespec *given, bool now)
+{
+	if (now)
+		vy_now(t);
+	else
+		*t = *given;
+}
+
+void vy_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set, struct fuse_file_info *fi)
+{
+	(void)fi;
+	vy_fs *fs = fs_of(req);
+	vy_inode *in = vy_fs_inode(fs, ino);
+	if (!in) {
+		fuse_reply_err(req, ENOENT);
+		return;
+	}
+	/* Nothing to set is a chown(-1, -1) (or a kill the kernel left to
+	 * us): ctime only, as on tmpfs. */
+	bool ctime_only = to_set == 0;
+	if (in->fixed && in->ino != FUSE_ROOT_ID) {
+		/* `echo ... > .vyre/ctl` may truncate it: nothing to do. */
+		bool ctl_trunc = in->virt == VY_V_CTL && to_set == FUSE_SET_ATTR_SIZE && attr->st_size == 0;
+		if (!ctl_trunc) {
+			fuse_reply_err(req, EPERM);
+			return;
+		}
+		to_set = 0;
+		ctime_only = false;
+	}
+	bool resized = false; /* truncate(2) to the size it has changes no time */
+	{
+		/* chattr +i: nothing changes; +a: no size, mode, owner or
+		 * given times (touching to now is an append's right). */
+		pthread_mutex_lock(&in->meta);
+		unsigned f = in->attr_flags;
+		pthread_mutex_unlock(&in->meta);
+		int kill = FUSE_SET_ATTR_KILL_SUID | FUSE_SET_ATTR_KILL_SGID;
+		bool given_times = ((to_set & FUSE_SET_ATTR_ATIME) && !(to_set & FUSE_SET_ATTR_ATIME_NOW)) ||
+				   ((to_set & FUSE_SET_ATTR_MTIME) && !(to_set & FUSE_SET_ATTR_MTIME_NOW));
+		int changes = FUSE_SET_ATTR_MODE | FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID | FUSE_SET_ATTR_SIZE;
+		if (((f & FS_IMMUTABLE_FL) && (to_set & ~kill)) ||
+		    ((f & FS_APPEND_FL) && ((to_set & changes) || given_times))) {
+			fuse_reply_err(req, EPERM);
+			return;
+		}
+	}
+	if ((to_set & FUSE_SET_ATTR_SIZE) && in->kind == VY_MODULE) {
+		int err = attr->st_size < 0 ? EINVAL : vy_moddir_truncate(in, (uint64_t)attr->st_size);
+		if (err) {
+			fuse_reply_err(req, err);
+			return;
+		}
+	} else if ((to_set & FUSE_SET_ATTR_SIZE) && in->kind != VY_FILE) {
+		fuse_reply_err(req, in->kind == VY_DIR ? EISDIR : EINVAL);
+		return;
+	} else if (to_set & FUSE_SET_ATTR_SIZE) {
+		vy_error e;
+		pthread_rwlock_wrlock(&in->lock);
+		resized = attr->st_size >= 0 && (uint64_t)attr->st_size != in->size;
+		vy_err rc = attr->st_size < 0 ? vy_fail(&e, VY_EINVAL, "give a size of 0 or more", "negative size")
+					      : vy_file_truncate(fs, in, (uint64_t)attr->st_size, &e);
+		if (rc == VY_OK)
+			vy_op_kill_caps(in);
+		pthread_rwlock_unlock(&in->lock);
+		if (rc != VY_OK) {
+			vy_op_reply_err(req, rc, &e, ino, "truncate");
+			return;
+		}
+	}
+	if ((to_set & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)) && in->kind != VY_DIR) {
+		pthread_rwlock_wrlock(&in->lock);
+		vy_op_kill_caps(in);
+		pthread_rwlock_unlock(&in->lock);
+	}
+	if ((to_set & FUSE_SET_ATTR_MODE) && fs->acl) {
+		/* The access ACL follows a chmod (the kernel forgets its copy). */
+		pthread_rwlock_wrlock(&in->lock);
+		vy_acl_inode_chmod(in, attr->st_mode);
+		pthread_rwlock_unlock(&in->lock);
+	}
+	pthread_mutex_lock(&in->meta);
+	mode_t was = in->mode;
+	/* suid/sgid dropped as the kernel leaves to us; the reply carries it.
+	 * A chown decides by the group the file had. */
+	if (to_set & FUSE_SET_ATTR_SIZE) {
+		if (resized)
+			vy_now(&in->mtime);
+		in->mode = vy_session_kill_suid(req, in->mode, in->gid, false);
+	}
+	if (to_set & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID))
+		in->mode = vy_session_kill_suid(req, in->mode, in->gid, true);
+	if (to_set & FUSE_SET_ATTR_MODE)
+		in->mode = (in->mode & S_IFMT) | (attr->st_mode & 07777);
+	if (to_set & FUSE_SET_ATTR_UID)
+		in->uid = attr->st_uid;
+	if (to_set & FUSE_SET_ATTR_GID)
+		in->gid = attr->st_gid;
+	if (to_set & (FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_ATIME_NOW))
+		set_time(&in->atime, &attr->st_atim, to_set & FUSE_SET_ATTR_ATIME_NOW);
+	if (to_set & (FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_MTIME_NOW))
+		set_time(&in->mtime, &attr->st_mtim, to_set & FUSE_SET_ATTR_MTIME_NOW);
+	const int size_only = FUSE_SET_ATTR_SIZE | FUSE_SET_ATTR_KILL_SUID | FUSE_SET_ATTR_KILL_SGID;
+	if (to_set & FUSE_SET_ATTR_CTIME)
+		in->ctime = attr->st_ctim;
+	else if ((to_set & ~size_only) || resized || ctime_only || in->mode != was)
+		vy_now(&in->ctime);
+	pthread_mutex_unlock(&in->meta);
+	struct stat st;
+	pthread_rwlock_rdlock(&in->lock);
+	vy_op_stat(fs, in, &st);
+	pthread_rwlock_unlock(&in->lock);
+	fuse_reply_attr(req, &st, vy_op_attr_timeout(in));
+}
+
+void vy_op_statfs(fuse_req_t req, fuse_ino_t ino)
+{
+	(void)ino;
+	vy_fs *fs = fs_of(req);
+	/* Every device's budget summed. Pooled bytes are free: an
+	 * allocation reclaims them. */
+	uint64_t budget = 0, avail = 0;
+	for (unsigned d = 0; d < fs->ndev; d++) {
+		vy_store_usage u;
+		vy_store_usage_get(fs->dev[d].core->store, &u);
+		uint64_t used = u.resident < u.budget ? u.resident : u.budget;
+		budget += u.budget;
+		avail += u.budget - used;
+	}
+	struct statvfs sv;
+	memset(&sv, 0, sizeof(sv));
+	sv.f_bsize = 4096;
+	sv.f_frsize = 4096;
+	sv.f_blocks = budget / 4096;
+	sv.f_bfree = sv.f_bavail = avail / 4096;
+	pthread_mutex_lock(&fs->ns);
+	sv.f_files = fs->cfg.max_inodes;
+	sv.f_ffree = sv.f_favail = fs->cfg.max_inodes > fs->inodes.count ? fs->cfg.max_inodes - fs->inodes.count : 0;
+	pthread_mutex_unlock(&fs->ns);
+	sv.f_namemax = NAME_MAX_LEN;
+	fuse_reply_statfs(req, &sv);
+}
+
+/* user.vyre.* read-only attributes of a file with a buffer. */
+static const char *const vyre_xattrs[] = {"user.vyre.handle", "user.vyre.capacity", "user.vyre.device_ptr"};
+
+/* user.vyre.device_ptr says where the daemon's context maps the buffer:
+ * only for callers that may write the file, and only on a GPU (on the host
+ * backend it would be an address of the daemon's heap). */
+static bool vyre_xattr(const vy_fs *fs, const vy_inode *in, const char *name, bool may_write, char *out, size_t cap)
+{
+	if (in->kind != VY_FILE || !in->buf)
+		return false;
+	vy_buffer_view v;
+	if (!strcmp(name, vyre_xattrs[0]))
+		snprintf(out, cap, "%" PRIu64, in->buf);
+	else if (!strcmp(name, vyre_xattrs[1]))
+		snprintf(out, cap, "%" PRIu64, in->cap);
+	else if (!strcmp(name, vyre_xattrs[2]) && may_write && !strcmp(vy_fs_core(fs, in)->dev->info.backend, "cuda") &&
+		 vy_store_view(vy_fs_core(fs, in)->store, in->buf, &v, NULL) == VY_OK)
+		snprintf(out, cap, "0x%" PRIx64, v.ptr);
+	else
+		return false;
+	return true;
+}
+
+static int xattr_name_ok(const vy_fs *fs, const char *name)
+{
+	if (!strncmp(name, VYRE_XATTR_PREFIX, strlen(VYRE_XATTR_PREFIX)))
+		return EPERM; /* vyrefs's own, read-only */
+	/* As tmpfs: user., trusted. (the kernel lets only CAP_SYS_ADMIN at
+	 * them; overlayfs keeps its own there), security. (file
+	 * capabilities, LSM labels), and the two POSIX ACLs of system. when
+	 * the kernel enforces them (FUSE_CAP_POSIX_ACL); stored without it,
+	 * they would look enforced and not be. */
+	if (fs->acl && vy_acl_name(name))
+		return 0;
+	if (strncmp(name, "user.", 5) != 0 && strncmp(name, "trusted.", 8) != 0 && strncmp(name, "security.", 9) != 0)
+		return EOPNOTSUPP;
+	return 0;
+}
+
+/* Whether the caller of `req` is in group `gid` (for ns/acl_inode.h). */
+static bool req_in_group(void *req, gid_t gid)
+{
+	return vy_session_in_group(req, gid);
+}
+
+void vy_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value, size_t size,
+			int flags)
+{
+	vy_fs *fs = fs_of(req);
+	vy_inode *in = vy_fs_inode(fs, ino);
+	int err = in ? xattr_name_ok(fs, name) : ENOENT;
+	if (!err && in->fixed && in->ino != FUSE_ROOT_ID)
+		err = EPERM;
+	if (!err && vy_op_frozen(in, true))
+		err = EPERM; /* chattr +i or +a */
+	bool mode_changed = false;
+	if (err == EPERM && in && !strcmp(name, VY_DEVICE_XATTR) && !(in->fixed && in->ino != FUSE_ROOT_ID) &&
+	    !vy_op_frozen(in, true))
+		err = vy_devices_set(fs, in, value, size, flags); /* a move, or a directory's placement */
+	else if (!err && vy_acl_name(name)) {
+		vy_acl_caller caller = {.uid = fuse_req_ctx(req)->uid, .in_group = req_in_group, .ctx = req};
+		err = vy_acl_valid(value, size);
+		if (err) {
+			/* The kernel checks ACLs before they come here: only a client
+			 * speaking FUSE another way gets this far. */
+			vy_log(LOG_WARNING, "setxattr %s (inode %" PRIu64 "): not a valid POSIX ACL of %zu bytes (Fix: set ACLs "
+					    "with setfacl, which writes the kernel's form: version 2, whole 8-byte entries in tag order, "
+					    "a mask where named entries are)", name, in->ino, size);
+		} else {
+			err = vy_acl_inode_set(in, name, value, size, flags, &caller, &mode_changed);
+		}
+		if (!err && mode_changed) /* the kernel's cached mode goes */
+			fuse_lowlevel_notify_inval_inode(fs->se, in->ino, -1, 0);
+	} else if (!err) {
+		pthread_rwlock_wrlock(&in->lock);
+		err = vy_xattrs_set(&in->xattrs, name, value, size, flags);
+		pthread_rwlock_unlock(&in->lock);
+		if (!err)
+			vy_inode_touch(in, false);
+	}
+	fuse_reply_err(req, err);
+}
+
+static void reply_sized(fuse_req_t req, const void *data, size_t len, size_t size)
+{
+	if (size == 0)
+		fuse_reply_xattr(req, len);
+	else if (len > size)
+		fuse_reply_err(req, ERANGE);
+	else
+		fuse_reply_buf(req, data, len);
+}
+
+void vy_op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
+{
+	vy_fs *fs = fs_of(req);
+	vy_inode *in = vy_fs_inode(fs, ino);
+	if (!in) {
+		fuse_reply_err(req, ENOENT);
+		return;
+	}
+	char small[32];
+	if (!strcmp(name, VY_DEVICE_XATTR)) {
+		int err = vy_devices_get(fs, in, small, sizeof(small));
+		if (err)
+			fuse_reply_err(req, err);
+		else
+			reply_sized(req, small, strlen(small), size);
+		return;
+	}
+	pthread_mutex_lock(&in->meta);
+	bool may_write = vy_session_may_write(req, in->mode, in->uid, in->gid);
+	pthread_mutex_unlock(&in->meta);
+	pthread_rwlock_rdlock(&in->lock);
+	if (vyre_xattr(fs, in, name, may_write, small, sizeof(small))) {
+		pthread_rwlock_unlock(&in->lock);
+		reply_sized(req, small, strlen(small), size);
+		return;
+	}
+	/* Copy, unlock, then reply: after the reply the inode may go. */
+	const vy_xattr *a = vy_xattrs_get(&in->xattrs, name);
+	size_t len = a ? a->size : 0;
+	void *copy = a ? malloc(len ? len : 1) : NULL;
+	if (copy)
+		memcpy(copy, a->value, len);
+	pthread_rwlock_unlock(&in->lock);
+	if (!a)
+		fuse_reply_err(req, ENODATA);
+	else if (!copy)
+		fuse_reply_err(req, ENOMEM);
+	else
+		reply_sized(req, copy, len, size);
+	free(copy);
+}
+
+void vy_op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
+{
+	vy_fs *fs = fs_of(req);
+	vy_inode *in = vy_fs_inode(fs, ino);
+	if (!in) {
+		fuse_reply_err(req, ENOENT);
+		return;
+	}
+	/* user.vyre.* are read by name and not listed: listed, cp -a,
+	 * rsync -X and tar --xattrs would try to copy them and fail. */
+	pthread_rwlock_rdlock(&in->lock);
+	size_t len = vy_xattrs_list(&in->xattrs, NULL, 0);
+	char *buf = malloc(len + 1);
+	if (!buf) {
+		pthread_rwlock_unlock(&in->lock);
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	vy_xattrs_list(&in->xattrs, buf, len);
+	pthread_rwlock_unlock(&in->lock);
+	reply_sized(req, buf, len, size);
+	free(buf);
+}
+
+void vy_op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
+{
+	vy_fs *fs = fs_of(req);
+	vy_inode *in = vy_fs_inode(fs, ino);
+	int err = in ? xattr_name_ok(fs, name) : ENOENT;
+	if (!err && in->fixed && in->ino != FUSE_ROOT_ID)
+		err = EPERM;
+	if (!err && vy_op_frozen(in, true))
+		err = EPERM; /* chattr +i or +a */
+	if (err == EPERM && in && !strcmp(name, VY_DEVICE_XATTR) && !(in->fixed && in->ino != FUSE_ROOT_ID) &&
+	    !vy_op_frozen(in, true))
+		err = vy_devices_remove(fs, in);
+	else if (!err) {
+		pthread_rwlock_wrlock(&in->lock);
+		err = vy_xattrs_remove(&in->xattrs, name);
+		pthread_rwlock_unlock(&in->lock);
+		if (!err)
+			vy_inode_touch(in, false);
+	}
+	fuse_reply_err(req, err);
+}
+
+/* chattr and lsattr (FS_IOC_GETFLAGS, FS_IOC_SETFLAGS; the kernel checks
+ * CAP_LINUX_IMMUTABLE for i and a). Flags tmpfs does not keep are refused
+ * with EOPNOTSUPP, as tmpfs refuses them. */
+void vy_op_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void *arg, struct fuse_file_info *fi, unsigned flags,
+		     const void *in_buf, size_t in_bufsz, size_t out_bufsz)
+{
+	(void)arg;
+	(void)fi;
+	(void)flags;
+	vy_fs *fs = fs_of(req);
+	vy_inode *in = vy_fs_inode(fs, ino);
+	if (!in) {
+		fuse_reply_err(req, ENOENT);
+		return;
+	}
+	/* The kernel reads the old flags as an fsxattr before setting. */
+	static const struct {
+		unsigned flag, xflag;
+	} xmap[] = {{FS_IMMUTABLE_FL, FS_XFLAG_IMMUTABLE},
+		    {FS_APPEND_FL, FS_XFLAG_APPEND},
+		    {FS_NODUMP_FL, FS_XFLAG_NODUMP},
+		    {FS_NOATIME_FL, FS_XFLAG_NOATIME}};
+	unsigned cur, want;
+	struct fsxattr fx;
+	switch (cmd) {
+	case FS_IOC_FSGETXATTR:
+		if (out_bufsz < sizeof(fx)) {
+			fuse_reply_err(req, EINVAL);
+			return;
+		}
+		memset(&fx, 0, sizeof(fx));
+		pthread_mutex_lock(&in->meta);
+		cur = in->attr_flags;
+		pthread_mutex_unlock(&in->meta);
+		for (size_t i = 0; i < sizeof(xmap) / sizeof(xmap[0]); i++)
+			if (cur & xmap[i].flag)
+				fx.fsx_xflags |= xmap[i].xflag;
+		fuse_reply_ioctl(req, 0, &fx, sizeof(fx));
+		return;
+	case FS_IOC_FSSETXATTR:
+		if (in_bufsz < sizeof(fx)) {
+			fuse_reply_err(req, EINVAL);
+			return;
+		}
+		memcpy(&fx, in_buf, sizeof(fx));
+		want = 0;
+		for (size_t i = 0; i < sizeof(xmap) / sizeof(xmap[0]); i++)
+			if (fx.fsx_xflags & xmap[i].xflag) {
+				want |= xmap[i].flag;
+				fx.fsx_xflags &= ~xmap[i].xflag;
+			}
+		if (fx.fsx_xflags || fx.fsx_extsize || fx.fsx_projid || fx.fsx_cowextsize) {
+			fuse_reply_err(req, EOPNOTSUPP);
+			return;
+		}
+		break;
+	case FS_IOC_GETFLAGS:
+	case FS_IOC32_GETFLAGS:
+		if (out_bufsz < sizeof(cur)) {
+			fuse_reply_err(req, EINVAL);
+			return;
+		}
+		pthread_mutex_lock(&in->meta);
+		cur = in->attr_flags;
+		pthread_mutex_unlock(&in->meta);
+		fuse_reply_ioctl(req, 0, &cur, sizeof(cur));
+		return;
+	case FS_IOC_SETFLAGS:
+	case FS_IOC32_SETFLAGS:
+		if (in_bufsz < sizeof(want)) {
+			fuse_reply_err(req, EINVAL);
+			return;
+		}
+		memcpy(&want, in_buf, sizeof(want));
+		if (want & ~VY_ATTR_FLAGS) {
+			fuse_reply_err(req, EOPNOTSUPP);
+			return;
+		}
+		break;
+	default:
+		fuse_reply_err(req, ENOTTY);
+		return;
+	}
+	if (in->fixed && in->ino != FUSE_ROOT_ID) {
+		fuse_reply_err(req, EPERM);
+		return;
+	}
+	pthread_mutex_lock(&in->meta);
+	in->attr_flags = want;
+	vy_now(&in->ctime);
+	pthread_mutex_unlock(&in->meta);
+	fuse_reply_ioctl(req, 0, NULL, 0);
+}

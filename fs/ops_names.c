@@ -1,0 +1,562 @@
+/* FUSE operations on names: lookup and forget, making and removing
+ * entries, rename and link, readlink, and reading directories. */
+#include "fs/op.h"
+#include "ns/acl_inode.h"
+#include "daemon/session.h"
+#include "fs/devices.h"
+#include "fs/file.h"
+#include "fs/moddir.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <linux/fs.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/sysmacros.h>
+
+void vy_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	vy_fs *fs = fs_of(req);
+	if (vy_op_name_too_long(req, name))
+		return;
+	pthread_mutex_lock(&fs->ns);
+	vy_inode *p = vy_u64map_get(&fs->inodes, parent), *in = NULL;
+	if (p && !strcmp(name, ".")) {
+		in = p; /* a file handle's node id, of any type */
+	} else if (p && p->kind == VY_DIR) {
+		if (!strcmp(name, ".."))
+			in = vy_u64map_get(&fs->inodes, p->parent);
+		else {
+			vy_dirent *d = vy_dir_find(&p->dir, name);
+			in = d ? vy_u64map_get(&fs->inodes, d->ino) : NULL;
+		}
+	}
+	if (in)
+		vy_op_reply_entry(req, fs, in);
+	else
+		fuse_reply_err(req, !p ? ENOENT : p->kind != VY_DIR ? ENOTDIR : ENOENT);
+	pthread_mutex_unlock(&fs->ns);
+}
+
+static void forget_one(vy_fs *fs, fuse_ino_t ino, uint64_t n)
+{
+	vy_inode *in = vy_u64map_get(&fs->inodes, ino);
+	if (!in)
+		return;
+	in->nlookup = n > in->nlookup ? 0 : in->nlookup - n;
+	vy_inode_reap(fs, in);
+}
+
+void vy_op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
+{
+	vy_fs *fs = fs_of(req);
+	pthread_mutex_lock(&fs->ns);
+	forget_one(fs, ino, nlookup);
+	pthread_mutex_unlock(&fs->ns);
+	fuse_reply_none(req);
+}
+
+void vy_op_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *forgets)
+{
+	vy_fs *fs = fs_of(req);
+	pthread_mutex_lock(&fs->ns);
+	for (size_t i = 0; i < count; i++)
+		forget_one(fs, forgets[i].ino, forgets[i].nlookup);
+	pthread_mutex_unlock(&fs->ns);
+	fuse_reply_none(req);
+}
+
+void vy_op_readlink(fuse_req_t req, fuse_ino_t ino)
+{
+	vy_inode *in = vy_fs_inode(fs_of(req), ino);
+	if (!in || in->kind != VY_SYMLINK) {
+		fuse_reply_err(req, in ? EINVAL : ENOENT);
+		return;
+	}
+	/* Reply from memory of our own: once the reply is out, the inode
+	 * may be forgotten and freed. */
+	char *target = strdup(in->target);
+	if (!target) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	fuse_reply_readlink(req, target);
+	free(target);
+}
+
+/* Make a named inode in `parent`; on success the entry is replied (or, with
+ * `fi`, the entry and an open handle). */
+static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name, vy_kind kind, mode_t mode,
+		      const char *target, struct fuse_file_info *fi, dev_t rdev)
+{
+	vy_fs *fs = fs_of(req);
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	if (vy_op_name_too_long(req, name))
+		return;
+	/* O_TMPFILE (session.h): a file without a name, until linkat. */
+	bool tmpfile = fi && !strcmp(name, VY_SESSION_TMPFILE_NAME);
+	char *copy = target ? strdup(target) : NULL;
+	vy_open *h = fi ? vy_open_new(NULL) : NULL;
+	if ((target && !copy) || (fi && !h)) {
+		free(copy);
+		free(h);
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	pthread_mutex_lock(&fs->ns);
+	vy_inode *p = vy_u64map_get(&fs->inodes, parent), *in = NULL;
+	int err = vy_op_writable_dir(fs, p);
+	char *module = NULL;
+	if (!err && p->ino == fs->modules_ino) {
+		err = tmpfile ? EOPNOTSUPP : kind == VY_FILE ? vy_moddir_name(name, &module) : EPERM;
+		kind = VY_MODULE;
+	}
+	if (!err && vy_dir_find(&p->dir, name))
+		err = EEXIST;
+	if (!err && vy_op_frozen(p, false))
+		err = EPERM; /* an immutable directory takes no new entry */
+	if (!err && fs->inodes.count >= fs->cfg.max_inodes)
+		err = ENOSPC;
+	gid_t gid = ctx->gid;
+	if (!err) {
+		pthread_mutex_lock(&p->meta);
+		if (p->mode & S_ISGID) {
+			gid = p->gid; /* BSD group semantics in a setgid directory */
+			if (kind == VY_DIR)
+				mode |= S_ISGID;
+		}
+		pthread_mutex_unlock(&p->meta);
+	}
+	/* The directory's default ACL, or the umask (the kernel leaves both
+	 * to us with ACLs on); a symlink's mode is always 0777. */
+	vy_acl_new acls = {0};
+	if (!err && fs->acl && kind != VY_SYMLINK)
+		err = vy_acl_inode_inherit(p, ctx->umask, &mode, &acls);
+	if (!err && !(in = vy_inode_new(vy_fs_ns(fs), kind, mode, ctx->uid, gid)))
+		err = ENOMEM;
+	if (!err && (acls.access || acls.dflt))
+		err = vy_acl_inode_give(in, &acls); /* ENOSPC past xattr_budget */
+	vy_acl_new_free(&acls);
+	if (!err && !tmpfile && !vy_dir_add(&p->dir, name, in->ino))
+		err = ENOMEM; /* the nameless inode is reaped below */
+	if (err) {
+		if (in) {
+			in->nlink = 0;
+			vy_inode_reap(fs, in);
+		}
+		pthread_mutex_unlock(&fs->ns);
+		free(copy);
+		free(module);
+		free(h);
+		fuse_reply_err(req, err);
+		return;
+	}
+	in->target = module ? module : copy;
+	in->rdev = rdev;
+	vy_devices_place(fs, p, in);
+	if (kind == VY_DIR) {
+		in->nlink = 2;
+		in->parent = p->ino;
+		p->nlink++;
+	} else {
+		in->nlink = tmpfile ? 0 : 1;
+		in->linkable = tmpfile && !(fi->flags & O_EXCL); /* O_EXCL: never named */
+	}
+	if (!tmpfile)
+		vy_inode_touch(p, true);
+	if (fi) {
+		h->in = in;
+		in->opens++;
+		vy_open_add(vy_fs_ns(fs), h);
+		fi->fh = (uint64_t)(uintptr_t)h;
+		fi->keep_cache = fs->cfg.page_cache;
+		struct fuse_entry_param ep;
+		memset(&ep, 0, sizeof(ep));
+		in->nlookup++;
+		vy_op_stat(fs, in, &ep.attr);
+		if (tmpfile)
+			ep.attr.st_nlink = 1; /* the kernel's d_tmpfile takes it to 0 */
+		ep.ino = in->ino;
+		ep.generation = fs->generation;
+		ep.attr_timeout = ep.entry_timeout = VY_ATTR_TIMEOUT;
+		if (fuse_reply_create(req, &ep, fi) != 0) {
+			in->nlookup--;
+			in->opens--;
+			vy_open_free(vy_fs_ns(fs), h);
+		}
+	} else {
+		vy_op_reply_entry(req, fs, in);
+	}
+	pthread_mutex_unlock(&fs->ns);
+}
+
+void vy_op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev)
+{
+	/* FIFOs, devices and sockets hold no bytes of ours: the kernel gives
+	 * them their behaviour (a pipe, the device's driver, the socket). */
+	mode_t type = mode & S_IFMT;
+	switch (type) {
+	case S_IFREG:
+		make_node(req, parent, name, VY_FILE, type | (mode & 07777), NULL, NULL, 0);
+		return;
+	case S_IFIFO:
+	case S_IFCHR:
+	case S_IFBLK:
+	case S_IFSOCK:
+		make_node(req, parent, name, VY_SPECIAL, type | (mode & 07777), NULL, NULL,
+			  type == S_IFCHR || type == S_IFBLK ? rdev : 0);
+		return;
+	default:
+		fuse_reply_err(req, EINVAL); /* as mknod(2) for an unknown type */
+		return;
+	}
+}
+
+void vy_op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
+{
+	make_node(req, parent, name, VY_DIR, S_IFDIR | (mode & 07777), NULL, NULL, 0);
+}
+
+void vy_op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char *name)
+{
+	make_node(req, parent, name, VY_SYMLINK, S_IFLNK | 0777, link, NULL, 0);
+}
+
+void vy_op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, struct fuse_file_info *fi)
+{
+	make_node(req, parent, name, VY_FILE, S_IFREG | (mode & 07777), NULL, fi, 0);
+}
+
+/* Remove `name` from `parent` (a file with unlink, a directory with rmdir). */
+static void remove_name(fuse_req_t req, fuse_ino_t parent, const char *name, bool dir)
+{
+	vy_fs *fs = fs_of(req);
+	if (vy_op_name_too_long(req, name))
+		return;
+	pthread_mutex_lock(&fs->ns);
+	vy_inode *p = vy_u64map_get(&fs->inodes, parent);
+	vy_dirent *d = p && p->kind == VY_DIR ? vy_dir_find(&p->dir, name) : NULL;
+	vy_inode *in = d ? vy_u64map_get(&fs->inodes, d->ino) : NULL;
+	int err = 0;
+	if (!p)
+		err = ENOENT;
+	else if (p->kind != VY_DIR)
+		err = ENOTDIR;
+	else if (!in)
+		err = ENOENT;
+	else if (in->fixed || vy_op_frozen(in, true) || vy_op_frozen(p, true))
+		err = EPERM; /* chattr +i or +a on the entry or its directory */
+	else if (dir && in->kind != VY_DIR)
+		err = ENOTDIR;
+	else if (!dir && in->kind == VY_DIR)
+		err = EISDIR;
+	else if (dir && in->dir.count > 0)
+		err = ENOTEMPTY;
+	else if (in->virt == VY_V_MODLOG)
+		err = EPERM; /* goes with its module */
+	else if (in->kind == VY_MODULE)
+		err = vy_moddir_forget(fs, p, in); /* EBUSY while a sequence uses it */
+	if (!err) {
+		vy_dir_remove(&p->dir, name);
+		if (dir) {
+			in->nlink = 0;
+			p->nlink--;
+		} else {
+			in->nlink--;
+		}
+		vy_inode_touch(p, true);
+		vy_inode_touch(in, false);
+		vy_inode_reap(fs, in);
+	}
+	pthread_mutex_unlock(&fs->ns);
+	fuse_reply_err(req, err);
+}
+
+void vy_op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	remove_name(req, parent, name, false);
+}
+
+void vy_op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	remove_name(req, parent, name, true);
+}
+
+/* Whether directory `dir` is `anc` or lies under it. ns held. */
+static bool under(vy_fs *fs, vy_inode *dir, vy_inode *anc)
+{
+	for (vy_inode *at = dir;;) {
+		if (at == anc)
+			return true;
+		if (at->ino == FUSE_ROOT_ID)
+			return false;
+		at = vy_u64map_get(&fs->inodes, at->parent);
+		if (!at)
+			return false;
+	}
+}
+
+/* A directory moves from `from` to `to`: its ".." and the link counts. */
+static void reparent(vy_inode *in, vy_inode *from, vy_inode *to)
+{
+	if (in->kind != VY_DIR || from == to)
+		return;
+	in->parent = to->ino;
+	from->nlink--;
+	to->nlink++;
+}
+
+/* A whiteout (what overlayfs leaves over a lower file): a character device
+ * 0:0 of mode 0, the caller's (a setgid directory's group), with the ACL a
+ * default ACL of the directory gives it, as tmpfs makes it (a mknod). 0 or
+ * an errno (ENOMEM, ENOSPC past xattr_budget). ns held. */
+static int whiteout(vy_fs *fs, vy_inode *dir, const struct fuse_ctx *ctx, vy_inode **out)
+{
+	pthread_mutex_lock(&dir->meta);
+	gid_t gid = dir->mode & S_ISGID ? dir->gid : ctx->gid;
+	pthread_mutex_unlock(&dir->meta);
+	mode_t mode = S_IFCHR;
+	vy_acl_new acls = {0};
+	int err = fs->acl ? vy_acl_inode_inherit(dir, 0, &mode, &acls) : 0;
+	vy_inode *wh = err ? NULL : vy_inode_new(vy_fs_ns(fs), VY_SPECIAL, mode, ctx->uid, gid);
+	if (!err && !wh)
+		err = ENOMEM;
+	if (!err && (acls.access || acls.dflt))
+		err = vy_acl_inode_give(wh, &acls);
+	vy_acl_new_free(&acls);
+	if (err && wh)
+		vy_inode_reap(fs, wh); /* no name, no reference: freed */
+	if (err)
+		return err;
+	wh->rdev = makedev(0, 0);
+	*out = wh;
+	return 0;
+}
+
+static int do_rename(vy_fs *fs, const struct fuse_ctx *ctx, fuse_ino_t parent, const char *name,
+		     fuse_ino_t newparent, const char *newname, unsigned flags, vy_inode **gone)
+{
+	if (flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE | RENAME_WHITEOUT) ||
+	    (flags & RENAME_EXCHANGE && flags & (RENAME_NOREPLACE | RENAME_WHITEOUT)))
+		return EINVAL;
+	if (strlen(name) > NAME_MAX_LEN || strlen(newname) > NAME_MAX_LEN)
+		return ENAMETOOLONG;
+	vy_inode *p = vy_u64map_get(&fs->inodes, parent), *np = vy_u64map_get(&fs->inodes, newparent);
+	int err = vy_op_writable_dir(fs, p);
+	if (!err)
+		err = vy_op_writable_dir(fs, np);
+	if (err)
+		return err;
+	if (p->ino == fs->modules_ino || np->ino == fs->modules_ino)
+		return EPERM; /* a module's name is what launches use: copy anew */
+	vy_dirent *d = vy_dir_find(&p->dir, name), *nd = vy_dir_find(&np->dir, newname);
+	vy_inode *in = d ? vy_u64map_get(&fs->inodes, d->ino) : NULL;
+	vy_inode *target = nd ? vy_u64map_get(&fs->inodes, nd->ino) : NULL;
+	if (!in)
+		return ENOENT;
+	if (in->fixed || (target && target->fixed))
+		return EPERM;
+	if (vy_op_frozen(in, true) || (target && vy_op_frozen(target, true)) || vy_op_frozen(p, true) || vy_op_frozen(np, true))
+		return EPERM; /* chattr +i or +a */
+	if (in->kind == VY_DIR && under(fs, np, in))
+		return EINVAL; /* into itself */
+	if (flags & RENAME_EXCHANGE) {
+		if (!target)
+			return ENOENT;
+		if (target->kind == VY_DIR && under(fs, p, target))
+			return EINVAL;
+		d->ino = target->ino;
+		nd->ino = in->ino;
+		reparent(in, p, np);
+		reparent(target, np, p);
+		vy_inode_touch(target, false);
+	} else {
+		if (target && (flags & RENAME_NOREPLACE))
+			return EEXIST;
+		if (target == in)
+			return 0; /* two names of one file: POSIX says do nothing */
+		if (target && (in->kind == VY_DIR) != (target->kind == VY_DIR))
+			return in->kind == VY_DIR ? ENOTDIR : EISDIR;
+		if (target && target->kind == VY_DIR && target->dir.count > 0)
+			return ENOTEMPTY;
+		/* The whiteout is made first: past the entry's move, nothing
+		 * may fail. */
+		vy_inode *wh = NULL;
+		if ((flags & RENAME_WHITEOUT) && fs->inodes.count >= fs->cfg.max_inodes)
+			return ENOSPC;
+		if (flags & RENAME_WHITEOUT) {
+			int werr = whiteout(fs, p, ctx, &wh);
+			if (werr)
+				return werr;
+		}
+		if (target) {
+			/* Take over the target's entry: no allocation, so
+			 * nothing can fail past this point. */
+			nd->ino = in->ino;
+			if (target->kind == VY_DIR) {
+				target->nlink = 0;
+				np->nlink--;
+			} else {
+				target->nlink--;
+			}
+			vy_inode_touch(target, false);
+			*gone = target;
+		} else if (!vy_dir_add(&np->dir, newname, in->ino)) {
+			if (wh)
+				vy_inode_reap(fs, wh); /* no name, no reference: freed */
+			return ENOMEM;
+		}
+		if (wh) {
+			d->ino = wh->ino; /* the old name, now the whiteout's */
+			wh->nlink = 1;
+			vy_inode_touch(wh, false);
+		} else {
+			vy_dir_remove(&p->dir, name);
+		}
+		reparent(in, p, np);
+	}
+	vy_inode_touch(in, false);
+	vy_inode_touch(p, true);
+	if (np != p)
+		vy_inode_touch(np, true);
+	return 0;
+}
+
+void vy_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
+		      const char *newname, unsigned int flags)
+{
+	vy_fs *fs = fs_of(req);
+	vy_inode *gone = NULL;
+	pthread_mutex_lock(&fs->ns);
+	int err = do_rename(fs, fuse_req_ctx(req), parent, name, newparent, newname, flags, &gone);
+	if (gone)
+		vy_inode_reap(fs, gone);
+	pthread_mutex_unlock(&fs->ns);
+	fuse_reply_err(req, err);
+}
+
+void vy_op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
+{
+	vy_fs *fs = fs_of(req);
+	if (vy_op_name_too_long(req, newname))
+		return;
+	pthread_mutex_lock(&fs->ns);
+	vy_inode *in = vy_u64map_get(&fs->inodes, ino), *np = vy_u64map_get(&fs->inodes, newparent);
+	int err = vy_op_writable_dir(fs, np);
+	if (!err && (!in || (in->nlink == 0 && !in->linkable)))
+		err = ENOENT; /* gone, or an O_TMPFILE made with O_EXCL */
+	else if (!err && (in->kind == VY_DIR || in->fixed || in->kind == VY_MODULE || in->kind == VY_VIRTUAL ||
+			  np->ino == fs->modules_ino))
+		err = EPERM;
+	else if (!err && vy_dir_find(&np->dir, newname))
+		err = EEXIST;
+	else if (!err && (vy_op_frozen(in, true) || vy_op_frozen(np, false)))
+		err = EPERM; /* chattr +i or +a */
+	else if (!err && in->nlink == UINT32_MAX)
+		err = EMLINK;
+	else if (!err && !vy_dir_add(&np->dir, newname, in->ino))
+		err = ENOMEM;
+	if (err) {
+		fuse_reply_err(req, err);
+	} else {
+		in->nlink++;
+		vy_inode_touch(in, false);
+		vy_inode_touch(np, true);
+		vy_op_reply_entry(req, fs, in);
+	}
+	pthread_mutex_unlock(&fs->ns);
+}
+
+/* An open directory: readdir shows the entries made before `limit` (a
+ * cookie), fixed at opendir and at each rewind. An entry created, or
+ * renamed (a rename makes a new entry), after that need not appear, as
+ * tmpfs answers: a reader that renames each entry it reads ends, and sees
+ * each original name once. */
+typedef struct vy_opendir {
+	uint64_t limit; /* ns */
+} vy_opendir;
+
+void vy_op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	vy_fs *fs = fs_of(req);
+	vy_opendir *od = malloc(sizeof(*od));
+	if (!od) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	pthread_mutex_lock(&fs->ns);
+	vy_inode *in = vy_u64map_get(&fs->inodes, ino);
+	int err = !in ? ENOENT : in->kind != VY_DIR ? ENOTDIR : 0;
+	if (!err)
+		od->limit = in->dir.next_cookie;
+	pthread_mutex_unlock(&fs->ns);
+	if (err) {
+		free(od);
+		fuse_reply_err(req, err);
+		return;
+	}
+	fi->fh = (uint64_t)(uintptr_t)od;
+	if (fuse_reply_open(req, fi) != 0)
+		free(od);
+}
+
+/* Add one entry to a readdir reply; false once the buffer is full. */
+static bool add_dirent(fuse_req_t req, char *buf, size_t size, size_t *used, const char *name, uint64_t ino,
+		       mode_t type, off_t next)
+{
+	struct stat st;
+	memset(&st, 0, sizeof(st));
+	st.st_ino = ino;
+	st.st_mode = type;
+	size_t n = fuse_add_direntry(req, buf + *used, size - *used, name, &st, next);
+	if (n > size - *used)
+		return false;
+	*used += n;
+	return true;
+}
+
+/* readdir offsets: 1 after ".", 2 after "..", 2 + cookie after an entry. */
+void vy_op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi)
+{
+	vy_fs *fs = fs_of(req);
+	vy_opendir *od = (vy_opendir *)(uintptr_t)fi->fh;
+	char *buf = malloc(size ? size : 1);
+	if (!buf) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	size_t used = 0;
+	pthread_mutex_lock(&fs->ns);
+	vy_inode *d = vy_u64map_get(&fs->inodes, ino);
+	if (!d || d->kind != VY_DIR) {
+		pthread_mutex_unlock(&fs->ns);
+		free(buf);
+		fuse_reply_err(req, d ? ENOTDIR : ENOENT);
+		return;
+	}
+	if (off <= 0)
+		od->limit = d->dir.next_cookie; /* a rewind sees the directory anew */
+	bool room = true;
+	if (off < 1)
+		room = add_dirent(req, buf, size, &used, ".", d->ino, S_IFDIR, 1);
+	if (room && off < 2)
+		room = add_dirent(req, buf, size, &used, "..", d->parent, S_IFDIR, 2);
+	for (const vy_dirent *e = vy_dir_next(&d->dir, off < 2 ? 0 : (uint64_t)off - 2); room && e && e->cookie < od->limit;
+	     e = vy_dir_next(&d->dir, e->cookie)) {
+		vy_inode *in = vy_u64map_get(&fs->inodes, e->ino);
+		room = add_dirent(req, buf, size, &used, e->name, e->ino, in ? vy_inode_type(in) : 0,
+				  (off_t)(e->cookie + 2));
+	}
+	pthread_mutex_unlock(&fs->ns);
+	fuse_reply_buf(req, buf, used);
+	free(buf);
+}
+
+void vy_op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	(void)ino;
+	free((vy_opendir *)(uintptr_t)fi->fh);
+	fuse_reply_err(req, 0);
+}

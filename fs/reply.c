@@ -1,0 +1,150 @@
+/* Replies and checks the FUSE operations share (op.h). */
+#include "fs/op.h"
+#include "daemon/log.h"
+#include "daemon/session.h"
+#include "fs/vyre.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <linux/fs.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Reply with a core error; say why in the log when the user must act.
+ * A size no budget could hold is EFBIG (the file is too large for this
+ * filesystem); ENOSPC means no room now. */
+void vy_op_reply_err(fuse_req_t req, vy_err rc, const vy_error *e, uint64_t ino, const char *what)
+{
+	if (rc == VY_ENOSPC || rc == VY_EOVERFLOW)
+		vy_log(LOG_WARNING, "%s (inode %" PRIu64 "): %s", what, ino, e->msg);
+	else if (rc == VY_EDEVICE || rc == VY_EINTERNAL || rc == VY_ENOMEM)
+		vy_log(LOG_ERR, "%s (inode %" PRIu64 "): %s", what, ino, e->msg);
+	fuse_reply_err(req, rc == VY_EOVERFLOW ? EFBIG : vy_err_errno(rc));
+}
+
+/* Fill a stat for the kernel (inode lock held, read is enough). */
+void vy_op_stat(vy_fs *fs, vy_inode *in, struct stat *st)
+{
+	memset(st, 0, sizeof(*st));
+	st->st_ino = in->ino;
+	st->st_nlink = in->nlink;
+	pthread_mutex_lock(&in->meta);
+	st->st_mode = in->mode;
+	st->st_uid = in->uid;
+	st->st_gid = in->gid;
+	st->st_atim = in->atime;
+	st->st_mtim = in->mtime;
+	st->st_ctim = in->ctime;
+	pthread_mutex_unlock(&in->meta);
+	st->st_blksize = (blksize_t)fs->cfg.max_write; /* what cp and dd size their writes by */
+	switch (in->kind) {
+	case VY_FILE:
+		st->st_size = (off_t)in->size;
+		st->st_blocks = (blkcnt_t)((in->cap - in->holes + 511) / 512); /* device bytes held */
+		break;
+	case VY_SYMLINK:
+		st->st_size = (off_t)strlen(in->target);
+		break;
+	case VY_DIR:
+		st->st_size = 4096;
+		st->st_blocks = 8;
+		break;
+	case VY_VIRTUAL:
+		st->st_size = (off_t)vy_vyre_size(fs, in);
+		break;
+	case VY_MODULE:
+		st->st_size = (off_t)in->dlen;
+		st->st_blocks = (blkcnt_t)((in->dlen + 511) / 512);
+		break;
+	case VY_SPECIAL:
+		st->st_rdev = in->rdev;
+		break;
+	}
+}
+
+
+/* A regular file's bytes changed through `req`: times, and suid/sgid
+ * dropped as the kernel leaves that to us (daemon/session.h). True when the
+ * mode changed: the kernel's cached attributes must go. */
+static bool inode_wrote(vy_inode *in, fuse_req_t req)
+{
+	pthread_mutex_lock(&in->meta);
+	vy_now(&in->ctime);
+	in->mtime = in->ctime;
+	mode_t was = in->mode;
+	in->mode = vy_session_kill_suid(req, in->mode, in->gid, false);
+	pthread_mutex_unlock(&in->meta);
+	return in->mode != was;
+}
+
+double vy_op_attr_timeout(const vy_inode *in)
+{
+	return in->kind == VY_VIRTUAL ? 0.0 : VY_ATTR_TIMEOUT; /* virtual sizes change */
+}
+
+/* A directory that may gain or lose entries, or the errno why not. ns held. */
+int vy_op_writable_dir(vy_fs *fs, vy_inode *dir)
+{
+	if (!dir)
+		return ENOENT;
+	if (dir->kind != VY_DIR)
+		return ENOTDIR;
+	if (dir->ino == fs->vyre_ino)
+		return EPERM;
+	return 0; /* modules/ takes module files only: make_node checks */
+}
+
+/* Reply with an entry for `in`, counting the kernel's new reference. ns held. */
+void vy_op_reply_entry(fuse_req_t req, vy_fs *fs, vy_inode *in)
+{
+	struct fuse_entry_param ep;
+	memset(&ep, 0, sizeof(ep));
+	in->nlookup++;
+	pthread_rwlock_rdlock(&in->lock);
+	vy_op_stat(fs, in, &ep.attr);
+	pthread_rwlock_unlock(&in->lock);
+	ep.ino = in->ino;
+	ep.generation = fs->generation;
+	ep.attr_timeout = vy_op_attr_timeout(in);
+	ep.entry_timeout = VY_ATTR_TIMEOUT;
+	if (fuse_reply_entry(req, &ep) != 0)
+		in->nlookup--; /* the kernel did not take it */
+}
+
+/* After a write, truncate or copy into a file: times, and suid/sgid dropped
+ * (the kernel leaves that to us); its cached mode goes before the reply, so
+ * no stale set-user-ID survives the write. */
+void vy_op_wrote(fuse_req_t req, vy_inode *in)
+{
+	if (inode_wrote(in, req))
+		fuse_lowlevel_notify_inval_inode(fs_of(req)->se, in->ino, -1, 0);
+}
+
+/* A file's capabilities go with a change of its bytes or owner, whoever
+ * makes it (the kernel's killpriv rule, left to us with
+ * FUSE_HANDLE_KILLPRIV_V2). The inode's write lock is held. */
+void vy_op_kill_caps(vy_inode *in)
+{
+	vy_xattrs_remove(&in->xattrs, "security.capability");
+}
+
+/* Names over NAME_MAX_LEN bytes: ENAMETOOLONG in every operation that takes
+ * one, lookup included, as every Linux filesystem answers. */
+bool vy_op_name_too_long(fuse_req_t req, const char *name)
+{
+	if (strlen(name) <= NAME_MAX_LEN)
+		return false;
+	fuse_reply_err(req, ENAMETOOLONG);
+	return true;
+}
+
+/* Whether `in` is immutable (chattr +i), or append-only too when `append`. */
+bool vy_op_frozen(vy_inode *in, bool append)
+{
+	pthread_mutex_lock(&in->meta);
+	unsigned f = in->attr_flags;
+	pthread_mutex_unlock(&in->meta);
+	return (f & FS_IMMUTABLE_FL) || (append && (f & FS_APPEND_FL));
+}
