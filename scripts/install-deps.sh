@@ -36,6 +36,7 @@ if [ "$mode" = test ]; then
 	command -v pgrep >/dev/null 2>&1 || missing+=(procps)   # the daemon-gone checks
 	command -v groff >/dev/null 2>&1 || missing+=(groff-base) # the man page check
 	command -v fio >/dev/null 2>&1 || missing+=(fio)        # the bench's smoke run
+	command -v ctags >/dev/null 2>&1 || missing+=(universal-ctags) # the layout check (tools/layout_check.py)
 	if [ -z "${SHUNIT2:-}" ] || [ ! -r "${SHUNIT2}" ]; then
 		[ -r /usr/bin/shunit2 ] || missing+=(shunit2)
 	fi

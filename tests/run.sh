@@ -89,7 +89,7 @@ skip_suite() {
 # Mount suites need root: FUSE mounts (/dev/fuse may be root's only),
 # mount(8) and fstab, and tests that act as another user.
 needs_root() {
-	case "$(basename "$1")" in cli_test.sh) return 1 ;; *) return 0 ;; esac
+	case "$(basename "$1")" in cli_test.sh | layout_test.sh) return 1 ;; *) return 0 ;; esac
 }
 if [ "$(id -u)" != 0 ]; then
 	echo "not root: the suites that mount are skipped (they need root for FUSE mounts, mount(8) and fstab, and tests as another user; Fix: run as root, e.g. sudo make test)"
