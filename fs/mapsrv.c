@@ -5,6 +5,7 @@
 #include "fs/file.h"
 #include "fs/mapsrv.h"
 #include "core/grow.h"
+#include "core/transfer.h"
 #include "fs/copysrv.h"
 #include "fs/log.h"
 #include "fs/mountinfo.h"
@@ -176,6 +177,10 @@ static vy_err op_map(conn *c, vy_msg *m)
 				     c->minor, first);
 		if (rc == VY_OK)
 			rc = vy_file_share(fs, in, &e);
+		/* Past the end of the file the memory may hold what a pooled
+		 * buffer held before: another file's bytes. Zeros leave. */
+		if (rc == VY_OK)
+			rc = vy_clear_past(vy_fs_core(fs, in), in->buf, in->size, &e);
 		if (rc == VY_OK)
 			rc = vy_store_export(vy_fs_core(fs, in)->store, in->buf, true, &v, &x, &e);
 		if (rc == VY_OK && !vy_grow((void **)&c->maps, &c->capmaps, c->nmaps, sizeof(*c->maps))) {
