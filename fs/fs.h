@@ -72,6 +72,7 @@ typedef struct vy_inode {
 	 * user.vyre.device); 0: the device with the most free budget. */
 	uint8_t place;
 	uint32_t maps; /* client mappings (fs/mapsrv.c): the buffer may not move */
+	uint64_t mapped_counted; /* its bytes in mapped_bytes, once however many maps (in->lock) */
 	bool written;  /* since the last capacity fit */
 	bool linkable; /* ns: an O_TMPFILE without O_EXCL, which linkat may name */
 	struct vy_wbehind *wb; /* write-behind slots (wbehind.h), or NULL */
@@ -132,6 +133,7 @@ typedef struct vy_fs {
 	uint64_t vyre_ino, modules_ino;
 	vy_open *opens; /* every open file, ns */
 	struct vy_mapsrv *mapsrv; /* client mappings over .vyre/socket */
+	_Atomic unsigned copy_runs; /* daemon copies with a worker left (fs/copysrv.c) */
 	pthread_mutex_t log_lock; /* the sequence log and numbering */
 	char *log[VY_LOG_KEEP];  /* a ring, oldest at log_head */
 	size_t log_head, log_count;

@@ -260,7 +260,7 @@ char *vy_vyre_render(vy_fs *fs, vy_inode *in, size_t *len)
 		break;
 	case VY_V_SOCKET:
 		if (vy_mapsrv_name(fs))
-			add_text(&t, "@%s\n", vy_mapsrv_name(fs));
+			add_text(&t, "%s\n", vy_mapsrv_name(fs));
 		break;
 	case VY_V_CTL: /* read per open file: vy_ctlfile_read */
 	case VY_V_NONE:
