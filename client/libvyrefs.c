@@ -99,7 +99,7 @@ int vy_client_connect(const char *file, dev_t dev, int *out)
 		return rc;
 	snprintf(path, sizeof(path), "%s/.vyre/socket", strcmp(root, "/") ? root : "");
 	FILE *f = fopen(path, "re");
-	if (!f || !fgets(name, sizeof(name), f) || name[0] != '@') {
+	if (!f || !fgets(name, sizeof(name), f) || (name[0] != '@' && name[0] != '/')) {
 		int err = errno ? errno : ENOTSUP;
 		if (f)
 			fclose(f);
@@ -115,6 +115,8 @@ int vy_client_connect(const char *file, dev_t dev, int *out)
 	if (n == 0 || n >= sizeof(addr.sun_path) - 1)
 		return fail(EINVAL, "vyrefs: %s names no socket (Fix: remount)", path);
 	memcpy(addr.sun_path + 1, name + 1, n);
+	if (name[0] == '/') /* a path: sun_path is the whole name (same length) */
+		memcpy(addr.sun_path, name, n + 1);
 	int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (s < 0)
 		return fail(errno, "vyrefs: socket: %s", strerror(errno));

@@ -373,6 +373,12 @@ static void conn_end(conn *c)
 			break;
 		}
 	srv->nconns--;
+	/* Unread bytes at close would reset the connection under the
+	 * client's reading of our last reply: drain a bounded amount. */
+	shutdown(c->sock, SHUT_WR);
+	char sink[4096];
+	for (int i = 0; i < 16 && recv(c->sock, sink, sizeof(sink), MSG_DONTWAIT) > 0; i++)
+		;
 	close(c->sock);
 	free(c);
 	pthread_cond_broadcast(&srv->gone);
