@@ -146,7 +146,8 @@ typedef struct vy_fs {
 	struct fuse_session *se;
 	_Atomic unsigned wb_slots; /* write-behind slots held, all files */
 	_Atomic unsigned ra_chunks; /* readahead chunks held, all files */
-	vy_xattr_budget xattr_budget; /* every inode's xattrs count here */
+	vy_xattr_budget xattr_budget; /* every inode's xattrs and symlink targets count here */
+	uint64_t extra_links; /* names of files past each one's first: they count against max_inodes, as on tmpfs (ns) */
 	/* The kernel enforces POSIX ACLs (FUSE_POSIX_ACL, with FUSE_DONT_MASK:
 	 * the umask is ours to apply); set at INIT, before any other request. */
 	bool acl;
