@@ -205,8 +205,8 @@ static vy_err host_export_fd(vy_device *d, vy_dptr p, int *fd, vy_error *e)
 		return vy_fail(e, VY_EINVAL, "share only allocations of the share granularity or more",
 			       "host backend: 0x%llx is not a shareable allocation", (unsigned long long)p);
 	if (dup_fd < 0)
-		return vy_fail(e, VY_ENOMEM, "raise the open-file limit (ulimit -n)", "host backend: cannot export a buffer: %s",
-			       strerror(err));
+		return vy_fail(e, err == EMFILE || err == ENFILE ? VY_EMFILE : VY_ENOMEM, "raise the open-file limit (ulimit -n)",
+			       "host backend: cannot export a buffer: %s", strerror(err));
 	*fd = dup_fd;
 	return VY_OK;
 }
