@@ -453,9 +453,11 @@ vy_err vy_clear_past(vy_core *c, vy_handle h, uint64_t from, vy_error *e)
 	vy_err rc = vy_store_pin_many(c->store, &h, 1, &v, e);
 	if (rc != VY_OK)
 		return rc;
-	/* A single allocation is valid to its rounded-up size; a view only
-	 * as far as its pieces reach. */
-	uint64_t end = vy_store_growable(c->store, h) && v.len < v.alloc ? v.len : v.alloc;
+	/* A single allocation is valid to its rounded-up size (alloc past
+	 * len); a view's pieces are back to back over its len (alloc == len
+	 * once it has no holes, and holes map the zero granule: only zeros
+	 * are ever written there). */
+	uint64_t end = v.holes ? v.len : v.alloc > v.len ? v.alloc : v.len;
 	vy_stream *s = NULL;
 	if (from < end) {
 		rc = vy_streams_acquire(&c->streams, &s, e);
