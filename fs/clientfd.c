@@ -2,29 +2,56 @@
 #include "fs/clientfd.h"
 
 #include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <unistd.h>
+#include <stdbool.h>
 #include <fcntl.h>
 #include <linux/fs.h>
-#include <linux/magic.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
-#include <sys/statfs.h>
 #include <sys/sysmacros.h>
 
 /* Filesystems whose files are the kernel's state, not data: reading or
  * writing them with the daemon's credentials would lend its authority. */
-static const struct {
-	unsigned long magic;
-	const char *name;
-} pseudo[] = {
-	{PROC_SUPER_MAGIC, "proc"},       {SYSFS_MAGIC, "sysfs"},         {DEBUGFS_MAGIC, "debugfs"},
-	{TRACEFS_MAGIC, "tracefs"},       {SECURITYFS_MAGIC, "securityfs"}, {CGROUP_SUPER_MAGIC, "cgroup"},
-	{CGROUP2_SUPER_MAGIC, "cgroup2"}, {BPF_FS_MAGIC, "bpf"},          {0x62656570UL, "configfs"},
-	{EFIVARFS_MAGIC, "efivarfs"},     {PSTOREFS_MAGIC, "pstore"},     {SELINUX_MAGIC, "selinuxfs"},
-	{SMACK_MAGIC, "smackfs"},         {0x65735543UL, "fusectl"}, {BINFMTFS_MAGIC, "binfmt_misc"},
-	{NSFS_MAGIC, "nsfs"},             {DEVPTS_SUPER_MAGIC, "devpts"},
+static const char *const pseudo[] = {
+	"proc",     "sysfs",   "debugfs",  "tracefs",   "securityfs", "cgroup",      "cgroup2", "bpf", "configfs",
+	"efivarfs", "pstore",  "selinuxfs", "smackfs",  "fusectl",    "binfmt_misc", "nsfs",    "devpts", "autofs",
+	"mqueue",   "rpc_pipefs",
 };
+
+/* The type of the filesystem an fd is on, read from what the kernel says
+ * of the fd's mount (/proc/self/fdinfo's mnt_id, then mountinfo), never
+ * from the filesystem itself: a FUSE filesystem whose daemon stopped
+ * would hang a statfs. */
+static bool fs_type_of(int fd, char *type, size_t cap)
+{
+	char path[64], line[4096];
+	snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", fd);
+	FILE *f = fopen(path, "re");
+	long mnt = -1;
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "mnt_id: %ld", &mnt) == 1)
+			break;
+	if (f)
+		fclose(f);
+	f = mnt >= 0 ? fopen("/proc/self/mountinfo", "re") : NULL;
+	bool found = false;
+	while (f && !found && fgets(line, sizeof(line), f)) {
+		char *sep = strstr(line, " - ");
+		long id;
+		char t[128];
+		if (sep && sscanf(line, "%ld", &id) == 1 && id == mnt && sscanf(sep + 3, "%127s", t) == 1) {
+			snprintf(type, cap, "%s", t);
+			found = true;
+		}
+	}
+	if (f)
+		fclose(f);
+	return found;
+}
 
 /* The access an fd was opened with, or why it will not do. */
 static vy_err check_mode(int fd, int need, const char *which, vy_error *e)
@@ -92,28 +119,50 @@ void vy_clientfd_let_go(vy_fs *fs, vy_inode *in)
 
 vy_err vy_clientfd_other(int fd, dev_t mount_dev, int need, vy_error *e)
 {
-	struct stat st;
-	if (fstat(fd, &st) != 0)
-		return vy_fail(e, VY_EINVAL, "pass an open file descriptor", "fstat of the other file: %s", strerror(errno));
-	if (!S_ISREG(st.st_mode))
+	/* What the kernel has cached (type, device): the other file's
+	 * filesystem is not asked, so one that stalls stalls no check. */
+	struct statx sx;
+	if (statx(fd, "", AT_EMPTY_PATH | AT_STATX_DONT_SYNC, STATX_TYPE, &sx) != 0)
+		return vy_fail(e, VY_EINVAL, "pass an open file descriptor", "statx of the other file: %s", strerror(errno));
+	if (!S_ISREG(sx.stx_mode))
 		return vy_fail(e, VY_EINVAL, "copy regular files", "the other file is not a regular file");
-	if (st.st_dev == mount_dev)
+	if (makedev(sx.stx_dev_major, sx.stx_dev_minor) == mount_dev)
 		return vy_fail(e, VY_EINVAL, "copy within the mount with cp (copy_file_range: device to device)",
 			       "both files are on this mount");
 	vy_err rc = check_mode(fd, need, "the other file", e);
 	if (rc != VY_OK)
 		return rc;
-	struct statfs sf;
-	if (fstatfs(fd, &sf) != 0)
-		return vy_fail(e, VY_EINVAL, "pass a file of a filesystem that answers statfs", "fstatfs of the other file: %s",
-			       strerror(errno));
+	char type[128];
+	if (!fs_type_of(fd, type, sizeof(type)))
+		return vy_fail(e, VY_EINVAL, "pass a file of a mounted filesystem", "the other file's mount is not in mountinfo");
 	for (size_t i = 0; i < sizeof(pseudo) / sizeof(pseudo[0]); i++)
-		if ((unsigned long)sf.f_type == pseudo[i].magic)
+		if (!strcmp(type, pseudo[i]))
 			return vy_fail(e, VY_EPERM, "copy with plain cp: the daemon does not read or write kernel state files",
-				       "the other file is on %s, a filesystem of the kernel's state", pseudo[i].name);
-	/* Not every filesystem has flags (ENOTTY): those have none to keep. */
+				       "the other file is on %s, a filesystem of the kernel's state", type);
+	/* Flags need an ioctl the filesystem answers: a FUSE filesystem is
+	 * not asked (it keeps its own, and could stall the asking). Not
+	 * every filesystem has them (ENOTTY): those have none to keep. */
 	unsigned flags = 0;
-	if ((need & VY_FD_WRITE) && ioctl(fd, FS_IOC_GETFLAGS, &flags) == 0)
+	if ((need & VY_FD_WRITE) && strncmp(type, "fuse", 4) != 0 && ioctl(fd, FS_IOC_GETFLAGS, &flags) == 0)
 		return refuse_flags(flags, "the other file", e);
 	return VY_OK;
+}
+
+static void *closer(void *arg)
+{
+	close((int)(intptr_t)arg);
+	return NULL;
+}
+
+void vy_clientfd_close(int fd)
+{
+	pthread_t t;
+	pthread_attr_t attr;
+	if (fd < 0)
+		return;
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	if (pthread_create(&t, &attr, closer, (void *)(intptr_t)fd) != 0)
+		close(fd);
+	pthread_attr_destroy(&attr);
 }

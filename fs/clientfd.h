@@ -24,4 +24,8 @@ void vy_clientfd_let_go(vy_fs *fs, vy_inode *in);
  * `need`, on a filesystem of data, not append-only or immutable. */
 vy_err vy_clientfd_other(int fd, dev_t mount_dev, int need, vy_error *e);
 
+/* Close the other file's fd in a thread of its own: closing a file of a
+ * FUSE filesystem asks its daemon (a flush), which may never answer. */
+void vy_clientfd_close(int fd);
+
 #endif

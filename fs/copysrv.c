@@ -7,10 +7,13 @@
  * filesystem whose daemon stopped). No lock of the file is held while a
  * worker reads or writes it: only the device side of each piece runs under
  * the file's lock. A copy whose client I/O makes no progress for STALL_MS
- * is abandoned: its caller answers, and a worker still stuck in the
- * client's fd finishes on its own later (the run is reference-counted). */
+ * is abandoned: its caller answers, and a thread still stuck in the
+ * client's fd finishes on its own later (the run is reference-counted).
+ * The caller (a connection's thread) only waits: planning (SEEK_DATA on
+ * the client's fd) and the workers run in threads of the run's own. */
 #include "fs/file.h"
 #include "fs/copysrv.h"
+#include "fs/clientfd.h"
 #include "core/transfer.h"
 #include "fs/readahead.h"
 #include "fs/wbehind.h"
@@ -50,7 +53,10 @@ typedef struct run {
 	_Atomic unsigned in_client; /* workers in the client's fd now */
 	_Atomic unsigned finished;
 	_Atomic bool stop;
-	_Atomic unsigned refs; /* the caller and each worker */
+	_Atomic unsigned refs; /* the caller, the coordinator and each worker */
+	uint64_t size;     /* the bytes to copy */
+	unsigned threads;  /* asked for (0: one per core) */
+	bool complete;     /* the coordinator is done (lock) */
 	pthread_mutex_t lock;
 	pthread_cond_t ended; /* a worker finished */
 	vy_err rc;
@@ -83,8 +89,7 @@ static void run_put(run *r)
 	pthread_mutex_unlock(&fs->ns);
 	if (r->direct)
 		fcntl(r->other, F_SETFL, r->flags);
-	if (r->other >= 0)
-		close(r->other);
+	vy_clientfd_close(r->other);
 	free(r->pieces);
 	pthread_cond_destroy(&r->ended);
 	pthread_mutex_destroy(&r->lock);
@@ -197,7 +202,7 @@ static void *worker(void *arg)
 		vy_staging_release(c->staging, &sb);
 	pthread_mutex_lock(&r->lock);
 	atomic_fetch_add(&r->finished, 1);
-	pthread_cond_signal(&r->ended);
+	pthread_cond_broadcast(&r->ended);
 	pthread_mutex_unlock(&r->lock);
 	run_put(r);
 	return NULL;
@@ -248,18 +253,19 @@ static vy_err pieces_of(int fd, uint64_t size, bool skip_holes, piece **out, siz
 /* Before any client I/O, under the file's lock: every byte written through
  * the mount on the device, no readahead copy left to go stale, and (into
  * the mount) memory behind every run of the source's data. */
-static vy_err prepare(vy_fs *fs, run *r, const vy_copysrv_job *job, uint64_t size, vy_error *e)
+static vy_err prepare(run *r, vy_error *e)
 {
+	vy_fs *fs = r->fs;
 	vy_inode *in = r->in;
 	pthread_rwlock_wrlock(&in->lock);
 	vy_err rc = vy_wbehind_settle(fs, in, e);
-	if (rc == VY_OK && job->into)
+	if (rc == VY_OK && r->into)
 		vy_readahead_forget(in);
-	if (rc == VY_OK && job->into && size > in->size)
+	if (rc == VY_OK && r->into && r->size > in->size)
 		rc = vy_fail(e, VY_EINVAL, "size the file first (libvyrefs does: ftruncate)",
-			     "%llu bytes do not fit the %llu-byte file", (unsigned long long)size,
+			     "%llu bytes do not fit the %llu-byte file", (unsigned long long)r->size,
 			     (unsigned long long)in->size);
-	for (size_t i = 0, j; rc == VY_OK && job->into && i < r->npieces; i = j) {
+	for (size_t i = 0, j; rc == VY_OK && r->into && i < r->npieces; i = j) {
 		for (j = i + 1; j < r->npieces && r->pieces[j].off == r->pieces[j - 1].off + r->pieces[j - 1].len; j++)
 			; /* one run of data at a time: one piece of memory */
 		rc = vy_file_back(fs, in, r->pieces[i].off, r->pieces[j - 1].off + r->pieces[j - 1].len, e);
@@ -269,14 +275,77 @@ static vy_err prepare(vy_fs *fs, run *r, const vy_copysrv_job *job, uint64_t siz
 	return rc;
 }
 
-/* Wait for the workers, reporting progress; abandon the copy when its
- * client goes away, the server stops, or the client's fd stalls. */
-static vy_err wait_workers(run *r, const vy_copysrv_job *job, unsigned started, uint64_t size, bool *stalled,
-			   vy_error *e)
+/* Start up to r->threads workers (detached, a reference each); how many. */
+static unsigned start_workers(run *r)
 {
+	unsigned threads = r->threads ? r->threads : (unsigned)sysconf(_SC_NPROCESSORS_ONLN);
+	threads = threads < 1 ? 1 : threads > THREADS_MAX ? THREADS_MAX : threads;
+	if (threads > r->npieces)
+		threads = (unsigned)r->npieces;
+	pthread_attr_t attr;
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	unsigned started = 0;
+	for (; started < threads; started++) {
+		pthread_t t;
+		atomic_fetch_add(&r->refs, 1);
+		if (pthread_create(&t, &attr, worker, r) != 0) {
+			atomic_fetch_sub(&r->refs, 1);
+			break;
+		}
+	}
+	pthread_attr_destroy(&attr);
+	return started;
+}
+
+/* The copy itself, in a thread of the run's own: plan from the client's
+ * fd, prepare the file, run the workers and wait for them. */
+static void *coordinate(void *arg)
+{
+	run *r = arg;
+	pthread_setname_np(pthread_self(), "vy-copy");
+	vy_error e;
 	vy_err rc = VY_OK;
+	atomic_fetch_add(&r->in_client, 1);
+	if (r->size > 0)
+		rc = pieces_of(r->other, r->size, r->into, &r->pieces, &r->npieces, &e);
+	atomic_fetch_sub(&r->in_client, 1);
+	atomic_store(&r->moved_ns, now_ns());
+	if (rc == VY_OK && !atomic_load(&r->stop))
+		rc = prepare(r, &e);
+	/* Read a source with O_DIRECT where its filesystem takes it, so a
+	 * large copy does not push the host's page cache out (pieces and
+	 * staging buffers are aligned). Its flags are put back when the
+	 * run's last thread is done with it. */
+	r->flags = r->into ? fcntl(r->other, F_GETFL) : -1;
+	if (r->flags >= 0 && !(r->flags & O_DIRECT) && fcntl(r->other, F_SETFL, r->flags | O_DIRECT) == 0)
+		r->direct = true;
+	unsigned started = 0;
+	if (rc == VY_OK && r->npieces && !atomic_load(&r->stop)) {
+		started = start_workers(r);
+		if (!started)
+			rc = vy_fail(&e, VY_ENOMEM, "free host memory", "cannot start a copy thread");
+	}
+	if (rc != VY_OK)
+		run_fail(r, rc, &e);
 	pthread_mutex_lock(&r->lock);
-	while (atomic_load(&r->finished) < started) {
+	while (atomic_load(&r->finished) < started)
+		pthread_cond_wait(&r->ended, &r->lock);
+	r->complete = true;
+	pthread_cond_broadcast(&r->ended);
+	pthread_mutex_unlock(&r->lock);
+	run_put(r);
+	return NULL;
+}
+
+/* Wait for the copy, reporting progress; stop it when its client goes
+ * away or the server stops, and abandon it when the client's fd moves
+ * no byte for STALL_MS. True when it stalled. */
+static bool wait_copy(run *r, const vy_copysrv_job *job)
+{
+	bool stalled = false;
+	pthread_mutex_lock(&r->lock);
+	while (!r->complete) {
 		struct timespec ts;
 		clock_gettime(CLOCK_REALTIME, &ts);
 		ts.tv_nsec += 50 * 1000 * 1000;
@@ -287,24 +356,21 @@ static vy_err wait_workers(run *r, const vy_copysrv_job *job, unsigned started, 
 		if (pthread_cond_timedwait(&r->ended, &r->lock, &ts) != ETIMEDOUT)
 			continue;
 		pthread_mutex_unlock(&r->lock);
-		if (job->tick && job->tick(job->ctx, atomic_load(&r->done), size))
+		if (job->tick && job->tick(job->ctx, atomic_load(&r->done), r->size))
 			atomic_store(&r->stop, true);
 		uint64_t still = now_ns() - atomic_load(&r->moved_ns);
 		if (atomic_load(&r->in_client) && still > (uint64_t)STALL_MS * 1000000u) {
 			atomic_store(&r->stop, true);
-			*stalled = true;
-			rc = vy_fail(e, VY_ETIMEDOUT, "check the other file: its filesystem did not answer",
-				     "the copy was abandoned: the other file's descriptor moved no byte in %d s",
-				     STALL_MS / 1000);
+			stalled = true;
 		}
 		pthread_mutex_lock(&r->lock);
-		/* A stopped copy whose workers are in the client's fd (stuck,
-		 * maybe): answer now; the workers end on their own. */
+		/* Stopped, with a thread in the client's fd (stuck, maybe):
+		 * answer now; the run's threads end on their own. */
 		if (atomic_load(&r->stop) && atomic_load(&r->in_client))
 			break;
 	}
 	pthread_mutex_unlock(&r->lock);
-	return rc;
+	return stalled;
 }
 
 vy_err vy_copysrv_run(vy_fs *fs, const vy_copysrv_job *job, uint64_t *done, uint64_t *total, vy_error *e)
@@ -312,68 +378,48 @@ vy_err vy_copysrv_run(vy_fs *fs, const vy_copysrv_job *job, uint64_t *done, uint
 	*done = 0;
 	*total = 0;
 	run *r = calloc(1, sizeof(*r));
-	if (!r)
+	if (!r) {
+		vy_clientfd_close(job->other);
 		return vy_fail(e, VY_ENOMEM, "free host memory", "cannot start a copy");
-	*r = (run){.fs = fs, .in = job->in, .into = job->into, .other = fcntl(job->other, F_DUPFD_CLOEXEC, 0), .refs = 1};
+	}
+	*r = (run){.fs = fs,
+		   .in = job->in,
+		   .into = job->into,
+		   .other = job->other, /* the run's now */
+		   .threads = job->threads,
+		   .refs = 1};
 	pthread_mutex_init(&r->lock, NULL);
 	pthread_cond_init(&r->ended, NULL);
 	atomic_fetch_add(&fs->copy_runs, 1);
 	hold(fs, r->in);
-	if (r->other < 0) {
-		int err = errno;
-		run_put(r);
-		return vy_fail(e, err == EMFILE || err == ENFILE ? VY_EMFILE : VY_ENOMEM, "try again later",
-			       "cannot keep the other file's descriptor: %s", strerror(err));
-	}
 	pthread_rwlock_rdlock(&job->in->lock);
-	uint64_t size = job->into ? job->size : job->in->size;
+	r->size = job->into ? job->size : job->in->size;
 	pthread_rwlock_unlock(&job->in->lock);
-	*total = size;
-	/* Planning reads the client's fd (SEEK_DATA) with no lock held. */
-	vy_err rc = size > 0 ? pieces_of(r->other, size, job->into, &r->pieces, &r->npieces, e) : VY_OK;
-	if (rc == VY_OK)
-		rc = prepare(fs, r, job, size, e);
-	/* Read a source with O_DIRECT where its filesystem takes it, so a
-	 * large copy does not push the host's page cache out (pieces and
-	 * staging buffers are aligned). Its flags are put back when the
-	 * run's last worker is done with it. */
-	r->flags = job->into ? fcntl(r->other, F_GETFL) : -1;
-	if (r->flags >= 0 && !(r->flags & O_DIRECT) && fcntl(r->other, F_SETFL, r->flags | O_DIRECT) == 0)
-		r->direct = true;
-	unsigned threads = job->threads ? job->threads : (unsigned)sysconf(_SC_NPROCESSORS_ONLN);
-	threads = threads < 1 ? 1 : threads > THREADS_MAX ? THREADS_MAX : threads;
-	if (threads > r->npieces)
-		threads = r->npieces ? (unsigned)r->npieces : 1;
-	unsigned started = 0;
-	bool stalled = false;
+	*total = r->size;
 	atomic_store(&r->moved_ns, now_ns());
-	if (rc == VY_OK && r->npieces) {
-		pthread_attr_t attr;
-		pthread_attr_init(&attr);
-		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-		for (; started < threads; started++) {
-			pthread_t t;
-			atomic_fetch_add(&r->refs, 1);
-			if (pthread_create(&t, &attr, worker, r) != 0) {
-				atomic_fetch_sub(&r->refs, 1);
-				break;
-			}
-		}
-		pthread_attr_destroy(&attr);
-		if (!started)
-			rc = vy_fail(e, VY_ENOMEM, "free host memory", "cannot start a copy thread");
-		vy_err wrc = wait_workers(r, job, started, size, &stalled, e);
-		if (rc == VY_OK && wrc != VY_OK)
-			rc = wrc;
-		pthread_mutex_lock(&r->lock);
-		if (rc == VY_OK && r->rc != VY_OK) {
-			rc = r->rc;
-			*e = r->e;
-		} else if (rc == VY_OK && atomic_load(&r->stop)) {
-			rc = vy_fail(e, VY_EINVAL, "run the copy again", "the copy was stopped: its client went away");
-		}
-		pthread_mutex_unlock(&r->lock);
+	pthread_t t;
+	pthread_attr_t attr;
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	atomic_fetch_add(&r->refs, 1);
+	vy_err rc = VY_OK;
+	if (pthread_create(&t, &attr, coordinate, r) != 0) {
+		atomic_fetch_sub(&r->refs, 1);
+		rc = vy_fail(e, VY_ENOMEM, "free host memory", "cannot start a copy thread");
 	}
+	pthread_attr_destroy(&attr);
+	bool stalled = rc == VY_OK && wait_copy(r, job);
+	pthread_mutex_lock(&r->lock);
+	if (stalled)
+		rc = vy_fail(e, VY_ETIMEDOUT, "check the other file: its filesystem did not answer",
+			     "the copy was abandoned: the other file's descriptor moved no byte in %d s", STALL_MS / 1000);
+	else if (rc == VY_OK && r->rc != VY_OK) {
+		rc = r->rc;
+		*e = r->e;
+	} else if (rc == VY_OK && atomic_load(&r->stop)) {
+		rc = vy_fail(e, VY_EINVAL, "run the copy again", "the copy was stopped: its client went away");
+	}
+	pthread_mutex_unlock(&r->lock);
 	if (stalled)
 		vy_telemetry_add(&vy_fs_core(fs, job->in)->tel, copy_timeouts, 1);
 	*done = atomic_load(&r->done);

@@ -13,7 +13,7 @@
 
 typedef struct vy_copysrv_job {
 	vy_inode *in;     /* the mount's file, held like an open file */
-	int other;        /* the other file's fd */
+	int other;        /* the other file's fd: the copy's to close, on every path */
 	bool into;        /* into the mount's file (else out of it) */
 	uint64_t size;    /* into: the bytes to copy, at most in's size */
 	unsigned threads; /* 0: one per core, at most 16 */

@@ -42,6 +42,7 @@
 #define IDLE_MS 60000     /* a connection with no mapping, silent this long, is closed */
 #define FDS_RESERVE 256   /* fds kept free for FUSE work: no connection is taken into them */
 #define REFUSAL_LOG_S 10  /* a refused connection is logged once in this many seconds */
+#define STOP_WAIT_S 2     /* unmounting waits this long for connections to end */
 
 typedef struct mapping {
 	uint64_t id;
@@ -316,11 +317,11 @@ static vy_err op_copy(conn *c, vy_msg *m)
 		copy_ctx ctx = {.c = c, .m = m};
 		vy_copysrv_job job = {.in = ino, .other = other, .into = into, .size = in.size, .threads = in.threads,
 				      .tick = copy_tick, .ctx = &ctx};
+		other = -1; /* the copy's now */
 		rc = vy_copysrv_run(c->srv->fs, &job, &out.done, &out.total, &e);
 		let_go(c->srv->fs, ino);
 	}
-	if (other >= 0)
-		close(other);
+	vy_clientfd_close(other);
 	status_of(&out.st, rc, &e);
 	return reply(c, m, &out, sizeof(out));
 }
@@ -654,16 +655,29 @@ bool vy_mapsrv_stop(vy_fs *fs)
 	pthread_mutex_lock(&srv->lock);
 	for (conn *c = srv->conns; c; c = c->next)
 		shutdown(c->sock, SHUT_RDWR);
-	while (srv->conns)
-		pthread_cond_wait(&srv->gone, &srv->lock);
+	struct timespec until;
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += STOP_WAIT_S;
+	while (srv->conns && pthread_cond_timedwait(&srv->gone, &srv->lock, &until) != ETIMEDOUT)
+		;
+	bool stuck = srv->conns != NULL;
 	pthread_mutex_unlock(&srv->lock);
+	fs->mapsrv = NULL;
+	if (stuck) {
+		/* A connection's thread is stuck in a client's fd (fstatfs of
+		 * a filesystem that does not answer): its record stays, and
+		 * the process exits without teardown. */
+		vy_log(LOG_WARNING, "client socket: a connection is stuck in its client's file; not waiting for it");
+		if (srv->on_disk)
+			unlink(srv->name);
+		return false;
+	}
 	close(srv->listen_fd);
 	if (srv->on_disk)
 		unlink(srv->name);
 	pthread_cond_destroy(&srv->gone);
 	pthread_mutex_destroy(&srv->lock);
 	free(srv);
-	fs->mapsrv = NULL;
 	return vy_copysrv_quiet(fs, 1000);
 }
 
