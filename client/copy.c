@@ -71,6 +71,24 @@ static int daemon_copy(const char *mount_path, int mount_fd, int other_fd, bool 
 	return rc;
 }
 
+mode_t vy_client_umask(void)
+{
+	/* /proc/self/status has it since Linux 4.7; umask(2) twice otherwise. */
+	FILE *f = fopen("/proc/self/status", "re");
+	char line[256];
+	unsigned mask;
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "Umask: %o", &mask) == 1) {
+			fclose(f);
+			return (mode_t)(mask & 0777);
+		}
+	if (f)
+		fclose(f);
+	mode_t old = umask(022);
+	umask(old);
+	return old;
+}
+
 static double now_s(void)
 {
 	struct timespec ts;
@@ -161,9 +179,16 @@ API int vy_copy_file(const char *src, const char *dst, int threads, void (*progr
 		close(in);
 		return vy_client_fail(EINVAL, "vyrefs: '%s' is not a regular file (Fix: copy directories with -r)", src);
 	}
-	/* Writable by us until the end (a mapping opens it for writing); its
-	 * own mode comes last. */
-	int out = open(dst, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	/* A file made here is ours alone until the end (the daemon writes it
+	 * through our fd), then gets src's permission bits less the umask, as
+	 * cp's: never setuid, setgid or sticky. An existing file keeps its
+	 * mode. (-p's owner and mode are client/cp.c's.) */
+	bool made = true;
+	int out = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (out < 0 && errno == EEXIST) {
+		made = false;
+		out = open(dst, O_WRONLY | O_TRUNC | O_CLOEXEC);
+	}
 	if (out < 0) {
 		int err = errno;
 		close(in);
@@ -201,7 +226,7 @@ API int vy_copy_file(const char *src, const char *dst, int threads, void (*progr
 	} else if (size) {
 		rc = plain_copy(in, out, size, progress, ctx, false);
 	}
-	if (!rc && fchmod(out, st.st_mode & 07777) != 0)
+	if (!rc && made && fchmod(out, st.st_mode & 0777 & ~vy_client_umask()) != 0)
 		rc = vy_client_fail(errno, "vyrefs: cannot set the mode of '%s': %s", dst, strerror(errno));
 	if (close(out) != 0 && !rc)
 		rc = vy_client_fail(errno, "vyrefs: closing '%s': %s", dst, strerror(errno));

@@ -43,4 +43,8 @@ int vy_client_fail_local(const vy_error *e);
 int vy_client_fail_fds(int err, const char *what);
 /* Whether `need` more fds would not fit this process's table. */
 bool vy_client_fds_short(unsigned need);
+/* This process's umask, read without changing it (umask(2) would race
+ * with other threads). */
+mode_t vy_client_umask(void);
+
 #endif
