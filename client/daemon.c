@@ -61,20 +61,6 @@ int vy_client_fail_local(const vy_error *e)
 	return vy_client_fail_vy(e);
 }
 
-/* Open `name` under directory fd `at` (no symlink as its last part), and
- * check that it is on device `dev`: -1 with errno otherwise (ENODEV). */
-static int open_on(int at, const char *name, int flags, dev_t dev)
-{
-	int fd = openat(at, name, flags | O_NOFOLLOW | O_CLOEXEC);
-	struct stat st;
-	if (fd >= 0 && (fstat(fd, &st) != 0 || st.st_dev != dev)) {
-		close(fd);
-		fd = -1;
-		errno = ENODEV;
-	}
-	return fd;
-}
-
 /* n bytes read into name (cap): one line, "@NAME" (an abstract socket)
  * or "/PATH", that fits a unix socket address; made a string. */
 static bool good_name(char *name, ssize_t n, size_t cap)
@@ -89,14 +75,22 @@ static bool good_name(char *name, ssize_t n, size_t cap)
 	       len < sizeof(((struct sockaddr_un *)0)->sun_path);
 }
 
-/* The one line of ROOT/.vyre/socket, from the mount itself: the root,
- * .vyre and the socket file are all on the mount's device. */
+/* The one line of ROOT/.vyre/socket, from the mount itself: the root and
+ * the socket file are on the mount's device, the file no symlink (and
+ * the root's .vyre is the daemon's: no user can make one there). One fd
+ * at a time, so a process short of fds learns so where it needs most. */
 static int socket_name(const vy_client_mount *m, dev_t dev, char *name, size_t cap)
 {
-	int dir = open_on(AT_FDCWD, m->root, O_PATH | O_DIRECTORY, dev);
-	int vyre = dir >= 0 ? open_on(dir, ".vyre", O_PATH | O_DIRECTORY, dev) : -1;
-	int fd = vyre >= 0 ? open_on(vyre, "socket", O_RDONLY, dev) : -1;
+	char path[PATH_MAX + 16];
+	snprintf(path, sizeof(path), "%s/.vyre/socket", strcmp(m->root, "/") ? m->root : "");
+	struct stat d, s;
+	int fd = stat(m->root, &d) == 0 && d.st_dev == dev ? open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC) : -1;
 	int err = errno, rc = 0;
+	if (fd >= 0 && (fstat(fd, &s) != 0 || s.st_dev != dev || !S_ISREG(s.st_mode))) {
+		close(fd);
+		fd = -1;
+		err = ENODEV;
+	}
 	ssize_t n = fd >= 0 ? read(fd, name, cap) : -1;
 	if (fd < 0 && (err == EMFILE || err == ENFILE))
 		rc = vy_client_fail_fds(err, "reading the mount's .vyre/socket");
@@ -105,14 +99,9 @@ static int socket_name(const vy_client_mount *m, dev_t dev, char *name, size_t c
 					     "files (Fix: use a mount of vyrefs 0.2 or newer)",
 				    m->root, strerror(err));
 	else if (!good_name(name, n, cap))
-		rc = vy_client_fail(EPROTO, "vyrefs: %s/.vyre/socket does not name a socket (Fix: remount %s)", m->root,
-				    m->root);
+		rc = vy_client_fail(EPROTO, "vyrefs: %s does not name a socket (Fix: remount %s)", path, m->root);
 	if (fd >= 0)
 		close(fd);
-	if (vyre >= 0)
-		close(vyre);
-	if (dir >= 0)
-		close(dir);
 	return rc;
 }
 

@@ -119,6 +119,9 @@ int vy_client_mount_root(const char *file, dev_t dev, vy_client_mount *m, bool *
 {
 	*is_vyrefs = false;
 	FILE *f = fopen("/proc/self/mountinfo", "re");
+	int rc = f ? 0 : vy_client_fail_fds(errno, "reading /proc/self/mountinfo");
+	if (rc)
+		return rc;
 	if (!f)
 		return vy_client_fail(ENOTSUP, "vyrefs: cannot read /proc/self/mountinfo (%s), so which mount holds %s "
 					       "cannot be told (Fix: mount /proc in this process's namespace)",
@@ -152,7 +155,6 @@ int vy_client_mount_root(const char *file, dev_t dev, vy_client_mount *m, bool *
 			found = true;
 		}
 	}
-	int rc = 0;
 	if (!e)
 		rc = vy_client_fail(ENOMEM, "vyrefs: out of memory");
 	else if (ferror(f))
