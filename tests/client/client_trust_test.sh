@@ -4,6 +4,7 @@
 # - a bind mount of a subdirectory holding a user's .vyre/socket never
 #   sends root's fds to the user's server (finding 4): the client uses the
 #   real daemon, or refuses where it sees no mount of the root;
+# - the mount is found by mountinfo, its escapes (\040 ...) decoded;
 # - a server that is not the mount's uid (SO_PEERCRED) gets nothing, over
 #   an abstract socket or a path; one nobody serves is "cannot reach";
 # - `vyrefs cp` makes modes as GNU cp (finding 5);
@@ -197,6 +198,18 @@ test_a_socket_nobody_serves_is_unreachable() {
 	err=$(with_socket_named "not a socket name" "$VYMAP" info "$MNT/sub/secret" 2>&1)
 	assertEquals "EPROTO: $err" 71 $?
 	assertContains "$err" "does not name a socket (Fix: remount $MNT)"
+}
+
+# mountinfo writes a blank as \040 and a backslash as \134: the root is
+# found where only a mount point so named is in sight.
+test_a_mount_point_with_blanks_and_backslashes_is_found() {
+	need unshare || return 0
+	truncate -s 2M "$MNT/f"
+	BIND=$(mktemp -d "/tmp/vyrefs-a b\\c	d.XXXXXX")
+	mount --bind "$MNT" "$BIND" || { fail "mount --bind"; return; }
+	out=$(unshare -m sh -c 'umount -l "$1" && exec "$2" info "$3"' - "$MNT" "$VYMAP" "$BIND/f" 2>&1)
+	assertEquals "2097152 -1" "$out"
+	assertContains "$(grep -F "$(basename "$BIND" | cut -c1-8)" /proc/self/mountinfo)" 'vyrefs-a\040b\134c\011d'
 }
 
 # cp's own modes, as a reference: the same copy on the same machine.
