@@ -187,7 +187,7 @@ static bool exited(pid_t pid)
 		return false;
 	buf[n] = '\0';
 	const char *p = strrchr(buf, ')');
-	return p && (p[2] == 'Z' || p[2] == 'X');
+	return p && p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X');
 }
 
 /* The channel failed (proto/channel.c's text is about its own peer):
