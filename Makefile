@@ -64,7 +64,7 @@ endif
 
 .PHONY: all deps test-deps test test-gpu bench fuzz man install uninstall clean
 .SECONDARY:
-all: $(BUILD)/vyrefs $(LIB) $(BUILD)/vyrefs.pc $(BUILD)/tests/client/vymap $(UNIT_BIN) $(GPU_BIN) $(BUILD)/tests/fs/renameat2 $(BUILD)/tests/fs/posix_probe $(BUILD)/tests/ctl/chanrace.so $(BENCH_BIN) $(BUILD)/tools/man_options
+all: $(BUILD)/vyrefs $(LIB) $(BUILD)/vyrefs.pc $(BUILD)/tests/client/vymap $(BUILD)/tests/client/vyattack $(UNIT_BIN) $(GPU_BIN) $(BUILD)/tests/fs/renameat2 $(BUILD)/tests/fs/posix_probe $(BUILD)/tests/ctl/chanrace.so $(BENCH_BIN) $(BUILD)/tools/man_options
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -105,6 +105,12 @@ $(BUILD)/tests/gpu/test_%: $(BUILD)/tests/gpu/test_%.o $(UNIT_LIB) $(CORE_LIB)
 $(BUILD)/tests/client/vymap: tests/client/vymap.c client/vyrefs.h $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $< -L$(BUILD) -lvyrefs -Wl,-rpath,$(abspath $(BUILD))
+
+# A hostile client that speaks the socket's framing by hand (trust_test):
+# libc only, plus core/err.c to name the daemon's error codes.
+$(BUILD)/tests/client/vyattack: tests/client/vyattack.c core/err.c proto/proto.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ tests/client/vyattack.c core/err.c
 
 $(BUILD)/tests/fs/%: tests/fs/%.c
 	@mkdir -p $(dir $@)
