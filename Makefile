@@ -43,12 +43,12 @@ FS_OBJ     := $(FS_SRC:%.c=$(BUILD)/%.o)
 LAUNCHER_SRC := $(wildcard launcher/*.c)
 LAUNCHER_OBJ := $(LAUNCHER_SRC:%.c=$(BUILD)/%.o)
 # `vyrefs cp` is the client library at work: linked into the binary too.
-CLIENT_SRC := client/libvyrefs.c client/copy.c client/cp.c
+CLIENT_SRC := client/libvyrefs.c client/fail.c client/daemon.c client/mountinfo.c client/copy.c client/cp.c
 CLIENT_OBJ := $(CLIENT_SRC:%.c=$(BUILD)/%.o)
 # libvyrefs.so, the client library (client/): its own code, and the core's
 # device backends and the channel it imports memory and talks with, built
 # position-independent with everything but client/vyrefs.h hidden.
-LIB_SRC    := client/libvyrefs.c client/copy.c core/device.c core/device_cuda.c core/cuda_driver.c core/cuda_vmm.c core/device_host.c core/err.c core/span.c core/u64map.c \
+LIB_SRC    := client/libvyrefs.c client/fail.c client/daemon.c client/mountinfo.c client/copy.c core/device.c core/device_cuda.c core/cuda_driver.c core/cuda_vmm.c core/device_host.c core/err.c core/span.c core/u64map.c \
 	      proto/channel.c
 LIB_OBJ    := $(LIB_SRC:%.c=$(BUILD)/pic/%.o)
 LIB        := $(BUILD)/libvyrefs.so
@@ -70,7 +70,7 @@ endif
 
 .PHONY: all deps test-deps test test-gpu bench fuzz man install uninstall clean
 .SECONDARY:
-all: $(BUILD)/vyrefs $(LIB) $(BUILD)/vyrefs.pc $(BUILD)/tests/client/vymap $(UNIT_BIN) $(GPU_BIN) $(BUILD)/tests/fs/renameat2 $(BUILD)/tests/fs/posix_probe $(BUILD)/tests/ctl/chanrace.so $(BENCH_BIN) $(BUILD)/tools/man_options
+all: $(BUILD)/vyrefs $(LIB) $(BUILD)/vyrefs.pc $(BUILD)/tests/client/vymap $(BUILD)/tests/client/vyattack $(UNIT_BIN) $(GPU_BIN) $(BUILD)/tests/fs/renameat2 $(BUILD)/tests/fs/posix_probe $(BUILD)/tests/ctl/chanrace.so $(BENCH_BIN) $(BUILD)/tools/man_options
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -112,6 +112,12 @@ $(BUILD)/tests/client/vymap: tests/client/vymap.c client/vyrefs.h $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $< -L$(BUILD) -lvyrefs -Wl,-rpath,$(abspath $(BUILD))
 
+# A hostile client that speaks the socket's framing by hand (trust_test):
+# libc only, plus core/err.c to name the daemon's error codes.
+$(BUILD)/tests/client/vyattack: tests/client/vyattack.c core/err.c proto/proto.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ tests/client/vyattack.c core/err.c
+
 $(BUILD)/tests/fs/%: tests/fs/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $< $(LDLIBS)
@@ -144,22 +150,36 @@ man: $(BUILD)/tools/man_options
 bench: all
 	@bench/run.sh
 
-# The parser under libFuzzer (clang), with AddressSanitizer and UBSan, for
-# FUZZ_SECONDS; any crash, leak or sanitizer report fails.
+# The parsers under libFuzzer (clang), with AddressSanitizer and UBSan, each
+# for FUZZ_SECONDS: the control language, and the client socket's receive
+# side (issue 25's attacks in tests/fuzz/corpus_proto); any crash, leak or
+# sanitizer report fails.
 FUZZ_SECONDS ?= 60
+FUZZ_FLAGS   := -std=c17 -g -O1 -I. -D_GNU_SOURCE -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
 FUZZ_SRC     := ctl/parse.c config/size.c core/err.c
+PROTO_FUZZ_SRC := proto/channel.c core/err.c
 $(BUILD)/fuzz/fuzz_ctl_parse: tests/fuzz/fuzz_ctl_parse.c $(FUZZ_SRC) ctl/parse.h ctl/plan.h
 	@mkdir -p $(dir $@)
-	clang -std=c17 -g -O1 -I. -D_GNU_SOURCE -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-		-o $@ tests/fuzz/fuzz_ctl_parse.c $(FUZZ_SRC)
+	clang $(FUZZ_FLAGS) -o $@ tests/fuzz/fuzz_ctl_parse.c $(FUZZ_SRC)
 
-fuzz: $(BUILD)/fuzz/fuzz_ctl_parse
-	@mkdir -p $(BUILD)/fuzz/corpus
-	@$(BUILD)/fuzz/fuzz_ctl_parse -max_total_time=$(FUZZ_SECONDS) -max_len=4096 -timeout=10 \
-		-artifact_prefix=$(BUILD)/fuzz/ -print_final_stats=1 $(BUILD)/fuzz/corpus tests/fuzz/corpus \
-		>$(BUILD)/fuzz/log 2>&1; rc=$$?; tail -n 6 $(BUILD)/fuzz/log; \
-		if [ $$rc != 0 ]; then echo "fuzz: FAILED (exit $$rc); see $(BUILD)/fuzz/log and $(BUILD)/fuzz/crash-*"; fi; \
+$(BUILD)/fuzz/fuzz_client_proto: tests/fuzz/fuzz_client_proto.c $(PROTO_FUZZ_SRC) proto/channel.h proto/proto.h
+	@mkdir -p $(dir $@)
+	clang $(FUZZ_FLAGS) -o $@ tests/fuzz/fuzz_client_proto.c $(PROTO_FUZZ_SRC)
+
+# fuzz_run NAME SEEDS MAX_LEN: one fuzzer, its log in $(BUILD)/fuzz/NAME.log.
+define fuzz_run
+	@mkdir -p $(BUILD)/fuzz/corpus_$(1)
+	@echo "fuzz: $(1) for $(FUZZ_SECONDS) s"; \
+		$(BUILD)/fuzz/fuzz_$(1) -max_total_time=$(FUZZ_SECONDS) -max_len=$(3) -timeout=10 \
+		-artifact_prefix=$(BUILD)/fuzz/$(1)- -print_final_stats=1 $(BUILD)/fuzz/corpus_$(1) $(2) \
+		>$(BUILD)/fuzz/$(1).log 2>&1; rc=$$?; tail -n 6 $(BUILD)/fuzz/$(1).log; \
+		if [ $$rc != 0 ]; then echo "fuzz: $(1) FAILED (exit $$rc); see $(BUILD)/fuzz/$(1).log and $(BUILD)/fuzz/$(1)-crash-*"; fi; \
 		exit $$rc
+endef
+
+fuzz: $(BUILD)/fuzz/fuzz_ctl_parse $(BUILD)/fuzz/fuzz_client_proto
+	$(call fuzz_run,ctl_parse,tests/fuzz/corpus,4096)
+	$(call fuzz_run,client_proto,tests/fuzz/corpus_proto,8192)
 
 # Install what is missing (apt-get as root, or through sudo; without sudo
 # it names the packages): `deps` to build and mount, `test-deps` also for

@@ -22,21 +22,33 @@
 #define THREADS_MAX 16
 /* The daemon copies: between the mount's file (fd 0) and the other (fd 1),
  * with its threads, pinned memory and streams; progress comes meanwhile.
- * *asked is false when the daemon could not be asked (an old mount). */
+ * *asked is false when the daemon was not asked (an old mount, or one
+ * whose daemon is not to be given this process's file). */
 static int daemon_copy(const char *mount_path, int mount_fd, int other_fd, bool into, uint64_t size, int threads,
 		       void (*progress)(uint64_t, uint64_t, void *), void *ctx, bool *asked)
 {
 	struct stat st;
-	int sock;
+	vy_client_conn c;
 	*asked = false;
 	if (fstat(mount_fd, &st) != 0)
 		return vy_client_fail(errno, "vyrefs: fstat: %s", strerror(errno));
-	int rc = vy_client_connect(mount_path, st.st_dev, &sock);
+	int rc = vy_client_connect(mount_path, st.st_dev, &c);
 	if (rc)
 		return rc;
+	/* The other file is this process's, not the mount's: only a daemon
+	 * with no less than our authority over it (root's, or our own uid's)
+	 * gets its fd. A mount another user made is copied the plain way. */
+	if (c.uid != 0 && c.uid != geteuid()) {
+		rc = vy_client_fail(EPERM, "vyrefs: the daemon of %s runs as uid %u, neither root nor you (uid %u): it is "
+					   "not given your file, so the copy went through the mount (Fix: none needed; to "
+					   "copy around FUSE, copy as uid %u or use a mount of your own or root's)",
+				    c.root, (unsigned)c.uid, (unsigned)geteuid(), (unsigned)c.uid);
+		vy_client_close(&c);
+		return rc;
+	}
 	vy_msg r;
 	vy_hello_in hello = {.major = VY_PROTO_MAJOR, .minor = VY_PROTO_MINOR};
-	rc = vy_client_call(sock, VY_OP_CLIENT_HELLO, &hello, sizeof(hello), NULL, 0, sizeof(vy_client_hello_out), NULL,
+	rc = vy_client_call(&c, VY_OP_CLIENT_HELLO, &hello, sizeof(hello), NULL, 0, sizeof(vy_client_hello_out), NULL,
 			    NULL, &r);
 	if (!rc) {
 		vy_msg_free(&r);
@@ -45,7 +57,7 @@ static int daemon_copy(const char *mount_path, int mount_fd, int other_fd, bool 
 					.threads = threads > 0 ? (uint32_t)threads : 0,
 					.size = size};
 		int fds[2] = {mount_fd, other_fd};
-		rc = vy_client_call(sock, VY_OP_CLIENT_COPY, &in, sizeof(in), fds, 2, sizeof(vy_client_copy_out), progress,
+		rc = vy_client_call(&c, VY_OP_CLIENT_COPY, &in, sizeof(in), fds, 2, sizeof(vy_client_copy_out), progress,
 				    ctx, &r);
 		if (!rc) {
 			vy_client_copy_out out;
@@ -55,8 +67,26 @@ static int daemon_copy(const char *mount_path, int mount_fd, int other_fd, bool 
 			vy_msg_free(&r);
 		}
 	}
-	close(sock);
+	vy_client_close(&c);
 	return rc;
+}
+
+mode_t vy_client_umask(void)
+{
+	/* /proc/self/status has it since Linux 4.7; umask(2) twice otherwise. */
+	FILE *f = fopen("/proc/self/status", "re");
+	char line[256];
+	unsigned mask;
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "Umask: %o", &mask) == 1) {
+			fclose(f);
+			return (mode_t)(mask & 0777);
+		}
+	if (f)
+		fclose(f);
+	mode_t old = umask(022);
+	umask(old);
+	return old;
 }
 
 static double now_s(void)
@@ -80,16 +110,20 @@ static bool write_all(int fd, const char *buf, uint64_t len, uint64_t off)
 	return true;
 }
 
-/* Whether fd's file is on a vyrefs mount that maps files. */
+/* Whether fd's file is on a vyrefs mount whose root this process sees
+ * (client/mountinfo.c); if not, vy_last_error says why when it is on one. */
 static bool on_vyrefs(const char *path, int fd)
 {
 	struct stat st;
-	char root[4096], sock[4200];
-	if (fstat(fd, &st) != 0 || vy_client_mount_root(path, st.st_dev, root, sizeof(root)) != 0)
-		return false;
-	snprintf(sock, sizeof(sock), "%s/.vyre/socket", strcmp(root, "/") ? root : "");
-	struct stat ss;
-	return stat(sock, &ss) == 0 && ss.st_dev == st.st_dev;
+	vy_client_mount m;
+	bool is_vyrefs = false;
+	char why[VY_ERROR_MSG_MAX + 128];
+	snprintf(why, sizeof(why), "%s", vy_last_error());
+	if (fstat(fd, &st) == 0 && vy_client_mount_root(path, st.st_dev, &m, &is_vyrefs) == 0)
+		return true;
+	if (!is_vyrefs) /* no news: keep what the other side said */
+		vy_client_fail(0, "%s", why);
+	return false;
 }
 
 static int plain_copy(int in, int out, uint64_t total, void (*progress)(uint64_t, uint64_t, void *), void *ctx,
@@ -145,9 +179,16 @@ API int vy_copy_file(const char *src, const char *dst, int threads, void (*progr
 		close(in);
 		return vy_client_fail(EINVAL, "vyrefs: '%s' is not a regular file (Fix: copy directories with -r)", src);
 	}
-	/* Writable by us until the end (a mapping opens it for writing); its
-	 * own mode comes last. */
-	int out = open(dst, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	/* A file made here is ours alone until the end (the daemon writes it
+	 * through our fd), then gets src's permission bits less the umask, as
+	 * cp's: never setuid, setgid or sticky. An existing file keeps its
+	 * mode. (-p's owner and mode are client/cp.c's.) */
+	bool made = true;
+	int out = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (out < 0 && errno == EEXIST) {
+		made = false;
+		out = open(dst, O_WRONLY | O_TRUNC | O_CLOEXEC);
+	}
 	if (out < 0) {
 		int err = errno;
 		close(in);
@@ -155,6 +196,7 @@ API int vy_copy_file(const char *src, const char *dst, int threads, void (*progr
 	}
 	struct stat dt;
 	uint64_t size = (uint64_t)st.st_size;
+	vy_client_fail(0, "%s", ""); /* -v's "plain copy: WHY" */
 	bool src_mount = on_vyrefs(src, in), dst_mount = on_vyrefs(dst, out);
 	int rc = 0, way = VY_COPY_PLAIN;
 	if (fstat(out, &dt) == 0 && dt.st_dev == st.st_dev && dst_mount) {
@@ -174,7 +216,7 @@ API int vy_copy_file(const char *src, const char *dst, int threads, void (*progr
 		} else if (!asked) {
 			/* No daemon to ask (an old mount): the plain way, and
 			 * vy_last_error says why. */
-			char why[sizeof(((vy_error *)0)->msg)];
+			char why[VY_ERROR_MSG_MAX + 128];
 			snprintf(why, sizeof(why), "%s", vy_last_error());
 			if (lseek(in, 0, SEEK_SET) == 0 && ftruncate(out, 0) == 0)
 				rc = plain_copy(in, out, size, progress, ctx, false);
@@ -184,7 +226,7 @@ API int vy_copy_file(const char *src, const char *dst, int threads, void (*progr
 	} else if (size) {
 		rc = plain_copy(in, out, size, progress, ctx, false);
 	}
-	if (!rc && fchmod(out, st.st_mode & 07777) != 0)
+	if (!rc && made && fchmod(out, st.st_mode & 0777 & ~vy_client_umask()) != 0)
 		rc = vy_client_fail(errno, "vyrefs: cannot set the mode of '%s': %s", dst, strerror(errno));
 	if (close(out) != 0 && !rc)
 		rc = vy_client_fail(errno, "vyrefs: closing '%s': %s", dst, strerror(errno));

@@ -1,6 +1,7 @@
 /* `vyrefs cp`: cp's common options over vy_copy_file (client/copy.c), so files
  * go into and out of a mount at the speed of the other side. */
 #include "client/cp.h"
+#include "client/mapping.h"
 #include "client/vyrefs.h"
 
 #include <dirent.h>
@@ -61,13 +62,18 @@ static const char *way_name(int how)
 					 : "plain read and write";
 }
 
+/* -p, as cp -p: owner, group, mode and times. setuid and setgid (and
+ * sticky) stay only when the owner and group were kept too: a setuid file
+ * of someone else's made ours would run with our authority. */
 static int preserve(const char *src, const char *dst, const struct stat *st)
 {
 	struct timespec t[2] = {st->st_atim, st->st_mtim};
 	int rc = 0;
-	if (lchown(dst, st->st_uid, st->st_gid) != 0 && errno != EPERM)
+	bool owned = lchown(dst, st->st_uid, st->st_gid) == 0;
+	if (!owned && errno != EPERM)
 		rc = -1;
-	if (!S_ISLNK(st->st_mode) && chmod(dst, st->st_mode & 07777) != 0)
+	mode_t mode = st->st_mode & (owned ? 07777 : 0777);
+	if (!S_ISLNK(st->st_mode) && chmod(dst, mode) != 0)
 		rc = -1;
 	if (utimensat(AT_FDCWD, dst, t, AT_SYMLINK_NOFOLLOW) != 0)
 		rc = -1;
@@ -80,7 +86,11 @@ static int copy_one(const opts *o, const char *src, const char *dst);
 
 static int copy_dir(const opts *o, const char *src, const char *dst, const struct stat *st)
 {
-	if (mkdir(dst, 0700) != 0 && errno != EEXIST) {
+	/* One made here is ours alone until its files are in, then gets src's
+	 * permission bits less the umask, as cp -r's; an existing one keeps
+	 * its mode. */
+	bool made = mkdir(dst, 0700) == 0;
+	if (!made && errno != EEXIST) {
 		fprintf(stderr, "vyrefs cp: cannot create directory '%s': %s\n", dst, strerror(errno));
 		return 1;
 	}
@@ -105,7 +115,7 @@ static int copy_dir(const opts *o, const char *src, const char *dst, const struc
 		free(t);
 	}
 	closedir(d);
-	if (chmod(dst, st->st_mode & 07777) != 0)
+	if (made && chmod(dst, st->st_mode & 0777 & ~vy_client_umask()) != 0)
 		rc = 1;
 	if (o->preserve)
 		rc |= preserve(src, dst, st) ? 1 : 0;

@@ -38,10 +38,11 @@ const vy_option_doc vy_options[] = {
 	 "NVRTC options for every CUDA C module (.cu) in .vyre/modules/, e.g. -use_fast_math; a module's first line "
 	 "`// vyrefs: OPTIONS` adds its own"},
 	{"xattr_budget", "SIZE", "64M",
-	 "extended attributes of all files together (names and values; each file at most 1M, each value 64K): "
-	 "past it setxattr fails with ENOSPC, so no user can grow the daemon's memory"},
+	 "extended attributes of all files together (names and values; each file at most 1M, each value 64K) "
+	 "and symlink targets: past it setxattr and symlink fail with ENOSPC, so no user can grow the daemon's memory"},
 	{"max_inodes", "N", "half the pages of RAM",
-	 "files, directories and links at most, as tmpfs's nr_inodes (df -i shows them): past it ENOSPC"},
+	 "files, directories and links at most, each hard link past a file's first counted too, as tmpfs's nr_inodes "
+	 "(df -i shows them): past it ENOSPC"},
 	{"config", "FILE", "/etc/vyrefs.conf if present",
 	 "an INI file read before the other -o settings, which override it"},
 };

@@ -126,8 +126,12 @@ static vy_err host_alloc(vy_device *d, uint64_t bytes, vy_dptr *out, vy_error *e
 		r->bytes = bytes;
 		r->fd = -1;
 		if (g && bytes >= g) {
-			r->fd = memfd_create("vyrefs-buffer", MFD_CLOEXEC);
-			if (r->fd >= 0 && ftruncate(r->fd, (off_t)bytes) == 0)
+			/* Sealed at its size before anyone else sees it: a client
+			 * given an fd (a mapping) cannot shrink it under the
+			 * daemon's mapping (SIGBUS) nor grow it. */
+			r->fd = memfd_create("vyrefs-buffer", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+			if (r->fd >= 0 && ftruncate(r->fd, (off_t)bytes) == 0 &&
+			    fcntl(r->fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) == 0)
 				p = mmap(NULL, (size_t)bytes, PROT_READ | PROT_WRITE, MAP_SHARED, r->fd, 0);
 			if (p == MAP_FAILED)
 				p = NULL;
@@ -184,7 +188,16 @@ static vy_err host_export_fd(vy_device *d, vy_dptr p, int *fd, vy_error *e)
 	host_device *h = host_of(d);
 	pthread_mutex_lock(&h->lock);
 	host_alloc_rec *r = vy_u64map_get(&h->live, p);
-	int dup_fd = r && r->fd >= 0 ? fcntl(r->fd, F_DUPFD_CLOEXEC, 0) : -1;
+	/* An open file of its own (not a dup of ours): what the receiver
+	 * does to its file status flags stays its own. */
+	int dup_fd = -1;
+	if (r && r->fd >= 0) {
+		char path[64];
+		snprintf(path, sizeof(path), "/proc/self/fd/%d", r->fd);
+		dup_fd = open(path, O_RDWR | O_CLOEXEC);
+		if (dup_fd < 0 && errno != EMFILE && errno != ENFILE)
+			dup_fd = fcntl(r->fd, F_DUPFD_CLOEXEC, 0);
+	}
 	int err = errno;
 	bool shareable = r && r->fd >= 0;
 	pthread_mutex_unlock(&h->lock);
@@ -192,8 +205,8 @@ static vy_err host_export_fd(vy_device *d, vy_dptr p, int *fd, vy_error *e)
 		return vy_fail(e, VY_EINVAL, "share only allocations of the share granularity or more",
 			       "host backend: 0x%llx is not a shareable allocation", (unsigned long long)p);
 	if (dup_fd < 0)
-		return vy_fail(e, VY_ENOMEM, "raise the open-file limit (ulimit -n)", "host backend: cannot export a buffer: %s",
-			       strerror(err));
+		return vy_fail(e, err == EMFILE || err == ENFILE ? VY_EMFILE : VY_ENOMEM, "raise the open-file limit (ulimit -n)",
+			       "host backend: cannot export a buffer: %s", strerror(err));
 	*fd = dup_fd;
 	return VY_OK;
 }

@@ -94,6 +94,8 @@ const char *vy_err_name(vy_err code)
 	case VY_ETIMEDOUT: return "etimedout";
 	case VY_EACCES: return "eacces";
 	case VY_EINTR: return "eintr";
+	case VY_EPERM: return "eperm";
+	case VY_EMFILE: return "emfile";
 	}
 	return "unknown";
 }
@@ -116,6 +118,8 @@ int vy_err_errno(vy_err code)
 	case VY_ETIMEDOUT: return ETIMEDOUT;
 	case VY_EACCES: return EACCES;
 	case VY_EINTR: return EINTR;
+	case VY_EPERM: return EPERM;
+	case VY_EMFILE: return EMFILE;
 	}
 	return EIO;
 }

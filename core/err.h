@@ -24,9 +24,11 @@ typedef enum vy_err {
 	VY_ETIMEDOUT, /* work ran past its time limit and was stopped */
 	VY_EACCES,    /* not permitted: e.g. a file opened read-only to map */
 	VY_EINTR,     /* stopped on request: the caller got a signal */
+	VY_EPERM,     /* refused whoever asks: an append-only or immutable file, a pseudo file */
+	VY_EMFILE,    /* this process has no file descriptor left */
 } vy_err;
 
-#define VY_ERR_LAST VY_EINTR /* codes that cross a process boundary are checked against it */
+#define VY_ERR_LAST VY_EMFILE /* codes that cross a process boundary are checked against it */
 
 #define VY_ERROR_MSG_MAX 512
 

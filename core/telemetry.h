@@ -48,6 +48,8 @@
 	X(launcher_starts, COUNTER, "launcher processes started") \
 	X(launcher_restarts, COUNTER, "launchers started after one faulted, died or ran past launch_timeout") \
 	X(maps, COUNTER, "files mapped by programs") \
+	X(copy_timeouts, COUNTER, "daemon copies abandoned because the client's file moved no byte for 20 s") \
+	X(client_refusals, COUNTER, "client socket connections refused (a per-user or total limit, or no file descriptor to spare)") \
 	X(compiles, COUNTER, "CUDA C modules compiled by NVRTC") \
 	X(compile_cache_hits, COUNTER, "CUDA C modules found compiled in the cache") \
 	X(device_time_us, COUNTER, "device time of control-file sequences, by CUDA events") \

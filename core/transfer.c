@@ -447,6 +447,26 @@ static vy_err set_bytes(vy_core *c, vy_stream *s, vy_dptr at, uint64_t len, void
 	return rc;
 }
 
+vy_err vy_clear_past(vy_core *c, vy_handle h, uint64_t from, vy_error *e)
+{
+	vy_buffer_view v;
+	vy_err rc = vy_store_pin_many(c->store, &h, 1, &v, e);
+	if (rc != VY_OK)
+		return rc;
+	/* A single allocation is valid to its rounded-up size (alloc past
+	 * len); a view's pieces are back to back over its len (alloc == len
+	 * once it has no holes, and holes map the zero granule: only zeros
+	 * are ever written there). */
+	uint64_t end = v.holes ? v.len : v.alloc > v.len ? v.alloc : v.len;
+	vy_stream *s = NULL;
+	if (from < end) {
+		rc = vy_streams_acquire(&c->streams, &s, e);
+		if (rc == VY_OK)
+			rc = set_bytes(c, s, v.ptr + from, end - from, &(uint8_t){0}, e);
+	}
+	return device_op_end(c, s, &h, 1, rc, e);
+}
+
 vy_err vy_readback_pinned(vy_core *c, vy_handle h, uint64_t offset, void *dst, uint64_t len, vy_error *e)
 {
 	return on_buffer(c, h, offset, len, false, "readback", copy_to_host, dst, e);

@@ -49,6 +49,11 @@ vy_err vy_upload_pinned(vy_core *c, vy_handle h, uint64_t offset, const void *sr
  * host-to-device bytes. */
 vy_err vy_fill(vy_core *c, vy_handle h, uint64_t offset, uint64_t len, uint8_t byte, vy_error *e);
 
+/* Zero every byte the buffer's memory holds from `from` on, past its
+ * length too (the rest of the last allocation): memory about to leave the
+ * daemon holds no bytes it held before (pooled memory may). */
+vy_err vy_clear_past(vy_core *c, vy_handle h, uint64_t from, vy_error *e);
+
 /* Zero a whole buffer. */
 vy_err vy_clear(vy_core *c, vy_handle h, vy_error *e);
 

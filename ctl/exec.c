@@ -250,6 +250,13 @@ static vy_err add_arg(run *r, vy_wire_arg a)
 	return VY_OK;
 }
 
+/* A file the sequence may write: the fs refuses some (append-only, immutable). */
+static vy_err may_write(run *r, bound *b, const char *path)
+{
+	b->written = true;
+	return r->files->writable ? r->files->writable(r->files->ctx, b->file, path, &r->err->e) : VY_OK;
+}
+
 /* A launch runs where its buffers are: all on one device, or refused
  * before anything runs. A launch with scalars only runs on device 0. */
 static vy_err launch_device(run *r, size_t s, unsigned *dev)
@@ -319,9 +326,10 @@ static vy_err check_launch(run *r, size_t s)
 				rc = vy_fail(e, VY_ERANGE, "keep the offset within the file's size",
 					     "offset %llu is past the end of '%s' (%llu bytes)", (unsigned long long)arg->offset,
 					     arg->path, (unsigned long long)b->size);
+			if (rc == VY_OK)
+				rc = may_write(r, b, arg->path); /* a kernel may write any buffer it gets */
 			if (rc != VY_OK)
 				return rc;
-			b->written = true; /* a kernel may write any buffer it gets */
 		}
 	}
 	return VY_OK;
@@ -342,7 +350,8 @@ static vy_err validate(run *r)
 			rc = need_buffer(r, b, st->path);
 			if (rc == VY_OK)
 				rc = check_range(r, b, st->path, off, len);
-			b->written = true;
+			if (rc == VY_OK)
+				rc = may_write(r, b, st->path);
 			r->sdev[s] = b->dev;
 		} else if (st->kind == VY_STEP_COPY) {
 			bound *src = ref(r, s, 0), *dst = ref(r, s, 1);
@@ -358,7 +367,8 @@ static vy_err validate(run *r)
 			if (rc == VY_OK && src == dst && len && (so < dof ? dof - so < len : so - dof < len))
 				rc = vy_fail(&r->err->e, VY_EINVAL, "copy through a second file",
 					     "the ranges overlap within '%s'", st->path);
-			dst->written = true;
+			if (rc == VY_OK)
+				rc = may_write(r, dst, st->path2);
 			r->sdev[s] = dst->dev;
 			r->cross[s] = src->dev != dst->dev;
 		} else {

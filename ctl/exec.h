@@ -32,6 +32,8 @@ typedef struct vy_ctl_files {
 	 * locked (handle 0: an empty file), with every byte written to it on
 	 * the device; or why the file's bytes cannot be trusted. */
 	vy_err (*state)(void *ctx, void *file, vy_handle *handle, uint64_t *size, unsigned *dev, vy_error *e);
+	/* Whether the sequence may write the file at `path` (may be NULL). */
+	vy_err (*writable)(void *ctx, void *file, const char *path, vy_error *e);
 	/* The device may have written the file: drop cached pages. */
 	void (*written)(void *ctx, void *file, uint64_t ino);
 	/* The file's reference is no longer needed. */

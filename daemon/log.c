@@ -1,4 +1,6 @@
-/* stderr or syslog. */
+/* stderr or syslog, one line a message: control characters in what a
+ * message quotes (a name, an xattr's value) are escaped, so no value can
+ * forge a line of its own. */
 #include "daemon/log.h"
 
 #include <stdarg.h>
@@ -15,14 +17,23 @@ void vy_log_use_syslog(bool on)
 
 void vy_log(int priority, const char *fmt, ...)
 {
+	char raw[1024], line[4 * sizeof(raw)];
 	va_list ap;
 	va_start(ap, fmt);
-	if (to_syslog) {
-		vsyslog(priority, fmt, ap);
-	} else {
-		fputs("vyrefs: ", stderr);
-		vfprintf(stderr, fmt, ap);
-		fputc('\n', stderr);
-	}
+	vsnprintf(raw, sizeof(raw), fmt, ap);
 	va_end(ap);
+	size_t n = 0;
+	for (const unsigned char *p = (const unsigned char *)raw; *p; p++) {
+		if (*p >= 0x20 && *p != 0x7f)
+			line[n++] = (char)*p;
+		else if (*p == '\n')
+			n += (size_t)snprintf(line + n, sizeof(line) - n, "\\n");
+		else
+			n += (size_t)snprintf(line + n, sizeof(line) - n, "\\x%02x", *p);
+	}
+	line[n] = '\0';
+	if (to_syslog)
+		syslog(priority, "%s", line);
+	else
+		fprintf(stderr, "vyrefs: %s\n", line);
 }

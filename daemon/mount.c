@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
 #include <unistd.h>
@@ -153,9 +154,22 @@ static vy_err open_devices(const vy_config *cfg, vy_device **devs, unsigned *n, 
 	return rc;
 }
 
+/* Every file of the host backend is an fd, and clients pass fds: the soft
+ * limit inherited from a shell (often 1024) is raised to the hard one. */
+static void raise_fd_limit(void)
+{
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
+			vy_log(LOG_NOTICE, "cannot raise the open-file limit: %s", strerror(errno));
+	}
+}
+
 static int serve(const vy_mount_args *a)
 {
 	set_kernel_cache(&a->cfg);
+	raise_fd_limit();
 	vy_device *dev[VY_DEVICES_MAX] = {0};
 	vy_core *cores[VY_DEVICES_MAX] = {0};
 	uint64_t free0[VY_DEVICES_MAX] = {0};
@@ -235,8 +249,16 @@ static int serve(const vy_mount_args *a)
 	fs.socket_name = vy_mapsrv_name; /* what .vyre/socket shows */
 
 	int rc = vy_session_loop(se, a->cfg.idle_threads);
-	vy_mapsrv_stop(&fs);
+	bool quiet = vy_mapsrv_stop(&fs);
 	fuse_session_unmount(se);
+	if (!quiet) {
+		/* A copy's worker is stuck in a client's fd (a filesystem that
+		 * does not answer): it may wake into what teardown frees. The
+		 * mount is gone; the kernel frees the rest at exit. */
+		vy_log(LOG_WARNING, "unmounted %s with a copy stuck in its client's file; exiting without teardown",
+		       a->mountpoint);
+		_exit(rc < 0 ? 1 : 0);
+	}
 	fuse_remove_signal_handlers(se);
 	status = rc < 0 ? 1 : 0;
 	if (rc < 0)

@@ -8,6 +8,7 @@
 #include "daemon/log.h"
 
 #include <errno.h>
+#include <linux/fs.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,6 +55,22 @@ static vy_err files_lookup(void *ctx, const char *path, void **file, uint64_t *i
 	pthread_mutex_unlock(&fs->ns);
 	free(copy);
 	return rc;
+}
+
+/* chattr +a and +i hold for sequences as for write(2): EPERM. */
+static vy_err files_writable(void *ctx, void *file, const char *path, vy_error *e)
+{
+	vy_fs *fs = ctx;
+	vy_inode *in = file;
+	(void)fs;
+	pthread_mutex_lock(&in->meta); /* chattr's flags are kept under meta */
+	unsigned flags = in->attr_flags;
+	pthread_mutex_unlock(&in->meta);
+	if (flags & (FS_IMMUTABLE_FL | FS_APPEND_FL))
+		return vy_fail(e, VY_EPERM, flags & FS_IMMUTABLE_FL ? "chattr -i it first (as root)" : "chattr -a it first (as root)",
+			       "'%s' is %s: a sequence may not write it", path,
+			       flags & FS_IMMUTABLE_FL ? "immutable (chattr +i)" : "append-only (chattr +a)");
+	return VY_OK;
 }
 
 static vy_err files_share(void *ctx, void *file, vy_error *e)
@@ -241,6 +258,7 @@ int vy_ctlfile_write(vy_fs *fs, vy_open *h, const char *buf, size_t size, pid_t 
 				      .lock = files_lock,
 				      .unlock = files_unlock,
 				      .state = files_state,
+				      .writable = files_writable,
 				      .written = files_written,
 				      .release = files_release,
 				      .stop = stop};

@@ -42,6 +42,7 @@ typedef struct vy_fs {
 	vy_config cfg;
 	uint64_t vyre_ino, modules_ino;
 	struct vy_mapsrv *mapsrv; /* client mappings over .vyre/socket */
+	_Atomic unsigned copy_runs; /* daemon copies with a thread left (sock/copysrv.c) */
 	/* The map server's socket name (.vyre/socket shows it after an @);
 	 * set by the process that starts the server (daemon/mount.c), so the
 	 * filesystem never calls up into sock/. NULL: no server. */

@@ -23,6 +23,13 @@ int vy_moddir_name(const char *name, char **module)
 				       name);
 				return EINVAL;
 			}
+			/* `std` is the built-in module: a user's would shadow it
+			 * for every sequence that launches std.ENTRY. */
+			if (len - ext == strlen(VY_STD_NAME) && !strncmp(name, VY_STD_NAME, len - ext)) {
+				vy_log(LOG_NOTICE, "modules/%s refused: %s is the built-in module's name (pick another)", name,
+				       VY_STD_NAME);
+				return EEXIST;
+			}
 			*module = strndup(name, len - ext);
 			return *module ? 0 : ENOMEM;
 		}

@@ -176,7 +176,8 @@ void vy_op_statfs(fuse_req_t req, fuse_ino_t ino)
 	sv.f_bfree = sv.f_bavail = avail / 4096;
 	pthread_mutex_lock(&fs->ns);
 	sv.f_files = fs->cfg.max_inodes;
-	sv.f_ffree = sv.f_favail = fs->cfg.max_inodes > fs->inodes.count ? fs->cfg.max_inodes - fs->inodes.count : 0;
+	uint64_t used = fs->inodes.count + fs->extra_links;
+	sv.f_ffree = sv.f_favail = fs->cfg.max_inodes > used ? fs->cfg.max_inodes - used : 0;
 	pthread_mutex_unlock(&fs->ns);
 	sv.f_namemax = NAME_MAX_LEN;
 	fuse_reply_statfs(req, &sv);

@@ -117,7 +117,11 @@ static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name, vy_ki
 		err = EEXIST;
 	if (!err && vy_op_frozen(p, false))
 		err = EPERM; /* an immutable directory takes no new entry */
-	if (!err && fs->inodes.count >= fs->cfg.max_inodes)
+	if (!err && fs->inodes.count + fs->extra_links >= fs->cfg.max_inodes)
+		err = ENOSPC;
+	/* A target is the daemon's memory: it counts in the xattr budget. */
+	bool charged = !err && kind == VY_SYMLINK && vy_xattr_budget_take(&fs->xattr_budget, strlen(copy) + 1);
+	if (!err && kind == VY_SYMLINK && !charged)
 		err = ENOSPC;
 	gid_t gid = ctx->gid;
 	if (!err) {
@@ -146,6 +150,8 @@ static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name, vy_ki
 			in->nlink = 0;
 			vy_inode_reap(fs, in);
 		}
+		if (charged)
+			vy_xattr_budget_give(&fs->xattr_budget, strlen(copy) + 1);
 		pthread_mutex_unlock(&fs->ns);
 		free(copy);
 		free(module);
@@ -264,6 +270,7 @@ static void remove_name(fuse_req_t req, fuse_ino_t parent, const char *name, boo
 			in->nlink = 0;
 			p->nlink--;
 		} else {
+			fs->extra_links -= in->nlink > 1;
 			in->nlink--;
 		}
 		vy_inode_touch(p, true);
@@ -384,7 +391,7 @@ static int do_rename(vy_fs *fs, const struct fuse_ctx *ctx, fuse_ino_t parent, c
 		/* The whiteout is made first: past the entry's move, nothing
 		 * may fail. */
 		vy_inode *wh = NULL;
-		if ((flags & RENAME_WHITEOUT) && fs->inodes.count >= fs->cfg.max_inodes)
+		if ((flags & RENAME_WHITEOUT) && fs->inodes.count + fs->extra_links >= fs->cfg.max_inodes)
 			return ENOSPC;
 		if (flags & RENAME_WHITEOUT) {
 			int werr = whiteout(fs, p, ctx, &wh);
@@ -399,6 +406,7 @@ static int do_rename(vy_fs *fs, const struct fuse_ctx *ctx, fuse_ino_t parent, c
 				target->nlink = 0;
 				np->nlink--;
 			} else {
+				fs->extra_links -= target->nlink > 1;
 				target->nlink--;
 			}
 			vy_inode_touch(target, false);
@@ -456,11 +464,14 @@ void vy_op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char
 		err = EPERM; /* chattr +i or +a */
 	else if (!err && in->nlink == UINT32_MAX)
 		err = EMLINK;
+	else if (!err && fs->inodes.count + fs->extra_links >= fs->cfg.max_inodes)
+		err = ENOSPC; /* a link takes an inode's worth, as on tmpfs */
 	else if (!err && !vy_dir_add(&np->dir, newname, in->ino))
 		err = ENOMEM;
 	if (err) {
 		fuse_reply_err(req, err);
 	} else {
+		fs->extra_links += in->nlink > 0;
 		in->nlink++;
 		vy_inode_touch(in, false);
 		vy_inode_touch(np, true);

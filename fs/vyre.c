@@ -259,7 +259,7 @@ char *vy_vyre_render(vy_fs *fs, vy_inode *in, size_t *len)
 		break;
 	case VY_V_SOCKET:
 		if (fs->socket_name && fs->socket_name(fs))
-			add_text(&t, "@%s\n", fs->socket_name(fs));
+			add_text(&t, "%s\n", fs->socket_name(fs));
 		break;
 	case VY_V_CTL: /* read per open file: vy_ctlfile_read */
 	case VY_V_NONE:

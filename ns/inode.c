@@ -64,6 +64,8 @@ static void inode_free(vy_inode *in)
 	if (in->kind == VY_DIR)
 		vy_dir_destroy(&in->dir);
 	uint64_t big = in->xattrs.bytes + in->dlen;
+	if (in->kind == VY_SYMLINK && in->target && in->xattrs.budget)
+		vy_xattr_budget_give(in->xattrs.budget, strlen(in->target) + 1);
 	free(in->target);
 	free(in->data);
 	vy_xattrs_destroy(&in->xattrs);

@@ -73,6 +73,7 @@ typedef struct vy_inode {
 	 * user.vyre.device); 0: the device with the most free budget. */
 	uint8_t place;
 	uint32_t maps; /* client mappings (sock/mapsrv.c): the buffer may not move */
+	uint64_t mapped_counted; /* its bytes in mapped_bytes, once however many maps (in->lock) */
 	bool written;  /* since the last capacity fit */
 	bool linkable; /* ns: an O_TMPFILE without O_EXCL, which linkat may name */
 	struct vy_wbehind *wb; /* write-behind slots (wbehind.h), or NULL */
@@ -118,7 +119,8 @@ typedef struct vy_ns {
 	uint32_t generation;
 	uid_t owner; /* the mounting user */
 	gid_t group;
-	vy_xattr_budget xattr_budget; /* every inode's xattrs count here */
+	vy_xattr_budget xattr_budget; /* every inode's xattrs and symlink targets count here */
+	uint64_t extra_links; /* names of files past each one's first: they count against max_inodes, as on tmpfs (ns) */
 } vy_ns;
 
 /* An empty table whose first inode will be VY_NS_ROOT, xattrs capped at

@@ -119,3 +119,17 @@ size_t vy_xattrs_list(const vy_xattrs *x, char *buf, size_t cap)
 	}
 	return need;
 }
+
+bool vy_xattr_budget_take(vy_xattr_budget *b, uint64_t n)
+{
+	if (atomic_fetch_add(&b->used, n) + n > b->max) {
+		atomic_fetch_sub(&b->used, n);
+		return false;
+	}
+	return true;
+}
+
+void vy_xattr_budget_give(vy_xattr_budget *b, uint64_t n)
+{
+	atomic_fetch_sub(&b->used, n);
+}

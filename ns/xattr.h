@@ -5,6 +5,7 @@
 
 #include <stdatomic.h>
 #include <stddef.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #define VY_XATTR_VALUE_MAX 65536u
@@ -25,6 +26,11 @@ typedef struct vy_xattr_budget {
 	_Atomic uint64_t used;
 	uint64_t max;
 } vy_xattr_budget;
+
+/* Take n bytes of the budget (false: over its max, nothing taken), or
+ * give them back. Symlink targets count here too (fs/ops.c). */
+bool vy_xattr_budget_take(vy_xattr_budget *b, uint64_t n);
+void vy_xattr_budget_give(vy_xattr_budget *b, uint64_t n);
 
 typedef struct vy_xattrs {
 	vy_xattr *v;

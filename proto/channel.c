@@ -1,9 +1,11 @@
-/* Framing and fd passing for the daemon <-> launcher channel. */
+/* Framing and fd passing for the daemon's channels: to its launchers, and
+ * to clients over the client socket (fs/mapsrv.c, client/). */
 #include "proto/channel.h"
 
 #include <errno.h>
 #include <stdbool.h>
 #include <poll.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <linux/futex.h>
@@ -18,7 +20,22 @@
 
 #define PARTS_MAX 8
 
-static vy_err sock_send(int sock, uint16_t opcode, uint64_t unique, const void *const *parts, const size_t *lens,
+/* Who is at the other end, for messages. */
+static const char *peer_of(const vy_chan *c)
+{
+	return c->peer ? c->peer : "the launcher";
+}
+
+static vy_err broken(const vy_chan *c, vy_error *e, const char *what)
+{
+	if (!c->peer)
+		return vy_fail(e, VY_EDEVICE, "the launcher is restarted for the next sequence",
+			       "the launcher's channel %s", what);
+	return vy_fail(e, VY_EDEVICE, "check that the other side is alive, then try again", "the channel to %s %s",
+		       c->peer, what);
+}
+
+static vy_err sock_send(const vy_chan *ch, uint16_t opcode, uint64_t unique, const void *const *parts, const size_t *lens,
 		       unsigned nparts, const int *fds, unsigned nfds, vy_error *e)
 {
 	if (nparts > PARTS_MAX || nfds > VY_PROTO_FDS_MAX)
@@ -53,12 +70,14 @@ static vy_err sock_send(int sock, uint16_t opcode, uint64_t unique, const void *
 	}
 	uint64_t sent = 0;
 	while (sent < total) {
-		ssize_t n = sendmsg(sock, &mh, MSG_NOSIGNAL);
+		ssize_t n = sendmsg(ch->sock, &mh, MSG_NOSIGNAL);
 		if (n < 0 && errno == EINTR)
 			continue;
-		if (n <= 0)
-			return vy_fail(e, VY_EDEVICE, "the launcher is restarted for the next sequence",
-				       "cannot write to the launcher: %s", n < 0 ? strerror(errno) : "closed");
+		if (n <= 0) {
+			char what[128];
+			snprintf(what, sizeof(what), "cannot be written: %s", n < 0 ? strerror(errno) : "closed");
+			return broken(ch, e, what);
+		}
 		sent += (uint64_t)n;
 		/* The fds went with the first byte; move past what was sent. */
 		mh.msg_control = NULL;
@@ -77,27 +96,6 @@ static vy_err sock_send(int sock, uint16_t opcode, uint64_t unique, const void *
 	return VY_OK;
 }
 
-static vy_err broken(vy_error *e, const char *what)
-{
-	return vy_fail(e, VY_EDEVICE, "the launcher is restarted for the next sequence", "the launcher's channel %s",
-		       what);
-}
-
-/* Read exactly n bytes (the rest of a message that has begun). */
-static vy_err read_all(int sock, void *buf, size_t n, vy_error *e)
-{
-	size_t got = 0;
-	while (got < n) {
-		ssize_t r = read(sock, (char *)buf + got, n - got);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			return broken(e, r == 0 ? "closed in the middle of a message" : strerror(errno));
-		got += (size_t)r;
-	}
-	return VY_OK;
-}
-
 static uint64_t now_ns(void)
 {
 	struct timespec ts;
@@ -105,25 +103,66 @@ static uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* One message from the socket, which has begun to arrive (or will, at
- * once: the sender wrote it before it said so). */
-static vy_err sock_recv(int sock, uint32_t max_len, vy_msg *m, vy_error *e)
+/* Read exactly n bytes (the rest of a message that has begun), by
+ * `until_ns` when it is not 0: a peer that stops in the middle of a
+ * message holds what it sent only that long. */
+static vy_err read_all(const vy_chan *c, void *buf, size_t n, uint64_t until_ns, vy_error *e)
 {
+	size_t got = 0;
+	while (got < n) {
+		if (until_ns) {
+			uint64_t now = now_ns();
+			struct pollfd p = {.fd = c->sock, .events = POLLIN};
+			int r = now < until_ns ? poll(&p, 1, (int)((until_ns - now + 999999u) / 1000000u)) : 0;
+			if (r < 0 && errno == EINTR)
+				continue;
+			if (r == 0) {
+				char what[96];
+				snprintf(what, sizeof(what), "did not finish a message within %d ms", c->msg_ms);
+				return broken(c, e, what);
+			}
+		}
+		ssize_t r = read(c->sock, (char *)buf + got, n - got);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return broken(c, e, r == 0 ? "closed in the middle of a message" : strerror(errno));
+		got += (size_t)r;
+	}
+	return VY_OK;
+}
+
+/* One message from the socket, which has begun to arrive (or will, at
+ * once: the sender wrote it before it said so). The control buffer has
+ * room for max_fds: the kernel closes any fd past it (MSG_CTRUNC), so a
+ * peer cannot fill this process's fd table. */
+static vy_err sock_recv(const vy_chan *ch, vy_msg *m, vy_error *e)
+{
+	int sock = ch->sock;
+	uint32_t max_len = ch->max_len;
+	unsigned max_fds = ch->max_fds && ch->max_fds < VY_PROTO_FDS_MAX ? ch->max_fds : VY_PROTO_FDS_MAX;
 	memset(m, 0, sizeof(*m));
 	union {
 		char buf[CMSG_SPACE(sizeof(int) * VY_PROTO_FDS_MAX)];
 		struct cmsghdr align;
 	} ctrl;
 	struct iovec iov = {.iov_base = &m->h, .iov_len = sizeof(m->h)};
-	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctrl.buf, .msg_controllen = sizeof(ctrl.buf)};
+	struct msghdr mh = {.msg_iov = &iov,
+			    .msg_iovlen = 1,
+			    .msg_control = ctrl.buf,
+			    .msg_controllen = CMSG_SPACE(sizeof(int) * max_fds)};
 	ssize_t n;
 	do
 		n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC);
 	while (n < 0 && errno == EINTR);
-	if (n == 0)
-		return broken(e, "closed (the launcher exited)");
+	if (n == 0) {
+		char what[96];
+		snprintf(what, sizeof(what), "closed (%s exited or hung up)", peer_of(ch));
+		return broken(ch, e, what);
+	}
 	if (n < 0)
-		return broken(e, strerror(errno));
+		return broken(ch, e, strerror(errno));
+	uint64_t until = ch->msg_ms > 0 ? now_ns() + (uint64_t)ch->msg_ms * 1000000u : 0;
 	/* Take every fd that came, whatever the header says, so none leaks. */
 	for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
 		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
@@ -132,7 +171,7 @@ static vy_err sock_recv(int sock, uint32_t max_len, vy_msg *m, vy_error *e)
 		for (size_t i = 0; i < k; i++) {
 			int fd;
 			memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
-			if (m->nfds < VY_PROTO_FDS_MAX)
+			if (m->nfds < max_fds)
 				m->fds[m->nfds++] = fd;
 			else
 				close(fd);
@@ -140,17 +179,17 @@ static vy_err sock_recv(int sock, uint32_t max_len, vy_msg *m, vy_error *e)
 	}
 	vy_err rc = VY_OK;
 	if (mh.msg_flags & MSG_CTRUNC)
-		rc = broken(e, "carried more descriptors than a message may");
+		rc = broken(ch, e, "carried more descriptors than a message may");
 	if (rc == VY_OK && (size_t)n < sizeof(m->h))
-		rc = read_all(sock, (char *)&m->h + n, sizeof(m->h) - (size_t)n, e);
+		rc = read_all(ch, (char *)&m->h + n, sizeof(m->h) - (size_t)n, until, e);
 	if (rc == VY_OK && (m->h.len < sizeof(m->h) || m->h.len > (max_len ? max_len : VY_PROTO_MSG_MAX) ||
 			    m->h.nfds != m->nfds))
-		rc = broken(e, "sent a malformed header");
+		rc = broken(ch, e, "sent a malformed header");
 	if (rc == VY_OK) {
 		m->len = m->h.len - sizeof(m->h);
 		if (m->len) {
 			m->body = malloc(m->len);
-			rc = m->body ? read_all(sock, m->body, m->len, e)
+			rc = m->body ? read_all(ch, m->body, m->len, until, e)
 				     : vy_fail(e, VY_ENOMEM, "free host memory", "cannot receive a message of %zu bytes", m->len);
 		}
 	}
@@ -259,7 +298,7 @@ static vy_err wait_hello_counted(vy_chan *c, vy_error *e)
 	_Atomic uint32_t *seq = &c->mb->dir[0].seq;
 	while (atomic_load(seq) == 0) {
 		if (peer_gone(c->sock))
-			return broken(e, "closed (the other process exited)");
+			return broken(c, e, "closed (the other process exited)");
 		struct timespec ts = {.tv_sec = 0, .tv_nsec = 1000000L};
 		futex(seq, FUTEX_WAIT, 0, &ts);
 	}
@@ -310,14 +349,14 @@ vy_err vy_chan_send(vy_chan *c, uint16_t opcode, uint64_t unique, const void *co
 		    unsigned nparts, const int *fds, unsigned nfds, vy_error *e)
 {
 	if (!c->mb)
-		return sock_send(c->sock, opcode, unique, parts, lens, nparts, fds, nfds, e);
+		return sock_send(c, opcode, unique, parts, lens, nparts, fds, nfds, e);
 	int dir = c->daemon ? 0 : 1;
 	uint64_t total = sizeof(vy_msg_header);
 	for (unsigned i = 0; i < nparts; i++)
 		total += lens[i];
 	slot_header *sh = slot(c, dir);
 	if (nfds || total > SLOT_BYTES - sizeof(slot_header) + sizeof(vy_msg_header)) {
-		vy_err rc = sock_send(c->sock, opcode, unique, parts, lens, nparts, fds, nfds, e);
+		vy_err rc = sock_send(c, opcode, unique, parts, lens, nparts, fds, nfds, e);
 		if (rc != VY_OK)
 			return rc;
 		sh->via_socket = 1;
@@ -370,7 +409,7 @@ static vy_err mailbox_wait(vy_chan *c, int dir, int timeout_ms, unsigned spin_us
 			break;
 		}
 		if (peer_gone(c->sock)) {
-			rc = broken(e, "closed (the other process exited)");
+			rc = broken(c, e, "closed (the other process exited)");
 			break;
 		}
 		uint64_t slice = SLICE_MS;
@@ -403,9 +442,9 @@ vy_err vy_chan_recv(vy_chan *c, int timeout_ms, unsigned spin_us, vy_msg *m, vy_
 				return vy_fail(e, VY_ETIMEDOUT, "raise launch_timeout, or make the work shorter",
 					       "no answer within %d ms", timeout_ms);
 			if (errno != EINTR)
-				return broken(e, strerror(errno));
+				return broken(c, e, strerror(errno));
 		}
-		return sock_recv(c->sock, c->max_len, m, e);
+		return sock_recv(c, m, e);
 	}
 	int dir = c->daemon ? 1 : 0;
 	vy_err rc = mailbox_wait(c, dir, timeout_ms, spin_us, e);
@@ -415,9 +454,9 @@ vy_err vy_chan_recv(vy_chan *c, int timeout_ms, unsigned spin_us, vy_msg *m, vy_
 	slot_header sh;
 	memcpy(&sh, slot(c, dir), sizeof(sh));
 	if (sh.via_socket)
-		return sock_recv(c->sock, c->max_len, m, e);
+		return sock_recv(c, m, e);
 	if (sh.h.len < sizeof(sh.h) || sh.h.len - sizeof(sh.h) > SLOT_BYTES - sizeof(slot_header) || sh.h.nfds)
-		return broken(e, "sent a malformed header");
+		return broken(c, e, "sent a malformed header");
 	m->h = sh.h;
 	m->len = sh.h.len - sizeof(sh.h);
 	if (m->len) {

@@ -41,6 +41,9 @@ typedef struct vy_chan {
 	bool daemon;     /* which slot is ours to send into */
 	uint32_t seen;   /* the peer's sequence number we have taken */
 	uint32_t max_len; /* the longest message taken (0: VY_PROTO_MSG_MAX) */
+	uint16_t max_fds; /* the most fds a message may carry (0: VY_PROTO_FDS_MAX) */
+	int msg_ms;       /* a message that has begun ends within this (0: no limit) */
+	const char *peer; /* who is at the other end, for messages (NULL: the launcher) */
 } vy_chan;
 
 /* The daemon's end: a mailbox to share, unless VY_CHANNEL=socket. */

@@ -1,9 +1,19 @@
-/* The daemon's file copies: workers take 4 MiB pieces in turn, read the
- * source into a pinned staging buffer and copy it to the device (or the
- * reverse), each on a stream of the core's. Pieces are aligned and stay
- * within the source's data (SEEK_DATA), so holes cost nothing. */
+/* The daemon's file copies: workers take 4 MiB pieces in turn and move each
+ * between the client's fd and the device through a pinned staging buffer,
+ * each on a stream of the core's. Pieces are aligned and stay within the
+ * source's data (SEEK_DATA), so holes cost nothing.
+ *
+ * The client's fd is the client's: it may stall (a file on a FUSE
+ * filesystem whose daemon stopped). No lock of the file is held while a
+ * worker reads or writes it: only the device side of each piece runs under
+ * the file's lock. A copy whose client I/O makes no progress for STALL_MS
+ * is abandoned: its caller answers, and a thread still stuck in the
+ * client's fd finishes on its own later (the run is reference-counted).
+ * The caller (a connection's thread) only waits: planning (SEEK_DATA on
+ * the client's fd) and the workers run in threads of the run's own. */
 #include "fs/file.h"
 #include "sock/copysrv.h"
+#include "sock/clientfd.h"
 #include "core/transfer.h"
 #include "fs/readahead.h"
 #include "fs/wbehind.h"
@@ -21,6 +31,7 @@
  * cache, so a second copy pins nothing anew. */
 #define PIECE (4u << 20)
 #define THREADS_MAX 16
+#define STALL_MS 20000
 
 typedef struct piece {
 	uint64_t off, len;
@@ -28,21 +39,63 @@ typedef struct piece {
 
 typedef struct run {
 	vy_fs *fs;
-	bool direct; /* the source is read with O_DIRECT: no page cache filled */
-	const vy_copysrv_job *job;
+	vy_inode *in; /* held (opens) until the run's last reference goes */
+	bool direct;  /* the source is read with O_DIRECT: no page cache filled */
+	int flags;    /* the other fd's status flags, put back at the end */
+	bool into;
+	int other;    /* a dup of the client's fd, the run's own */
 	vy_core *core; /* the file's device */
-	vy_handle buf;
 	piece *pieces;
 	size_t npieces;
 	_Atomic size_t next;
 	_Atomic uint64_t done;
+	_Atomic uint64_t moved_ns; /* when client I/O last moved (or began) */
+	_Atomic unsigned in_client; /* workers in the client's fd now */
 	_Atomic unsigned finished;
 	_Atomic bool stop;
+	_Atomic unsigned refs; /* the caller, the coordinator and each worker */
+	uint64_t size;     /* the bytes to copy */
+	unsigned threads;  /* asked for (0: one per core) */
+	bool complete;     /* the coordinator is done (lock) */
 	pthread_mutex_t lock;
 	pthread_cond_t ended; /* a worker finished */
 	vy_err rc;
 	vy_error e;
 } run;
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void hold(vy_fs *fs, vy_inode *in)
+{
+	pthread_mutex_lock(&fs->ns);
+	in->opens++;
+	pthread_mutex_unlock(&fs->ns);
+}
+
+/* Drop one reference; the last frees the run and lets the file go. */
+static void run_put(run *r)
+{
+	if (atomic_fetch_sub(&r->refs, 1) != 1)
+		return;
+	vy_fs *fs = r->fs;
+	pthread_mutex_lock(&fs->ns);
+	r->in->opens--;
+	vy_inode_reap(fs, r->in);
+	pthread_mutex_unlock(&fs->ns);
+	if (r->direct)
+		fcntl(r->other, F_SETFL, r->flags);
+	vy_clientfd_close(r->other);
+	free(r->pieces);
+	pthread_cond_destroy(&r->ended);
+	pthread_mutex_destroy(&r->lock);
+	free(r);
+	atomic_fetch_sub(&fs->copy_runs, 1);
+}
 
 static void run_fail(run *r, vy_err rc, const vy_error *e)
 {
@@ -55,26 +108,62 @@ static void run_fail(run *r, vy_err rc, const vy_error *e)
 	atomic_store(&r->stop, true);
 }
 
-/* Whole reads and writes; a source that shrank reads as zeros. */
-static bool io_all(bool reading, int fd, char *buf, uint64_t len, uint64_t off)
+/* Whole reads and writes of the client's fd; a source that shrank reads
+ * as zeros. */
+static bool io_all(run *r, bool reading, char *buf, uint64_t len, uint64_t off)
 {
 	uint64_t got = 0;
-	while (got < len) {
-		ssize_t n = reading ? pread(fd, buf + got, len - got, (off_t)(off + got))
-				    : pwrite(fd, buf + got, len - got, (off_t)(off + got));
+	atomic_fetch_add(&r->in_client, 1);
+	while (got < len && !atomic_load(&r->stop)) {
+		ssize_t n = reading ? pread(r->other, buf + got, len - got, (off_t)(off + got))
+				    : pwrite(r->other, buf + got, len - got, (off_t)(off + got));
 		if (n < 0 && errno == EINTR)
 			continue;
-		if (n < 0)
-			return false;
+		if (n < 0 || (n == 0 && !reading))
+			break;
+		atomic_store(&r->moved_ns, now_ns());
 		if (n == 0) {
-			if (!reading)
-				return false;
 			memset(buf + got, 0, len - got);
+			got = len;
 			break;
 		}
 		got += (uint64_t)n;
 	}
-	return true;
+	int err = errno;
+	atomic_fetch_sub(&r->in_client, 1);
+	errno = err;
+	return got >= len;
+}
+
+/* The device side of one piece, under the file's lock: the file may have
+ * changed since the copy began (a truncate, a punch, a move), so the piece
+ * is cut to the file's size and its memory made sure of each time. Pieces
+ * go to the device side by side under the read lock (they are disjoint,
+ * and writers through the mount take the write lock); only a piece whose
+ * memory must be made takes the write lock. */
+static vy_err device_side(run *r, piece p, void *staged, vy_error *e)
+{
+	vy_fs *fs = r->fs;
+	vy_inode *in = r->in;
+	pthread_rwlock_rdlock(&in->lock);
+	uint64_t len = p.off >= in->size ? 0 : in->size - p.off < p.len ? in->size - p.off : p.len;
+	vy_err rc = VY_OK;
+	if (len && r->into && in->holes && !vy_store_backed(vy_fs_core(fs, in)->store, in->buf, p.off, len)) {
+		pthread_rwlock_unlock(&in->lock);
+		pthread_rwlock_wrlock(&in->lock);
+		len = p.off >= in->size ? 0 : in->size - p.off < p.len ? in->size - p.off : p.len;
+		if (len)
+			rc = vy_file_back(fs, in, p.off, p.off + len, e);
+	}
+	if (rc == VY_OK && len && vy_fs_core(fs, in) != r->core)
+		rc = vy_fail(e, VY_EBUSY, "run the copy again", "the file moved to another device during the copy");
+	if (rc == VY_OK && len)
+		rc = r->into ? vy_upload_pinned(r->core, in->buf, p.off, staged, len, e)
+			     : vy_readback_pinned(r->core, in->buf, p.off, staged, len, e);
+	if (!r->into && len < p.len) /* past a shrunk end: zeros */
+		memset((char *)staged + len, 0, p.len - len);
+	pthread_rwlock_unlock(&in->lock);
+	return rc;
 }
 
 static void *worker(void *arg)
@@ -89,32 +178,33 @@ static void *worker(void *arg)
 		run_fail(r, rc, &e);
 	for (size_t i; rc == VY_OK && !atomic_load(&r->stop) && (i = atomic_fetch_add(&r->next, 1)) < r->npieces;) {
 		piece p = r->pieces[i];
-		if (r->job->into) {
+		if (r->into) {
 			/* O_DIRECT reads whole blocks: the tail's length rounded
 			 * up (the piece buffer has room), the read stops at EOF. */
 			uint64_t want = r->direct ? (p.len + 4095) / 4096 * 4096 : p.len;
-			if (!io_all(true, r->job->other, sb.ptr, want, p.off))
+			if (!io_all(r, true, sb.ptr, want, p.off))
 				rc = vy_fail(&e, VY_EINVAL, "check the source file", "reading the source at %llu: %s",
 					     (unsigned long long)p.off, strerror(errno));
-			else
-				rc = vy_upload_pinned(c, r->buf, p.off, sb.ptr, p.len, &e);
+			else if (!atomic_load(&r->stop))
+				rc = device_side(r, p, sb.ptr, &e);
 		} else {
-			rc = vy_readback_pinned(c, r->buf, p.off, sb.ptr, p.len, &e);
-			if (rc == VY_OK && !io_all(false, r->job->other, sb.ptr, p.len, p.off))
+			rc = device_side(r, p, sb.ptr, &e);
+			if (rc == VY_OK && !io_all(r, false, sb.ptr, p.len, p.off))
 				rc = vy_fail(&e, errno == ENOSPC ? VY_ENOSPC : VY_EINVAL, "check the destination's filesystem",
 					     "writing the destination at %llu: %s", (unsigned long long)p.off, strerror(errno));
 		}
 		if (rc != VY_OK)
 			run_fail(r, rc, &e);
-		else
+		else if (!atomic_load(&r->stop))
 			atomic_fetch_add(&r->done, p.len);
 	}
 	if (sb.ptr)
 		vy_staging_release(c->staging, &sb);
 	pthread_mutex_lock(&r->lock);
 	atomic_fetch_add(&r->finished, 1);
-	pthread_cond_signal(&r->ended);
+	pthread_cond_broadcast(&r->ended);
 	pthread_mutex_unlock(&r->lock);
+	run_put(r);
 	return NULL;
 }
 
@@ -122,7 +212,7 @@ static void *worker(void *arg)
  * looked for), in pieces of at most PIECE aligned to PIECE. */
 static vy_err pieces_of(int fd, uint64_t size, bool skip_holes, piece **out, size_t *n, vy_error *e)
 {
-	size_t cap = size / PIECE + 16, count = 0;
+	size_t cap = 16, count = 0;
 	piece *p = malloc(cap * sizeof(*p));
 	if (!p)
 		return vy_fail(e, VY_ENOMEM, "free host memory", "cannot plan the copy");
@@ -142,12 +232,13 @@ static vy_err pieces_of(int fd, uint64_t size, bool skip_holes, piece **out, siz
 			uint64_t end = (at / PIECE + 1) * PIECE;
 			end = end < hole ? end : hole;
 			if (count == cap) {
-				piece *q = realloc(p, (cap *= 2) * sizeof(*p));
+				piece *q = cap <= SIZE_MAX / 2 / sizeof(*p) ? realloc(p, cap * 2 * sizeof(*p)) : NULL;
 				if (!q) {
 					free(p);
 					return vy_fail(e, VY_ENOMEM, "free host memory", "cannot plan the copy");
 				}
 				p = q;
+				cap *= 2;
 			}
 			p[count++] = (piece){at, end - at};
 			at = end;
@@ -159,95 +250,195 @@ static vy_err pieces_of(int fd, uint64_t size, bool skip_holes, piece **out, siz
 	return VY_OK;
 }
 
-vy_err vy_copysrv_run(vy_fs *fs, const vy_copysrv_job *job, uint64_t *done, uint64_t *total, vy_error *e)
+/* Before any client I/O, under the file's lock: every byte written through
+ * the mount on the device, no readahead copy left to go stale, and (into
+ * the mount) memory behind every run of the source's data. */
+static vy_err prepare(run *r, vy_error *e)
 {
-	vy_inode *in = job->in;
-	*done = 0;
-	if (job->into)
-		pthread_rwlock_wrlock(&in->lock);
-	else
-		pthread_rwlock_rdlock(&in->lock);
-	/* Every byte written through the mount on the device first; no
-	 * readahead copy left to go stale. */
+	vy_fs *fs = r->fs;
+	vy_inode *in = r->in;
+	pthread_rwlock_wrlock(&in->lock);
 	vy_err rc = vy_wbehind_settle(fs, in, e);
-	if (rc == VY_OK && job->into)
+	if (rc == VY_OK && r->into)
 		vy_readahead_forget(in);
-	uint64_t size = job->into ? job->size : in->size;
-	*total = size;
-	if (rc == VY_OK && job->into && size > in->size)
+	if (rc == VY_OK && r->into && r->size > in->size)
 		rc = vy_fail(e, VY_EINVAL, "size the file first (libvyrefs does: ftruncate)",
-			     "%llu bytes do not fit the %llu-byte file", (unsigned long long)size,
+			     "%llu bytes do not fit the %llu-byte file", (unsigned long long)r->size,
 			     (unsigned long long)in->size);
-	run r = {.fs = fs, .job = job, .core = vy_fs_core(fs, in), .buf = in->buf};
-	if (rc == VY_OK && size > 0)
-		rc = pieces_of(job->other, size, job->into, &r.pieces, &r.npieces, e);
-	/* Into the mount: memory behind every byte that comes (the file was
-	 * sized with holes); the source's holes stay holes. */
-	for (size_t i = 0, j; rc == VY_OK && job->into && i < r.npieces; i = j) {
-		for (j = i + 1; j < r.npieces && r.pieces[j].off == r.pieces[j - 1].off + r.pieces[j - 1].len; j++)
+	for (size_t i = 0, j; rc == VY_OK && r->into && i < r->npieces; i = j) {
+		for (j = i + 1; j < r->npieces && r->pieces[j].off == r->pieces[j - 1].off + r->pieces[j - 1].len; j++)
 			; /* one run of data at a time: one piece of memory */
-		rc = vy_file_back(fs, in, r.pieces[i].off, r.pieces[j - 1].off + r.pieces[j - 1].len, e);
+		rc = vy_file_back(fs, in, r->pieces[i].off, r->pieces[j - 1].off + r->pieces[j - 1].len, e);
 	}
-	r.buf = in->buf;
+	r->core = vy_fs_core(fs, in);
+	pthread_rwlock_unlock(&in->lock);
+	return rc;
+}
+
+/* Start up to r->threads workers (detached, a reference each); how many. */
+static unsigned start_workers(run *r)
+{
+	unsigned threads = r->threads ? r->threads : (unsigned)sysconf(_SC_NPROCESSORS_ONLN);
+	threads = threads < 1 ? 1 : threads > THREADS_MAX ? THREADS_MAX : threads;
+	if (threads > r->npieces)
+		threads = (unsigned)r->npieces;
+	pthread_attr_t attr;
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	unsigned started = 0;
+	for (; started < threads; started++) {
+		pthread_t t;
+		atomic_fetch_add(&r->refs, 1);
+		if (pthread_create(&t, &attr, worker, r) != 0) {
+			atomic_fetch_sub(&r->refs, 1);
+			break;
+		}
+	}
+	pthread_attr_destroy(&attr);
+	return started;
+}
+
+/* The copy itself, in a thread of the run's own: plan from the client's
+ * fd, prepare the file, run the workers and wait for them. */
+static void *coordinate(void *arg)
+{
+	run *r = arg;
+	pthread_setname_np(pthread_self(), "vy-copy");
+	vy_error e;
+	vy_err rc = VY_OK;
+	atomic_fetch_add(&r->in_client, 1);
+	if (r->size > 0)
+		rc = pieces_of(r->other, r->size, r->into, &r->pieces, &r->npieces, &e);
+	atomic_fetch_sub(&r->in_client, 1);
+	atomic_store(&r->moved_ns, now_ns());
+	if (rc == VY_OK && !atomic_load(&r->stop))
+		rc = prepare(r, &e);
 	/* Read a source with O_DIRECT where its filesystem takes it, so a
 	 * large copy does not push the host's page cache out (pieces and
-	 * staging buffers are aligned). Its flags are put back after. */
-	int flags = job->into ? fcntl(job->other, F_GETFL) : -1;
-	if (flags >= 0 && !(flags & O_DIRECT) && fcntl(job->other, F_SETFL, flags | O_DIRECT) == 0)
-		r.direct = true;
-	unsigned threads = job->threads ? job->threads : (unsigned)sysconf(_SC_NPROCESSORS_ONLN);
-	threads = threads < 1 ? 1 : threads > THREADS_MAX ? THREADS_MAX : threads;
-	if (threads > r.npieces)
-		threads = r.npieces ? (unsigned)r.npieces : 1;
-	pthread_t t[THREADS_MAX];
+	 * staging buffers are aligned). Its flags are put back when the
+	 * run's last thread is done with it. */
+	r->flags = r->into ? fcntl(r->other, F_GETFL) : -1;
+	if (r->flags >= 0 && !(r->flags & O_DIRECT) && fcntl(r->other, F_SETFL, r->flags | O_DIRECT) == 0)
+		r->direct = true;
 	unsigned started = 0;
-	if (rc == VY_OK && r.npieces) {
-		pthread_mutex_init(&r.lock, NULL);
-		pthread_cond_init(&r.ended, NULL);
-		for (; started < threads; started++)
-			if (pthread_create(&t[started], NULL, worker, &r) != 0)
-				break;
+	if (rc == VY_OK && r->npieces && !atomic_load(&r->stop)) {
+		started = start_workers(r);
 		if (!started)
-			rc = vy_fail(e, VY_ENOMEM, "free host memory", "cannot start a copy thread");
-		pthread_mutex_lock(&r.lock);
-		while (atomic_load(&r.finished) < started) {
-			struct timespec ts;
-			clock_gettime(CLOCK_REALTIME, &ts);
-			ts.tv_nsec += 50 * 1000 * 1000;
-			if (ts.tv_nsec >= 1000000000) {
-				ts.tv_sec++;
-				ts.tv_nsec -= 1000000000;
-			}
-			if (pthread_cond_timedwait(&r.ended, &r.lock, &ts) == ETIMEDOUT && job->tick) {
-				pthread_mutex_unlock(&r.lock);
-				if (job->tick(job->ctx, atomic_load(&r.done), size))
-					atomic_store(&r.stop, true);
-				pthread_mutex_lock(&r.lock);
-			}
-		}
-		pthread_mutex_unlock(&r.lock);
-		for (unsigned i = 0; i < started; i++)
-			pthread_join(t[i], NULL);
-		if (rc == VY_OK && r.rc != VY_OK) {
-			rc = r.rc;
-			*e = r.e;
-		} else if (rc == VY_OK && atomic_load(&r.stop)) {
-			rc = vy_fail(e, VY_EINVAL, "run the copy again", "the copy was stopped: its client went away");
-		}
-		pthread_cond_destroy(&r.ended);
-		pthread_mutex_destroy(&r.lock);
+			rc = vy_fail(&e, VY_ENOMEM, "free host memory", "cannot start a copy thread");
 	}
-	free(r.pieces);
-	if (r.direct)
-		fcntl(job->other, F_SETFL, flags);
-	*done = atomic_load(&r.done);
-	if (job->into && *done)
-		in->written = true;
-	pthread_rwlock_unlock(&in->lock);
+	if (rc != VY_OK)
+		run_fail(r, rc, &e);
+	pthread_mutex_lock(&r->lock);
+	while (atomic_load(&r->finished) < started)
+		pthread_cond_wait(&r->ended, &r->lock);
+	r->complete = true;
+	pthread_cond_broadcast(&r->ended);
+	pthread_mutex_unlock(&r->lock);
+	run_put(r);
+	return NULL;
+}
+
+/* Wait for the copy, reporting progress; stop it when its client goes
+ * away or the server stops, and abandon it when the client's fd moves
+ * no byte for STALL_MS. True when it stalled. */
+static bool wait_copy(run *r, const vy_copysrv_job *job)
+{
+	bool stalled = false;
+	pthread_mutex_lock(&r->lock);
+	while (!r->complete) {
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += 50 * 1000 * 1000;
+		if (ts.tv_nsec >= 1000000000) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000;
+		}
+		if (pthread_cond_timedwait(&r->ended, &r->lock, &ts) != ETIMEDOUT)
+			continue;
+		pthread_mutex_unlock(&r->lock);
+		if (job->tick && job->tick(job->ctx, atomic_load(&r->done), r->size))
+			atomic_store(&r->stop, true);
+		uint64_t still = now_ns() - atomic_load(&r->moved_ns);
+		if (atomic_load(&r->in_client) && still > (uint64_t)STALL_MS * 1000000u) {
+			atomic_store(&r->stop, true);
+			stalled = true;
+		}
+		pthread_mutex_lock(&r->lock);
+		/* Stopped, with a thread in the client's fd (stuck, maybe):
+		 * answer now; the run's threads end on their own. */
+		if (atomic_load(&r->stop) && atomic_load(&r->in_client))
+			break;
+	}
+	pthread_mutex_unlock(&r->lock);
+	return stalled;
+}
+
+vy_err vy_copysrv_run(vy_fs *fs, const vy_copysrv_job *job, uint64_t *done, uint64_t *total, vy_error *e)
+{
+	*done = 0;
+	*total = 0;
+	run *r = calloc(1, sizeof(*r));
+	if (!r) {
+		vy_clientfd_close(job->other);
+		return vy_fail(e, VY_ENOMEM, "free host memory", "cannot start a copy");
+	}
+	*r = (run){.fs = fs,
+		   .in = job->in,
+		   .into = job->into,
+		   .other = job->other, /* the run's now */
+		   .threads = job->threads,
+		   .refs = 1};
+	pthread_mutex_init(&r->lock, NULL);
+	pthread_cond_init(&r->ended, NULL);
+	atomic_fetch_add(&fs->copy_runs, 1);
+	hold(fs, r->in);
+	pthread_rwlock_rdlock(&job->in->lock);
+	r->size = job->into ? job->size : job->in->size;
+	pthread_rwlock_unlock(&job->in->lock);
+	*total = r->size;
+	atomic_store(&r->moved_ns, now_ns());
+	pthread_t t;
+	pthread_attr_t attr;
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	atomic_fetch_add(&r->refs, 1);
+	vy_err rc = VY_OK;
+	if (pthread_create(&t, &attr, coordinate, r) != 0) {
+		atomic_fetch_sub(&r->refs, 1);
+		rc = vy_fail(e, VY_ENOMEM, "free host memory", "cannot start a copy thread");
+	}
+	pthread_attr_destroy(&attr);
+	bool stalled = rc == VY_OK && wait_copy(r, job);
+	pthread_mutex_lock(&r->lock);
+	if (stalled)
+		rc = vy_fail(e, VY_ETIMEDOUT, "check the other file: its filesystem did not answer",
+			     "the copy was abandoned: the other file's descriptor moved no byte in %d s", STALL_MS / 1000);
+	else if (rc == VY_OK && r->rc != VY_OK) {
+		rc = r->rc;
+		*e = r->e;
+	} else if (rc == VY_OK && atomic_load(&r->stop)) {
+		rc = vy_fail(e, VY_EINVAL, "run the copy again", "the copy was stopped: its client went away");
+	}
+	pthread_mutex_unlock(&r->lock);
+	if (stalled)
+		vy_telemetry_add(&vy_fs_core(fs, job->in)->tel, copy_timeouts, 1);
+	*done = atomic_load(&r->done);
 	if (job->into && *done) {
-		vy_inode_touch(in, true);
+		pthread_rwlock_wrlock(&job->in->lock);
+		job->in->written = true;
+		vy_readahead_forget(job->in); /* reads during the copy may have cached old bytes */
+		pthread_rwlock_unlock(&job->in->lock);
+		vy_inode_touch(job->in, true);
 		if (fs->se) /* the kernel may hold pages of the old bytes */
-			fuse_lowlevel_notify_inval_inode(fs->se, in->ino, 0, 0);
+			fuse_lowlevel_notify_inval_inode(fs->se, job->in->ino, 0, 0);
 	}
+	run_put(r);
 	return rc;
+}
+
+bool vy_copysrv_quiet(vy_fs *fs, int wait_ms)
+{
+	for (int waited = 0; atomic_load(&fs->copy_runs) && waited < wait_ms; waited += 10)
+		usleep(10000);
+	return atomic_load(&fs->copy_runs) == 0;
 }

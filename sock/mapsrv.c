@@ -1,9 +1,15 @@
 /* The map server: an accepting thread, and a thread per connection that
- * answers HELLO, MAP, SYNC and UNMAP in order (proto/proto.h). A malformed
- * or unknown request gets an error reply and ends the connection; a client
- * that stalls in the middle of a message holds only its own thread. */
+ * answers HELLO, MAP, SYNC, UNMAP and COPY in order (proto/proto.h). A
+ * malformed or unknown request, a second HELLO or more fds than the
+ * request takes gets an error reply and ends the connection; a client that
+ * stalls in the middle of a message is cut off after MSG_MS, and one that
+ * holds no mapping and says nothing for IDLE_MS is closed. Connections are
+ * bounded per user and in all, with a reserve for root and the mounting
+ * user; a connection that ends releases its thread and fd at once. */
 #include "fs/file.h"
 #include "sock/mapsrv.h"
+#include "sock/clientfd.h"
+#include "core/transfer.h"
 #include "core/grow.h"
 #include "sock/copysrv.h"
 #include "daemon/log.h"
@@ -15,17 +21,28 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
-#define CONNS_MAX 256 /* a thread each */
-#define MAPS_MAX 1024 /* per connection */
+#define CONNS_MAX 256     /* a thread each */
+#define CONNS_RESERVED 32 /* of them, for root and the mounting user only */
+#define CONNS_PER_UID 64  /* any other user */
+#define MAPS_MAX 1024     /* per connection */
+#define MSG_MS 5000       /* a message that has begun ends within this */
+#define IDLE_MS 60000     /* a connection with no mapping, silent this long, is closed */
+#define FDS_RESERVE 256   /* fds kept free for FUSE work: no connection is taken into them */
+#define REFUSAL_LOG_S 10  /* a refused connection is logged once in this many seconds */
+#define STOP_WAIT_S 2     /* unmounting waits this long for connections to end */
 
 typedef struct mapping {
 	uint64_t id;
@@ -43,6 +60,7 @@ typedef struct conn {
 	size_t nmaps, capmaps;
 	uint64_t next_id;
 	uint32_t minor; /* the client's protocol minor (HELLO) */
+	uid_t uid;      /* the client's, from SO_PEERCRED */
 	struct conn *next;
 } conn;
 
@@ -51,11 +69,15 @@ struct vy_mapsrv {
 	int listen_fd;
 	pthread_t acceptor;
 	pthread_mutex_t lock; /* conns, stopping */
+	pthread_cond_t gone;  /* a connection ended */
 	conn *conns;
 	unsigned nconns;
 	bool stopping;
 	dev_t dev; /* the mount's device number */
-	char name[64];
+	char name[PATH_MAX]; /* "@NAME" (abstract) or the socket's path */
+	bool on_disk;        /* name is a path to unlink at the end */
+	time_t refusal_logged;
+	unsigned refused;    /* since the last log line */
 };
 
 /* A reply, and after it `xlen` more bytes and `x`'s fds (a MAP's memory). */
@@ -88,44 +110,9 @@ static vy_err reply_status(conn *c, const vy_msg *m, vy_err rc, const vy_error *
 	return reply(c, m, &st, sizeof(st));
 }
 
-/* The inode a client's fd names, held like an open file; or why not. The
- * fd must be open for writing (a mapping can write), or for reading when
- * `reading` (a copy out of the file). */
-static vy_err inode_of_fd(vy_mapsrv *srv, int fd, bool reading, vy_inode **out, vy_error *e)
-{
-	struct stat st;
-	if (fstat(fd, &st) != 0)
-		return vy_fail(e, VY_EINVAL, "pass an open file descriptor", "fstat of the passed fd: %s", strerror(errno));
-	if (st.st_dev != srv->dev)
-		return vy_fail(e, VY_EINVAL, "map a file in this vyrefs mount",
-			       "the passed file is not on this mount (device %u:%u, the mount is %u:%u)",
-			       major(st.st_dev), minor(st.st_dev), major(srv->dev), minor(srv->dev));
-	int flags = fcntl(fd, F_GETFL);
-	if (reading && (flags < 0 || (flags & O_ACCMODE) == O_WRONLY))
-		return vy_fail(e, VY_EACCES, "open the file for reading", "the file was opened write-only");
-	if (!reading && (flags < 0 || (flags & O_ACCMODE) == O_RDONLY))
-		return vy_fail(e, VY_EACCES, "open the file for writing (O_RDWR): a mapping can write it",
-			       "the file was opened read-only; device memory cannot be mapped read-only");
-	vy_fs *fs = srv->fs;
-	pthread_mutex_lock(&fs->ns);
-	vy_inode *in = vy_u64map_get(&fs->inodes, (uint64_t)st.st_ino);
-	vy_err rc = VY_OK;
-	if (!in || in->kind != VY_FILE)
-		rc = vy_fail(e, VY_EINVAL, "map a regular file", "inode %llu is not a regular file of this mount",
-			     (unsigned long long)st.st_ino);
-	else
-		in->opens++;
-	pthread_mutex_unlock(&fs->ns);
-	*out = in;
-	return rc;
-}
-
 static void let_go(vy_fs *fs, vy_inode *in)
 {
-	pthread_mutex_lock(&fs->ns);
-	in->opens--;
-	vy_inode_reap(fs, in);
-	pthread_mutex_unlock(&fs->ns);
+	vy_clientfd_let_go(fs, in);
 }
 
 /* The kernel may cache pages of what the device holds now: drop them, so
@@ -157,8 +144,9 @@ static vy_err op_map(conn *c, vy_msg *m)
 			     "a MAP request without a file descriptor");
 	else if (c->nmaps >= MAPS_MAX)
 		rc = vy_fail(&e, VY_EBUSY, "unmap files first", "one connection may map %d files", MAPS_MAX);
+	/* A mapping can read and write: the fd must have been opened so. */
 	if (rc == VY_OK)
-		rc = inode_of_fd(c->srv, fd, false, &in, &e);
+		rc = vy_clientfd_mount_file(fs, c->srv->dev, fd, VY_FD_READ | VY_FD_WRITE, &in, &e);
 	if (fd >= 0)
 		close(fd);
 	vy_buffer_view v = {0};
@@ -176,6 +164,10 @@ static vy_err op_map(conn *c, vy_msg *m)
 				     c->minor, first);
 		if (rc == VY_OK)
 			rc = vy_file_share(fs, in, &e);
+		/* Past the end of the file the memory may hold what a pooled
+		 * buffer held before: another file's bytes. Zeros leave. */
+		if (rc == VY_OK)
+			rc = vy_clear_past(vy_fs_core(fs, in), in->buf, in->size, &e);
 		if (rc == VY_OK)
 			rc = vy_store_export(vy_fs_core(fs, in)->store, in->buf, true, &v, &x, &e);
 		if (rc == VY_OK && !vy_grow((void **)&c->maps, &c->capmaps, c->nmaps, sizeof(*c->maps))) {
@@ -184,6 +176,12 @@ static vy_err op_map(conn *c, vy_msg *m)
 			rc = vy_fail(&e, VY_ENOMEM, "free host memory", "cannot record a mapping");
 		}
 		if (rc == VY_OK) {
+			/* mapped_bytes is the memory mapped, however many
+			 * mappings share it. */
+			if (v.alloc > in->mapped_counted) {
+				vy_telemetry_add(&vy_fs_core(fs, in)->tel, mapped_bytes, v.alloc - in->mapped_counted);
+				in->mapped_counted = v.alloc;
+			}
 			in->maps++;
 			out.id = ++c->next_id;
 			out.size = in->size;
@@ -192,7 +190,6 @@ static vy_err op_map(conn *c, vy_msg *m)
 			out.ordinal = vy_fs_core(fs, in)->dev->info.ordinal;
 			c->maps[c->nmaps++] = (mapping){.id = out.id, .in = in, .buf = in->buf, .bytes = v.alloc};
 			vy_telemetry_add(&vy_fs_core(fs, in)->tel, maps, 1);
-			vy_telemetry_add(&vy_fs_core(fs, in)->tel, mapped_bytes, v.alloc);
 		}
 		pthread_rwlock_unlock(&in->lock);
 		if (rc != VY_OK)
@@ -215,8 +212,11 @@ static void unmap_at(conn *c, size_t i)
 	/* A mapped file does not move: its device is the one it was mapped on. */
 	vy_core *core = vy_fs_core(fs, mp.in);
 	vy_store_unexport(core->store, mp.buf, NULL);
+	if (mp.in->maps == 0) {
+		vy_telemetry_add(&core->tel, mapped_bytes, (uint64_t)0 - mp.in->mapped_counted);
+		mp.in->mapped_counted = 0;
+	}
 	pthread_rwlock_unlock(&mp.in->lock);
-	vy_telemetry_add(&core->tel, mapped_bytes, (uint64_t)0 - mp.bytes);
 	drop_cache(c->srv, mp.in);
 	let_go(fs, mp.in);
 }
@@ -273,6 +273,12 @@ static bool copy_tick(void *ctx, uint64_t done, uint64_t total)
 	const void *parts[1] = {&p};
 	size_t lens[1] = {sizeof(p)};
 	vy_error e;
+	/* Unmounting: the copy stops, whatever its client does. */
+	pthread_mutex_lock(&x->c->srv->lock);
+	bool stopping = x->c->srv->stopping;
+	pthread_mutex_unlock(&x->c->srv->lock);
+	if (stopping)
+		return true;
 	/* Progress every 200 ms; a look for a client gone at every tick. */
 	if (++x->ticks % 4 == 0 &&
 	    vy_chan_send(&ch, VY_OP_CLIENT_PROGRESS, x->m->h.unique, parts, lens, 1, NULL, 0, &e) != VY_OK)
@@ -299,29 +305,23 @@ static vy_err op_copy(conn *c, vy_msg *m)
 			rc = vy_fail(&e, VY_EINVAL, "use libvyrefs of this vyrefs version", "copy direction %u", in.direction);
 	}
 	bool into = in.direction == VY_COPY_INTO;
-	struct stat st;
-	int flags = other >= 0 ? fcntl(other, F_GETFL) : -1;
-	if (rc == VY_OK && (fstat(other, &st) != 0 || !S_ISREG(st.st_mode)))
-		rc = vy_fail(&e, VY_EINVAL, "copy regular files", "the other file is not a regular file");
-	else if (rc == VY_OK && st.st_dev == c->srv->dev)
-		rc = vy_fail(&e, VY_EINVAL, "copy within the mount with cp (copy_file_range: device to device)",
-			     "both files are on this mount");
-	else if (rc == VY_OK && (flags < 0 || (flags & O_ACCMODE) == (into ? O_WRONLY : O_RDONLY)))
-		rc = vy_fail(&e, VY_EACCES, into ? "open the source for reading" : "open the destination for writing",
-			     "the other file's descriptor cannot be %s", into ? "read" : "written");
+	/* Into the mount: the other file is read and the mount's written;
+	 * out: the reverse. Each fd as its client opened it. */
 	if (rc == VY_OK)
-		rc = inode_of_fd(c->srv, mine, !into, &ino, &e);
+		rc = vy_clientfd_other(other, c->srv->dev, into ? VY_FD_READ : VY_FD_WRITE, &e);
+	if (rc == VY_OK)
+		rc = vy_clientfd_mount_file(c->srv->fs, c->srv->dev, mine, into ? VY_FD_WRITE : VY_FD_READ, &ino, &e);
 	if (mine >= 0)
 		close(mine);
 	if (rc == VY_OK) {
 		copy_ctx ctx = {.c = c, .m = m};
 		vy_copysrv_job job = {.in = ino, .other = other, .into = into, .size = in.size, .threads = in.threads,
 				      .tick = copy_tick, .ctx = &ctx};
+		other = -1; /* the copy's now */
 		rc = vy_copysrv_run(c->srv->fs, &job, &out.done, &out.total, &e);
 		let_go(c->srv->fs, ino);
 	}
-	if (other >= 0)
-		close(other);
+	vy_clientfd_close(other);
 	status_of(&out.st, rc, &e);
 	return reply(c, m, &out, sizeof(out));
 }
@@ -354,79 +354,154 @@ static vy_err op_hello(conn *c, vy_msg *m)
 	return rc != VY_OK ? rc : sent;
 }
 
+/* The fds each request carries: MAP the file, COPY the two files. */
+static unsigned fds_of(uint16_t opcode)
+{
+	return opcode == VY_OP_CLIENT_MAP ? 1 : opcode == VY_OP_CLIENT_COPY ? 2 : 0;
+}
+
+/* End a connection: its mappings, its socket and its record, at once. */
+static void conn_end(conn *c)
+{
+	while (c->nmaps)
+		unmap_at(c, c->nmaps - 1);
+	free(c->maps);
+	vy_mapsrv *srv = c->srv;
+	pthread_mutex_lock(&srv->lock);
+	for (conn **p = &srv->conns; *p; p = &(*p)->next)
+		if (*p == c) {
+			*p = c->next;
+			break;
+		}
+	srv->nconns--;
+	/* Unread bytes at close would reset the connection under the
+	 * client's reading of our last reply: drain a bounded amount. */
+	shutdown(c->sock, SHUT_WR);
+	char sink[4096];
+	for (int i = 0; i < 16 && recv(c->sock, sink, sizeof(sink), MSG_DONTWAIT) > 0; i++)
+		;
+	close(c->sock);
+	free(c);
+	pthread_cond_broadcast(&srv->gone);
+	pthread_mutex_unlock(&srv->lock);
+}
+
 static void *serve_conn(void *arg)
 {
 	conn *c = arg;
 	pthread_setname_np(pthread_self(), "vy-mapconn");
-	/* A client's requests are a few bytes: a larger length is refused
-	 * before anything is allocated for it. */
-	vy_chan ch = {.sock = c->sock, .mb_fd = -1, .max_len = 4096};
+	/* A client's requests are a few bytes, with at most two fds: a larger
+	 * length is refused before anything is allocated for it, and the
+	 * kernel closes fds past two before they reach this process. */
+	vy_chan ch = {.sock = c->sock, .mb_fd = -1, .max_len = 4096, .max_fds = 2, .msg_ms = MSG_MS, .peer = "a client"};
 	bool hello = false;
 	for (;;) {
 		vy_msg m;
 		vy_error e;
-		if (vy_chan_recv(&ch, -1, 0, &m, &e) != VY_OK)
-			break; /* closed, or not our framing */
+		/* Silent and holding nothing: a slot someone else may want. */
+		if (vy_chan_recv(&ch, c->nmaps ? -1 : IDLE_MS, 0, &m, &e) != VY_OK)
+			break; /* closed, idle, or not our framing */
 		vy_err rc;
-		switch (hello ? m.h.opcode : (m.h.opcode == VY_OP_CLIENT_HELLO ? VY_OP_CLIENT_HELLO : 0)) {
-		case VY_OP_CLIENT_HELLO:
-			rc = hello ? VY_EINVAL : op_hello(c, &m);
-			hello = rc == VY_OK;
-			break;
-		case VY_OP_CLIENT_MAP:
-			rc = op_map(c, &m);
-			break;
-		case VY_OP_CLIENT_SYNC:
-			rc = op_sync(c, &m);
-			break;
-		case VY_OP_CLIENT_UNMAP:
-			rc = op_unmap(c, &m);
-			break;
-		case VY_OP_CLIENT_COPY:
-			rc = op_copy(c, &m);
-			break;
-		default:
+		uint16_t op = m.h.opcode;
+		if (m.nfds > fds_of(op)) {
 			rc = reply_status(c, &m,
 					  vy_fail(&e, VY_EINVAL, "use libvyrefs (client/vyrefs.h)",
-						  hello ? "unknown request %u" : "request %u before HELLO", m.h.opcode),
+						  "request %u carried %u file descriptors; it takes %u", op, m.nfds, fds_of(op)),
 					  &e);
 			rc = VY_EINVAL;
-			break;
+		} else if (!hello && op != VY_OP_CLIENT_HELLO) {
+			rc = reply_status(c, &m,
+					  vy_fail(&e, VY_EINVAL, "use libvyrefs (client/vyrefs.h)", "request %u before HELLO", op),
+					  &e);
+			rc = VY_EINVAL;
+		} else {
+			switch (op) {
+			case VY_OP_CLIENT_HELLO:
+				if (hello) {
+					reply_status(c, &m, vy_fail(&e, VY_EINVAL, "say HELLO once a connection", "a second HELLO"),
+						     &e);
+					rc = VY_EINVAL;
+				} else {
+					rc = op_hello(c, &m);
+					hello = rc == VY_OK;
+				}
+				break;
+			case VY_OP_CLIENT_MAP:
+				rc = op_map(c, &m);
+				break;
+			case VY_OP_CLIENT_SYNC:
+				rc = op_sync(c, &m);
+				break;
+			case VY_OP_CLIENT_UNMAP:
+				rc = op_unmap(c, &m);
+				break;
+			case VY_OP_CLIENT_COPY:
+				rc = op_copy(c, &m);
+				break;
+			default:
+				reply_status(c, &m, vy_fail(&e, VY_EINVAL, "use libvyrefs (client/vyrefs.h)", "unknown request %u", op),
+					     &e);
+				rc = VY_EINVAL;
+				break;
+			}
 		}
 		vy_msg_free(&m);
 		if (rc != VY_OK)
 			break;
 	}
-	while (c->nmaps)
-		unmap_at(c, c->nmaps - 1);
-	free(c->maps);
-	c->maps = NULL;
-	pthread_mutex_lock(&c->srv->lock);
-	shutdown(c->sock, SHUT_RDWR);
-	c->done = true;
-	pthread_mutex_unlock(&c->srv->lock);
+	conn_end(c);
 	return NULL;
 }
 
-/* Join and free connections that ended. Lock held. */
-static void reap_conns(vy_mapsrv *srv, bool all)
+/* Connections of `uid` now. Lock held. */
+static unsigned conns_of(vy_mapsrv *srv, uid_t uid)
 {
-	for (conn **p = &srv->conns; *p;) {
-		conn *c = *p;
-		if (!c->done && !all) {
-			p = &c->next;
-			continue;
-		}
-		*p = c->next;
-		srv->nconns--;
-		if (!c->done)
-			shutdown(c->sock, SHUT_RDWR);
-		pthread_mutex_unlock(&srv->lock);
-		pthread_join(c->thread, NULL);
-		pthread_mutex_lock(&srv->lock);
-		close(c->sock);
-		free(c);
-	}
+	unsigned n = 0;
+	for (conn *c = srv->conns; c; c = c->next)
+		n += c->uid == uid;
+	return n;
+}
+
+/* Whether `fds` more may be taken without eating into the reserve kept
+ * for FUSE work: the lowest free fd says how full the table is. */
+static bool fds_to_spare(int probe_from)
+{
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
+		return true;
+	int probe = fcntl(probe_from, F_DUPFD_CLOEXEC, 0);
+	if (probe < 0)
+		return false;
+	close(probe);
+	return (rlim_t)probe + FDS_RESERVE < rl.rlim_cur;
+}
+
+/* Why a connection from `uid` is refused now, or NULL. Lock held. */
+static const char *refusal(vy_mapsrv *srv, int s, uid_t uid)
+{
+	bool trusted = uid == 0 || uid == getuid();
+	if (!fds_to_spare(s))
+		return "no file descriptor to spare";
+	if (srv->nconns >= CONNS_MAX)
+		return "every connection slot is taken";
+	if (!trusted && srv->nconns >= CONNS_MAX - CONNS_RESERVED)
+		return "the slots left are kept for root and the mounting user";
+	if (!trusted && conns_of(srv, uid) >= CONNS_PER_UID)
+		return "this user has the most connections one user may have";
+	return NULL;
+}
+
+/* Log refusals once in REFUSAL_LOG_S, with how many there were. Lock held. */
+static void log_refusal(vy_mapsrv *srv, uid_t uid, const char *why)
+{
+	srv->refused++;
+	time_t now = time(NULL);
+	if (srv->refusal_logged && now - srv->refusal_logged < REFUSAL_LOG_S)
+		return;
+	vy_log(LOG_WARNING, "client socket: refused %u connection(s) in %d s, the last from uid %u: %s (%u open, at most %d)",
+	       srv->refused, REFUSAL_LOG_S, (unsigned)uid, why, srv->nconns, CONNS_MAX);
+	srv->refused = 0;
+	srv->refusal_logged = now;
 }
 
 static void *accept_loop(void *arg)
@@ -450,33 +525,66 @@ static void *accept_loop(void *arg)
 				usleep(10000);
 			continue;
 		}
-		reap_conns(srv, false);
-		conn *c = srv->nconns < CONNS_MAX ? calloc(1, sizeof(*c)) : NULL;
+		struct ucred cred;
+		socklen_t len = sizeof(cred);
+		const char *why = getsockopt(s, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 ? "its credentials are unknown"
+											     : refusal(srv, s, cred.uid);
+		conn *c = why ? NULL : calloc(1, sizeof(*c));
+		pthread_attr_t attr;
+		pthread_attr_init(&attr);
+		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
 		if (c) {
-			c->srv = srv;
-			c->sock = s;
-			if (pthread_create(&c->thread, NULL, serve_conn, c) == 0) {
-				c->next = srv->conns;
-				srv->conns = c;
-				srv->nconns++;
-			} else {
+			*c = (conn){.srv = srv, .sock = s, .uid = cred.uid, .next = srv->conns};
+			srv->conns = c;
+			srv->nconns++;
+			if (pthread_create(&c->thread, &attr, serve_conn, c) != 0) {
+				srv->conns = c->next;
+				srv->nconns--;
 				free(c);
 				c = NULL;
+				why = "no thread could be started for it";
 			}
 		}
+		pthread_attr_destroy(&attr);
 		if (!c) {
-			vy_log(LOG_WARNING, "map server: refusing a connection (%u open, at most %d)", srv->nconns,
-			       CONNS_MAX);
+			vy_telemetry_add(&srv->fs->dev[0].core->tel, client_refusals, 1);
+			log_refusal(srv, why ? cred.uid : 0, why ? why : "no memory for it");
 			close(s);
 		}
 		pthread_mutex_unlock(&srv->lock);
 	}
 }
 
+/* Where the socket lives. A root daemon: /run/vyrefs/, which only root
+ * may write, so no one can put a socket of theirs at a name a client is
+ * told; without allow_other only the mounting user may connect (0600), as
+ * only they may use the mount. A user's daemon: $XDG_RUNTIME_DIR/vyrefs/
+ * when the mount is theirs alone. Else an abstract socket (every user can
+ * reach it; clients check who answers, by SO_PEERCRED). */
+static bool socket_path(vy_mapsrv *srv, struct sockaddr_un *addr, const char *leaf)
+{
+	char dir[PATH_MAX];
+	const char *xdg = getenv("XDG_RUNTIME_DIR");
+	if (getuid() == 0)
+		snprintf(dir, sizeof(dir), "/run/vyrefs");
+	else if (xdg && xdg[0] == '/' && !srv->fs->cfg.allow_other)
+		snprintf(dir, sizeof(dir), "%s/vyrefs", xdg);
+	else
+		return false;
+	struct stat st;
+	if (mkdir(dir, 0755) != 0 && errno != EEXIST)
+		return false;
+	/* Ours, and writable by us alone: no one else chose what is in it. */
+	if (lstat(dir, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != getuid() || (st.st_mode & 022))
+		return false;
+	int n = snprintf(addr->sun_path, sizeof(addr->sun_path), "%s/%s.sock", dir, leaf);
+	return n > 0 && (size_t)n < sizeof(addr->sun_path);
+}
+
 vy_err vy_mapsrv_start(vy_fs *fs, const char *mountpoint, vy_error *e)
 {
 	vy_mapsrv *srv = calloc(1, sizeof(*srv));
-	if (!srv || pthread_mutex_init(&srv->lock, NULL) != 0) {
+	if (!srv || pthread_mutex_init(&srv->lock, NULL) != 0 || pthread_cond_init(&srv->gone, NULL) != 0) {
 		free(srv);
 		return vy_fail(e, VY_ENOMEM, "free host memory", "cannot allocate the map server");
 	}
@@ -487,8 +595,6 @@ vy_err vy_mapsrv_start(vy_fs *fs, const char *mountpoint, vy_error *e)
 	if (!vy_mountinfo_find(mountpoint, "fuse", &srv->dev))
 		rc = vy_fail(e, VY_ENODEV, "report this bug", "the mount on %s is not in /proc/self/mountinfo", mountpoint);
 	struct sockaddr_un addr = {.sun_family = AF_UNIX};
-	/* Abstract: no file to leave behind or to guard; a client proves
-	 * itself with the fd it passes. */
 	unsigned rnd = 0;
 	int rfd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
 	if (rfd >= 0) {
@@ -496,23 +602,36 @@ vy_err vy_mapsrv_start(vy_fs *fs, const char *mountpoint, vy_error *e)
 			rnd = 0;
 		close(rfd);
 	}
-	snprintf(srv->name, sizeof(srv->name), "vyrefs-%d-%08x", (int)getpid(), rnd);
-	size_t n = strlen(srv->name);
-	memcpy(addr.sun_path + 1, srv->name, n);
+	char leaf[64];
+	snprintf(leaf, sizeof(leaf), "vyrefs-%d-%08x", (int)getpid(), rnd);
+	socklen_t alen;
+	srv->on_disk = socket_path(srv, &addr, leaf);
+	if (srv->on_disk) {
+		snprintf(srv->name, sizeof(srv->name), "%s", addr.sun_path);
+		unlink(addr.sun_path); /* a socket of a daemon of this pid that died */
+		alen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + strlen(addr.sun_path) + 1);
+	} else {
+		snprintf(srv->name, sizeof(srv->name), "@%s", leaf);
+		memcpy(addr.sun_path + 1, leaf, strlen(leaf));
+		alen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + strlen(leaf));
+	}
 	srv->listen_fd = -1;
 	if (rc == VY_OK) {
 		srv->listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-		if (srv->listen_fd < 0 ||
-		    bind(srv->listen_fd, (struct sockaddr *)&addr, (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n)) != 0 ||
+		if (srv->listen_fd < 0 || bind(srv->listen_fd, (struct sockaddr *)&addr, alen) != 0 ||
+		    (srv->on_disk && chmod(addr.sun_path, fs->cfg.allow_other ? 0666 : 0600) != 0) ||
 		    listen(srv->listen_fd, 64) != 0)
-			rc = vy_fail(e, VY_ENODEV, "check that unix sockets can be made here",
-				     "cannot listen on @%s: %s", srv->name, strerror(errno));
+			rc = vy_fail(e, VY_ENODEV, "check that unix sockets can be made here", "cannot listen on %s: %s",
+				     srv->name, strerror(errno));
 	}
 	if (rc == VY_OK && pthread_create(&srv->acceptor, NULL, accept_loop, srv) != 0)
 		rc = vy_fail(e, VY_ENOMEM, "free host memory", "cannot start the map server's thread");
 	if (rc != VY_OK) {
 		if (srv->listen_fd >= 0)
 			close(srv->listen_fd);
+		if (srv->on_disk)
+			unlink(srv->name);
+		pthread_cond_destroy(&srv->gone);
 		pthread_mutex_destroy(&srv->lock);
 		free(srv);
 		return rc;
@@ -521,23 +640,45 @@ vy_err vy_mapsrv_start(vy_fs *fs, const char *mountpoint, vy_error *e)
 	return VY_OK;
 }
 
-void vy_mapsrv_stop(vy_fs *fs)
+bool vy_mapsrv_stop(vy_fs *fs)
 {
 	vy_mapsrv *srv = fs->mapsrv;
 	if (!srv)
-		return;
+		return vy_copysrv_quiet(fs, 0);
 	pthread_mutex_lock(&srv->lock);
 	srv->stopping = true;
 	shutdown(srv->listen_fd, SHUT_RDWR); /* wakes accept */
 	pthread_mutex_unlock(&srv->lock);
 	pthread_join(srv->acceptor, NULL);
+	/* Every connection's thread sees its socket end and ends it; a copy
+	 * stops at its next tick, without waiting on its client's fd. */
 	pthread_mutex_lock(&srv->lock);
-	reap_conns(srv, true);
+	for (conn *c = srv->conns; c; c = c->next)
+		shutdown(c->sock, SHUT_RDWR);
+	struct timespec until;
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += STOP_WAIT_S;
+	while (srv->conns && pthread_cond_timedwait(&srv->gone, &srv->lock, &until) != ETIMEDOUT)
+		;
+	bool stuck = srv->conns != NULL;
 	pthread_mutex_unlock(&srv->lock);
+	fs->mapsrv = NULL;
+	if (stuck) {
+		/* A connection's thread is stuck in a client's fd (fstatfs of
+		 * a filesystem that does not answer): its record stays, and
+		 * the process exits without teardown. */
+		vy_log(LOG_WARNING, "client socket: a connection is stuck in its client's file; not waiting for it");
+		if (srv->on_disk)
+			unlink(srv->name);
+		return false;
+	}
 	close(srv->listen_fd);
+	if (srv->on_disk)
+		unlink(srv->name);
+	pthread_cond_destroy(&srv->gone);
 	pthread_mutex_destroy(&srv->lock);
 	free(srv);
-	fs->mapsrv = NULL;
+	return vy_copysrv_quiet(fs, 1000);
 }
 
 const char *vy_mapsrv_name(vy_fs *fs)

@@ -1,8 +1,9 @@
 /* The map server: client programs (libvyrefs, client/) map a file's device
  * memory through it, with no byte copied.
  *
- * It listens on an abstract unix socket whose name `.vyre/socket` holds, so
- * the mount path alone finds it, for any user who can reach the mount. It
+ * It listens on a unix socket whose name `.vyre/socket` holds (a path
+ * under /run/vyrefs/ or $XDG_RUNTIME_DIR, or an abstract name), so the
+ * mount path alone finds it, for any user who can reach the mount. It
  * trusts nothing a client says about itself: a client proves it may write a
  * file by passing an fd of it, opened for writing, on which the kernel
  * checked the permissions. The fd must be of this mount (its device number)
@@ -21,9 +22,12 @@ typedef struct vy_mapsrv vy_mapsrv;
 
 /* Listen for clients of the mount on `mountpoint` (sets fs->mapsrv). */
 vy_err vy_mapsrv_start(vy_fs *fs, const char *mountpoint, vy_error *e);
-/* Close every connection (ending its mappings) and stop listening. */
-void vy_mapsrv_stop(vy_fs *fs);
-/* "@NAME": the abstract socket's name, as .vyre/socket shows it. */
+/* Close every connection (ending its mappings) and stop listening, waiting
+ * on no client. False when a copy's worker is still stuck in a client's
+ * fd: the process must then exit without freeing what it may touch. */
+bool vy_mapsrv_stop(vy_fs *fs);
+/* "@NAME" (an abstract socket) or the socket's path, as .vyre/socket
+ * shows it. */
 const char *vy_mapsrv_name(vy_fs *fs);
 
 #endif

@@ -3,6 +3,8 @@
  *   vymap fill PATH BYTE      (host backend) set every byte through the
  *                             mapping, then vy_unmap
  *   vymap hold PATH SECONDS   map, say "mapped", sleep (to be killed)
+ *   vymap wait PATH           map, say "mapped", read stdin to its end,
+ *                             then vy_unmap (the test decides when)
  * A failure prints vy_last_error() and exits with the errno. */
 #include "client/vyrefs.h"
 
@@ -20,7 +22,7 @@ static int failed(int rc)
 int main(int argc, char **argv)
 {
 	if (argc < 3) {
-		fprintf(stderr, "usage: vymap info|fill|hold PATH [ARG]\n");
+		fprintf(stderr, "usage: vymap info|fill|hold|wait PATH [ARG]\n");
 		return 2;
 	}
 	vy_mapping *m;
@@ -35,6 +37,11 @@ int main(int argc, char **argv)
 		printf("mapped\n");
 		fflush(stdout);
 		sleep((unsigned)atoi(argv[3]));
+	} else if (!strcmp(argv[1], "wait") && argc == 3) {
+		printf("mapped\n");
+		fflush(stdout);
+		while (getchar() != EOF)
+			;
 	} else {
 		fprintf(stderr, "vymap: bad arguments\n");
 		vy_unmap(m);
