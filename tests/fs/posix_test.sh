@@ -727,4 +727,48 @@ test_nfs_export_reads_writes_and_outlives_the_caches() {
 	rmdir "$client"
 }
 
+# mount(8)'s standard flags (issue "posix 2"): each through `mount -t`, on
+# tmpfs and on vyrefs (mount(8), mount.fuse3, vyrefs), in a private mount
+# namespace where a directory holding vyrefs covers /usr/local/sbin. Both
+# start from nosuid,nodev (libfuse's default); the options the mount
+# table shows, less each filesystem's own, must be the same.
+STD_MOUNT_FLAGS="relatime norelatime strictatime nostrictatime lazytime nolazytime noatime atime nodiratime
+diratime nosymfollow symfollow ro rw nosuid suid nodev dev noexec exec sync async dirsync silent loud
+iversion noiversion mand nomand _netdev nofail auto noauto user nouser users defaults x-vyrefs.test
+comment=vyrefs noatime,strictatime relatime,noatime nodiratime,diratime ro,rw nosymfollow,symfollow"
+
+test_standard_mount_flags_as_on_tmpfs() {
+	[ -x /sbin/mount.fuse3 ] || [ -x /usr/sbin/mount.fuse3 ] || { skip_test "needs mount.fuse3 in /sbin (fuse3)"; return 0; }
+	need unshare findmnt || return 0
+	mountpoint -q / || { skip_test "needs / to be a mount point (a private mount namespace)"; return 0; }
+	local bindir t v out
+	bindir=$(mktemp -d) && t=$(mktemp -d) && v=$(mktemp -d)
+	ln -s "$(realpath "$VYREFS")" "$bindir/vyrefs"
+	# shellcheck disable=SC2016 # expanded by the inner shell
+	out=$(unshare -m --propagation private bash -c '
+		mount --bind "$1" /usr/local/sbin || exit 1
+		opts() { findmnt -no OPTIONS "$1" | tr , "\n" |
+			grep -Ev "^(size|nr_inodes|inode64|mode|user_id|group_id|default_permissions|allow_other)" | paste -sd, -; }
+		for f in $4; do
+			mount -t tmpfs -o "nosuid,nodev,$f" tmpfs "$2" 2>/dev/null; a=$?
+			ta=$(opts "$2"); umount "$2" 2>/dev/null
+			mount -t fuse.vyrefs vy "$3" -o "nosuid,nodev,$f,backend=$5,host_memory=64M" 2>&1; b=$?
+			va=$(opts "$3"); umount "$3" 2>/dev/null
+			echo "$f: tmpfs rc=$a $ta | vyrefs rc=$b $va"
+		done' _ "$bindir" "$t" "$v" "$STD_MOUNT_FLAGS" "$backend" 2>&1)
+	rm -rf "$bindir"
+	rmdir "$t" "$v"
+	local line n=0
+	while read -r line; do
+		n=$((n + 1))
+		# mand: tmpfs shows it and does nothing (Linux has no mandatory
+		# locks); FUSE refuses it, so vyrefs accepts and drops it.
+		[ "${line%%: *}" = mand ] && line=${line/relatime,mand |/relatime |}
+		assertEquals "$line" "${line%% | *}" "$(echo "${line#* | }" | sed 's/^vyrefs/tmpfs/' | sed "s/^/${line%%: *}: /")"
+	done <<<"$out"
+	assertEquals "every flag ran" "$(echo $STD_MOUNT_FLAGS | wc -w)" "$n"
+	assertContains "$out" "relatime: tmpfs rc=0 rw,nosuid,nodev,relatime"
+	assertContains "$out" "nosymfollow: tmpfs rc=0 rw,nosuid,nodev,relatime,nosymfollow"
+}
+
 . "${SHUNIT2:-/usr/bin/shunit2}"
