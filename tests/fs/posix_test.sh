@@ -59,7 +59,7 @@ test_special_files_keep_mode_and_rdev() {
 	assertEquals "fifo2 sock" "$(cd "$MNT" && ls -d fifo2 sock | tr '\n' ' ' | sed 's/ $//')"
 	assertEquals "p c b s" "$(cd "$MNT" && find fifo null blk2 sock -printf '%y ' | sed 's/ $//')"
 	rm "$MNT/fifo" "$MNT/fifo2" "$MNT/null" "$MNT/blk2" "$MNT/sock" || fail "unlink"
-	assertEquals ".vyre" "$(ls -A "$MNT")"
+	assertEquals "" "$(ls -A "$MNT")"
 	unmount_vyrefs
 	assertReleased
 }
@@ -725,6 +725,57 @@ test_nfs_export_reads_writes_and_outlives_the_caches() {
 	[ -z "$nfsd" ] || rpc.nfsd 0
 	if [ -n "$mountd" ]; then kill "$mountd" && wait "$mountd"; fi
 	rmdir "$client"
+}
+
+# The control directory out of the root's listings (issue "posix 2"): the
+# same tree on tmpfs and on vyrefs lists, finds, copies, tars and rsyncs
+# the same, and the root's link count is the same; .vyre is still reached
+# by name and cannot be removed by the usual sweeps. vyre_dir=visible
+# lists it again.
+vyre_tree() {
+	mkdir -p "$1/d/e" && printf 'data' >"$1/d/f" && printf 'x' >"$1/.hidden" && ln -s d/f "$1/l"
+}
+
+vyre_listings() {
+	local root=$1 out=$2
+	echo "ls -a: $(ls -a "$root" | tr '\n' ' ')"
+	echo "find: $(cd "$root" && find . | sort | tr '\n' ' ')"
+	echo "nlink: $(stat -c %h "$root")"
+	mkdir "$out/cp" && cp -a "$root/." "$out/cp/" && echo "cp -a: $(cd "$out/cp" && find . | sort | tr '\n' ' ')"
+	echo "tar: $(tar -C "$root" -cf - . | tar -tf - | sort | tr '\n' ' ')"
+	if command -v rsync >/dev/null; then
+		rsync -a "$root/" "$out/rs/" && echo "rsync -a: $(cd "$out/rs" && find . | sort | tr '\n' ' ')"
+	fi
+	echo "du: $(du -a "$root" | wc -l)"
+}
+
+test_vyre_dir_is_not_listed_but_reached_by_name() {
+	need tar || return 0
+	mount_tmpfs
+	vyre_tree "$TMPFS" && vyre_tree "$MNT" || fail "trees"
+	mkdir "$WORK/t" "$WORK/v"
+	local want
+	want=$(vyre_listings "$TMPFS" "$WORK/t")
+	assertEquals "$want" "$(vyre_listings "$MNT" "$WORK/v")"
+	assertContains "$want" "ls -a: . .. .hidden d l "
+	# By name: stat, cd, read, the control file.
+	assertEquals "directory" "$(stat -c %F "$MNT/.vyre")"
+	assertContains "$(cd "$MNT/.vyre" && ls)" "stats"
+	assertContains "$(cat "$MNT/.vyre/stats")" "resident_bytes"
+	assertEquals "vyre_dir = hidden" "$(grep '^vyre_dir' "$MNT/.vyre/config")"
+	# The usual sweeps take everything else and leave it.
+	rm -rf "$MNT"/* "$MNT"/.[!.]* 2>/dev/null
+	assertEquals "rm -rf MNT/* MNT/.[!.]*" "" "$(ls -A "$MNT")"
+	vyre_tree "$MNT"
+	find "$MNT" -mindepth 1 -delete 2>/dev/null
+	assertEquals "find -delete" "" "$(ls -A "$MNT")"
+	rm -rf "$MNT/.vyre" 2>/dev/null
+	assertTrue "rm -rf MNT/.vyre leaves it" "[ -f '$MNT/.vyre/stats' ]"
+	unmount_vyrefs
+	mount_vyrefs "vyre_dir=visible" || fail "mount"
+	assertEquals "visible" ".vyre" "$(ls -A "$MNT")"
+	assertEquals "visible: its link counts" 3 "$(stat -c %h "$MNT")"
+	assertEquals "vyre_dir = visible" "$(grep '^vyre_dir' "$MNT/.vyre/config")"
 }
 
 # mount(8)'s standard flags (issue "posix 2"): each through `mount -t`, on
