@@ -93,6 +93,9 @@ $(BUILD)/vyrefs: $(FS_OBJ) $(LAUNCHER_OBJ) $(CLIENT_OBJ) $(CORE_LIB)
 $(BUILD)/tests/unit/test_%: $(BUILD)/tests/unit/test_%.o $(UNIT_LIB) $(CORE_LIB)
 	$(CC) $(CFLAGS) -o $@ $^ $(PKG_LIBS) $(LDLIBS)
 
+$(BUILD)/tests/unit/test_statx: $(BUILD)/tests/unit/test_statx.o $(UNIT_LIB) $(BUILD)/fs/statx.o $(CORE_LIB)
+	$(CC) $(CFLAGS) -o $@ $^ $(PKG_LIBS) $(LDLIBS)
+
 # The fs layer's files with the counting device: every fs object but main's.
 $(BUILD)/tests/unit/test_fsfile: $(BUILD)/tests/unit/test_fsfile.o $(UNIT_LIB) \
 		$(filter-out $(UNIT_LIB) $(BUILD)/fs/main.o,$(FS_OBJ)) $(CORE_LIB)

@@ -183,6 +183,8 @@ void vy_open_free(vy_fs *fs, vy_open *o);
 void vy_inode_stat(vy_fs *fs, vy_inode *in, struct stat *st);
 /* ctime (and mtime too, when `modified`) is now. */
 void vy_inode_touch(vy_inode *in, bool modified);
+/* chattr's flags (FS_*_FL) now, read under the inode's meta lock. */
+unsigned vy_inode_attr_flags(vy_inode *in);
 /* A regular file's bytes changed through `req`: times, and suid/sgid
  * dropped as the kernel leaves that to us (fs/session.h). True when the
  * mode changed: the kernel's cached attributes must go. */

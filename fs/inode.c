@@ -192,6 +192,14 @@ void vy_inode_stat(vy_fs *fs, vy_inode *in, struct stat *st)
 	}
 }
 
+unsigned vy_inode_attr_flags(vy_inode *in)
+{
+	pthread_mutex_lock(&in->meta);
+	unsigned f = in->attr_flags;
+	pthread_mutex_unlock(&in->meta);
+	return f;
+}
+
 void vy_inode_touch(vy_inode *in, bool modified)
 {
 	pthread_mutex_lock(&in->meta);

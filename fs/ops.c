@@ -206,7 +206,7 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	pthread_rwlock_rdlock(&in->lock);
 	vy_inode_stat(fs, in, &st);
 	pthread_rwlock_unlock(&in->lock);
-	vy_statx_btime(&in->btime); /* for a statx asking for it (statx.h) */
+	vy_statx_of(&in->btime, vy_inode_attr_flags(in)); /* for a statx asking for it (statx.h) */
 	fuse_reply_attr(req, &st, attr_timeout(in));
 }
 
@@ -1493,6 +1493,7 @@ static void op_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void *arg
 	in->attr_flags = want;
 	vy_now(&in->ctime);
 	pthread_mutex_unlock(&in->meta);
+	fuse_lowlevel_notify_inval_inode(fs->se, in->ino, -1, 0); /* its cached ctime goes, +A too */
 	fuse_reply_ioctl(req, 0, NULL, 0);
 }
 
