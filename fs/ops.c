@@ -12,6 +12,7 @@
 #include "fs/devices.h"
 #include "fs/file.h"
 #include "fs/log.h"
+#include "fs/space.h"
 #include "fs/vyre.h"
 
 #include <errno.h>
@@ -1091,22 +1092,15 @@ static void op_statfs(fuse_req_t req, fuse_ino_t ino)
 {
 	(void)ino;
 	vy_fs *fs = fs_of(req);
-	/* Every device's budget summed. Pooled bytes are free: an
-	 * allocation reclaims them. */
-	uint64_t budget = 0, avail = 0;
-	for (unsigned d = 0; d < fs->ndev; d++) {
-		vy_store_usage u;
-		vy_store_usage_get(fs->dev[d].core->store, &u);
-		uint64_t used = u.resident < u.budget ? u.resident : u.budget;
-		budget += u.budget;
-		avail += u.budget - used;
-	}
+	vy_space sp; /* fs/space.h: available is what a new file can get */
+	vy_space_get(fs, &sp);
 	struct statvfs sv;
 	memset(&sv, 0, sizeof(sv));
 	sv.f_bsize = 4096;
 	sv.f_frsize = 4096;
-	sv.f_blocks = budget / 4096;
-	sv.f_bfree = sv.f_bavail = avail / 4096;
+	sv.f_blocks = sp.total / 4096;
+	sv.f_bfree = sp.free / 4096;
+	sv.f_bavail = sp.avail / 4096;
 	pthread_mutex_lock(&fs->ns);
 	sv.f_files = fs->cfg.max_inodes;
 	sv.f_ffree = sv.f_favail = fs->cfg.max_inodes > fs->inodes.count ? fs->cfg.max_inodes - fs->inodes.count : 0;

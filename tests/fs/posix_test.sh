@@ -819,6 +819,48 @@ test_vyre_dir_is_not_listed_but_reached_by_name() {
 	assertEquals "vyre_dir = visible" "$(grep '^vyre_dir' "$MNT/.vyre/config")"
 }
 
+# df's available is what a new file can get (issue "posix 2"): on tmpfs
+# and on vyrefs, after a small file, a new file's fallocate of exactly
+# f_bavail works and one block more gets ENOSPC, until f_bavail is 0.
+df_avail_steps() {
+	python3 - "$1" <<'PY'
+import errno, os, sys
+d = sys.argv[1]
+open(os.path.join(d, "small"), "w").write("x")
+out = []
+for i in range(6):
+    s = os.statvfs(d)
+    a = s.f_bavail * s.f_frsize
+    if a == 0:
+        out.append("avail 0")
+        break
+    fd = os.open(os.path.join(d, "f%d" % i), os.O_CREAT | os.O_RDWR)
+    try:
+        os.posix_fallocate(fd, 0, a + s.f_frsize)
+        more = "fits"
+    except OSError as e:
+        more = errno.errorcode[e.errno]
+    os.ftruncate(fd, 0)
+    try:
+        os.posix_fallocate(fd, 0, a)
+        exact = "fits"
+    except OSError as e:
+        exact = errno.errorcode[e.errno]
+    os.close(fd)
+    if (more, exact) != ("ENOSPC", "fits"):
+        out.append("avail %d: one block more %s, exactly %s" % (a, more, exact))
+print(*out)
+PY
+}
+
+test_df_available_is_what_a_new_file_can_fallocate_as_on_tmpfs() {
+	unmount_vyrefs
+	mount_vyrefs "resident_budget=64M" || fail "mount"
+	mount_tmpfs
+	assertEquals "tmpfs" "avail 0" "$(df_avail_steps "$TMPFS")"
+	assertEquals "vyrefs" "avail 0" "$(df_avail_steps "$MNT")"
+}
+
 # mount(8)'s standard flags (issue "posix 2"): each through `mount -t`, on
 # tmpfs and on vyrefs (mount(8), mount.fuse3, vyrefs), in a private mount
 # namespace where a directory holding vyrefs covers /usr/local/sbin. Both
