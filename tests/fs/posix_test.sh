@@ -861,6 +861,65 @@ test_df_available_is_what_a_new_file_can_fallocate_as_on_tmpfs() {
 	assertEquals "vyrefs" "avail 0" "$(df_avail_steps "$MNT")"
 }
 
+# Holes, st_blksize, SEEK_DATA/SEEK_HOLE, st_blocks and punch agree (issue
+# "posix 2"): the same writes, truncates and punches on tmpfs and on
+# vyrefs; on each, every SEEK answer is on a st_blksize boundary (or the
+# end), the data SEEK finds is held in st_blocks, holes read zeros, and
+# the bytes are tmpfs's.
+hole_steps() {
+	python3 - "$1" <<'PY'
+import hashlib, os, sys
+p = os.path.join(sys.argv[1], "h")
+fd = os.open(p, os.O_CREAT | os.O_RDWR)
+M = 1 << 20
+blk = bytes(range(1, 256)) * 32897  # 8 MiB and more, no zero byte
+def check(step):
+    st = os.fstat(fd)
+    size, bs, off, data, bad = st.st_size, st.st_blksize, 0, 0, []
+    while off < size:
+        try:
+            d = os.lseek(fd, off, os.SEEK_DATA)
+        except OSError:
+            break
+        h = os.lseek(fd, d, os.SEEK_HOLE)
+        bad += [x for x in (d, h) if x % bs and x != size]
+        data += h - d
+        if d > off and os.pread(fd, 1, off) != b"\0":
+            bad.append("hole not zero at %d" % off)
+        off = h
+    held = st.st_blocks * 512 >= data
+    dig = hashlib.sha256()
+    for at in range(0, size, 8 * M):
+        dig.update(os.pread(fd, min(8 * M, size - at), at))
+    print("%s: aligned=%s held=%s sha=%s" % (step, "yes" if not bad else bad, held, dig.hexdigest()[:12]))
+os.pwrite(fd, blk[:3 * M], 0); check("write 3M")
+os.fsync(fd); os.close(fd); fd = os.open(p, os.O_RDWR)
+import fcntl, ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+def punch(off, n):
+    if libc.fallocate(fd, 3, ctypes.c_long(off), ctypes.c_long(n)) != 0:  # PUNCH_HOLE | KEEP_SIZE
+        raise OSError(ctypes.get_errno(), "punch")
+punch(1 * M, 1 * M); check("punch 1M at 1M")
+os.ftruncate(fd, 64 * M); check("truncate 64M")
+os.pwrite(fd, blk[:4096], 40 * M); check("4K at 40M")
+punch(40 * M, 2 * M); check("punch 2M at 40M")
+os.pwrite(fd, blk[:6 * M], 8 * M); check("6M at 8M")
+punch(10 * M, 2 * M); check("punch 2M at 10M")
+punch(0, 64 * M); check("punch all")
+os.close(fd)
+PY
+}
+
+test_holes_blksize_seek_and_blocks_agree_as_on_tmpfs() {
+	mount_tmpfs
+	local want got
+	want=$(hole_steps "$TMPFS")
+	got=$(hole_steps "$MNT")
+	assertEquals 8 "$(echo "$want" | grep -c 'aligned=yes held=True')"
+	assertEquals "$want" "$got"
+	assertEquals "vyrefs: the granule" $((2 << 20)) "$(stat -c %o "$MNT/h")"
+}
+
 # mount(8)'s standard flags (issue "posix 2"): each through `mount -t`, on
 # tmpfs and on vyrefs (mount(8), mount.fuse3, vyrefs), in a private mount
 # namespace where a directory holding vyrefs covers /usr/local/sbin. Both
