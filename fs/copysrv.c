@@ -119,16 +119,23 @@ static void *worker(void *arg)
 }
 
 /* The data of fd's first `size` bytes (all of it when holes are not
- * looked for), in pieces of at most PIECE aligned to PIECE. */
-static vy_err pieces_of(int fd, uint64_t size, bool skip_holes, piece **out, size_t *n, vy_error *e)
+ * looked for), or of the mount's file `in` (its holes and tail skipped),
+ * in pieces of at most PIECE aligned to PIECE. The list grows with the
+ * data, never with the size (a 1 TiB sparse file plans nothing). */
+static vy_err pieces_of(vy_fs *fs, vy_inode *in, int fd, uint64_t size, bool skip_holes, piece **out, size_t *n,
+			vy_error *e)
 {
-	size_t cap = size / PIECE + 16, count = 0;
+	size_t cap = 16, count = 0;
 	piece *p = malloc(cap * sizeof(*p));
 	if (!p)
 		return vy_fail(e, VY_ENOMEM, "free host memory", "cannot plan the copy");
 	for (uint64_t off = 0; off < size;) {
 		uint64_t data = off, hole = size;
-		if (skip_holes) {
+		if (in) {
+			if (vy_file_seek(fs, in, off, true, &data) != 0 || vy_file_seek(fs, in, data, false, &hole) != 0)
+				break; /* a hole to the end */
+			hole = hole > data ? hole : size;
+		} else if (skip_holes) {
 			off_t d = lseek(fd, (off_t)off, SEEK_DATA);
 			if (d < 0 && errno == ENXIO)
 				break; /* a hole to the end */
@@ -180,7 +187,7 @@ vy_err vy_copysrv_run(vy_fs *fs, const vy_copysrv_job *job, uint64_t *done, uint
 			     (unsigned long long)in->size);
 	run r = {.fs = fs, .job = job, .core = vy_fs_core(fs, in), .buf = in->buf};
 	if (rc == VY_OK && size > 0)
-		rc = pieces_of(job->other, size, job->into, &r.pieces, &r.npieces, e);
+		rc = pieces_of(fs, job->into ? NULL : in, job->other, size, job->into, &r.pieces, &r.npieces, e);
 	/* Into the mount: memory behind every byte that comes (the file was
 	 * sized with holes); the source's holes stay holes. */
 	for (size_t i = 0, j; rc == VY_OK && job->into && i < r.npieces; i = j) {
@@ -238,6 +245,11 @@ vy_err vy_copysrv_run(vy_fs *fs, const vy_copysrv_job *job, uint64_t *done, uint
 		pthread_mutex_destroy(&r.lock);
 	}
 	free(r.pieces);
+	/* Out of the mount, only data was written: the holes and the tail
+	 * are the destination's size. */
+	if (rc == VY_OK && !job->into && ftruncate(job->other, (off_t)size) != 0)
+		rc = vy_fail(e, VY_EINVAL, "check the destination's filesystem", "sizing the destination to %llu bytes: %s",
+			     (unsigned long long)size, strerror(errno));
 	if (r.direct)
 		fcntl(job->other, F_SETFL, flags);
 	*done = atomic_load(&r.done);

@@ -207,18 +207,24 @@ PY
 	assertEquals "memory back to none" 0 "$(stat_of resident_bytes)"
 }
 
-# EFBIG for a size no device could hold (more than its memory); a size
-# past the budget is holes, as tmpfs keeps them (truncate, a far write);
-# memory that is not there is ENOSPC (fallocate, a write), and comes back.
-test_sizes_no_budget_holds_are_efbig_and_no_room_is_enospc() {
+# Sizes past the device's memory are holes, as tmpfs keeps them (issue
+# "posix 2"): truncate, a far write and fallocate far out work; memory
+# that is not there is ENOSPC (fallocate, a write), and comes back; only
+# the kernel's own limit is EFBIG.
+test_sizes_past_the_device_are_holes_and_no_room_is_enospc() {
 	need fallocate || return 0
 	unmount_vyrefs
 	mount_vyrefs "resident_budget=64M" || fail "mount"
-	assertEquals "truncate far" "File too large" "$(why truncate -s 999999999999999 "$MNT/f")"
-	assertEquals "write past the device" "File too large" \
+	truncate -s 999999999999999 "$MNT/f" || fail "truncate far"
+	dd if=/dev/zero of="$MNT/f" bs=4k count=1 seek=16M conv=notrunc status=none || fail "a write at 64 GiB"
+	assertEquals "one granule for the far write" "999999999999999 4096" "$(stat -c '%s %b' "$MNT/f")"
+	# Data past 1 TiB (or 8 times the device): holes before it would be
+	# mapped granule by granule on a GPU, so it is refused with its Fix.
+	assertEquals "data past 1 TiB" "File too large" \
 		"$(why dd if=/dev/zero of="$MNT/f" bs=4k count=1 seek=1G conv=notrunc status=none)"
-	assertEquals "nothing stayed" "0 0" "$(stat -c '%s %b' "$MNT/f")"
-	assertContains "$(cat "$VY_LOG")" "bytes of memory (Fix: keep the file under the device's memory"
+	assertContains "$(cat "$VY_LOG")" "this device maps holes up to byte 1099511627776 at most (Fix: keep data below that byte"
+	assertEquals "past the kernel's limit" "File too large" \
+		"$(why dd if=/dev/zero of="$MNT/f" bs=1 count=2 seek=9223372036854775806 conv=notrunc status=none)"
 	truncate -s 65M "$MNT/f" || fail "a size past the budget is holes"
 	assertEquals "holes cost nothing" "68157440 0" "$(stat -c '%s %b' "$MNT/f")"
 	assertEquals "fallocate past the budget" "No space left on device" "$(why fallocate -l 65M "$MNT/g")"
@@ -235,6 +241,90 @@ test_sizes_no_budget_holds_are_efbig_and_no_room_is_enospc() {
 	fallocate -l 40M "$MNT/b" || fail "room again"
 	assertEquals "40M of memory" 81920 "$(stat -c %b "$MNT/b")"
 	assertEquals 41943040 "$(stat -c %s "$MNT/b")"
+}
+
+# The issue's cases side by side: tmpfs and vyrefs of 64M take the same
+# sparse sizes, far writes and far fallocates, and refuse the same memory.
+big_sizes() {
+	python3 - "$1" <<'PY'
+import errno, os, sys
+d, G, M = sys.argv[1], 1 << 30, 1 << 20
+def run(name, f):
+    try:
+        r = f()
+        print(name, "ok" if r is None else r)
+    except OSError as e:
+        print(name, errno.errorcode[e.errno])
+def fd(n):
+    return os.open(os.path.join(d, n), os.O_CREAT | os.O_RDWR)
+a, b, c, e = fd("a"), fd("b"), fd("c"), fd("e")
+run("truncate 3G", lambda: os.ftruncate(a, 3 * G))
+run("falloc 1M at 2G", lambda: os.posix_fallocate(b, 2 * G, M))
+run("pwrite at 2G+1", lambda: os.pwrite(c, b"x", 2 * G + 1) and None)
+run("read there", lambda: os.pread(c, 3, 2 * G))
+run("truncate 2^63-1", lambda: os.ftruncate(a, (1 << 63) - 1))
+run("read at 2^62", lambda: os.pread(a, 4, 1 << 62))
+run("SEEK_DATA in a", lambda: os.lseek(a, 0, os.SEEK_DATA))
+run("SEEK_HOLE at 2^62", lambda: os.lseek(a, 1 << 62, os.SEEK_HOLE))
+run("falloc 65M", lambda: os.posix_fallocate(e, 0, 65 * M))
+run("pwrite 65M", lambda: os.pwrite(e, bytes(65 * M), 0) and None)
+run("sizes", lambda: " ".join(str(os.fstat(x).st_size) for x in (a, b, c)))
+PY
+}
+
+test_sizes_past_the_device_as_on_tmpfs() {
+	unmount_vyrefs
+	mount_vyrefs "resident_budget=64M" || fail "mount"
+	mount_tmpfs
+	local want
+	want=$(big_sizes "$TMPFS")
+	assertContains "$want" "truncate 2^63-1 ok"
+	assertContains "$want" "falloc 65M ENOSPC"
+	assertEquals "$want" "$(big_sizes "$MNT")"
+}
+
+# A 1 TiB sparse file makes nothing allocate or walk its holes: reads and
+# readahead at its end, SEEK, copy_file_range, a sequence and a mapping
+# (ENOSPC with the budget, before anything), `vyrefs cp` out (data only)
+# and a move to another device.
+test_a_1tib_sparse_file_costs_nothing_anywhere() {
+	unmount_vyrefs
+	mount_vyrefs "host_devices=2,devices=0,1" || fail "mount"
+	local T=$((1 << 40)) out
+	truncate -s $T "$MNT/big" || fail "truncate 1T"
+	printf 'end' | dd of="$MNT/big" bs=1 seek=$((T - 3)) conv=notrunc status=none || fail "write at its end"
+	assertEquals "1099511627776 4096" "$(stat -c '%s %b' "$MNT/big")"
+	out=$(timeout 60 python3 - "$MNT/big" <<'PY'
+import os, sys
+T = 1 << 40
+fd = os.open(sys.argv[1], os.O_RDONLY | os.O_DIRECT)
+import mmap
+buf = mmap.mmap(-1, 1 << 20)
+z = 0
+for k in range(16):                       # readahead over the tail's start
+    os.preadv(fd, [buf], (1 << 39) + (k << 20))
+    z += buf[:] == bytes(1 << 20)
+fd2 = os.open(sys.argv[1], os.O_RDONLY)
+print(z, os.pread(fd2, 3, T - 3).decode(), os.lseek(fd2, 0, os.SEEK_DATA), os.lseek(fd2, 0, os.SEEK_HOLE))
+d = os.open(sys.argv[1] + ".c", os.O_CREAT | os.O_RDWR)
+print(os.copy_file_range(fd2, d, 4 << 20, T - (4 << 20), 0), os.pread(d, 3, (4 << 20) - 3).decode())
+PY
+)
+	assertEquals "$(printf '16 end %s %s\n4194304 end' $((T - (2 << 20))) 0)" "$out"
+	echo "fill big 7" 2>"$WORK/err" >"$MNT/.vyre/ctl"
+	assertContains "a sequence: no room" "$(cat "$WORK/err")" "No space left on device"
+	assertContains "$(cat "$VY_LOG")" ".vyre/ctl: no room for "
+	out=$(timeout 60 "$BUILD/tests/client/vymap" info "$MNT/big" 2>&1)
+	assertEquals "a mapping: ENOSPC ($out)" 28 $?
+	assertContains "a mapping: no room" "$out" "no room for "
+	timeout 60 "$VYREFS" cp "$MNT/big" "$WORK/big" || fail "vyrefs cp out"
+	assertEquals "cp out: size, data only" "1099511627776 end" "$(stat -c %s "$WORK/big") $(tail -c 3 "$WORK/big")"
+	assertTrue "cp out: holes stay holes" "[ $(stat -c %b "$WORK/big") -le 16384 ]"
+	rm -f "$WORK/big"
+	timeout 60 setfattr -n user.vyre.device -v 1 "$MNT/big" || fail "move"
+	assertEquals "moved: 1 end 4096" "1 end 4096" "$(dev_of "$MNT/big") $(tail -c 3 "$MNT/big") $(stat -c %b "$MNT/big")"
+	rm "$MNT/big" "$MNT/big.c"
+	assertEquals "memory back to none" 0 "$(stat_of resident_bytes)"
 }
 
 test_readdir_ends_while_its_entries_are_renamed() {
