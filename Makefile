@@ -99,6 +99,9 @@ $(BUILD)/vyrefs: $(FS_OBJ) $(LAUNCHER_OBJ) $(CLIENT_OBJ) $(CORE_LIB)
 $(BUILD)/tests/unit/test_%: $(BUILD)/tests/unit/test_%.o $(UNIT_LIB) $(CORE_LIB)
 	$(CC) $(CFLAGS) -o $@ $^ $(PKG_LIBS) $(LDLIBS)
 
+$(BUILD)/tests/unit/test_statx: $(BUILD)/tests/unit/test_statx.o $(UNIT_LIB) $(BUILD)/fs/statx.o $(CORE_LIB)
+	$(CC) $(CFLAGS) -o $@ $^ $(PKG_LIBS) $(LDLIBS)
+
 # The daemon's files with the counting device: every daemon object but main's.
 $(BUILD)/tests/unit/test_fsfile: $(BUILD)/tests/unit/test_fsfile.o $(UNIT_LIB) \
 		$(filter-out $(UNIT_LIB) $(BUILD)/daemon/main.o,$(FS_OBJ)) $(CORE_LIB)

@@ -1,6 +1,6 @@
 /* vy_copy_file: files into and out of a vyrefs mount around FUSE. Into a
  * mount the destination is created through the mount and given its size;
- * then the daemon (fs/copysrv.c) reads the source through the fd passed to
+ * then the daemon (sock/copysrv.c) reads the source through the fd passed to
  * it, with threads, pinned memory it keeps and its own streams, and copies
  * to the device. Out of a mount the reverse. FUSE's one request at a time
  * (about 1 GB/s) is not in the way, and this process needs no CUDA context

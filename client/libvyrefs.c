@@ -1,4 +1,4 @@
-/* libvyrefs: the client side of the map server (fs/mapsrv.c). It reuses
+/* libvyrefs: the client side of the map server (sock/mapsrv.c). It reuses
  * the core's device backends (core/device_*.c) to import memory, and talks
  * to the daemon through client/daemon.c; everything but the functions of
  * vyrefs.h is hidden in the shared library. */

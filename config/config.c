@@ -239,6 +239,11 @@ vy_err vy_config_set(vy_config *c, const char *key, const char *value, vy_error 
 		rc = size_value(key, value, &next.kernel_cache, e);
 	} else if (!strcmp(key, "allow_other")) {
 		rc = bool_value(key, value, &next.allow_other, e);
+	} else if (!strcmp(key, "vyre_dir")) {
+		rc = !strcmp(value, "hidden") || !strcmp(value, "visible")
+			     ? VY_OK
+			     : bad_value(e, key, value, "use vyre_dir=hidden or vyre_dir=visible");
+		next.vyre_dir_visible = !strcmp(value, "visible");
 	} else if (!strcmp(key, "kernel_cflags")) {
 		size_t len = strlen(value);
 		rc = len < sizeof(next.kernel_cflags) && !strchr(value, '\n')
@@ -436,6 +441,8 @@ static bool ini_value(const vy_config *c, const char *key, char *v, size_t cap)
 		snprintf(v, cap, "%llu", (unsigned long long)c->kernel_cache);
 	else if (!strcmp(key, "allow_other"))
 		snprintf(v, cap, "%s", c->allow_other ? "on" : "off");
+	else if (!strcmp(key, "vyre_dir"))
+		snprintf(v, cap, "%s", c->vyre_dir_visible ? "visible" : "hidden");
 	else if (!strcmp(key, "launch_timeout"))
 		snprintf(v, cap, "%llums", (unsigned long long)c->launch_timeout_ms);
 	else if (!strcmp(key, "xattr_budget"))

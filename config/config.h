@@ -23,6 +23,7 @@
  *                    every idle worker always waits there
  *   kernel_cache     the CUDA JIT cache for modules (size; 0 turns it off)
  *   allow_other      let other users reach the mount (on | off)
+ *   vyre_dir         .vyre in the root's listings (hidden | visible)
  *   launch_timeout   a control sequence's time limit (60s; 500ms, 2m, 0:
  *                    none): past it its launcher is killed
  * A bad key or value is refused naming the key, the value and what is
@@ -50,6 +51,7 @@ typedef struct vy_config {
 	unsigned idle_threads;
 	uint64_t kernel_cache;
 	bool allow_other;
+	bool vyre_dir_visible; /* .vyre in the root's listings (vyre_dir=visible) */
 	uint64_t launch_timeout_ms; /* 0: no limit */
 	uint64_t xattr_budget;      /* bytes of extended attributes, all files */
 	uint64_t max_inodes;        /* files, directories and links at most */

@@ -31,6 +31,9 @@ const vy_option_doc vy_options[] = {
 	{"kernel_cache", "SIZE", "256M", "the CUDA JIT cache for modules (CUDA_CACHE_MAXSIZE, in ~/.cache/vyrefs); 0 turns it off"},
 	{"allow_other", "on|off", "off",
 	 "let other users reach the mount; a mount by a user other than root needs user_allow_other in /etc/fuse.conf"},
+	{"vyre_dir", "hidden|visible", "hidden",
+	 "whether the root's listings (ls -a, find, cp -a, tar, rsync) show the control directory .vyre, as ZFS's "
+	 "snapdir; hidden, it is still reached by name (cd MNT/.vyre, cat MNT/.vyre/stats) and cannot be removed"},
 	{"launch_timeout", "DURATION", "60s",
 	 "a control sequence's time limit (500ms, 60s, 2m; a plain number is seconds): past it its launcher is "
 	 "killed and the write fails with ETIMEDOUT; 0: no limit"},

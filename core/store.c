@@ -556,6 +556,21 @@ void vy_store_usage_get(vy_store *s, vy_store_usage *out)
 	pthread_mutex_unlock(&s->lock);
 }
 
+uint64_t vy_store_room(vy_store *s)
+{
+	pthread_mutex_lock(&s->lock);
+	uint64_t room = s->budget > s->resident ? s->budget - s->resident : 0, free_now, total, live;
+	if (s->dev->ops->mem_info(s->dev, &free_now, &total, NULL) != VY_OK)
+		room = 0; /* a device that cannot say: no promise */
+	else if (vy_add_u64(free_now, s->pool.bytes, &live) && (live = vy_scale_u64(live, BUDGET_NUM, BUDGET_DEN)) < room)
+		room = live;
+	uint64_t g = s->dev->share ? s->dev->info.share_granularity : 0;
+	if (g && room >= g)
+		room = room / g * g; /* vy_device_alloc_size rounds up to granules */
+	pthread_mutex_unlock(&s->lock);
+	return room;
+}
+
 void vy_store_test_set_next_id(vy_store *s, vy_handle next)
 {
 	pthread_mutex_lock(&s->lock);

@@ -115,6 +115,14 @@ uint32_t vy_store_inflight(vy_store *s, vy_handle h);
 
 void vy_store_usage_get(vy_store *s, vy_store_usage *out);
 
+/* The largest buffer a new allocation could get now, in what it is
+ * allocated in: what the budget has left (pooled bytes count as free:
+ * they are evicted first), at most 9/10 of what the driver reports free
+ * with the pool's bytes given back, in whole granules where buffers are
+ * allocated in granules. statfs's "available" (what a new file can get
+ * with fallocate). */
+uint64_t vy_store_room(vy_store *s);
+
 /* Tests only: continue handle ids from `next`, to reach the end of the id
  * space without 2^64 allocations. */
 void vy_store_test_set_next_id(vy_store *s, vy_handle next);

@@ -11,6 +11,7 @@
 #include "daemon/mount.h"
 #include "daemon/remount.h"
 #include "daemon/version.h"
+#include "daemon/mountflags.h"
 #include "launcher/launcher.h"
 #include "client/cp.h"
 
@@ -70,8 +71,9 @@ static void usage(FILE *to)
 	}
 	fputs("  -o remount,ro,...  change a live mount's flags (mount -o remount runs it);\n"
 	      "                 settings there must be the ones it runs with\n"
-	      "  -o ro,nosuid,nodev,noexec,...  usual mount flags; rw, defaults, noauto,\n"
-	      "                 _netdev, nofail and x-* are accepted for /etc/fstab\n"
+	      "  -o ro,nosuid,nodev,noexec,relatime,nosymfollow,...  mount(8)'s flags go to\n"
+	      "                 the kernel; lazytime, iversion, mand, silent (and their no*),\n"
+	      "                 defaults, noauto, _netdev, nofail, x-* are accepted and do nothing\n"
 	      "\n"
 	      "/etc/fstab:  vyrefs  /mnt/gpu  fuse.vyrefs  defaults,backend=cuda  0 0\n"
 	      "See vyrefs(8).\n",
@@ -89,23 +91,6 @@ static void build_info(void)
 #else
 	printf("cuda_backend no\n");
 #endif
-}
-
-/* Mount flags the kernel takes from us. */
-static const char *const kernel_flags[] = {"ro", "rw", "nosuid", "suid", "nodev", "dev", "noexec", "exec",
-					   "noatime", "atime", "relatime", "strictatime", "nodiratime", "diratime",
-					   "sync", "async", "dirsync", NULL};
-/* Flags meant for mount(8) and fstab, not for us: accepted and dropped. */
-static const char *const fstab_flags[] = {"defaults", "auto", "noauto", "user", "nouser", "users", "owner",
-					  "group", "_netdev", "nofail", "default_permissions", "lazytime",
-					  "nolazytime", NULL};
-
-static bool listed(const char *const *list, const char *s)
-{
-	for (; *list; list++)
-		if (!strcmp(*list, s))
-			return true;
-	return false;
 }
 
 typedef struct cli {
@@ -150,10 +135,11 @@ static int take_options(cli *c, char *list)
 			c->config = item + 7;
 		} else if (!strncmp(item, "fsname=", 7)) {
 			c->m.source = item + 7;
-		} else if (!strncmp(item, "subtype=", 8) || !strncmp(item, "x-", 2) || !strncmp(item, "comment=", 8) ||
-			   listed(fstab_flags, item)) {
+		} else if (!strncmp(item, "subtype=", 8) ||
+			   (vy_mountflag_find(item) && vy_mountflag_find(item)->kind == VY_MF_NOOP)) {
 			continue;
-		} else if (listed(kernel_flags, item)) {
+		} else if (vy_mountflag_find(item)) {
+			/* libfuse's at the mount, or set right after it (mount.c) */
 			size_t len = strlen(c->m.mount_flags);
 			if (len + strlen(item) + 2 > sizeof(c->m.mount_flags)) {
 				fprintf(stderr, "vyrefs: too many mount flags (Fix: give each flag once)\n");

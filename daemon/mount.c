@@ -2,6 +2,7 @@
 #include "daemon/mount.h"
 #include "sock/mapsrv.h"
 #include "daemon/mountinfo.h"
+#include "daemon/mountflags.h"
 #include "fs/fs.h"
 #include "daemon/log.h"
 #include "fs/ops.h"
@@ -201,9 +202,10 @@ static int serve(const vy_mount_args *a)
 	}
 	fs_ready = true;
 
-	char opts[1024];
+	char opts[1024], kflags[sizeof(a->mount_flags)];
+	vy_mountflags_libfuse(a->mount_flags, kflags, sizeof(kflags));
 	snprintf(opts, sizeof(opts), "default_permissions,fsname=%s,subtype=vyrefs%s%s%s", a->source,
-		 a->cfg.allow_other ? ",allow_other" : "", a->mount_flags[0] ? "," : "", a->mount_flags);
+		 a->cfg.allow_other ? ",allow_other" : "", kflags[0] ? "," : "", kflags);
 	char *argv[] = {"vyrefs", "-o", opts, a->debug ? "-d" : NULL, NULL};
 	struct fuse_args args = FUSE_ARGS_INIT(a->debug ? 4 : 3, argv);
 	se = fuse_session_new(&args, &vy_fs_ops, sizeof(vy_fs_ops), &fs);
@@ -221,6 +223,14 @@ static int serve(const vy_mount_args *a)
 		report('E', "cannot mount on %s (Fix: check that it is an empty directory you may mount on, that /dev/fuse "
 			    "exists, and that fusermount3 is installed; allow_other needs user_allow_other in /etc/fuse.conf)",
 		       a->mountpoint);
+		fuse_remove_signal_handlers(se);
+		goto out;
+	}
+	/* Flags libfuse 3.14 cannot pass (relatime, nosymfollow, ...). */
+	char why[512];
+	if (vy_mountflags_late(a->mountpoint, a->mount_flags, why, sizeof(why)) != 0) {
+		report('E', "%s", why);
+		fuse_session_unmount(se);
 		fuse_remove_signal_handlers(se);
 		goto out;
 	}

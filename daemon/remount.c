@@ -2,6 +2,7 @@
  * remount,...`): the mount flags change on the live mount; settings can
  * only be what the mount already runs with. */
 #include "daemon/remount.h"
+#include "daemon/mountflags.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -11,31 +12,9 @@
 #include <sys/mount.h>
 #include <sys/statvfs.h>
 
-typedef struct flag {
-	const char *name;
-	unsigned long set, clear;
-} flag;
-
-/* What each mount flag does to the mount's flags. */
-static const flag flags[] = {
-	{"ro", MS_RDONLY, 0},
-	{"rw", 0, MS_RDONLY},
-	{"nosuid", MS_NOSUID, 0},
-	{"suid", 0, MS_NOSUID},
-	{"nodev", MS_NODEV, 0},
-	{"dev", 0, MS_NODEV},
-	{"noexec", MS_NOEXEC, 0},
-	{"exec", 0, MS_NOEXEC},
-	{"noatime", MS_NOATIME, MS_RELATIME | MS_STRICTATIME},
-	{"atime", 0, MS_NOATIME},
-	{"relatime", MS_RELATIME, MS_NOATIME | MS_STRICTATIME},
-	{"strictatime", MS_STRICTATIME, MS_NOATIME | MS_RELATIME},
-	{"nodiratime", MS_NODIRATIME, 0},
-	{"diratime", 0, MS_NODIRATIME},
-	{"sync", MS_SYNCHRONOUS, 0},
-	{"async", 0, MS_SYNCHRONOUS},
-	{"dirsync", MS_DIRSYNC, 0},
-};
+/* Linux 5.10's; glibc 2.36's headers may lack them. */
+#define VY_ST_NOSYMFOLLOW 0x2000
+#define VY_MS_NOSYMFOLLOW 256
 
 /* The kernel's FUSE options mount(8) may hand back from the mount table. */
 static bool fuse_kernel_option(const char *item)
@@ -111,16 +90,13 @@ int vy_remount(const char *mountpoint, const char *mount_flags, const char *sett
 	mf |= sv.f_flag & ST_NOATIME ? MS_NOATIME : 0;
 	mf |= sv.f_flag & ST_NODIRATIME ? MS_NODIRATIME : 0;
 	mf |= sv.f_flag & ST_RELATIME ? MS_RELATIME : 0;
+	mf |= sv.f_flag & VY_ST_NOSYMFOLLOW ? VY_MS_NOSYMFOLLOW : 0;
 	char *fl = strdup(mount_flags ? mount_flags : "");
 	if (!fl) {
 		fprintf(stderr, "vyrefs: out of memory (Fix: free host memory)\n");
 		return 1;
 	}
-	save = NULL;
-	for (char *item = strtok_r(fl, ",", &save); item; item = strtok_r(NULL, ",", &save))
-		for (size_t i = 0; i < sizeof(flags) / sizeof(flags[0]); i++)
-			if (!strcmp(item, flags[i].name))
-				mf = (mf & ~flags[i].clear) | flags[i].set;
+	mf = vy_mountflags_apply(mf, fl);
 	free(fl);
 	if (mount(NULL, mountpoint, NULL, mf, NULL) != 0) {
 		int err = errno;

@@ -81,14 +81,14 @@ static vy_err files_share(void *ctx, void *file, vy_error *e)
 	 * write lock on the way of every sequence. A buffer replaced after
 	 * this look is caught by the check under the read locks (exec.c). */
 	pthread_rwlock_rdlock(&in->lock);
-	bool done = !in->buf || vy_store_shareable(vy_fs_core(fs, in)->store, in->buf);
+	bool done = in->size <= in->cap && (!in->buf || vy_store_shareable(vy_fs_core(fs, in)->store, in->buf));
 	pthread_rwlock_unlock(&in->lock);
 	if (done)
 		return VY_OK;
 	pthread_rwlock_wrlock(&in->lock);
 	vy_err rc = VY_OK;
 	/* Nothing else may use the buffer while it moves or gets memory. */
-	if (in->buf && !vy_store_shareable(vy_fs_core(fs, in)->store, in->buf))
+	if (in->size > in->cap || (in->buf && !vy_store_shareable(vy_fs_core(fs, in)->store, in->buf)))
 		rc = vy_file_share(fs, in, e);
 	pthread_rwlock_unlock(&in->lock);
 	return rc;

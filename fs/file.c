@@ -8,6 +8,9 @@
 #include "fs/readahead.h"
 #include "fs/wbehind.h"
 
+#include <errno.h>
+#include <string.h>
+
 #define PAGE 4096u
 
 /* v rounded up to a page, or 0 when that does not fit. */
@@ -21,6 +24,13 @@ static uint64_t page_up(uint64_t v)
 static uint64_t fitted(uint64_t size)
 {
 	return page_up(size + size / 8);
+}
+
+/* Where the file's buffer ends for its bytes: [0, size) past it is the
+ * tail, a hole that is in no buffer (docs/fs.md, "Sparse files"). */
+static uint64_t data_end(const vy_inode *in)
+{
+	return in->size < in->cap ? in->size : in->cap;
 }
 
 static void free_buffer(vy_fs *fs, vy_inode *in)
@@ -84,8 +94,8 @@ static vy_err rebuffer(vy_fs *fs, vy_inode *in, uint64_t cap, vy_error *e)
 		rc = vy_store_alloc(vy_fs_core(fs, in)->store, cap, &h, e);
 	if (rc != VY_OK)
 		return rc;
-	if (in->buf && in->size > 0) {
-		rc = vy_copy(vy_fs_core(fs, in), in->buf, 0, h, 0, in->size, e);
+	if (in->buf && data_end(in) > 0) {
+		rc = vy_copy(vy_fs_core(fs, in), in->buf, 0, h, 0, data_end(in), e);
 		if (rc != VY_OK) {
 			vy_store_free(vy_fs_core(fs, in)->store, h, NULL);
 			return rc;
@@ -128,31 +138,58 @@ static void shrink_in_place(vy_fs *fs, vy_inode *in, uint64_t keep)
 		took(in, &v);
 }
 
-/* Larger than the device: no budget could ever hold it, so this is EFBIG
- * (too large for this filesystem). */
-static vy_err too_large(vy_fs *fs, vy_inode *in, uint64_t need, vy_error *e)
+/* Past the kernel's largest file: EFBIG. A size past the device's memory
+ * is fine (holes, and a tail: below); memory past the budget is ENOSPC. */
+static vy_err too_large(uint64_t need, vy_error *e)
 {
-	uint64_t exact = page_up(need);
-	if (!exact || need > VY_FILE_MAX)
+	if (!page_up(need) || need > VY_FILE_MAX)
 		return vy_fail(e, VY_EOVERFLOW, "keep files under 8 EiB", "a %llu-byte file is too large",
 			       (unsigned long long)need);
+	return VY_OK;
+}
+
+/* The device's memory in whole granules: a truncate maps holes up to here
+ * at most; a larger size leaves the rest as the tail, so a size up to the
+ * kernel's limit costs no address space, no mapping and no memory. */
+static uint64_t span_limit(vy_fs *fs, vy_inode *in)
+{
 	vy_store_usage u;
 	vy_store_usage_get(vy_fs_core(fs, in)->store, &u);
-	if (exact > u.total)
-		return vy_fail(e, VY_EOVERFLOW, "keep the file under the device's memory",
-			       "a %llu-byte file is larger than the device's %llu bytes of memory",
-			       (unsigned long long)need, (unsigned long long)u.total);
-	return VY_OK;
+	uint64_t g = vy_fs_core(fs, in)->dev->info.share_granularity;
+	return g ? u.total / g * g : u.total;
+}
+
+/* Data may lie this far into a file: holes before it are mapped (one
+ * mapping per granule on a GPU), so past it a write is EFBIG with its Fix
+ * rather than a long wait; 1 TiB, or 8 times the device's memory. */
+static uint64_t data_reach(vy_fs *fs, vy_inode *in)
+{
+	uint64_t m = span_limit(fs, in), r = (uint64_t)1 << 40;
+	return m <= r / 8 ? r : m > UINT64_MAX / 8 ? UINT64_MAX : m * 8;
 }
 
 /* At least `need` bytes of capacity, with memory: in place where the file
  * can grow so; otherwise move it to a buffer of twice the size, or of
  * exactly what is needed when doubling does not fit the budget. */
+static vy_err zero(vy_fs *fs, vy_inode *in, uint64_t from, uint64_t to, vy_error *e);
+static vy_err reserve_memory(vy_fs *fs, vy_inode *in, uint64_t need, vy_error *e);
+
+/* reserve_memory, and zeros in what it gained of the tail: bytes of the
+ * file that read as zeros and now have memory of the pool's. */
 static vy_err reserve(vy_fs *fs, vy_inode *in, uint64_t need, vy_error *e)
+{
+	uint64_t was = in->cap;
+	vy_err rc = reserve_memory(fs, in, need, e);
+	if (rc == VY_OK && in->size > was && in->cap > was)
+		rc = zero(fs, in, was, data_end(in), e);
+	return rc;
+}
+
+static vy_err reserve_memory(vy_fs *fs, vy_inode *in, uint64_t need, vy_error *e)
 {
 	if (need <= in->cap)
 		return VY_OK;
-	vy_err rc = too_large(fs, in, need, e);
+	vy_err rc = too_large(need, e);
 	if (rc != VY_OK)
 		return rc;
 	uint64_t exact = page_up(need);
@@ -186,9 +223,14 @@ static vy_err extend_sparse(vy_fs *fs, vy_inode *in, uint64_t from, uint64_t to,
 	uint64_t g = vy_fs_core(fs, in)->dev->info.share_granularity;
 	if (!g || !vy_fs_core(fs, in)->dev->share || to < g || to <= in->cap || from < in->cap || from - in->cap < g)
 		return VY_OK;
-	vy_err rc = too_large(fs, in, to, e);
+	vy_err rc = too_large(to, e);
 	if (rc != VY_OK)
 		return rc;
+	if (to > data_reach(fs, in))
+		return vy_fail(e, VY_EOVERFLOW,
+			       "keep data below that byte (a size past it is fine: truncate -s), or put far data in a file of its own",
+			       "data at byte %llu of a file: this device maps holes up to byte %llu at most",
+			       (unsigned long long)from, (unsigned long long)data_reach(fs, in));
 	vy_buffer_view v;
 	if (!in->buf) {
 		vy_handle h;
@@ -212,8 +254,12 @@ static vy_err extend_sparse(vy_fs *fs, vy_inode *in, uint64_t from, uint64_t to,
 
 /* Memory for every hole of [off, end): what is written must not land on
  * the zeros a hole maps. */
+static vy_err make_room(vy_fs *fs, vy_inode *in, uint64_t off, uint64_t end, vy_error *e);
+
 static vy_err back(vy_fs *fs, vy_inode *in, uint64_t off, uint64_t end, vy_error *e)
 {
+	if (end > in->cap)
+		return make_room(fs, in, off, end, e); /* the tail: room, then back */
 	if (!in->holes || end <= off || vy_store_backed(vy_fs_core(fs, in)->store, in->buf, off, end - off))
 		return VY_OK;
 	vy_err rc = quiet(fs, in, e);
@@ -244,6 +290,8 @@ static vy_err make_room(vy_fs *fs, vy_inode *in, uint64_t off, uint64_t end, vy_
 static vy_err zero(vy_fs *fs, vy_inode *in, uint64_t from, uint64_t to, vy_error *e)
 {
 	vy_err rc = VY_OK;
+	if (to > in->cap)
+		to = in->cap; /* the tail reads zeros without memory */
 	while (rc == VY_OK && from < to) {
 		uint64_t d = in->holes ? vy_store_seek(vy_fs_core(fs, in)->store, in->buf, from, true) : from;
 		if (d >= to)
@@ -270,8 +318,13 @@ vy_err vy_file_read(vy_fs *fs, vy_inode *in, uint64_t off, size_t size, vy_ra_hi
 		return VY_OK;
 	}
 	rc = vy_staging_acquire(vy_fs_core(fs, in)->staging, n, buf, e);
-	if (rc == VY_OK)
-		rc = vy_readback_pinned(vy_fs_core(fs, in), in->buf, off, buf->ptr, n, e);
+	/* Past the buffer is the tail: zeros, from no device. */
+	uint64_t dend = data_end(in);
+	size_t dev = off < dend ? (size_t)(dend - off < n ? dend - off : n) : 0;
+	if (rc == VY_OK && dev)
+		rc = vy_readback_pinned(vy_fs_core(fs, in), in->buf, off, buf->ptr, dev, e);
+	if (rc == VY_OK && dev < n)
+		memset((char *)buf->ptr + dev, 0, n - dev);
 	if (rc == VY_OK)
 		*got = n;
 	return rc;
@@ -318,13 +371,17 @@ vy_err vy_file_truncate(vy_fs *fs, vy_inode *in, uint64_t size, vy_error *e)
 	if (in->maps && size < in->size)
 		return mapped(in, e);
 	if (size > in->size) {
-		/* Past the capacity by a granule or more: holes (sparse). */
-		vy_err rc = extend_sparse(fs, in, size, size, e);
+		/* Past the capacity by a granule or more: holes (sparse), up
+		 * to the device's memory; past that, the tail (no buffer). */
+		uint64_t span = size, limit = span_limit(fs, in);
+		if (size > in->cap && size > limit)
+			span = vy_fs_core(fs, in)->dev->share ? (limit > in->cap ? limit : in->cap) : in->cap;
+		vy_err rc = extend_sparse(fs, in, span, span, e);
 		if (rc == VY_OK)
-			rc = reserve(fs, in, size, e);
+			rc = reserve(fs, in, span, e);
 		vy_devices_name_nospace(fs, in, rc, e);
 		if (rc == VY_OK)
-			rc = zero(fs, in, in->size, size, e);
+			rc = zero(fs, in, in->size, span, e);
 		if (rc != VY_OK)
 			return rc;
 		in->size = size;
@@ -409,10 +466,14 @@ vy_err vy_file_copy(vy_fs *fs, vy_inode *src, uint64_t off_in, vy_inode *dst, ui
 	rc = make_room(fs, dst, off_out, end, e);
 	if (rc == VY_OK && off_out > dst->size)
 		rc = zero(fs, dst, dst->size, off_out, e);
-	if (rc == VY_OK)
-		rc = src->dev == dst->dev ? vy_copy(vy_fs_core(fs, dst), src->buf, off_in, dst->buf, off_out, len, e)
+	/* The source's tail reads zeros: only what its buffer holds is copied. */
+	uint64_t dend = data_end(src), dev = off_in < dend ? (dend - off_in < len ? dend - off_in : len) : 0;
+	if (rc == VY_OK && dev)
+		rc = src->dev == dst->dev ? vy_copy(vy_fs_core(fs, dst), src->buf, off_in, dst->buf, off_out, dev, e)
 					  : vy_peer_copy(vy_fs_core(fs, dst), dst->buf, off_out, vy_fs_core(fs, src), src->buf,
-							 off_in, len, fs->direct[dst->dev * fs->ndev + src->dev], e);
+							 off_in, dev, fs->direct[dst->dev * fs->ndev + src->dev], e);
+	if (rc == VY_OK && dev < len)
+		rc = vy_fill(vy_fs_core(fs, dst), dst->buf, off_out + dev, len - dev, 0, e);
 	if (rc != VY_OK)
 		return rc;
 	if (end > dst->size)
@@ -429,12 +490,13 @@ static vy_err move_bytes(vy_fs *fs, vy_inode *in, vy_core *to, vy_handle h, unsi
 	vy_core *from = vy_fs_core(fs, in);
 	bool direct = fs->direct[dev * fs->ndev + in->dev];
 	vy_err rc = VY_OK;
-	for (uint64_t at = 0; rc == VY_OK && at < in->size;) {
+	uint64_t dend = data_end(in); /* the tail moves as the size alone */
+	for (uint64_t at = 0; rc == VY_OK && at < dend;) {
 		uint64_t d = in->holes ? vy_store_seek(from->store, in->buf, at, true) : at;
-		if (d >= in->size)
+		if (d >= dend)
 			break;
-		uint64_t end = in->holes ? vy_store_seek(from->store, in->buf, d, false) : in->size;
-		end = end < in->size ? end : in->size;
+		uint64_t end = in->holes ? vy_store_seek(from->store, in->buf, d, false) : dend;
+		end = end < dend ? end : dend;
 		if (in->holes)
 			rc = vy_core_back(to, h, d, end - d, NULL, e);
 		if (rc == VY_OK)
@@ -467,7 +529,7 @@ vy_err vy_file_move(vy_fs *fs, vy_inode *in, unsigned dev, vy_error *e)
 	 * in place there. */
 	vy_core *to = fs->dev[dev].core;
 	vy_handle h = 0;
-	uint64_t len = page_up(in->size) ? page_up(in->size) : in->cap;
+	uint64_t len = page_up(data_end(in)) ? page_up(data_end(in)) : in->cap;
 	rc = in->holes ? vy_store_alloc_holes(to->store, len, &h, e) : vy_store_alloc(to->store, len, &h, e);
 	if (rc == VY_OK)
 		rc = move_bytes(fs, in, to, h, dev, e);
@@ -494,6 +556,10 @@ vy_err vy_file_back(vy_fs *fs, vy_inode *in, uint64_t off, uint64_t end, vy_erro
 vy_err vy_file_share(vy_fs *fs, vy_inode *in, vy_error *e)
 {
 	vy_err rc = vy_wbehind_settle(fs, in, e);
+	/* The tail gets memory too: another process maps every byte (a 1
+	 * TiB sparse file: ENOSPC, saying the budget, before anything). */
+	if (rc == VY_OK && in->size > in->cap)
+		rc = make_room(fs, in, in->cap, in->size, e);
 	if (rc != VY_OK || !in->buf)
 		return rc;
 	vy_readahead_forget(in);
@@ -503,6 +569,24 @@ vy_err vy_file_share(vy_fs *fs, vy_inode *in, vy_error *e)
 	    vy_store_view(vy_fs_core(fs, in)->store, in->buf, &v, NULL) == VY_OK)
 		took(in, &v);
 	return rc;
+}
+
+int vy_file_seek(vy_fs *fs, vy_inode *in, uint64_t off, bool data, uint64_t *at)
+{
+	uint64_t dend = data_end(in);
+	if (off >= in->size)
+		return ENXIO; /* as lseek(2): at or past the end, neither data nor a hole */
+	uint64_t x = off;
+	if (off >= dend)
+		x = data ? UINT64_MAX : off; /* the tail: a hole to the end */
+	else if (in->holes)
+		x = vy_store_seek(vy_fs_core(fs, in)->store, in->buf, off, data);
+	else if (!data)
+		x = dend; /* no hole before the buffer's end */
+	if (data && x >= dend)
+		return ENXIO;
+	*at = x < in->size ? x : in->size;
+	return 0;
 }
 
 vy_err vy_file_settle(vy_fs *fs, vy_inode *in, vy_error *e)

@@ -1,6 +1,7 @@
 /* Regular files' bytes: one device buffer per file.
  *
- * Bytes [0, size) are the file. Capacity grows geometrically (doubling, in
+ * Bytes [0, size) are the file; those past the buffer's capacity (`cap`)
+ * are the tail, a hole in no buffer that reads as zeros. Capacity grows geometrically (doubling, in
  * 4 KiB steps), so writing a file front to back costs linear time; bytes
  * between the old end and a new one always read as zeros (the device
  * buffer is zeroed there, never left with a pool buffer's old bytes). After
@@ -28,12 +29,15 @@ vy_err vy_file_truncate(vy_fs *fs, vy_inode *in, uint64_t size, vy_error *e);
 /* Make room for [off, off+len); unless keep_size, extend the file over it. */
 vy_err vy_file_allocate(vy_fs *fs, vy_inode *in, uint64_t off, uint64_t len, bool keep_size, vy_error *e);
 /* Punch a hole: [off, off+len) within the size reads as zeros, the size
- * stays. Files are not sparse: the hole keeps its device bytes, zeroed. */
+ * stays; whole pieces inside it go back (holes), the rest is zeroed. */
 vy_err vy_file_punch(vy_fs *fs, vy_inode *in, uint64_t off, uint64_t len, vy_error *e);
 /* Copy up to len bytes on the device (both locked; the same inode once);
  * *copied says how many (fewer at the source's end). */
 vy_err vy_file_copy(vy_fs *fs, vy_inode *src, uint64_t off_in, vy_inode *dst, uint64_t off_out, uint64_t len,
 		    uint64_t *copied, vy_error *e);
+/* SEEK_DATA (`data`) or SEEK_HOLE from `off` into *at: 0, or ENXIO (at or
+ * past the end; no data after `off`). Read lock held. */
+int vy_file_seek(vy_fs *fs, vy_inode *in, uint64_t off, bool data, uint64_t *at);
 /* Every byte written so far on the device (write-behind, wbehind.h); an
  * error if some never got there. For flush and fsync. */
 vy_err vy_file_settle(vy_fs *fs, vy_inode *in, vy_error *e);

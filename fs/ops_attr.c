@@ -8,6 +8,7 @@
 #include "fs/devices_xattr.h"
 #include "fs/file.h"
 #include "fs/moddir.h"
+#include "fs/space.h"
 #include "fs/statx.h"
 
 #include <errno.h>
@@ -35,7 +36,7 @@ void vy_op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	pthread_rwlock_rdlock(&in->lock);
 	vy_op_stat(fs, in, &st);
 	pthread_rwlock_unlock(&in->lock);
-	vy_statx_btime(&in->btime); /* for a statx asking for it (statx.h) */
+	vy_statx_of(&in->btime, vy_inode_attr_flags(in)); /* for a statx asking for it (statx.h) */
 	fuse_reply_attr(req, &st, vy_op_attr_timeout(in));
 }
 
@@ -158,22 +159,15 @@ void vy_op_statfs(fuse_req_t req, fuse_ino_t ino)
 {
 	(void)ino;
 	vy_fs *fs = fs_of(req);
-	/* Every device's budget summed. Pooled bytes are free: an
-	 * allocation reclaims them. */
-	uint64_t budget = 0, avail = 0;
-	for (unsigned d = 0; d < fs->ndev; d++) {
-		vy_store_usage u;
-		vy_store_usage_get(fs->dev[d].core->store, &u);
-		uint64_t used = u.resident < u.budget ? u.resident : u.budget;
-		budget += u.budget;
-		avail += u.budget - used;
-	}
+	vy_space sp; /* fs/space.h: available is what a new file can get */
+	vy_space_get(fs, &sp);
 	struct statvfs sv;
 	memset(&sv, 0, sizeof(sv));
 	sv.f_bsize = 4096;
 	sv.f_frsize = 4096;
-	sv.f_blocks = budget / 4096;
-	sv.f_bfree = sv.f_bavail = avail / 4096;
+	sv.f_blocks = sp.total / 4096;
+	sv.f_bfree = sp.free / 4096;
+	sv.f_bavail = sp.avail / 4096;
 	pthread_mutex_lock(&fs->ns);
 	sv.f_files = fs->cfg.max_inodes;
 	uint64_t used = fs->inodes.count + fs->extra_links;
@@ -455,5 +449,6 @@ void vy_op_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void *arg, st
 	in->attr_flags = want;
 	vy_now(&in->ctime);
 	pthread_mutex_unlock(&in->meta);
+	fuse_lowlevel_notify_inval_inode(fs->se, in->ino, -1, 0); /* its cached ctime goes, +A too */
 	fuse_reply_ioctl(req, 0, NULL, 0);
 }

@@ -338,18 +338,8 @@ void vy_op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence, struct f
 		return;
 	}
 	pthread_rwlock_rdlock(&in->lock);
-	uint64_t at = (uint64_t)off, size = in->kind == VY_FILE ? in->size : 0;
-	int err = 0;
-	if (at >= size)
-		err = ENXIO; /* as lseek(2): at or past the end, neither data nor a hole */
-	else if (in->holes)
-		at = vy_store_seek(vy_fs_core(fs, in)->store, in->buf, at, whence == SEEK_DATA);
-	else if (whence == SEEK_HOLE)
-		at = size; /* no hole before the end */
-	if (!err && whence == SEEK_DATA && at >= size)
-		err = ENXIO;
-	if (!err && at > size)
-		at = size;
+	uint64_t at = 0;
+	int err = in->kind == VY_FILE ? vy_file_seek(fs, in, (uint64_t)off, whence == SEEK_DATA, &at) : ENXIO;
 	pthread_rwlock_unlock(&in->lock);
 	if (err)
 		fuse_reply_err(req, err);

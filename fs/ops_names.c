@@ -5,6 +5,7 @@
 #include "daemon/session.h"
 #include "fs/devices.h"
 #include "fs/file.h"
+#include "fs/vyre.h"
 #include "fs/moddir.h"
 
 #include <errno.h>
@@ -556,6 +557,8 @@ void vy_op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struc
 		room = add_dirent(req, buf, size, &used, "..", d->parent, S_IFDIR, 2);
 	for (const vy_dirent *e = vy_dir_next(&d->dir, off < 2 ? 0 : (uint64_t)off - 2); room && e && e->cookie < od->limit;
 	     e = vy_dir_next(&d->dir, e->cookie)) {
+		if (!vy_vyre_listed(fs, d->ino, e->ino))
+			continue;
 		vy_inode *in = vy_u64map_get(&fs->inodes, e->ino);
 		room = add_dirent(req, buf, size, &used, e->name, e->ino, in ? vy_inode_type(in) : 0,
 				  (off_t)(e->cookie + 2));

@@ -69,9 +69,11 @@ static bool fetch(vy_fs *fs, vy_inode *in, struct vy_readahead *ra, ra_chunk *c,
 	if (c->copy.inflight)
 		landed(fs, in, c);
 	c->valid = false;
-	if (at >= in->size || !hold(fs, in, c))
+	/* Only what the buffer holds: the tail past it is read as zeros. */
+	uint64_t end = in->size < in->cap ? in->size : in->cap;
+	if (at >= end || !hold(fs, in, c))
 		return false;
-	uint64_t len = in->size - at < VY_RA_CHUNK ? in->size - at : VY_RA_CHUNK;
+	uint64_t len = end - at < VY_RA_CHUNK ? end - at : VY_RA_CHUNK;
 	vy_error why;
 	if (vy_async_dtoh(vy_fs_core(fs, in), &c->copy, in->buf, at, c->buf.ptr, len, &why) != VY_OK) {
 		vy_log(LOG_NOTICE, "inode %llu: readahead: %s", (unsigned long long)in->ino, why.msg);

@@ -41,6 +41,10 @@ void vy_op_stat(vy_fs *fs, vy_inode *in, struct stat *st)
 	st->st_blksize = (blksize_t)fs->cfg.max_write; /* what cp and dd size their writes by */
 	switch (in->kind) {
 	case VY_FILE:
+		/* Where files may have holes, the granule is the unit of a hole,
+		 * of SEEK_HOLE's answers and of st_blocks: say it (docs/fs.md). */
+		if (vy_fs_core(fs, in)->dev->share && vy_fs_core(fs, in)->dev->info.share_granularity)
+			st->st_blksize = (blksize_t)vy_fs_core(fs, in)->dev->info.share_granularity;
 		st->st_size = (off_t)in->size;
 		st->st_blocks = (blkcnt_t)((in->cap - in->holes + 511) / 512); /* device bytes held */
 		break;

@@ -1,6 +1,7 @@
 /* FUSE_STATX through libfuse 3.14 (see statx.h). */
 #include "fs/statx.h"
 
+#include <linux/fs.h>
 #include <linux/fuse.h>
 #include <linux/stat.h>
 #include <stdint.h>
@@ -64,6 +65,7 @@ _Static_assert(offsetof(struct vy_fuse_statx_in, fh) == offsetof(struct fuse_get
 static _Thread_local uint64_t statx_unique; /* 0: the request is no STATX */
 static _Thread_local bool have_btime;
 static _Thread_local struct timespec btime;
+static _Thread_local unsigned flags; /* chattr's FS_*_FL */
 
 void vy_statx_request(void *buf, ssize_t n)
 {
@@ -76,11 +78,18 @@ void vy_statx_request(void *buf, ssize_t n)
 	statx_unique = in->unique;
 }
 
-void vy_statx_btime(const struct timespec *t)
+void vy_statx_of(const struct timespec *t, unsigned fsflags)
 {
 	btime = *t;
+	flags = fsflags;
 	have_btime = true;
 }
+
+/* chattr's flags statx reports, as tmpfs (shmem_getattr) reports them. */
+static const struct {
+	unsigned fl;
+	uint64_t attr;
+} attrs[] = {{FS_APPEND_FL, STATX_ATTR_APPEND}, {FS_IMMUTABLE_FL, STATX_ATTR_IMMUTABLE}, {FS_NODUMP_FL, STATX_ATTR_NODUMP}};
 
 static struct vy_fuse_sx_time sx_time(uint64_t sec, uint32_t nsec)
 {
@@ -122,6 +131,10 @@ bool vy_statx_reply(int fd, const struct iovec *iov, int count, ssize_t *res)
 	if (have_btime) {
 		s->mask |= STATX_BTIME;
 		s->btime = sx_time((uint64_t)btime.tv_sec, (uint32_t)btime.tv_nsec);
+		for (size_t i = 0; i < sizeof(attrs) / sizeof(attrs[0]); i++) {
+			s->attributes_mask |= attrs[i].attr;
+			s->attributes |= flags & attrs[i].fl ? attrs[i].attr : 0;
+		}
 	}
 	struct fuse_out_header out = *hdr;
 	out.len = (uint32_t)(sizeof(out) + sizeof(so));

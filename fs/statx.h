@@ -21,9 +21,11 @@
  * FUSE_GETATTR, remembered by its unique id. */
 void vy_statx_request(void *buf, ssize_t n);
 
-/* The getattr operation: the btime of the inode it is about to reply for
- * (used only if the request was a FUSE_STATX). */
-void vy_statx_btime(const struct timespec *btime);
+/* The getattr operation: the btime and chattr flags of the inode it is
+ * about to reply for (used only if the request was a FUSE_STATX): statx
+ * gets the btime, and STATX_ATTR_APPEND, IMMUTABLE and NODUMP in its
+ * attributes, with those three in its mask, as tmpfs reports them. */
+void vy_statx_of(const struct timespec *btime, unsigned fsflags);
 
 /* io_writev: when this is the reply to a FUSE_STATX, write it to `fd` as a
  * fuse_statx_out and set *res to what writev returned; false otherwise

@@ -28,6 +28,8 @@ static vy_inode *add(vy_fs *fs, vy_inode *dir, const char *name, vy_kind kind, v
 vy_err vy_vyre_build(vy_fs *fs, vy_inode *root, vy_error *e)
 {
 	vy_inode *v = add(fs, root, VY_VYRE_NAME, VY_DIR, VY_V_NONE, S_IFDIR | 0755);
+	if (v && !fs->cfg.vyre_dir_visible)
+		root->nlink--; /* the root's links count the directories it lists */
 	vy_inode *m = v ? add(fs, v, "modules", VY_DIR, VY_V_NONE, S_IFDIR | 0700) : NULL;
 	if (!v || !m || !add(fs, v, "ctl", VY_VIRTUAL, VY_V_CTL, S_IFREG | 0600) ||
 	    /* the mounting user's, as ctl: its lines name files and pids */
@@ -41,6 +43,11 @@ vy_err vy_vyre_build(vy_fs *fs, vy_inode *root, vy_error *e)
 	fs->vyre_ino = v->ino;
 	fs->modules_ino = m->ino;
 	return VY_OK;
+}
+
+bool vy_vyre_listed(const vy_fs *fs, uint64_t dir, uint64_t ino)
+{
+	return fs->cfg.vyre_dir_visible || dir != FUSE_ROOT_ID || ino != fs->vyre_ino;
 }
 
 typedef struct text {

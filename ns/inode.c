@@ -147,6 +147,14 @@ vy_inode *vy_ns_inode(vy_ns *ns, uint64_t ino)
 	return in;
 }
 
+unsigned vy_inode_attr_flags(vy_inode *in)
+{
+	pthread_mutex_lock(&in->meta);
+	unsigned f = in->attr_flags;
+	pthread_mutex_unlock(&in->meta);
+	return f;
+}
+
 void vy_inode_touch(vy_inode *in, bool modified)
 {
 	pthread_mutex_lock(&in->meta);

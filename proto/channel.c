@@ -1,5 +1,5 @@
 /* Framing and fd passing for the daemon's channels: to its launchers, and
- * to clients over the client socket (fs/mapsrv.c, client/). */
+ * to clients over the client socket (sock/mapsrv.c, client/). */
 #include "proto/channel.h"
 
 #include <errno.h>

@@ -209,8 +209,12 @@ static void *worker(void *arg)
 }
 
 /* The data of fd's first `size` bytes (all of it when holes are not
- * looked for), in pieces of at most PIECE aligned to PIECE. */
-static vy_err pieces_of(int fd, uint64_t size, bool skip_holes, piece **out, size_t *n, vy_error *e)
+ * looked for), or of the mount's file `in` (its holes and tail skipped;
+ * its read lock held), in pieces of at most PIECE aligned to PIECE. The
+ * list grows with the data, never with the size (a 1 TiB sparse file
+ * plans nothing). */
+static vy_err pieces_of(vy_fs *fs, vy_inode *in, int fd, uint64_t size, bool skip_holes, piece **out, size_t *n,
+			vy_error *e)
 {
 	size_t cap = 16, count = 0;
 	piece *p = malloc(cap * sizeof(*p));
@@ -218,7 +222,11 @@ static vy_err pieces_of(int fd, uint64_t size, bool skip_holes, piece **out, siz
 		return vy_fail(e, VY_ENOMEM, "free host memory", "cannot plan the copy");
 	for (uint64_t off = 0; off < size;) {
 		uint64_t data = off, hole = size;
-		if (skip_holes) {
+		if (in) {
+			if (vy_file_seek(fs, in, off, true, &data) != 0 || vy_file_seek(fs, in, data, false, &hole) != 0)
+				break; /* a hole to the end */
+			hole = hole > data ? hole : size;
+		} else if (skip_holes) {
 			off_t d = lseek(fd, (off_t)off, SEEK_DATA);
 			if (d < 0 && errno == ENXIO)
 				break; /* a hole to the end */
@@ -306,10 +314,15 @@ static void *coordinate(void *arg)
 	pthread_setname_np(pthread_self(), "vy-copy");
 	vy_error e;
 	vy_err rc = VY_OK;
-	atomic_fetch_add(&r->in_client, 1);
-	if (r->size > 0)
-		rc = pieces_of(r->other, r->size, r->into, &r->pieces, &r->npieces, &e);
-	atomic_fetch_sub(&r->in_client, 1);
+	if (r->size > 0 && r->into) { /* the client's file: SEEK_DATA may stall */
+		atomic_fetch_add(&r->in_client, 1);
+		rc = pieces_of(r->fs, NULL, r->other, r->size, true, &r->pieces, &r->npieces, &e);
+		atomic_fetch_sub(&r->in_client, 1);
+	} else if (r->size > 0) { /* the mount's file: its holes, under its lock */
+		pthread_rwlock_rdlock(&r->in->lock);
+		rc = pieces_of(r->fs, r->in, r->other, r->size, false, &r->pieces, &r->npieces, &e);
+		pthread_rwlock_unlock(&r->in->lock);
+	}
 	atomic_store(&r->moved_ns, now_ns());
 	if (rc == VY_OK && !atomic_load(&r->stop))
 		rc = prepare(r, &e);
@@ -331,6 +344,20 @@ static void *coordinate(void *arg)
 	pthread_mutex_lock(&r->lock);
 	while (atomic_load(&r->finished) < started)
 		pthread_cond_wait(&r->ended, &r->lock);
+	bool sized = rc == VY_OK && r->rc == VY_OK && !atomic_load(&r->stop);
+	pthread_mutex_unlock(&r->lock);
+	/* Out of the mount, only data was written: the holes and the tail
+	 * are the destination's size. */
+	if (sized && !r->into) {
+		atomic_fetch_add(&r->in_client, 1);
+		if (ftruncate(r->other, (off_t)r->size) != 0) {
+			vy_fail(&e, VY_EINVAL, "check the destination's filesystem", "sizing the destination to %llu bytes: %s",
+				(unsigned long long)r->size, strerror(errno));
+			run_fail(r, VY_EINVAL, &e);
+		}
+		atomic_fetch_sub(&r->in_client, 1);
+	}
+	pthread_mutex_lock(&r->lock);
 	r->complete = true;
 	pthread_cond_broadcast(&r->ended);
 	pthread_mutex_unlock(&r->lock);

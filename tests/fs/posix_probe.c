@@ -18,6 +18,8 @@
  *                        link counts), to compare with tmpfs
  *   tmpfile DIR          O_TMPFILE written, linked in by linkat; an O_EXCL
  *                        one linkat refuses
+ *   statx PATH           statx's attributes and their mask, of the ones
+ *                        chattr's flags give: "attrs=a,i,d mask=a,i,d"
  *   dio FILE ROUNDS      buffered readers run while another fd writes the
  *                        whole file with O_DIRECT AIO; afterwards every
  *                        buffered read must show the new bytes: "dio stale=0" */
@@ -564,8 +566,39 @@ static int check_tmpfile(const char *dir)
 	return 0;
 }
 
+/* statx's chattr attributes of `path`, by name, in a fixed order. */
+static int check_statx(const char *path)
+{
+	static const struct {
+		uint64_t bit;
+		const char *name;
+	} names[] = {{STATX_ATTR_APPEND, "a"},
+		     {STATX_ATTR_IMMUTABLE, "i"},
+		     {STATX_ATTR_NODUMP, "d"},
+		     {STATX_ATTR_COMPRESSED, "c"},
+		     {STATX_ATTR_ENCRYPTED, "E"},
+		     {STATX_ATTR_VERITY, "V"}};
+	struct statx sx;
+	if (statx(AT_FDCWD, path, AT_SYMLINK_NOFOLLOW, STATX_BASIC_STATS | STATX_BTIME, &sx) != 0)
+		return fail(path);
+	uint64_t v[2] = {sx.stx_attributes & sx.stx_attributes_mask, sx.stx_attributes_mask};
+	for (int k = 0; k < 2; k++) {
+		printf("%s", k ? " mask=" : "attrs=");
+		const char *sep = "";
+		for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+			if (v[k] & names[i].bit) {
+				printf("%s%s", sep, names[i].name);
+				sep = ",";
+			}
+	}
+	printf("\n");
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
+	if (argc == 3 && !strcmp(argv[1], "statx"))
+		return check_statx(argv[2]);
 	if (argc == 3 && !strcmp(argv[1], "tmpfile"))
 		return check_tmpfile(argv[2]);
 	if (argc == 3 && !strcmp(argv[1], "script"))

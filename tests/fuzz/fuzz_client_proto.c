@@ -58,7 +58,7 @@ static void feed(int s, const uint8_t *p, size_t len, int fd, unsigned nfds, siz
 		abort();
 }
 
-/* The daemon's decoding of a request's body (fs/mapsrv.c): each opcode's
+/* The daemon's decoding of a request's body (sock/mapsrv.c): each opcode's
  * struct when the length is its size; what it reads must lie in the body. */
 static void decode(const vy_msg *m)
 {
