@@ -44,33 +44,46 @@ run_c() {
 	echo "$name: $line ($((SECONDS - start)) s)"
 }
 
-# shunit2 suites print each test's name, then ASSERT/ERROR lines for its
-# failures, and `Ran N tests.` last. (Its FAILED line counts asserts, not
-# tests, so failed tests are counted from the per-test lines.)
+# shunit2 suites (through tests/shunit.sh) print `@setUp` before each
+# test's setUp, the test's name when its body starts, ASSERT and
+# shunit2:ERROR lines for its failures, SKIPPED lines, and `Ran N tests.`
+# last. A failure after `@setUp` and before the name belongs to the test
+# that comes next. A test passes only when its body ran and failed nothing;
+# a test whose body never ran (its setUp failed, the suite stopped at a
+# shunit2:FATAL or crashed) counts as failed, never as passed.
 run_sh() {
-	local suite=$1 name out ran fails
+	local suite=$1 name out want ran fails skips notrun
 	name=$(basename "$suite")
 	out="$log/$name.log"
 	local start=$SECONDS
 	case "$name" in bench_test.sh) echo "$name: running (about 2 minutes)" ;; *) echo "$name: running" ;; esac
-	bash "$suite" >"$out" 2>&1
+	VY_LOG_DIR="$log/$name.d" bash "$suite" >"$out" 2>&1
 	local rc=$?
-	ran=$(sed -n 's/^Ran \([0-9]*\) test.*/\1/p' "$out" | tail -n 1)
-	if [ -z "$ran" ]; then
-		failed=$((failed + 1))
-		echo "$name: no summary (exit $rc)"
-		tail -n 20 "$out"
-		return
-	fi
-	fails=$(awk '/^test_/ { t = $1 } /^(ASSERT|ERROR)/ && t != "" && !(t in bad) { bad[t] = 1; n++ } END { print n + 0 }' "$out")
-	skips=$(awk '/^test_/ { t = $1 } /^(ASSERT|ERROR)/ { bad[t] = 1 } /^SKIPPED/ { s[t] = 1 } END { for (t in s) if (!(t in bad)) n++; print n + 0 }' "$out")
-	[ $rc != 0 ] && [ "$fails" = 0 ] && fails=1
+	want=$(tests_in "$suite")
+	read -r ran fails skips < <(awk '
+		/^@setUp$/ { t = ""; pend = 1; pbad = 0; pskip = 0; next }
+		/^test_[A-Za-z0-9_]*$/ { t = $1; ran++; pend = 0; if (pbad) bad[t] = 1; if (pskip) s[t] = 1; next }
+		/^(ASSERT|ERROR)|^shunit2:(ERROR|FATAL)/ { if (pend) pbad = 1; else if (t != "") bad[t] = 1 }
+		/^SKIPPED/ { if (pend) pskip = 1; else if (t != "") s[t] = 1 }
+		END { for (x in bad) nb++; for (x in s) if (!(x in bad)) ns++; print ran + 0, nb + 0, ns + 0 }' "$out")
+	notrun=$((want > ran ? want - ran : 0))
+	# A suite that failed with every test that ran passing: count it once.
+	[ $rc != 0 ] && [ "$fails" = 0 ] && [ "$notrun" = 0 ] && fails=1
 	passed=$((passed + ran - fails - skips))
-	failed=$((failed + fails))
+	failed=$((failed + fails + notrun))
 	skipped=$((skipped + skips))
-	[ "$fails" != 0 ] && grep -B1 '^ASSERT\|^ERROR' "$out"
-	grep -B1 '^SKIPPED' "$out" | grep -v '^--' | paste - - | sed 's/^/  skip /'
-	echo "$name: $ran run, $fails failed, $skips skipped ($((SECONDS - start)) s)"
+	[ "$fails" != 0 ] && grep -B1 '^ASSERT\|^ERROR\|^shunit2:\(ERROR\|FATAL\)' "$out" | grep -v '^@setUp$'
+	[ "$notrun" != 0 ] && { echo "  $notrun of $want tests never ran (exit $rc):"; grep '^shunit2:FATAL' "$out" | sed 's/^/  /'; tail -n 5 "$out" | sed 's/^/  | /'; }
+	awk '/^@setUp$/ { t = ""; r = "" } /^SKIPPED/ { if (t == "") r = $0; else print "  skip " t ": " $0 }
+		/^test_[A-Za-z0-9_]*$/ { t = $1; if (r != "") print "  skip " t ": " r; r = "" }' "$out"
+	local nr=""
+	[ "$notrun" != 0 ] && nr=" ($notrun not run)"
+	echo "$name: $want tests: $((ran - fails - skips)) passed, $((fails + notrun)) failed$nr, $skips skipped ($((SECONDS - start)) s)"
+}
+
+# tests_in SUITE: how many tests it defines (shunit2 runs every test_*).
+tests_in() {
+	grep -c '^test_[A-Za-z0-9_]*()' "$1"
 }
 
 # picked NAME: the suite was asked for (or none were named).
@@ -81,7 +94,7 @@ picked() {
 # skip_suite SUITE REASON: count its tests as skipped, saying why.
 skip_suite() {
 	local n
-	n=$(grep -c '^test_[A-Za-z0-9_]*()' "$1")
+	n=$(tests_in "$1")
 	skipped=$((skipped + n))
 	echo "$(basename "$1"): $n skipped: $2"
 }

@@ -149,7 +149,7 @@ test_man_page_is_made_from_the_settings_table() {
 # A FIFO named as the config must not hang the mount, and a binary file is
 # not read as settings.
 test_config_must_be_a_regular_text_file() {
-	d=$(mktemp -d)
+	d=$(mktemp -d) || return 1
 	mkfifo "$d/fifo"
 	printf '[vyrefs]\nbackend = host\n\0\001\002' >"$d/binary"
 	err=$(timeout 5 "$VYREFS" --self-check -o "config=$d/fifo" 2>&1)
@@ -162,4 +162,4 @@ test_config_must_be_a_regular_text_file() {
 	rm -rf "$d"
 }
 
-. "${SHUNIT2:-/usr/bin/shunit2}"
+. tests/shunit.sh

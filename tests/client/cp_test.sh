@@ -8,17 +8,16 @@
 . tests/fs/lib.sh
 
 setUp() {
-	mount_vyrefs "allow_other=on" || fail "mount"
+	mount_vyrefs "allow_other=on" || { fail "mount"; return 1; }
 	chmod 1777 "$MNT"
-	SRC=$(mktemp -d /tmp/vyrefs-cp.XXXXXX)
+	SRC=$(mktemp -d /tmp/vyrefs-cp.XXXXXX) || return 1
 	chmod 755 "$SRC"
 }
 
 tearDown() {
 	rm -rf "$SRC"
 	unmount_vyrefs
-	if [ -n "$VY_LOG" ] && [ -z "${VY_KEEP_LOGS:-}" ]; then rm -f "$VY_LOG"; fi
-	VY_LOG=""
+	drop_log
 }
 
 test_round_trips_are_byte_exact() {
@@ -122,4 +121,4 @@ test_sigint_stops_the_copy_and_the_mount_goes_on() {
 }
 
 
-. "${SHUNIT2:-/usr/bin/shunit2}"
+. tests/shunit.sh

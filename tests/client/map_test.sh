@@ -17,7 +17,7 @@ PY=python3
 $PY -c 'import numpy' 2>/dev/null || PY=/usr/bin/python3
 
 setUp() {
-	mount_vyrefs "allow_other=on" || fail "mount"
+	mount_vyrefs "allow_other=on" || { fail "mount"; return 1; }
 	chmod 1777 "$MNT"
 }
 
@@ -222,4 +222,4 @@ PY
 	assertEquals 0 "$(stat_of mapped_bytes)"
 }
 
-. "${SHUNIT2:-/usr/bin/shunit2}"
+. tests/shunit.sh

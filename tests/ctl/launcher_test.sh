@@ -8,7 +8,7 @@
 . tests/fs/lib.sh
 
 setUp() {
-	mount_vyrefs "launch_timeout=3s" || fail "mount"
+	mount_vyrefs "launch_timeout=3s" || { fail "mount"; return 1; }
 }
 
 run_seq() { # TEXT: write it to ctl in one write; print the reply or the error
@@ -95,7 +95,7 @@ test_small_files_move_to_memory_of_their_own_once() {
 
 test_killed_launcher_costs_only_its_sequence() {
 	unmount_vyrefs
-	mount_vyrefs "launch_timeout=60s" || fail "mount"
+	mount_vyrefs "launch_timeout=60s" || { fail "mount"; return 1; }
 	head -c 1000000 /dev/urandom >"$MNT.src"
 	cp "$MNT.src" "$MNT/kept" || fail "cp"
 	sum=$(sha256sum <"$MNT/kept")
@@ -137,7 +137,7 @@ PY
 
 test_launch_timeout_stops_a_sequence_and_the_mount_goes_on() {
 	unmount_vyrefs
-	mount_vyrefs "launch_timeout=1s" || fail "mount"
+	mount_vyrefs "launch_timeout=1s" || { fail "mount"; return 1; }
 	truncate -s 64M "$MNT/f"
 	start=$(date +%s%N)
 	out=$(run_seq $'repeat 10000000\nfill f 1\nend\n')
@@ -157,7 +157,7 @@ test_launch_timeout_stops_a_sequence_and_the_mount_goes_on() {
 # writer is gone at once (not left in D state); stats answer meanwhile.
 test_killing_the_writer_stops_its_sequence() {
 	unmount_vyrefs
-	mount_vyrefs "launch_timeout=0" || fail "mount"
+	mount_vyrefs "launch_timeout=0" || { fail "mount"; return 1; }
 	truncate -s 64M "$MNT/f"
 	python3 - "$MNT/.vyre/ctl" <<'PY' &
 import os, sys
@@ -185,7 +185,7 @@ PY
 
 test_sigterm_unmounts_within_seconds_while_a_sequence_runs() {
 	unmount_vyrefs
-	mount_vyrefs "launch_timeout=0" || fail "mount"
+	mount_vyrefs "launch_timeout=0" || { fail "mount"; return 1; }
 	truncate -s 64M "$MNT/f"
 	run_seq $'repeat 10000000\nfill f 1\nend\n' >"$MNT.out" &
 	writer=$!
@@ -235,4 +235,4 @@ test_bad_launch_timeout_is_refused() {
 	done
 }
 
-. "${SHUNIT2:-/usr/bin/shunit2}"
+. tests/shunit.sh

@@ -8,7 +8,7 @@ BUILD=${BUILD:-build}
 
 test_nullfs_keeps_bytes_and_unmounts_cleanly() {
 	local m src
-	m=$(mktemp -d /tmp/nullfs-mnt.XXXXXX) src=$(mktemp /tmp/nullfs-src.XXXXXX)
+	m=$(mktemp -d /tmp/nullfs-mnt.XXXXXX) && src=$(mktemp /tmp/nullfs-src.XXXXXX) || return 1
 	head -c $((5 << 20)) /dev/urandom >"$src"
 	env --default-signal=INT "$BUILD/bench/nullfs" "$m" &
 	local pid=$!
@@ -29,7 +29,7 @@ test_nullfs_keeps_bytes_and_unmounts_cleanly() {
 
 test_bench_runs_end_to_end_at_smoke_sizes() {
 	local out key rc
-	out=$(mktemp -d /tmp/vybench-out.XXXXXX)
+	out=$(mktemp -d /tmp/vybench-out.XXXXXX) || return 1
 	BENCH_QUICK=1 BENCH_REPS=3 BENCH_BACKEND=$backend BENCH_OUT=$out bench/run.sh >"$out/stdout" 2>&1
 	rc=$? # before the message's $(tail): it sets $? too
 	assertEquals "bench/run.sh: $(tail -5 "$out/stdout")" 0 $rc
@@ -70,7 +70,7 @@ test_devices_phase_at_smoke_sizes() {
 		return
 	fi
 	need getfattr setfattr || return
-	out=$(mktemp -d /tmp/vybench-out.XXXXXX)
+	out=$(mktemp -d /tmp/vybench-out.XXXXXX) || return 1
 	BENCH_QUICK=1 BENCH_BACKEND=$backend BENCH_PHASES=devices BENCH_OUT=$out bench/run.sh >"$out/stdout" 2>&1
 	rc=$?
 	assertEquals "bench/run.sh: $(tail -5 "$out/stdout")" 0 $rc
@@ -91,4 +91,4 @@ test_devices_phase_at_smoke_sizes() {
 	rm -rf "$out"
 }
 
-. "$SHUNIT2"
+. tests/shunit.sh

@@ -5,7 +5,7 @@
 D=""
 
 setUp() {
-	D=$(mktemp -d /tmp/vyrefs-mnt.XXXXXX)
+	D=$(mktemp -d /tmp/vyrefs-mnt.XXXXXX) || return 1
 	chmod 755 "$D"
 }
 
@@ -16,7 +16,7 @@ tearDown() {
 	wait_gone "vyrefs.*$D" || fail "a daemon on $D is still running"
 	rmdir "$D" 2>/dev/null
 	unmount_vyrefs
-	if [ -n "$VY_LOG" ] && [ -z "${VY_KEEP_LOGS:-}" ]; then rm -f "$VY_LOG"; fi
+	drop_log
 }
 
 
@@ -47,7 +47,7 @@ test_mount_t_fuse_vyrefs_as_fstab_does() {
 	need unshare
 	# A private mount namespace needs / to be a mount (a bare chroot's is not).
 	mountpoint -q / || skip_test "needs / to be a mount point (in a chroot, bind-mount its root onto itself first)"
-	bindir=$(mktemp -d)
+	bindir=$(mktemp -d) || return 1
 	ln -s "$(realpath "$VYREFS")" "$bindir/vyrefs"
 	out=$(unshare -m --propagation private sh -c "
 		mount --bind '$bindir' /usr/local/sbin &&
@@ -78,7 +78,7 @@ test_mount_t_fuse_with_a_full_path() {
 
 test_sigterm_and_sigint_unmount_cleanly() {
 	for sig in TERM INT; do
-		mount_vyrefs || fail "mount"
+		mount_vyrefs || { fail "mount"; return 1; }
 		printf 'x' >"$MNT/f"
 		kill -$sig "$VY_PID"
 		for _ in $(seq 100); do kill -0 "$VY_PID" 2>/dev/null || break; sleep 0.05; done
@@ -109,7 +109,7 @@ busy_threads() {
 served_by() {
 	local i before after readers=()
 	# The host backend: the CUDA driver's own threads would count as workers.
-	mount_vyrefs "backend=host,idle_threads=$1" || fail "mount"
+	mount_vyrefs "backend=host,idle_threads=$1" || { fail "mount"; return 1; }
 	for i in 1 2 3 4 5 6 7 8; do head -c 8M /dev/zero >"$MNT/f$i"; done
 	for i in 1 2 3 4 5 6 7 8; do
 		dd if="$MNT/f$i" of=/dev/null bs=64K iflag=direct status=none &
@@ -143,7 +143,7 @@ test_one_at_a_time_requests_stay_on_two_workers() {
 }
 
 test_read_only_mount_refuses_writes() {
-	mount_vyrefs "ro" || fail "mount"
+	mount_vyrefs "ro" || { fail "mount"; return 1; }
 	(printf 'x' >"$MNT/f") 2>"$MNT.err"
 	assertNotEquals 0 $?
 	assertContains "$(cat "$MNT.err")" "Read-only file system"
@@ -154,7 +154,7 @@ test_read_only_mount_refuses_writes() {
 test_config_file_then_options() {
 	conf=$(mktemp)
 	printf '[vyrefs]\nbackend = %s\nhost_memory = 128M\npool_budget = 2M\nmax_write = 256K\n' "$backend" >"$conf"
-	mount_vyrefs "config=$conf,pool_budget=3M" || fail "mount"
+	mount_vyrefs "config=$conf,pool_budget=3M" || { fail "mount"; return 1; }
 	cfg=$(cat "$MNT/.vyre/config")
 	assertContains "$cfg" "pool_budget = 3145728"  # -o wins
 	assertContains "$cfg" "max_write = 262144"     # from the file
@@ -170,7 +170,7 @@ test_config_file_then_options() {
 # .vyre/config has a line for each setting --help lists (both come from the
 # settings table), set or left to its default; config= is not a setting.
 test_vyre_config_shows_every_setting_of_help() {
-	mount_vyrefs || fail "mount"
+	mount_vyrefs || { fail "mount"; return 1; }
 	cfg=$(sed -n 's/^\([a-z_]*\) = .*/\1/p; s/^# \([a-z_]*\): .*/\1/p' "$MNT/.vyre/config" | sort)
 	help=$("$VYREFS" --help | sed -n 's/^     \([a-z_]*\)=.*/\1/p' | grep -vx config | sort)
 	assertNotEquals "" "$help"
@@ -227,7 +227,7 @@ test_auto_backend_says_once_which_it_chose() {
 # A second mount on the same directory would hide the first and its files;
 # a dead mount and a file as the mountpoint get hints that fit them.
 test_mountpoint_mistakes_are_named() {
-	mount_vyrefs || fail "mount"
+	mount_vyrefs || { fail "mount"; return 1; }
 	err=$("$VYREFS" -o backend=host "$MNT" 2>&1)
 	assertEquals 1 $?
 	assertContains "$err" "a vyrefs mount is already there"
@@ -247,4 +247,4 @@ test_mountpoint_mistakes_are_named() {
 	MNT=""
 }
 
-. "${SHUNIT2:-/usr/bin/shunit2}"
+. tests/shunit.sh

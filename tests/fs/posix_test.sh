@@ -9,8 +9,8 @@ WORK=""
 TMPFS=""
 
 setUp() {
-	WORK=$(mktemp -d /tmp/vyrefs-work.XXXXXX)
-	mount_vyrefs "${VY_OPTS:-}" || fail "mount"
+	WORK=$(mktemp -d /tmp/vyrefs-work.XXXXXX) || return 1
+	mount_vyrefs "${VY_OPTS:-}" || { fail "mount"; return 1; }
 }
 
 tearDown() {
@@ -21,11 +21,11 @@ tearDown() {
 		TMPFS=""
 	fi
 	rm -rf "$WORK"
-	if [ -n "$VY_LOG" ] && [ -z "${VY_KEEP_LOGS:-}" ]; then rm -f "$VY_LOG"; fi
+	drop_log
 }
 
 mount_tmpfs() {
-	TMPFS=$(mktemp -d /tmp/vyrefs-tmpfs.XXXXXX)
+	TMPFS=$(mktemp -d /tmp/vyrefs-tmpfs.XXXXXX) || return 1
 	# nodev,nosuid: as libfuse mounts vyrefs
 	mount -t tmpfs -o size=64m,nodev,nosuid tmpfs "$TMPFS" || fail "tmpfs"
 	chmod 755 "$TMPFS"
@@ -131,7 +131,7 @@ why() { "$@" 2>&1 >/dev/null | sed 's/.*: //' | head -n 1; }
 test_sparse_files_keep_holes_free() {
 	need fallocate || return 0
 	unmount_vyrefs
-	mount_vyrefs "resident_budget=64M" || fail "mount"
+	mount_vyrefs "resident_budget=64M" || { fail "mount"; return 1; }
 	fallocate -l 32M "$MNT/a" || fail "fallocate"
 	truncate -s 64M "$MNT/b" || fail "truncate past what is left"
 	assertEquals "holes cost nothing" "67108864 0 33554432" \
@@ -213,7 +213,7 @@ PY
 test_sizes_no_budget_holds_are_efbig_and_no_room_is_enospc() {
 	need fallocate || return 0
 	unmount_vyrefs
-	mount_vyrefs "resident_budget=64M" || fail "mount"
+	mount_vyrefs "resident_budget=64M" || { fail "mount"; return 1; }
 	assertEquals "truncate far" "File too large" "$(why truncate -s 999999999999999 "$MNT/f")"
 	assertEquals "write past the device" "File too large" \
 		"$(why dd if=/dev/zero of="$MNT/f" bs=4k count=1 seek=1G conv=notrunc status=none)"
@@ -250,7 +250,7 @@ test_readdir_ends_while_its_entries_are_renamed() {
 
 test_buffered_reads_see_a_direct_write_that_ran_beside_them() {
 	unmount_vyrefs
-	mount_vyrefs "page_cache=on" || fail "mount"
+	mount_vyrefs "page_cache=on" || { fail "mount"; return 1; }
 	# 4 buffered readers run while another fd writes 4 MiB with O_DIRECT
 	# AIO; then the open fd and a fresh open read every byte new, 30 times.
 	assertEquals "dio stale=0" "$(timeout 120 "$PROBE" dio "$MNT/f" 30)"
@@ -290,7 +290,7 @@ suid_matrix() {
 test_suid_and_sgid_are_cleared_as_on_tmpfs() {
 	need setpriv fallocate || return 0
 	unmount_vyrefs
-	mount_vyrefs "allow_other=on" || fail "mount"
+	mount_vyrefs "allow_other=on" || { fail "mount"; return 1; }
 	mount_tmpfs
 	local want got
 	want=$(suid_matrix "$TMPFS")
@@ -346,7 +346,7 @@ test_posix_script_matches_tmpfs_as_root_and_as_another_user() {
 	# each step's errno, whether the parent's and the child's mtime and
 	# ctime changed, and link counts.
 	unmount_vyrefs
-	mount_vyrefs "allow_other=on" || fail "mount"
+	mount_vyrefs "allow_other=on" || { fail "mount"; return 1; }
 	mount_tmpfs
 	local who want got
 	for who in root user; do
@@ -383,7 +383,7 @@ test_punched_holes_and_zeroed_ranges_read_as_on_tmpfs() {
 	assertEquals "$want" "$(punch_and_zero "$MNT")"
 	# write-behind: gathered bytes land before the zeros
 	unmount_vyrefs
-	mount_vyrefs "write_behind=on" || fail "mount"
+	mount_vyrefs "write_behind=on" || { fail "mount"; return 1; }
 	assertEquals "$want" "$(punch_and_zero "$MNT")"
 }
 
@@ -431,7 +431,7 @@ xattr_namespaces() {
 test_trusted_and_security_xattrs_and_caps_as_on_tmpfs() {
 	need setpriv setfattr getfattr setcap getcap || return 0
 	unmount_vyrefs
-	mount_vyrefs "allow_other=on" || fail "mount"
+	mount_vyrefs "allow_other=on" || { fail "mount"; return 1; }
 	mount_tmpfs
 	local want
 	want=$(xattr_namespaces "$TMPFS")
@@ -444,7 +444,7 @@ test_trusted_and_security_xattrs_and_caps_as_on_tmpfs() {
 test_remount_changes_flags_and_refuses_settings_by_name() {
 	need findmnt || return 0
 	unmount_vyrefs
-	mount_vyrefs "noexec,noatime" || fail "mount"
+	mount_vyrefs "noexec,noatime" || { fail "mount"; return 1; }
 	assertContains "generic flags reach the kernel" "$(findmnt -no OPTIONS "$MNT")" "rw,nosuid,nodev,noexec,noatime"
 	printf 'kept' >"$MNT/a"
 	# As mount.fuse3 runs it for `mount -o remount,ro`.
@@ -571,7 +571,7 @@ acl_matrix() {
 test_posix_acls_as_on_tmpfs() {
 	need setfacl getfacl setpriv getfattr || return 0
 	unmount_vyrefs
-	mount_vyrefs "allow_other=on" || fail "mount"
+	mount_vyrefs "allow_other=on" || { fail "mount"; return 1; }
 	mount_tmpfs
 	local want got
 	want=$(acl_matrix "$TMPFS")
@@ -594,7 +594,7 @@ test_posix_acls_as_on_tmpfs() {
 test_acls_count_in_the_xattr_budget() {
 	need setfacl || return 0
 	unmount_vyrefs
-	mount_vyrefs "xattr_budget=1K" || fail "mount"
+	mount_vyrefs "xattr_budget=1K" || { fail "mount"; return 1; }
 	# u::rw,u:N:r,g::r,m::r,o::r is 44 bytes, and its name 24: 15 fit 1 KiB.
 	local n=0 i
 	for i in $(seq 30); do
@@ -648,7 +648,7 @@ test_statx_btime_is_the_creation_time_as_on_tmpfs() {
 	assertEquals "$want" "$(btime_steps "$MNT")"
 	# libfuse's own loop (idle_threads=0) replies from the reading thread too.
 	unmount_vyrefs
-	mount_vyrefs "idle_threads=0" || fail "mount"
+	mount_vyrefs "idle_threads=0" || { fail "mount"; return 1; }
 	assertEquals "libfuse's loop" "$want" "$(btime_steps "$MNT")"
 }
 
@@ -685,9 +685,9 @@ test_nfs_export_reads_writes_and_outlives_the_caches() {
 		return 0
 	fi
 	unmount_vyrefs
-	mount_vyrefs "allow_other=on" || fail "mount"
+	mount_vyrefs "allow_other=on" || { fail "mount"; return 1; }
 	local client mountd="" nfsd=""
-	client=$(mktemp -d /tmp/vyrefs-nfs.XXXXXX)
+	client=$(mktemp -d /tmp/vyrefs-nfs.XXXXXX) || return 1
 	# A FUSE filesystem has no device number of its own to name it by: the
 	# export gives one (fsid=).
 	mountpoint -q /proc/fs/nfsd || mount -t nfsd nfsd /proc/fs/nfsd || fail "mount nfsd"
@@ -727,4 +727,4 @@ test_nfs_export_reads_writes_and_outlives_the_caches() {
 	rmdir "$client"
 }
 
-. "${SHUNIT2:-/usr/bin/shunit2}"
+. tests/shunit.sh
