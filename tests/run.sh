@@ -18,7 +18,17 @@ export BUILD=$build
 export VYREFS=${VYREFS:-$PWD/$build/vyrefs}
 export SHUNIT2=${SHUNIT2:-/usr/bin/shunit2}
 export SHUNIT_COLOR=none
-log=$(mktemp -d /tmp/vyrefs-tests.XXXXXX)
+# The cuda backend's suites need a GPU: without one they would test
+# nothing (and once wrote into plain directories). Ask the binary itself
+# first, before any suite runs.
+if [ "$backend" = cuda ]; then
+	if ! why=$("$VYREFS" -o backend=cuda --self-check 2>&1 >/dev/null); then
+		why=$(printf '%s\n' "$why" | grep -m 1 . )
+		echo "tests/run.sh cuda: no usable GPU here, nothing run: ${why:-$VYREFS -o backend=cuda --self-check failed} (make test runs the suites on the host backend)" >&2
+		exit 1
+	fi
+fi
+log=$(mktemp -d /tmp/vyrefs-tests.XXXXXX) || exit 1
 passed=0 failed=0 skipped=0
 
 # C suites print `N passed, N failed, N skipped` last.
