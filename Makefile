@@ -64,7 +64,7 @@ endif
 
 .PHONY: all deps test-deps test test-gpu bench fuzz man install uninstall clean
 .SECONDARY:
-all: $(BUILD)/vyrefs $(LIB) $(BUILD)/vyrefs.pc $(BUILD)/tests/client/vymap $(UNIT_BIN) $(GPU_BIN) $(BUILD)/tests/fs/renameat2 $(BUILD)/tests/fs/posix_probe $(BUILD)/tests/ctl/chanrace.so $(BENCH_BIN) $(BUILD)/tools/man_options
+all: $(BUILD)/vyrefs $(LIB) $(BUILD)/vyrefs.pc $(BUILD)/tests/client/vymap $(UNIT_BIN) $(GPU_BIN) $(BUILD)/tests/fs/renameat2 $(BUILD)/tests/fs/posix_probe $(BUILD)/tests/ctl/chanrace.so $(BUILD)/tests/client/copygate.so $(BENCH_BIN) $(BUILD)/tools/man_options
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -110,8 +110,9 @@ $(BUILD)/tests/fs/%: tests/fs/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $< $(LDLIBS)
 
-# An LD_PRELOAD shim that replays a GPU's channel timing (launcher_test).
-$(BUILD)/tests/ctl/chanrace.so: tests/ctl/chanrace.c
+# LD_PRELOAD shims: a GPU's channel timing (launcher_test), a copy source
+# that waits for its client to go (cp_test).
+$(BUILD)/tests/%.so: tests/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -shared -fPIC -o $@ $< -ldl
 

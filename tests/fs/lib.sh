@@ -86,6 +86,19 @@ wait_gone() {
 	return 1
 }
 
+# wait_for WHAT COMMAND...: wait for an event, up to 60 s (a bound against
+# a hang, not a timing the test relies on); fails the test when it never came.
+wait_for() {
+	local what=$1
+	shift
+	for _ in $(seq 1200); do
+		"$@" && return 0
+		sleep 0.05
+	done
+	fail "$what: not within 60 s"
+	return 1
+}
+
 # The value of a key in .vyre/stats.
 stat_of() {
 	awk -v k="$1" '$1 == k { print $2 }' "$MNT/.vyre/stats"
