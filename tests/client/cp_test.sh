@@ -127,11 +127,6 @@ test_sigint_stops_the_copy_and_the_mount_goes_on() {
 	assertEquals 0 "$(stat_of mapped_bytes)"
 }
 
-# exited PID: the child has exited (a zombie until waited for).
-exited() {
-	[ ! -e /proc/"$1" ] || [ "$(awk '{ print $3 }' /proc/"$1"/stat 2>/dev/null)" = Z ]
-}
-
 # source_closed FILE: the daemon holds no descriptor of FILE.
 source_closed() {
 	! ls -l /proc/"$VY_PID"/fd 2>/dev/null | awk -v f="$1" '$NF == f { n++ } END { exit !n }'

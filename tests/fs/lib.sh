@@ -99,6 +99,11 @@ wait_for() {
 	return 1
 }
 
+# exited PID: the process has exited (a child is a zombie until waited for).
+exited() {
+	[ ! -e /proc/"$1" ] || [ "$(awk '{ print $3 }' /proc/"$1"/stat 2>/dev/null)" = Z ]
+}
+
 # The value of a key in .vyre/stats.
 stat_of() {
 	awk -v k="$1" '$1 == k { print $2 }' "$MNT/.vyre/stats"

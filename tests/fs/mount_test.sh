@@ -91,55 +91,93 @@ test_sigterm_and_sigint_unmount_cleanly() {
 	done
 }
 
-# Voluntary context switches of each of the daemon's threads, "TID N" lines.
-thread_switches() {
+# The daemon's FUSE workers: its threads less the one that waits for the
+# end (the pid's own) and the map server's (vy-*), one TID a line.
+worker_tids() {
 	local t
 	for t in /proc/"$VY_PID"/task/*; do
-		echo "${t##*/} $(awk '/^voluntary_ctxt_switches/ { print $2 }' "$t/status" 2>/dev/null)"
+		[ "${t##*/}" = "$VY_PID" ] && continue
+		case "$(cat "$t/comm" 2>/dev/null)" in vy-*) continue ;; esac
+		echo "${t##*/}"
 	done
 }
 
-# THREADS_BEFORE THREADS_AFTER: how many threads switched 20 times or more.
-busy_threads() {
-	awk 'NR == FNR { n[$1] = $2; next } ($1 in n) && $2 - n[$1] >= 20 { c++ } END { print c + 0 }' "$1" "$2"
+# The workers waiting on the kernel for a request: in read(2) (syscall 0)
+# on /dev/fuse. The others sleep (futex). One TID a line.
+kernel_waiters() {
+	local t
+	for t in $(worker_tids); do
+		[ "$(cut -d' ' -f1 /proc/"$VY_PID"/task/"$t"/syscall 2>/dev/null)" = 0 ] && echo "$t"
+	done
 }
 
-# After 8 parallel readers, 300 one-at-a-time reads: the workers that served
-# them. IDLE_THREADS [MIN_WORKERS]
-served_by() {
-	local i before after readers=()
+# Voluntary context switches of each worker, "TID N" lines.
+worker_switches() {
+	local t
+	for t in $(worker_tids); do
+		echo "$t $(awk '/^voluntary_ctxt_switches/ { print $2 }' /proc/"$VY_PID"/task/"$t"/status 2>/dev/null)"
+	done
+}
+
+# BEFORE AFTER: the workers that switched at all between the two, one a line.
+switched() {
+	awk 'NR == FNR { n[$1] = $2; next } ($1 in n) && $2 != n[$1] { print $1 }' "$1" "$2"
+}
+
+# IDLE WANT [BATCHES]: 8 parallel readers make more workers than
+# idle_threads=IDLE (again, up to 5 rounds, until there are more than 2),
+# then requests come one at a time, in batches of 50 reads, until at most
+# WANT workers wait on the kernel (after the busy spell, each extra waiter
+# sleeps once it served a request). Sets WORKERS and WAITERS.
+busy_then_one_at_a_time() {
+	local i round readers
 	# The host backend: the CUDA driver's own threads would count as workers.
 	mount_vyrefs "backend=host,idle_threads=$1" || { fail "mount"; return 1; }
 	for i in 1 2 3 4 5 6 7 8; do head -c 8M /dev/zero >"$MNT/f$i"; done
-	for i in 1 2 3 4 5 6 7 8; do
-		dd if="$MNT/f$i" of=/dev/null bs=64K iflag=direct status=none &
-		readers+=($!)
+	for round in 1 2 3 4 5; do
+		readers=()
+		for i in 1 2 3 4 5 6 7 8; do
+			dd if="$MNT/f$i" of=/dev/null bs=64K iflag=direct status=none &
+			readers+=($!)
+		done
+		wait "${readers[@]}"
+		WORKERS=$(worker_tids | wc -l)
+		[ "$WORKERS" -gt 2 ] && break
 	done
-	wait "${readers[@]}"
-	sleep 0.5 # the kernel's releases and forgets of those files, sent after the close
-	# Less the thread that waits for the end, and the map server's (vy-*).
-	WORKERS=$(($(ls /proc/"$VY_PID"/task | wc -l) - 1 - $(grep -l '^vy-' /proc/"$VY_PID"/task/*/comm | wc -l)))
+	for i in $(seq "${3:-40}"); do
+		dd if="$MNT/f1" of=/dev/null bs=4K count=50 iflag=direct status=none
+		WAITERS=$(kernel_waiters | wc -l)
+		[ "$WAITERS" -le "$2" ] && break
+	done
+	return 0
+}
+
+# What the loop does, not how the scheduler interleaved it: once requests
+# come one at a time, exactly idle_threads=2 workers wait on the kernel, the
+# others sleep, and 300 more reads wake none of the sleepers.
+test_one_at_a_time_requests_stay_on_two_workers() {
+	busy_then_one_at_a_time 2 2 || return 1
+	assertTrue "8 parallel readers got more than 2 workers (got $WORKERS)" "[ $WORKERS -gt 2 ]"
+	assertTrue "at most 10 workers (got $WORKERS)" "[ $WORKERS -le 10 ]"
+	assertEquals "workers waiting on the kernel, of $WORKERS" 2 "$WAITERS"
+	local waiters before after
+	waiters=$(kernel_waiters | sort)
 	before=$(mktemp) after=$(mktemp)
-	thread_switches >"$before"
+	worker_switches >"$before"
 	dd if="$MNT/f1" of=/dev/null bs=4K count=300 iflag=direct status=none
-	thread_switches >"$after"
-	SERVED=$(busy_threads "$before" "$after")
+	worker_switches >"$after"
+	assertEquals "only the two waiting workers served 300 reads one at a time" "" \
+		"$(switched "$before" "$after" | sort | comm -23 - <(echo "$waiters"))"
+	assertEquals "still 2 waiting" "$waiters" "$(kernel_waiters | sort)"
 	rm -f "$before" "$after"
 	unmount_vyrefs
 	assertReleased
-}
-
-test_one_at_a_time_requests_stay_on_two_workers() {
-	served_by 2
-	assertTrue "8 parallel readers got more than 2 workers (got $WORKERS)" "[ $WORKERS -gt 2 ]"
-	assertTrue "at most 10 workers (got $WORKERS)" "[ $WORKERS -le 10 ]"
-	assertEquals "workers that served 300 reads one at a time, of $WORKERS" 2 "$SERVED"
-	# libfuse's own loop hands them round the idle workers (the one that
-	# waited longest first, less a worker that finds a request on its way back).
-	served_by 0
-	if [ "$WORKERS" -gt 2 ]; then
-		assertTrue "with libfuse's loop, more than 2 of $WORKERS served them (got $SERVED)" "[ $SERVED -gt 2 ]"
-	fi
+	# libfuse's own loop (idle_threads=0) keeps every idle worker waiting
+	# on the kernel, so one-at-a-time requests rotate over all of them.
+	busy_then_one_at_a_time 0 2 1 || return 1
+	assertTrue "with libfuse's loop more than 2 of $WORKERS wait on the kernel (got $WAITERS)" "[ $WAITERS -gt 2 ]"
+	unmount_vyrefs
+	assertReleased
 }
 
 test_read_only_mount_refuses_writes() {

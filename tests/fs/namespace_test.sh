@@ -99,6 +99,8 @@ test_symlinks() {
 	assertEquals 1 "$(stat -c %s "$MNT/l")"
 }
 
+no_buffers() { [ "$(stat_of resident_buffers)" = 0 ]; }
+
 test_unlink_while_open_frees_at_last_close() {
 	head -c 1000000 /dev/urandom >"$WORK/src"
 	cp "$WORK/src" "$MNT/open"
@@ -108,8 +110,8 @@ test_unlink_while_open_frees_at_last_close() {
 	assertEquals "the buffer lives while open" 1 "$(stat_of resident_buffers)"
 	assertEquals "$(sha256sum <"$WORK/src")" "$(sha256sum <&7)"
 	exec 7<&-
-	sleep 0.2 # release arrives after close returns
-	assertEquals "freed at last close" 0 "$(stat_of resident_buffers)"
+	# The release arrives after close returns.
+	wait_for "freed at last close" no_buffers
 	assertEquals 0 "$(stat_of resident_bytes)"
 }
 
