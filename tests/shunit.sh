@@ -32,4 +32,15 @@ setUp() {
 	return 0
 }
 
+# The suite's oneTimeTearDown, then the binaries copied for another user
+# (tests/fs/lib.sh's nobody_bins) go.
+vy_suite_oneTimeTearDown() { :; }
+if declare -F oneTimeTearDown >/dev/null; then
+	eval "vy_suite_oneTimeTearDown () $(declare -f oneTimeTearDown | tail -n +2)"
+fi
+oneTimeTearDown() {
+	vy_suite_oneTimeTearDown
+	[ -z "${NOBODY_DIR:-}" ] || rm -rf "$NOBODY_DIR"
+}
+
 . "${SHUNIT2:-/usr/bin/shunit2}"

@@ -99,6 +99,23 @@ wait_for() {
 	return 1
 }
 
+# as_nobody CMD...: CMD as uid and gid 65534. The binaries just built are
+# copied first where that user can read them (a clone under /root is 0700
+# to it, and vymap's RUNPATH points into the clone); NOBODY_VYREFS and
+# NOBODY_VYMAP name the copies, whose library LD_LIBRARY_PATH finds first.
+# Call nobody_bins once first (not in a $(...)), so they are kept.
+nobody_bins() {
+	[ -n "${NOBODY_DIR:-}" ] && return 0
+	NOBODY_DIR=$(mktemp -d /tmp/vyrefs-bin.XXXXXX) || return 1
+	chmod 755 "$NOBODY_DIR"
+	cp "$VYREFS" "$NOBODY_DIR/vyrefs" && cp "$BUILD/libvyrefs.so" "$BUILD/tests/client/vymap" "$NOBODY_DIR/" ||
+		{ fail "cannot copy the binaries to $NOBODY_DIR"; return 1; }
+	NOBODY_VYREFS=$NOBODY_DIR/vyrefs NOBODY_VYMAP=$NOBODY_DIR/vymap
+}
+as_nobody() {
+	LD_LIBRARY_PATH=${NOBODY_DIR:-}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} setpriv --reuid=65534 --regid=65534 --clear-groups "$@"
+}
+
 # exited PID: the process has exited (a child is a zombie until waited for).
 exited() {
 	[ ! -e /proc/"$1" ] || [ "$(awk '{ print $3 }' /proc/"$1"/stat 2>/dev/null)" = Z ]

@@ -239,8 +239,9 @@ test_cuda_backend_without_gpu_refuses_to_mount() {
 test_failed_mount_says_only_why() {
 	[ "$(id -u)" = 0 ] || skip_test "needs root (to run vyrefs as another user)"
 	need setpriv || return 0
+	nobody_bins || return 1
 	for fg in "" -f; do
-		err=$(setpriv --reuid=65534 --regid=65534 --clear-groups "$VYREFS" $fg -o "backend=host,host_memory=64M" "$D" 2>&1)
+		err=$(as_nobody "$NOBODY_VYREFS" $fg -o "backend=host,host_memory=64M" "$D" 2>&1)
 		assertEquals "$fg: $err" 1 $?
 		assertContains "$fg" "$err" "cannot mount on $D"
 		assertContains "$fg" "$err" "(Fix: "
