@@ -213,7 +213,10 @@ static void usage(FILE *f)
 		   "  -f, --force           remove a destination that cannot be opened, and try again\n"
 		   "  -n, --no-clobber      do not overwrite an existing file\n"
 		   "  -v, --verbose         say what is done, and how (mapped or plain)\n"
-		   "  --progress, --no-progress   a progress bar on stderr (default: when a terminal)\n");
+		   "  --progress, --no-progress   a progress bar on stderr (default: when a terminal)\n"
+		   "  --threads=N           the daemon reads and writes with N threads at once, 1 to 16\n"
+		   "                        (default: one per core, at most 16); fewer leave cores to\n"
+		   "                        other work, more help a source or destination on fast storage\n");
 }
 
 int vy_cp_main(int argc, char **argv)
