@@ -8,7 +8,7 @@
 . tests/fs/lib.sh
 
 setUp() {
-	mount_vyrefs "allow_other=on" || { fail "mount"; return 1; }
+	mount_vyrefs "$(others_opt)" || { fail "mount"; return 1; }
 	chmod 1777 "$MNT"
 	SRC=$(mktemp -d /tmp/vyrefs-cp.XXXXXX) || return 1
 	chmod 755 "$SRC"

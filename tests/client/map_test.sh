@@ -17,7 +17,7 @@ PY=python3
 $PY -c 'import numpy' 2>/dev/null || PY=/usr/bin/python3
 
 setUp() {
-	mount_vyrefs "allow_other=on" || { fail "mount"; return 1; }
+	mount_vyrefs "$(others_opt)" || { fail "mount"; return 1; }
 	chmod 1777 "$MNT"
 }
 

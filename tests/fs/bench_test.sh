@@ -28,6 +28,7 @@ test_nullfs_keeps_bytes_and_unmounts_cleanly() {
 }
 
 test_bench_runs_end_to_end_at_smoke_sizes() {
+	need_root "bench/run.sh mounts a tmpfs to compare with" || return 0
 	local out key rc
 	out=$(mktemp -d /tmp/vybench-out.XXXXXX) || return 1
 	BENCH_QUICK=1 BENCH_REPS=3 BENCH_BACKEND=$backend BENCH_OUT=$out bench/run.sh >"$out/stdout" 2>&1
@@ -64,6 +65,7 @@ test_bench_runs_end_to_end_at_smoke_sizes() {
 # every figure, and .vyre/stats saying that each move and copy went device
 # to device, and with peer=off through host memory, byte for byte.
 test_devices_phase_at_smoke_sizes() {
+	need_root "bench/run.sh mounts a tmpfs to compare with" || return 0
 	local out key bytes want rc
 	if [ "$backend" = cuda ] && [ "$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')" -lt 2 ]; then
 		skip_test "the devices phase on cuda needs two GPUs"

@@ -116,6 +116,13 @@ as_nobody() {
 	LD_LIBRARY_PATH=${NOBODY_DIR:-}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} setpriv --reuid=65534 --regid=65534 --clear-groups "$@"
 }
 
+# others_opt: allow_other=on where this user may give it (root, or
+# user_allow_other in /etc/fuse.conf), so tests as another user can reach
+# the mount; else nothing (those tests skip: need setpriv).
+others_opt() {
+	if [ "$(id -u)" = 0 ] || grep -qs '^[[:space:]]*user_allow_other' /etc/fuse.conf; then echo allow_other=on; fi
+}
+
 # exited PID: the process has exited (a child is a zombie until waited for).
 exited() {
 	[ ! -e /proc/"$1" ] || [ "$(awk '{ print $3 }' /proc/"$1"/stat 2>/dev/null)" = Z ]
