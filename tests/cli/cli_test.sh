@@ -11,6 +11,18 @@ test_version_prints_name_and_number() {
 	assertTrue "version line: $out" "[[ '$out' =~ ^vyrefs\ [0-9]+\.[0-9]+\.[0-9]+$ ]]"
 }
 
+# One number: the file VERSION, the binary, its man page and the Python
+# module (whose pyproject.toml takes vyrefs.__version__).
+test_one_version_for_binary_man_page_and_python_module() {
+	local v
+	v=$(cat VERSION)
+	assertEquals "vyrefs $v" "$("$VYREFS" --version)"
+	assertEquals "version $v" "$("$VYREFS" --build-info | grep '^version ')"
+	assertContains "$(head -n 5 docs/vyrefs.8)" "\"vyrefs $v\""
+	assertEquals "$v" "$(cd client/python && python3 -c 'import vyrefs; print(vyrefs.__version__)')"
+	assertContains "$(cat client/python/pyproject.toml)" 'version = {attr = "vyrefs.__version__"}'
+}
+
 test_help_exits_zero_and_lists_options() {
 	out=$("$VYREFS" --help)
 	assertEquals 0 $?
