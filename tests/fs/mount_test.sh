@@ -238,7 +238,7 @@ test_cuda_backend_without_gpu_refuses_to_mount() {
 # As another user on root's directory, it fails at the mount itself, after
 # the device is open.
 test_failed_mount_says_only_why() {
-	[ "$(id -u)" = 0 ] || skip_test "needs root (to run vyrefs as another user)"
+	need_root "to run vyrefs as another user" || return 0
 	need setpriv || return 0
 	nobody_bins || return 1
 	for fg in "" -f; do
