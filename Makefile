@@ -17,7 +17,9 @@ CFLAGS   += -fms-extensions
 ifeq ($(SANITIZE),1)
 CFLAGS   += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 endif
-CPPFLAGS += -I. -D_GNU_SOURCE $(PKG_CFLAGS)
+# One version for the binary, the library and the Python module.
+VERSION  := $(shell cat VERSION)
+CPPFLAGS += -I. -D_GNU_SOURCE -DVY_VERSION='"$(VERSION)"' $(PKG_CFLAGS)
 LDLIBS   += -ldl -pthread
 
 # The cuda backend needs only cuda.h and cudaTypedefs.h at build time; the
@@ -68,13 +70,16 @@ ifneq ($(HAVE_CUDA_H),)
 BENCH_BIN  += $(BUILD)/bench/cudaraw
 endif
 
-.PHONY: all deps test-deps test test-gpu bench fuzz man install uninstall clean
+.PHONY: all deps test-deps test test-gpu bench fuzz man install install-python uninstall clean
 .SECONDARY:
-all: $(BUILD)/vyrefs $(LIB) $(BUILD)/vyrefs.pc $(BUILD)/tests/client/vymap $(BUILD)/tests/client/vyattack $(UNIT_BIN) $(GPU_BIN) $(BUILD)/tests/fs/renameat2 $(BUILD)/tests/fs/posix_probe $(BUILD)/tests/ctl/chanrace.so $(BENCH_BIN) $(BUILD)/tools/man_options
+all: $(BUILD)/vyrefs $(LIB) $(BUILD)/vyrefs.pc $(BUILD)/tests/client/vymap $(BUILD)/tests/client/vyattack $(UNIT_BIN) $(GPU_BIN) $(BUILD)/tests/fs/renameat2 $(BUILD)/tests/fs/posix_probe $(BUILD)/tests/ctl/chanrace.so $(BUILD)/tests/client/copygate.so $(BENCH_BIN) $(BUILD)/tools/man_options
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -MMD -MP -c -o $@ $<
+
+# What prints the version is rebuilt when it changes.
+$(BUILD)/fs/main.o $(BUILD)/tools/man_options.o: VERSION
 
 # The std module's source is built into the binary (ctl/std.c).
 $(BUILD)/ctl/std.o: kernels/std.cu
@@ -125,8 +130,9 @@ $(BUILD)/tests/fs/%: tests/fs/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $< $(LDLIBS)
 
-# An LD_PRELOAD shim that replays a GPU's channel timing (launcher_test).
-$(BUILD)/tests/ctl/chanrace.so: tests/ctl/chanrace.c
+# LD_PRELOAD shims: a GPU's channel timing (launcher_test), a copy source
+# that waits for its client to go (cp_test).
+$(BUILD)/tests/%.so: tests/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -shared -fPIC -o $@ $< -ldl
 
@@ -212,11 +218,29 @@ install: $(BUILD)/vyrefs $(LIB) $(BUILD)/vyrefs.pc
 	install -D -m 644 docs/vyrefs.8 $(DESTDIR)$(PREFIX)/share/man/man8/vyrefs.8
 	install -D -m 644 kernels/std.cu $(DESTDIR)$(PREFIX)/share/vyrefs/std.cu
 	-[ -n "$(DESTDIR)" ] || ldconfig
+	@$(MAKE) --no-print-directory install-python
+
+# The Python module (client/python/vyrefs, plain .py files over
+# libvyrefs.so) into PYTHON's site directory: for Debian's and Ubuntu's
+# python3, /usr/local/lib/python3.X/dist-packages; for a venv's python, the
+# venv. Nothing to build or download, no pip. The system's python3 by
+# default, not whichever is first on PATH (pyenv's, say).
+PYTHON ?= /usr/bin/python3
+PYTHON_SITE = $(shell $(PYTHON) -c 'import sysconfig; print(sysconfig.get_path("purelib"))' 2>/dev/null)
+install-python:
+	@if [ -z "$(PYTHON_SITE)" ]; then \
+		echo "vyrefs: no $(PYTHON): the Python module is not installed (Fix: apt-get install python3, or make install-python PYTHON=/path/to/python3)"; \
+	else \
+		install -d $(DESTDIR)$(PYTHON_SITE)/vyrefs && \
+		install -m 644 client/python/vyrefs/*.py $(DESTDIR)$(PYTHON_SITE)/vyrefs/ && \
+		echo "installed the Python module vyrefs $(VERSION) in $(DESTDIR)$(PYTHON_SITE)/vyrefs (for $(PYTHON))"; \
+	fi
 
 uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/bin/vyrefs $(DESTDIR)$(PREFIX)/lib/libvyrefs.so $(DESTDIR)$(PREFIX)/include/vyrefs.h \
 		$(DESTDIR)$(PREFIX)/lib/pkgconfig/vyrefs.pc $(DESTDIR)$(PREFIX)/share/man/man8/vyrefs.8 \
 		$(DESTDIR)$(PREFIX)/share/vyrefs/std.cu
+	[ -z "$(PYTHON_SITE)" ] || rm -rf $(DESTDIR)$(PYTHON_SITE)/vyrefs
 
 clean:
 	rm -rf $(BUILD)

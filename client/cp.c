@@ -11,8 +11,10 @@
 #include <libgen.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -178,6 +180,37 @@ static int copy_one(const opts *o, const char *src, const char *dst)
 	return o->preserve ? (preserve(src, dst, &st) ? 1 : 0) : 0;
 }
 
+/* Killed by a signal, a process's files are closed in the order of their
+ * numbers: the destination on the mount, whose close waits for the copy
+ * into it, before the socket to the daemon, whose close stops that copy.
+ * So an interrupted copy ran to its end. On SIGINT, SIGTERM or SIGHUP the
+ * files are closed from the highest number down (the socket first), then
+ * the signal kills the process as before. */
+static int fd_top = 1024;
+
+static void stop_copying(int sig)
+{
+	for (int fd = fd_top; fd > 2; fd--)
+		close(fd);
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
+static void stop_copying_on_signals(void)
+{
+	struct rlimit r;
+	if (getrlimit(RLIMIT_NOFILE, &r) == 0 && r.rlim_cur != RLIM_INFINITY)
+		fd_top = r.rlim_cur > 65536 ? 65536 : (int)r.rlim_cur;
+	static const int sigs[] = {SIGINT, SIGTERM, SIGHUP};
+	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++) {
+		struct sigaction old, sa = {.sa_handler = stop_copying};
+		sigemptyset(&sa.sa_mask);
+		/* A signal ignored when we started (a background job's SIGINT) stays so. */
+		if (sigaction(sigs[i], NULL, &old) == 0 && old.sa_handler != SIG_IGN)
+			sigaction(sigs[i], &sa, NULL);
+	}
+}
+
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: vyrefs cp [-rpfnv] [--progress|--no-progress] [--threads=N] SRC... DST\n"
@@ -190,7 +223,10 @@ static void usage(FILE *f)
 		   "  -f, --force           remove a destination that cannot be opened, and try again\n"
 		   "  -n, --no-clobber      do not overwrite an existing file\n"
 		   "  -v, --verbose         say what is done, and how (mapped or plain)\n"
-		   "  --progress, --no-progress   a progress bar on stderr (default: when a terminal)\n");
+		   "  --progress, --no-progress   a progress bar on stderr (default: when a terminal)\n"
+		   "  --threads=N           the daemon reads and writes with N threads at once, 1 to 16\n"
+		   "                        (default: one per core, at most 16); fewer leave cores to\n"
+		   "                        other work, more help a source or destination on fast storage\n");
 }
 
 int vy_cp_main(int argc, char **argv)
@@ -234,6 +270,7 @@ int vy_cp_main(int argc, char **argv)
 		fprintf(stderr, "vyrefs cp: missing %s operand (Fix: vyrefs cp SRC... DST)\n", n ? "destination" : "file");
 		return 1;
 	}
+	stop_copying_on_signals();
 	const char *dst = argv[argc - 1];
 	struct stat dt;
 	bool into_dir = stat(dst, &dt) == 0 && S_ISDIR(dt.st_mode);

@@ -45,6 +45,8 @@ static void usage(FILE *to)
 	fputs("usage: vyrefs [-f] [-d] [-o opt[,opt...]] [SOURCE] MOUNTPOINT\n"
 	      "       vyrefs --self-check [-o opt[,opt...]]\n"
 	      "       vyrefs --help | --version | --build-info\n"
+	      "       vyrefs cp [-rpfnv] [--threads=N] SRC... DST   copy into and out of a mount\n"
+	      "                 around FUSE, at the speed of the other side (vyrefs cp --help)\n"
 	      "\n"
 	      "Mounts a filesystem whose files are GPU-resident buffers. Detaches once the\n"
 	      "mount is ready; unmount with `umount MOUNTPOINT` or `fusermount3 -u MOUNTPOINT`.\n"

@@ -9,6 +9,7 @@
 #include "daemon/session.h"
 
 #include <errno.h>
+#include <pwd.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdarg.h>
@@ -320,6 +321,15 @@ int vy_mount_run(const vy_mount_args *given)
 		fprintf(stderr, "vyrefs: cannot mount on %s: it is a %s, not a directory (Fix: mount on a directory, e.g. "
 				"mkdir -p DIR && vyrefs DIR)\n",
 			a->mountpoint, S_ISREG(st.st_mode) ? "regular file" : "special file");
+		return 1;
+	}
+	/* fusermount3 mounts for a user only on a directory the user may
+	 * write to; say whose it is rather than only that it failed. */
+	if (geteuid() != 0 && access(a->mountpoint, W_OK) != 0 && st.st_uid != geteuid()) {
+		struct passwd *pw = getpwuid(st.st_uid);
+		fprintf(stderr, "vyrefs: cannot mount on %s: the directory is owned by another user (%s) and you may not "
+				"write to it (Fix: mount on a directory of your own, e.g. mkdir -p ~/gpu && vyrefs ~/gpu)\n",
+			a->mountpoint, pw ? pw->pw_name : "uid unknown");
 		return 1;
 	}
 	/* The daemon leaves the working directory: hold the mountpoint whole. */

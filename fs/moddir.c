@@ -155,6 +155,11 @@ static vy_err compile_source(vy_fsdev *dev, const char *name, const char *src, c
 			    .cache_dir = getenv("CUDA_CACHE_DISABLE") ? NULL : getenv("CUDA_CACHE_PATH")};
 	bool hit = false;
 	vy_err rc = vy_nvrtc_compile(&job, ptx, len, log, &hit, e);
+	/* Without NVRTC on the host backend, NVRTC is not what is missing:
+	 * the host backend could not launch the kernels anyway. */
+	if (rc == VY_ENOTSUP && strcmp(d->backend, "cuda") != 0)
+		rc = vy_fail(e, VY_ENOTSUP, "mount with backend=cuda on a machine with a GPU",
+			     "cannot compile %s: the host backend cannot launch kernels", name);
 	if (rc == VY_OK && hit)
 		vy_telemetry_add(&dev->core->tel, compile_cache_hits, 1);
 	else if (rc == VY_OK)

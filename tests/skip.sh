@@ -8,12 +8,22 @@ skip_test() {
 	startSkipping
 }
 
-# need TOOL...: skip the test unless every tool is on PATH.
+# need TOOL...: skip the test unless every tool is on PATH. setpriv here
+# acts as another user, which only root can.
 need() {
 	local t
 	for t in "$@"; do
 		command -v "$t" >/dev/null 2>&1 || { skip_test "needs $t"; return 1; }
+		if [ "$t" = setpriv ] && [ "$(id -u)" != 0 ]; then
+			skip_test "needs root (it acts as another user)"
+			return 1
+		fi
 	done
+}
+
+# need_root WHY: skip the test unless run as root.
+need_root() {
+	[ "$(id -u)" = 0 ] || { skip_test "needs root ($1)"; return 1; }
 }
 
 # cuda_built_in: true when this vyrefs has the cuda backend, as the binary

@@ -11,6 +11,18 @@ test_version_prints_name_and_number() {
 	assertTrue "version line: $out" "[[ '$out' =~ ^vyrefs\ [0-9]+\.[0-9]+\.[0-9]+$ ]]"
 }
 
+# One number: the file VERSION, the binary, its man page and the Python
+# module (whose pyproject.toml takes vyrefs.__version__).
+test_one_version_for_binary_man_page_and_python_module() {
+	local v
+	v=$(cat VERSION)
+	assertEquals "vyrefs $v" "$("$VYREFS" --version)"
+	assertEquals "version $v" "$("$VYREFS" --build-info | grep '^version ')"
+	assertContains "$(head -n 5 docs/vyrefs.8)" "\"vyrefs $v\""
+	assertEquals "$v" "$(cd client/python && python3 -c 'import vyrefs; print(vyrefs.__version__)')"
+	assertContains "$(cat client/python/pyproject.toml)" 'version = {attr = "vyrefs.__version__"}'
+}
+
 test_help_exits_zero_and_lists_options() {
 	out=$("$VYREFS" --help)
 	assertEquals 0 $?
@@ -149,7 +161,7 @@ test_man_page_is_made_from_the_settings_table() {
 # A FIFO named as the config must not hang the mount, and a binary file is
 # not read as settings.
 test_config_must_be_a_regular_text_file() {
-	d=$(mktemp -d)
+	d=$(mktemp -d) || return 1
 	mkfifo "$d/fifo"
 	printf '[vyrefs]\nbackend = host\n\0\001\002' >"$d/binary"
 	err=$(timeout 5 "$VYREFS" --self-check -o "config=$d/fifo" 2>&1)
@@ -162,4 +174,4 @@ test_config_must_be_a_regular_text_file() {
 	rm -rf "$d"
 }
 
-. "${SHUNIT2:-/usr/bin/shunit2}"
+. tests/shunit.sh

@@ -95,4 +95,4 @@ test_bad_arguments_say_what_to_do() {
 	assertContains "$out" "no folder 'nosuchfolder'"
 }
 
-. "${SHUNIT2:-/usr/bin/shunit2}"
+. tests/shunit.sh

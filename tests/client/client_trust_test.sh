@@ -66,7 +66,7 @@ oneTimeTearDown() {
 }
 
 setUp() {
-	mount_vyrefs "allow_other=on" || fail "mount"
+	mount_vyrefs "allow_other=on" || { fail "mount"; return 1; }
 	chmod 1777 "$MNT"
 	SRC=$(mktemp -d /tmp/vyrefs-trust.XXXXXX)
 	chmod 1777 "$SRC"
@@ -293,4 +293,4 @@ test_a_full_fd_table_is_emfile() {
 	assertEquals "nothing left mapped" 0 "$(stat_of mapped_bytes)"
 }
 
-. "${SHUNIT2:-/usr/bin/shunit2}"
+. tests/shunit.sh

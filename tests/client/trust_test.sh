@@ -30,7 +30,7 @@ oneTimeTearDown() {
 }
 
 setUp() {
-	mount_attacked "allow_other=on" || fail "mount"
+	mount_attacked "allow_other=on" || { fail "mount"; return 1; }
 }
 
 tearDown() {
@@ -338,7 +338,7 @@ test_8_append_only_and_immutable_hold() {
 # 1024 more than before, root maps and copies, and within 25 s the daemon
 # has dropped them (a deadline for a whole message).
 test_9_fd_flood_is_bounded() {
-	remount "" || fail "mount without allow_other"
+	remount "" || { fail "mount without allow_other"; return 1; }
 	sock=$(cat "$MNT/.vyre/socket")
 	as_mallory ls "$MNT" >/dev/null 2>&1
 	assertNotEquals "mallory cannot reach the mount" 0 $?
@@ -381,7 +381,7 @@ test_10_idle_connections_lock_nobody_out() {
 test_11_symlinks_and_hard_links_count() {
 	# Symlink targets count in xattr_budget (the daemon's memory for
 	# metadata): with 4 MiB of it, 4,000-byte targets stop near 1,000.
-	remount "allow_other=on,xattr_budget=4M" || fail "mount with xattr_budget=4M"
+	remount "allow_other=on,xattr_budget=4M" || { fail "mount with xattr_budget=4M"; return 1; }
 	as_mallory mkdir "$MNT/links"
 	read -r iused0 <<<"$(df --output=iused "$MNT" | tail -n 1)"
 	target=$(head -c 4000 /dev/zero | tr '\0' x)
@@ -392,7 +392,7 @@ test_11_symlinks_and_hard_links_count() {
 	assertTrue "about 4 MiB of targets: $made" "[ $made -ge 1000 ] && [ $made -le 1049 ]"
 	assertDaemonSane 65536
 	# Hard links past a file's first count against max_inodes, as on tmpfs.
-	remount "allow_other=on,max_inodes=100" || fail "mount with max_inodes=100"
+	remount "allow_other=on,max_inodes=100" || { fail "mount with max_inodes=100"; return 1; }
 	mallory_file h 1
 	note_baseline
 	err=$(as_mallory perl -e 'for (1..150) { link("$ARGV[0]/h", "$ARGV[0]/h$_") or die "link $_: $!\n" }' "$MNT" 2>&1)
@@ -452,7 +452,7 @@ host_memfd() {
 # mount_second: a second mount (MNT2, PID2), the globals left as they were.
 mount_second() {
 	local m=$MNT p=$VY_PID l=$VY_LOG
-	mount_vyrefs "allow_other=on" || fail "second mount"
+	mount_vyrefs "allow_other=on" || { fail "second mount"; return 1; }
 	MNT2=$MNT PID2=$VY_PID LOG2=$VY_LOG
 	MNT=$m VY_PID=$p VY_LOG=$l
 }
@@ -498,4 +498,4 @@ completes() {
 	return 124
 }
 
-. "${SHUNIT2:-/usr/bin/shunit2}"
+. tests/shunit.sh

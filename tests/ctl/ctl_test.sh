@@ -6,7 +6,7 @@
 CTL=""
 
 setUp() {
-	mount_vyrefs || fail "mount"
+	mount_vyrefs || { fail "mount"; return 1; }
 	CTL="$MNT/.vyre/ctl"
 }
 
@@ -218,10 +218,10 @@ test_module_files_in_modules_dir() {
 test_ctl_is_the_mounting_users_alone() {
 	need setpriv || return 0
 	unmount_vyrefs
-	mount_vyrefs "allow_other=on" || fail "mount"
+	mount_vyrefs "allow_other=on" || { fail "mount"; return 1; }
 	setpriv --reuid=65534 --regid=65534 --clear-groups sh -c "echo 'clear x' >'$MNT/.vyre/ctl'" 2>/dev/null
 	assertNotEquals "another user cannot dispatch" 0 $?
 	assertEquals 600 "$(stat -c %a "$MNT/.vyre/ctl")"
 }
 
-. "${SHUNIT2:-/usr/bin/shunit2}"
+. tests/shunit.sh

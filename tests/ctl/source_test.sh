@@ -2,7 +2,8 @@
 # CUDA C modules (.cu) compiled by NVRTC when closed (ctl/nvrtc.c): the
 # compile works without a GPU, the second copy and a remount compile nothing
 # (the cache, in stats), a syntax error fails the copy with the compiler's
-# line in NAME.log, and without NVRTC the refusal says what to install. The
+# line in NAME.log, and without NVRTC the refusal says what is missing (on
+# the host backend: a GPU, since it cannot launch kernels anyway). The
 # std module compiles the same way on its first use; n=COUNT refusals.
 . tests/fs/lib.sh
 
@@ -11,8 +12,8 @@ nvrtc_here() {
 }
 
 setUp() {
-	CACHE=$(mktemp -d)
-	XDG_CACHE_HOME=$CACHE mount_vyrefs || fail "mount"
+	CACHE=$(mktemp -d) || return 1
+	XDG_CACHE_HOME=$CACHE mount_vyrefs || { fail "mount"; return 1; }
 	CU=$CACHE/saxpy.cu
 	cat >"$CU" <<'CU'
 // vyrefs: -DSCALE=2
@@ -28,8 +29,7 @@ CU
 tearDown() {
 	rm -rf "$CACHE"
 	unmount_vyrefs
-	if [ -n "$VY_LOG" ] && [ -z "${VY_KEEP_LOGS:-}" ]; then rm -f "$VY_LOG"; fi
-	VY_LOG=""
+	drop_log
 }
 
 test_cu_compiles_and_the_cache_spares_the_second() {
@@ -43,7 +43,7 @@ test_cu_compiles_and_the_cache_spares_the_second() {
 	assertEquals "the same source: no compile" 1 "$(stat_of compiles)"
 	assertEquals 1 "$(stat_of compile_cache_hits)"
 	unmount_vyrefs
-	XDG_CACHE_HOME=$CACHE mount_vyrefs || fail "remount"
+	XDG_CACHE_HOME=$CACHE mount_vyrefs || { fail "remount"; return 1; }
 	cp "$CU" "$MNT/.vyre/modules/saxpy.cu" || fail "after a remount"
 	assertEquals "a remount compiles nothing" 0 "$(stat_of compiles)"
 	assertEquals 1 "$(stat_of compile_cache_hits)"
@@ -92,21 +92,28 @@ test_std_compiles_on_first_use_with_the_documented_kernels() {
 	assertEquals "docs/ctl.md lists every std kernel" "$kernels" "$documented"
 	assertTrue "many kernels" "[ $(echo "$kernels" | wc -l) -ge 40 ]"
 	unmount_vyrefs
-	XDG_CACHE_HOME=$CACHE mount_vyrefs || fail "remount"
+	XDG_CACHE_HOME=$CACHE mount_vyrefs || { fail "remount"; return 1; }
 	truncate -s 64 "$MNT/y"
 	echo "launch std.fill_f32 n=16 y f32:1 u64:16" >"$MNT/.vyre/ctl" 2>/dev/null
 	assertEquals "a remount finds it in the cache" "0 1" "$(stat_of compiles) $(stat_of compile_cache_hits)"
 }
 
-test_std_without_nvrtc_says_what_to_install() {
+test_std_without_nvrtc_says_what_is_missing() {
 	unmount_vyrefs
-	VYREFS_NVRTC=/nonexistent/libnvrtc.so XDG_CACHE_HOME=$CACHE mount_vyrefs || fail "mount"
+	VYREFS_NVRTC=/nonexistent/libnvrtc.so XDG_CACHE_HOME=$CACHE mount_vyrefs || { fail "mount"; return 1; }
 	truncate -s 64 "$MNT/y"
 	err=$( (echo "launch std.fill_f32 n=16 y f32:1 u64:16" >"$MNT/.vyre/ctl") 2>&1)
 	assertContains "$err" "Invalid argument"
 	log=$(tail -n 1 "$MNT/.vyre/log")
-	assertContains "$log" "the built-in module 'std': cannot compile std.cu: no NVRTC"
-	assertContains "$log" "(Fix: install NVRTC"
+	if [ "$backend" = host ]; then
+		# NVRTC is not what is missing: the host backend cannot launch.
+		assertContains "$log" "the built-in module 'std': cannot compile std.cu: the host backend cannot launch kernels"
+		assertContains "$log" "(Fix: mount with backend=cuda on a machine with a GPU)"
+		assertNotContains "$log" "NVRTC"
+	else
+		assertContains "$log" "the built-in module 'std': cannot compile std.cu: no NVRTC"
+		assertContains "$log" "(Fix: install NVRTC"
+	fi
 	assertEquals 0 "$(stat_of compiles)"
 }
 
@@ -129,14 +136,19 @@ test_launch_n_refusals_say_how() {
 	assertEquals "nothing ran" 0 "$(stat_of launches)"
 }
 
-test_without_nvrtc_the_refusal_says_what_to_install() {
+test_without_nvrtc_the_refusal_says_what_is_missing() {
 	unmount_vyrefs
-	VYREFS_NVRTC=/nonexistent/libnvrtc.so XDG_CACHE_HOME=$CACHE mount_vyrefs || fail "mount"
+	VYREFS_NVRTC=/nonexistent/libnvrtc.so XDG_CACHE_HOME=$CACHE mount_vyrefs || { fail "mount"; return 1; }
 	err=$(cp "$CU" "$MNT/.vyre/modules/saxpy.cu" 2>&1)
 	assertNotEquals 0 $?
 	log=$(cat "$MNT/.vyre/modules/saxpy.log")
-	assertContains "$log" "no NVRTC"
-	assertContains "$(grep saxpy "$VY_LOG")" "Fix: install NVRTC"
+	if [ "$backend" = host ]; then
+		assertContains "$log" "the host backend cannot launch kernels"
+		assertContains "$(grep saxpy "$VY_LOG")" "(Fix: mount with backend=cuda on a machine with a GPU)"
+	else
+		assertContains "$log" "no NVRTC"
+		assertContains "$(grep saxpy "$VY_LOG")" "Fix: install NVRTC"
+	fi
 }
 
-. "${SHUNIT2:-/usr/bin/shunit2}"
+. tests/shunit.sh

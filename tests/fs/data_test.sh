@@ -6,8 +6,8 @@
 WORK=""
 
 setUp() {
-	WORK=$(mktemp -d /tmp/vyrefs-work.XXXXXX)
-	mount_vyrefs || fail "mount"
+	WORK=$(mktemp -d /tmp/vyrefs-work.XXXXXX) || return 1
+	mount_vyrefs || { fail "mount"; return 1; }
 }
 
 oneTimeTearDown() { :; }
@@ -15,7 +15,7 @@ oneTimeTearDown() { :; }
 tearDown() {
 	unmount_vyrefs
 	rm -rf "$WORK"
-	if [ -n "$VY_LOG" ] && [ -z "${VY_KEEP_LOGS:-}" ]; then rm -f "$VY_LOG"; fi
+	drop_log
 }
 
 test_round_trips_are_byte_exact() {
@@ -55,12 +55,13 @@ test_sequential_write_grows_in_place() {
 # no file moves (issue "hardening": this was quadratic near the budget).
 test_appends_fill_the_budget_in_place() {
 	unmount_vyrefs
-	mount_vyrefs "resident_budget=256M" || fail "mount"
+	mount_vyrefs "resident_budget=256M" || { fail "mount"; return 1; }
 	avail=$(df -B1 --output=avail "$MNT" | tail -n 1 | tr -d " ")
 	dd if=/dev/zero of="$MNT/fill" bs=4k count=513 status=none || fail "the first 2 MiB"
 	d2d=$(stat_of d2d_bytes) moves=$(stat_of moves)
 	assertTrue "a small file moves while it grows: $moves" "[ $moves -gt 0 ] && [ $d2d -lt 2097152 ]"
-	dd if=/dev/zero of="$MNT/fill" bs=4k oflag=append conv=notrunc status=none 2>"$WORK/err"
+	# Bounded: 1 MiB past the 256 MiB budget, so it ends at ENOSPC or there.
+	timeout 300 dd if=/dev/zero of="$MNT/fill" bs=4k count=$(((256 + 1) * 256 - 513)) oflag=append conv=notrunc status=none 2>"$WORK/err"
 	assertNotEquals "dd ends at ENOSPC" 0 $?
 	assertContains "$(cat "$WORK/err")" "No space left on device"
 	size=$(stat -c %s "$MNT/fill")
@@ -252,7 +253,7 @@ test_write_behind_gathers_small_writes() {
 	assertEquals "bytes" $((12 << 20)) $(($(stat_of h2d_bytes) - bytes0))
 	cmp "$WORK/src" "$MNT/wb" || fail "content"
 	unmount_vyrefs
-	mount_vyrefs "write_behind=off" || fail "mount"
+	mount_vyrefs "write_behind=off" || { fail "mount"; return 1; }
 	dd if="$WORK/src" of="$MNT/wb" bs=4K status=none || fail "dd"
 	assertEquals "write_behind=off: one copy a write" 3072 "$(stat_of h2d_ops)"
 	assertEquals 0 "$(stat_of wb_copies)"
@@ -290,7 +291,7 @@ test_readahead_reads_in_order_with_few_copies() {
 	assertEquals "bytes" $((8 << 20)) $(($(stat_of d2h_bytes) - bytes0))
 	assertEquals "reads answered from readahead" 64 "$(stat_of ra_hits)"
 	unmount_vyrefs
-	mount_vyrefs "readahead=off" || fail "mount"
+	mount_vyrefs "readahead=off" || { fail "mount"; return 1; }
 	cp "$WORK/src" "$MNT/ra" || fail "cp"
 	dd if="$MNT/ra" of="$WORK/back" bs=128K iflag=direct status=none || fail "dd"
 	cmp "$WORK/src" "$WORK/back" || fail "content"
@@ -338,7 +339,7 @@ assert os.copy_file_range(src, dst, 4096, 0, $((6 * M + 8192))) == 4096
 
 test_enospc_is_clean_and_says_why() {
 	unmount_vyrefs
-	mount_vyrefs "resident_budget=8M,pool_budget=0" || fail "mount"
+	mount_vyrefs "resident_budget=8M,pool_budget=0" || { fail "mount"; return 1; }
 	dd if=/dev/zero of="$MNT/big" bs=1M count=16 status=none 2>"$WORK/err"
 	assertNotEquals "dd must fail" 0 $?
 	assertContains "$(cat "$WORK/err")" "No space left on device"
@@ -363,4 +364,4 @@ test_unmount_releases_every_byte() {
 	assertReleased
 }
 
-. "${SHUNIT2:-/usr/bin/shunit2}"
+. tests/shunit.sh

@@ -231,7 +231,7 @@ test_a_full_device_says_which_and_where_there_is_room() {
 
 test_devices_picks_some_and_refuses_what_is_not_there() {
 	[ "$backend" = host ] || { skip_test "host_devices is the host backend's"; return 0; }
-	mount_vyrefs "host_devices=3,host_memory=256M,devices=0,2" || fail "mount"
+	mount_vyrefs "host_devices=3,host_memory=256M,devices=0,2" || { fail "mount"; return 1; }
 	assertEquals "the two named" "0 2" "$(awk '$1 == "ordinal" { printf "%s%s", s, $2; s = " " }' "$MNT/.vyre/device")"
 	: >"$MNT/f"
 	setfattr -n user.vyre.device -v 2 "$MNT/f"
@@ -240,11 +240,11 @@ test_devices_picks_some_and_refuses_what_is_not_there() {
 	assertNotEquals "device 1 is not mounted" 0 $?
 	unmount_vyrefs
 	assertReleased
-	dir=$(mktemp -d)
+	dir=$(mktemp -d) || return 1
 	out=$("$VYREFS" -f -o backend=host,host_devices=2,devices=0+5 "$dir" 2>&1)
 	assertNotEquals "refused" 0 $?
 	rmdir "$dir"
 	assertContains "$out" "device 5: the host backend presents 2 device(s) (host_devices) (Fix: name devices below host_devices"
 }
 
-. "$SHUNIT2"
+. tests/shunit.sh

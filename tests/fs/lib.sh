@@ -8,22 +8,42 @@ MNT=""
 VY_PID=""
 VY_LOG=""
 
+# vyrefs_live DIR: DIR is a vyrefs mount (the last mounted there, as
+# /proc/self/mountinfo lists it) whose daemon answers.
+vyrefs_live() {
+	local fstype
+	fstype=$(awk -v m="$1" '$5 == m { for (i = 7; i < NF; i++) if ($i == "-") { t = $(i + 1); break } } END { print t }' /proc/self/mountinfo)
+	[ "$fstype" = fuse.vyrefs ] && [ -r "$1/.vyre/stats" ]
+}
+
+# Where MNT points after a failed mount: a path under no directory, so a
+# write meant for the mount fails (ENOENT) instead of landing elsewhere.
+VY_NO_MOUNT=/nonexistent/vyrefs-mount-failed
+
 # mount_vyrefs [OPTIONS]: in the foreground, in the background, so the test
-# has its pid and its log; returns once the mount is there.
+# has its pid and its log; returns once the mount is there. Its log goes to
+# VY_LOG_DIR (tests/run.sh: under the run's logs), else /tmp.
 mount_vyrefs() {
-	MNT=$(mktemp -d /tmp/vyrefs-mnt.XXXXXX)
+	local logdir=${VY_LOG_DIR:-/tmp}
+	mkdir -p "$logdir" || { MNT=$VY_NO_MOUNT; return 1; }
+	MNT=$(mktemp -d /tmp/vyrefs-mnt.XXXXXX) || { MNT=$VY_NO_MOUNT; return 1; }
 	chmod 755 "$MNT"
-	VY_LOG=$(mktemp /tmp/vyrefs-log.XXXXXX)
+	VY_LOG=$(mktemp "$logdir/vyrefs-log.XXXXXX") || VY_LOG=/dev/null
 	local opts="backend=$backend,host_memory=1G${1:+,$1}"
 	# A background job starts with SIGINT ignored; a terminal's would not.
 	env --default-signal=INT "$VYREFS" -f -o "$opts" "$MNT" 2>"$VY_LOG" &
 	VY_PID=$!
-	for _ in $(seq 100); do
-		mountpoint -q "$MNT" && return 0
+	for _ in $(seq 200); do
+		vyrefs_live "$MNT" && return 0
 		kill -0 "$VY_PID" 2>/dev/null || break
 		sleep 0.05
 	done
 	echo "mount failed:"; cat "$VY_LOG"
+	if ! mountpoint -q "$MNT"; then
+		kill "$VY_PID" 2>/dev/null
+		rmdir "$MNT" 2>/dev/null
+		MNT=$VY_NO_MOUNT
+	fi
 	return 1
 }
 
@@ -41,7 +61,7 @@ unmount_vyrefs() {
 	fi
 	wait "$VY_PID" 2>/dev/null
 	VY_STATUS=$?
-	rmdir "$MNT" 2>/dev/null
+	[ "$MNT" = "$VY_NO_MOUNT" ] || rmdir "$MNT" 2>/dev/null
 	MNT=""
 }
 
@@ -64,6 +84,48 @@ wait_gone() {
 		sleep 0.05
 	done
 	return 1
+}
+
+# wait_for WHAT COMMAND...: wait for an event, up to 60 s (a bound against
+# a hang, not a timing the test relies on); fails the test when it never came.
+wait_for() {
+	local what=$1
+	shift
+	for _ in $(seq 1200); do
+		"$@" && return 0
+		sleep 0.05
+	done
+	fail "$what: not within 60 s"
+	return 1
+}
+
+# as_nobody CMD...: CMD as uid and gid 65534. The binaries just built are
+# copied first where that user can read them (a clone under /root is 0700
+# to it, and vymap's RUNPATH points into the clone); NOBODY_VYREFS and
+# NOBODY_VYMAP name the copies, whose library LD_LIBRARY_PATH finds first.
+# Call nobody_bins once first (not in a $(...)), so they are kept.
+nobody_bins() {
+	[ -n "${NOBODY_DIR:-}" ] && return 0
+	NOBODY_DIR=$(mktemp -d /tmp/vyrefs-bin.XXXXXX) || return 1
+	chmod 755 "$NOBODY_DIR"
+	cp "$VYREFS" "$NOBODY_DIR/vyrefs" && cp "$BUILD/libvyrefs.so" "$BUILD/tests/client/vymap" "$NOBODY_DIR/" ||
+		{ fail "cannot copy the binaries to $NOBODY_DIR"; return 1; }
+	NOBODY_VYREFS=$NOBODY_DIR/vyrefs NOBODY_VYMAP=$NOBODY_DIR/vymap
+}
+as_nobody() {
+	LD_LIBRARY_PATH=${NOBODY_DIR:-}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} setpriv --reuid=65534 --regid=65534 --clear-groups "$@"
+}
+
+# others_opt: allow_other=on where this user may give it (root, or
+# user_allow_other in /etc/fuse.conf), so tests as another user can reach
+# the mount; else nothing (those tests skip: need setpriv).
+others_opt() {
+	if [ "$(id -u)" = 0 ] || grep -qs '^[[:space:]]*user_allow_other' /etc/fuse.conf; then echo allow_other=on; fi
+}
+
+# exited PID: the process has exited (a child is a zombie until waited for).
+exited() {
+	[ ! -e /proc/"$1" ] || [ "$(awk '{ print $3 }' /proc/"$1"/stat 2>/dev/null)" = Z ]
 }
 
 # The value of a key in .vyre/stats.
@@ -120,6 +182,12 @@ assertReleased() {
 
 tearDown() {
 	unmount_vyrefs
-	if [ -n "$VY_LOG" ] && [ -z "${VY_KEEP_LOGS:-}" ]; then rm -f "$VY_LOG"; fi
+	drop_log
+}
+
+# drop_log: remove the mount's log unless it is kept (VY_KEEP_LOGS, or under
+# tests/run.sh's log dir, which keeps every log of the run).
+drop_log() {
+	if [ -n "$VY_LOG" ] && [ -z "${VY_KEEP_LOGS:-}" ] && [ -z "${VY_LOG_DIR:-}" ]; then rm -f "$VY_LOG"; fi
 	VY_LOG=""
 }

@@ -18,7 +18,7 @@ traffic() {
 
 test_metrics_parse_and_match_stats() {
 	need python3 || return 0
-	mount_vyrefs || fail "mount"
+	mount_vyrefs || { fail "mount"; return 1; }
 	traffic
 	m=$(mktemp) s1=$(mktemp) s2=$(mktemp)
 	cat "$MNT/.vyre/stats" >"$s1"
@@ -78,4 +78,4 @@ test_the_parser_refuses_what_the_format_forbids() {
 	rm -f "$f" "$f.stats"
 }
 
-. "${SHUNIT2:-/usr/bin/shunit2}"
+. tests/shunit.sh

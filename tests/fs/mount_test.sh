@@ -5,7 +5,7 @@
 D=""
 
 setUp() {
-	D=$(mktemp -d /tmp/vyrefs-mnt.XXXXXX)
+	D=$(mktemp -d /tmp/vyrefs-mnt.XXXXXX) || return 1
 	chmod 755 "$D"
 }
 
@@ -16,7 +16,7 @@ tearDown() {
 	wait_gone "vyrefs.*$D" || fail "a daemon on $D is still running"
 	rmdir "$D" 2>/dev/null
 	unmount_vyrefs
-	if [ -n "$VY_LOG" ] && [ -z "${VY_KEEP_LOGS:-}" ]; then rm -f "$VY_LOG"; fi
+	drop_log
 }
 
 
@@ -39,15 +39,16 @@ test_daemon_returns_once_the_mount_is_ready() {
 # untouched.
 # mount(8) runs its helpers from /sbin and /usr/sbin only.
 need_mount_helper() {
-	[ -x /sbin/mount.fuse3 ] || [ -x /usr/sbin/mount.fuse3 ] || skip_test "needs mount.fuse3 in /sbin (fuse3)"
+	need_root "mount(8) runs FUSE helpers for root only, and a private mount namespace" || return 1
+	[ -x /sbin/mount.fuse3 ] || [ -x /usr/sbin/mount.fuse3 ] || { skip_test "needs mount.fuse3 in /sbin (fuse3)"; return 1; }
 }
 
 test_mount_t_fuse_vyrefs_as_fstab_does() {
-	need_mount_helper
-	need unshare
+	need_mount_helper || return 0
+	need unshare || return 0
 	# A private mount namespace needs / to be a mount (a bare chroot's is not).
 	mountpoint -q / || skip_test "needs / to be a mount point (in a chroot, bind-mount its root onto itself first)"
-	bindir=$(mktemp -d)
+	bindir=$(mktemp -d) || return 1
 	ln -s "$(realpath "$VYREFS")" "$bindir/vyrefs"
 	out=$(unshare -m --propagation private sh -c "
 		mount --bind '$bindir' /usr/local/sbin &&
@@ -67,7 +68,7 @@ test_mount_t_fuse_vyrefs_as_fstab_does() {
 
 # The old form, `mount -t fuse /path/to/vyrefs#SOURCE`, needs no PATH.
 test_mount_t_fuse_with_a_full_path() {
-	need_mount_helper
+	need_mount_helper || return 0
 	mount -t fuse "$(realpath "$VYREFS")#gpu1" "$D" -o "backend=$backend,host_memory=256M" || fail "mount"
 	assertContains "$(grep " $D " /proc/mounts)" "gpu1 $D fuse.vyrefs"
 	printf 'ok' >"$D/f"
@@ -78,7 +79,7 @@ test_mount_t_fuse_with_a_full_path() {
 
 test_sigterm_and_sigint_unmount_cleanly() {
 	for sig in TERM INT; do
-		mount_vyrefs || fail "mount"
+		mount_vyrefs || { fail "mount"; return 1; }
 		printf 'x' >"$MNT/f"
 		kill -$sig "$VY_PID"
 		for _ in $(seq 100); do kill -0 "$VY_PID" 2>/dev/null || break; sleep 0.05; done
@@ -91,59 +92,97 @@ test_sigterm_and_sigint_unmount_cleanly() {
 	done
 }
 
-# Voluntary context switches of each of the daemon's threads, "TID N" lines.
-thread_switches() {
+# The daemon's FUSE workers: its threads less the one that waits for the
+# end (the pid's own) and the map server's (vy-*), one TID a line.
+worker_tids() {
 	local t
 	for t in /proc/"$VY_PID"/task/*; do
-		echo "${t##*/} $(awk '/^voluntary_ctxt_switches/ { print $2 }' "$t/status" 2>/dev/null)"
+		[ "${t##*/}" = "$VY_PID" ] && continue
+		case "$(cat "$t/comm" 2>/dev/null)" in vy-*) continue ;; esac
+		echo "${t##*/}"
 	done
 }
 
-# THREADS_BEFORE THREADS_AFTER: how many threads switched 20 times or more.
-busy_threads() {
-	awk 'NR == FNR { n[$1] = $2; next } ($1 in n) && $2 - n[$1] >= 20 { c++ } END { print c + 0 }' "$1" "$2"
+# The workers waiting on the kernel for a request: in read(2) (syscall 0)
+# on /dev/fuse. The others sleep (futex). One TID a line.
+kernel_waiters() {
+	local t
+	for t in $(worker_tids); do
+		[ "$(cut -d' ' -f1 /proc/"$VY_PID"/task/"$t"/syscall 2>/dev/null)" = 0 ] && echo "$t"
+	done
 }
 
-# After 8 parallel readers, 300 one-at-a-time reads: the workers that served
-# them. IDLE_THREADS [MIN_WORKERS]
-served_by() {
-	local i before after readers=()
+# Voluntary context switches of each worker, "TID N" lines.
+worker_switches() {
+	local t
+	for t in $(worker_tids); do
+		echo "$t $(awk '/^voluntary_ctxt_switches/ { print $2 }' /proc/"$VY_PID"/task/"$t"/status 2>/dev/null)"
+	done
+}
+
+# BEFORE AFTER: the workers that switched at all between the two, one a line.
+switched() {
+	awk 'NR == FNR { n[$1] = $2; next } ($1 in n) && $2 != n[$1] { print $1 }' "$1" "$2"
+}
+
+# IDLE WANT [BATCHES]: 8 parallel readers make more workers than
+# idle_threads=IDLE (again, up to 5 rounds, until there are more than 2),
+# then requests come one at a time, in batches of 50 reads, until at most
+# WANT workers wait on the kernel (after the busy spell, each extra waiter
+# sleeps once it served a request). Sets WORKERS and WAITERS.
+busy_then_one_at_a_time() {
+	local i round readers
 	# The host backend: the CUDA driver's own threads would count as workers.
-	mount_vyrefs "backend=host,idle_threads=$1" || fail "mount"
+	mount_vyrefs "backend=host,idle_threads=$1" || { fail "mount"; return 1; }
 	for i in 1 2 3 4 5 6 7 8; do head -c 8M /dev/zero >"$MNT/f$i"; done
-	for i in 1 2 3 4 5 6 7 8; do
-		dd if="$MNT/f$i" of=/dev/null bs=64K iflag=direct status=none &
-		readers+=($!)
+	for round in 1 2 3 4 5; do
+		readers=()
+		for i in 1 2 3 4 5 6 7 8; do
+			dd if="$MNT/f$i" of=/dev/null bs=64K iflag=direct status=none &
+			readers+=($!)
+		done
+		wait "${readers[@]}"
+		WORKERS=$(worker_tids | wc -l)
+		[ "$WORKERS" -gt 2 ] && break
 	done
-	wait "${readers[@]}"
-	sleep 0.5 # the kernel's releases and forgets of those files, sent after the close
-	# Less the thread that waits for the end, and the map server's (vy-*).
-	WORKERS=$(($(ls /proc/"$VY_PID"/task | wc -l) - 1 - $(grep -l '^vy-' /proc/"$VY_PID"/task/*/comm | wc -l)))
+	for i in $(seq "${3:-40}"); do
+		dd if="$MNT/f1" of=/dev/null bs=4K count=50 iflag=direct status=none
+		WAITERS=$(kernel_waiters | wc -l)
+		[ "$WAITERS" -le "$2" ] && break
+	done
+	return 0
+}
+
+# What the loop does, not how the scheduler interleaved it: once requests
+# come one at a time, exactly idle_threads=2 workers wait on the kernel, the
+# others sleep, and 300 more reads wake none of the sleepers.
+test_one_at_a_time_requests_stay_on_two_workers() {
+	busy_then_one_at_a_time 2 2 || return 1
+	assertTrue "8 parallel readers got more than 2 workers (got $WORKERS)" "[ $WORKERS -gt 2 ]"
+	assertTrue "at most 10 workers (got $WORKERS)" "[ $WORKERS -le 10 ]"
+	assertEquals "workers waiting on the kernel, of $WORKERS" 2 "$WAITERS"
+	local waiters before after
+	waiters=$(kernel_waiters | sort)
 	before=$(mktemp) after=$(mktemp)
-	thread_switches >"$before"
+	worker_switches >"$before"
 	dd if="$MNT/f1" of=/dev/null bs=4K count=300 iflag=direct status=none
-	thread_switches >"$after"
-	SERVED=$(busy_threads "$before" "$after")
+	worker_switches >"$after"
+	assertEquals "only the two waiting workers served 300 reads one at a time" "" \
+		"$(switched "$before" "$after" | sort | comm -23 - <(echo "$waiters"))"
+	assertEquals "still 2 waiting" "$waiters" "$(kernel_waiters | sort)"
 	rm -f "$before" "$after"
+	unmount_vyrefs
+	assertReleased
+	# libfuse's own loop (idle_threads=0) keeps every idle worker waiting
+	# on the kernel, so one-at-a-time requests rotate over all of them.
+	busy_then_one_at_a_time 0 2 1 || return 1
+	assertTrue "with libfuse's loop more than 2 of $WORKERS wait on the kernel (got $WAITERS)" "[ $WAITERS -gt 2 ]"
 	unmount_vyrefs
 	assertReleased
 }
 
-test_one_at_a_time_requests_stay_on_two_workers() {
-	served_by 2
-	assertTrue "8 parallel readers got more than 2 workers (got $WORKERS)" "[ $WORKERS -gt 2 ]"
-	assertTrue "at most 10 workers (got $WORKERS)" "[ $WORKERS -le 10 ]"
-	assertEquals "workers that served 300 reads one at a time, of $WORKERS" 2 "$SERVED"
-	# libfuse's own loop hands them round the idle workers (the one that
-	# waited longest first, less a worker that finds a request on its way back).
-	served_by 0
-	if [ "$WORKERS" -gt 2 ]; then
-		assertTrue "with libfuse's loop, more than 2 of $WORKERS served them (got $SERVED)" "[ $SERVED -gt 2 ]"
-	fi
-}
-
 test_read_only_mount_refuses_writes() {
-	mount_vyrefs "ro" || fail "mount"
+	mount_vyrefs "ro" || { fail "mount"; return 1; }
 	(printf 'x' >"$MNT/f") 2>"$MNT.err"
 	assertNotEquals 0 $?
 	assertContains "$(cat "$MNT.err")" "Read-only file system"
@@ -154,7 +193,7 @@ test_read_only_mount_refuses_writes() {
 test_config_file_then_options() {
 	conf=$(mktemp)
 	printf '[vyrefs]\nbackend = %s\nhost_memory = 128M\npool_budget = 2M\nmax_write = 256K\n' "$backend" >"$conf"
-	mount_vyrefs "config=$conf,pool_budget=3M" || fail "mount"
+	mount_vyrefs "config=$conf,pool_budget=3M" || { fail "mount"; return 1; }
 	cfg=$(cat "$MNT/.vyre/config")
 	assertContains "$cfg" "pool_budget = 3145728"  # -o wins
 	assertContains "$cfg" "max_write = 262144"     # from the file
@@ -170,7 +209,7 @@ test_config_file_then_options() {
 # .vyre/config has a line for each setting --help lists (both come from the
 # settings table), set or left to its default; config= is not a setting.
 test_vyre_config_shows_every_setting_of_help() {
-	mount_vyrefs || fail "mount"
+	mount_vyrefs || { fail "mount"; return 1; }
 	cfg=$(sed -n 's/^\([a-z_]*\) = .*/\1/p; s/^# \([a-z_]*\): .*/\1/p' "$MNT/.vyre/config" | sort)
 	help=$("$VYREFS" --help | sed -n 's/^     \([a-z_]*\)=.*/\1/p' | grep -vx config | sort)
 	assertNotEquals "" "$help"
@@ -199,10 +238,11 @@ test_cuda_backend_without_gpu_refuses_to_mount() {
 # As another user on root's directory, it fails at the mount itself, after
 # the device is open.
 test_failed_mount_says_only_why() {
-	[ "$(id -u)" = 0 ] || skip_test "needs root (to run vyrefs as another user)"
+	need_root "to run vyrefs as another user" || return 0
 	need setpriv || return 0
+	nobody_bins || return 1
 	for fg in "" -f; do
-		err=$(setpriv --reuid=65534 --regid=65534 --clear-groups "$VYREFS" $fg -o "backend=host,host_memory=64M" "$D" 2>&1)
+		err=$(as_nobody "$NOBODY_VYREFS" $fg -o "backend=host,host_memory=64M" "$D" 2>&1)
 		assertEquals "$fg: $err" 1 $?
 		assertContains "$fg" "$err" "cannot mount on $D"
 		assertContains "$fg" "$err" "(Fix: "
@@ -227,7 +267,7 @@ test_auto_backend_says_once_which_it_chose() {
 # A second mount on the same directory would hide the first and its files;
 # a dead mount and a file as the mountpoint get hints that fit them.
 test_mountpoint_mistakes_are_named() {
-	mount_vyrefs || fail "mount"
+	mount_vyrefs || { fail "mount"; return 1; }
 	err=$("$VYREFS" -o backend=host "$MNT" 2>&1)
 	assertEquals 1 $?
 	assertContains "$err" "a vyrefs mount is already there"
@@ -247,4 +287,4 @@ test_mountpoint_mistakes_are_named() {
 	MNT=""
 }
 
-. "${SHUNIT2:-/usr/bin/shunit2}"
+. tests/shunit.sh

@@ -12,7 +12,7 @@ TMPFS=""
 
 setUp() {
 	WORK=$(mktemp -d /tmp/vyrefs-work.XXXXXX)
-	mount_vyrefs "${VY_OPTS:-}" || fail "mount"
+	mount_vyrefs "${VY_OPTS:-}" || { fail "mount"; return 1; }
 }
 
 tearDown() {
@@ -67,7 +67,7 @@ PY
 
 test_sizes_past_the_device_as_on_tmpfs() {
 	unmount_vyrefs
-	mount_vyrefs "resident_budget=64M" || fail "mount"
+	mount_vyrefs "resident_budget=64M" || { fail "mount"; return 1; }
 	mount_tmpfs
 	local want
 	want=$(big_sizes "$TMPFS")
@@ -82,7 +82,7 @@ test_sizes_past_the_device_as_on_tmpfs() {
 # and a move to another device.
 test_a_1tib_sparse_file_costs_nothing_anywhere() {
 	unmount_vyrefs
-	mount_vyrefs "host_devices=2,devices=0,1" || fail "mount"
+	mount_vyrefs "host_devices=2,devices=0,1" || { fail "mount"; return 1; }
 	local T=$((1 << 40)) out
 	truncate -s $T "$MNT/big" || fail "truncate 1T"
 	printf 'end' | dd of="$MNT/big" bs=1 seek=$((T - 3)) conv=notrunc status=none || fail "write at its end"
@@ -206,7 +206,7 @@ test_vyre_dir_is_not_listed_but_reached_by_name() {
 	rm -rf "$MNT/.vyre" 2>/dev/null
 	assertTrue "rm -rf MNT/.vyre leaves it" "[ -f '$MNT/.vyre/stats' ]"
 	unmount_vyrefs
-	mount_vyrefs "vyre_dir=visible" || fail "mount"
+	mount_vyrefs "vyre_dir=visible" || { fail "mount"; return 1; }
 	assertEquals "visible" ".vyre" "$(ls -A "$MNT")"
 	assertEquals "visible: its link counts" 3 "$(stat -c %h "$MNT")"
 	assertEquals "vyre_dir = visible" "$(grep '^vyre_dir' "$MNT/.vyre/config")"
@@ -248,7 +248,7 @@ PY
 
 test_df_available_is_what_a_new_file_can_fallocate_as_on_tmpfs() {
 	unmount_vyrefs
-	mount_vyrefs "resident_budget=64M" || fail "mount"
+	mount_vyrefs "resident_budget=64M" || { fail "mount"; return 1; }
 	mount_tmpfs
 	assertEquals "tmpfs" "avail 0" "$(df_avail_steps "$TMPFS")"
 	assertEquals "vyrefs" "avail 0" "$(df_avail_steps "$MNT")"
@@ -357,4 +357,4 @@ test_standard_mount_flags_as_on_tmpfs() {
 	assertContains "$out" "nosymfollow: tmpfs rc=0 rw,nosuid,nodev,relatime,nosymfollow"
 }
 
-. "${SHUNIT2:-/usr/bin/shunit2}"
+. tests/shunit.sh

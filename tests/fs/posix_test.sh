@@ -10,8 +10,8 @@ WORK=""
 TMPFS=""
 
 setUp() {
-	WORK=$(mktemp -d /tmp/vyrefs-work.XXXXXX)
-	mount_vyrefs "${VY_OPTS:-}" || fail "mount"
+	WORK=$(mktemp -d /tmp/vyrefs-work.XXXXXX) || return 1
+	mount_vyrefs "${VY_OPTS:-}" || { fail "mount"; return 1; }
 }
 
 tearDown() {
@@ -22,17 +22,19 @@ tearDown() {
 		TMPFS=""
 	fi
 	rm -rf "$WORK"
-	if [ -n "$VY_LOG" ] && [ -z "${VY_KEEP_LOGS:-}" ]; then rm -f "$VY_LOG"; fi
+	drop_log
 }
 
 mount_tmpfs() {
-	TMPFS=$(mktemp -d /tmp/vyrefs-tmpfs.XXXXXX)
+	need_root "it compares with a tmpfs it mounts" || return 1
+	TMPFS=$(mktemp -d /tmp/vyrefs-tmpfs.XXXXXX) || return 1
 	# nodev,nosuid: as libfuse mounts vyrefs
 	mount -t tmpfs -o size=64m,nodev,nosuid tmpfs "$TMPFS" || fail "tmpfs"
 	chmod 755 "$TMPFS"
 }
 
 test_special_files_keep_mode_and_rdev() {
+	need_root "device nodes and chown" || return 0
 	mkfifo -m 640 "$MNT/fifo" || fail "mkfifo"
 	mknod -m 600 "$MNT/null" c 1 3 || fail "mknod c"
 	mknod "$MNT/blk" b 7 200 || fail "mknod b"
@@ -66,6 +68,7 @@ test_special_files_keep_mode_and_rdev() {
 }
 
 test_tar_and_rsync_trees_with_special_files() {
+	need_root "device nodes and chown" || return 0
 	need tar rsync || return 0
 	mkdir -p "$WORK/src/d"
 	mkfifo -m 600 "$WORK/src/d/fifo"
@@ -77,7 +80,7 @@ test_tar_and_rsync_trees_with_special_files() {
 	# Compared with the same on tmpfs (tar keeps whole seconds).
 	listing() { (cd "$1" && find . -mindepth 1 -printf '%p %y %m %U %G %Ts ' -exec stat -c '%Hr,%Lr' {} \; | sort); }
 	tar -C "$WORK/src" -cf "$WORK/t.tar" . || fail "tar -c"
-	mount_tmpfs
+	mount_tmpfs || return 0
 	for root in "$MNT" "$TMPFS"; do
 		mkdir "$root/t"
 		tar -C "$root/t" -xpf "$WORK/t.tar" || fail "tar -x"
@@ -132,7 +135,7 @@ why() { "$@" 2>&1 >/dev/null | sed 's/.*: //' | head -n 1; }
 test_sparse_files_keep_holes_free() {
 	need fallocate || return 0
 	unmount_vyrefs
-	mount_vyrefs "resident_budget=64M" || fail "mount"
+	mount_vyrefs "resident_budget=64M" || { fail "mount"; return 1; }
 	fallocate -l 32M "$MNT/a" || fail "fallocate"
 	truncate -s 64M "$MNT/b" || fail "truncate past what is left"
 	assertEquals "holes cost nothing" "67108864 0 33554432" \
@@ -215,7 +218,7 @@ PY
 test_sizes_past_the_device_are_holes_and_no_room_is_enospc() {
 	need fallocate || return 0
 	unmount_vyrefs
-	mount_vyrefs "resident_budget=64M" || fail "mount"
+	mount_vyrefs "resident_budget=64M" || { fail "mount"; return 1; }
 	truncate -s 999999999999999 "$MNT/f" || fail "truncate far"
 	dd if=/dev/zero of="$MNT/f" bs=4k count=1 seek=16M conv=notrunc status=none || fail "a write at 64 GiB"
 	assertEquals "one granule for the far write" "999999999999999 4096" "$(stat -c '%s %b' "$MNT/f")"
@@ -257,7 +260,7 @@ test_readdir_ends_while_its_entries_are_renamed() {
 
 test_buffered_reads_see_a_direct_write_that_ran_beside_them() {
 	unmount_vyrefs
-	mount_vyrefs "page_cache=on" || fail "mount"
+	mount_vyrefs "page_cache=on" || { fail "mount"; return 1; }
 	# 4 buffered readers run while another fd writes 4 MiB with O_DIRECT
 	# AIO; then the open fd and a fresh open read every byte new, 30 times.
 	assertEquals "dio stale=0" "$(timeout 120 "$PROBE" dio "$MNT/f" 30)"
@@ -297,8 +300,8 @@ suid_matrix() {
 test_suid_and_sgid_are_cleared_as_on_tmpfs() {
 	need setpriv fallocate || return 0
 	unmount_vyrefs
-	mount_vyrefs "allow_other=on" || fail "mount"
-	mount_tmpfs
+	mount_vyrefs "allow_other=on" || { fail "mount"; return 1; }
+	mount_tmpfs || return 0
 	local want got
 	want=$(suid_matrix "$TMPFS")
 	got=$(suid_matrix "$MNT")
@@ -314,6 +317,7 @@ test_suid_and_sgid_are_cleared_as_on_tmpfs() {
 }
 
 test_file_handles_outlive_the_kernels_caches() {
+	need_root "/proc/sys/vm/drop_caches" || return 0
 	mkdir -p "$MNT/a/b"
 	make_data "$WORK/data" 300000
 	cp "$WORK/data" "$MNT/a/b/f" || fail "cp"
@@ -353,8 +357,8 @@ test_posix_script_matches_tmpfs_as_root_and_as_another_user() {
 	# each step's errno, whether the parent's and the child's mtime and
 	# ctime changed, and link counts.
 	unmount_vyrefs
-	mount_vyrefs "allow_other=on" || fail "mount"
-	mount_tmpfs
+	mount_vyrefs "allow_other=on" || { fail "mount"; return 1; }
+	mount_tmpfs || return 0
 	local who want got
 	for who in root user; do
 		want=$(posix_script "$TMPFS" $who)
@@ -383,14 +387,14 @@ punch_and_zero() {
 test_punched_holes_and_zeroed_ranges_read_as_on_tmpfs() {
 	need fallocate || return 0
 	make_data "$WORK/data" 300000
-	mount_tmpfs
+	mount_tmpfs || return 0
 	local want
 	want=$(punch_and_zero "$TMPFS")
 	assertContains "$want" "--punch-hole -o 100 -l 50: 300000 "
 	assertEquals "$want" "$(punch_and_zero "$MNT")"
 	# write-behind: gathered bytes land before the zeros
 	unmount_vyrefs
-	mount_vyrefs "write_behind=on" || fail "mount"
+	mount_vyrefs "write_behind=on" || { fail "mount"; return 1; }
 	assertEquals "$want" "$(punch_and_zero "$MNT")"
 }
 
@@ -408,7 +412,7 @@ whiteouts() {
 }
 
 test_rename_whiteout_leaves_a_whiteout_as_on_tmpfs() {
-	mount_tmpfs
+	mount_tmpfs || return 0
 	local want
 	want=$(whiteouts "$TMPFS")
 	assertContains "$want" "b character special file 0 0 0 0 0 1"
@@ -438,8 +442,8 @@ xattr_namespaces() {
 test_trusted_and_security_xattrs_and_caps_as_on_tmpfs() {
 	need setpriv setfattr getfattr setcap getcap || return 0
 	unmount_vyrefs
-	mount_vyrefs "allow_other=on" || fail "mount"
-	mount_tmpfs
+	mount_vyrefs "allow_other=on" || { fail "mount"; return 1; }
+	mount_tmpfs || return 0
 	local want
 	want=$(xattr_namespaces "$TMPFS")
 	assertContains "$want" "trusted.b:  v-trusted.b"
@@ -449,9 +453,10 @@ test_trusted_and_security_xattrs_and_caps_as_on_tmpfs() {
 }
 
 test_remount_changes_flags_and_refuses_settings_by_name() {
+	need_root "mount -o remount" || return 0
 	need findmnt || return 0
 	unmount_vyrefs
-	mount_vyrefs "noexec,noatime" || fail "mount"
+	mount_vyrefs "noexec,noatime" || { fail "mount"; return 1; }
 	assertContains "generic flags reach the kernel" "$(findmnt -no OPTIONS "$MNT")" "rw,nosuid,nodev,noexec,noatime"
 	printf 'kept' >"$MNT/a"
 	# As mount.fuse3 runs it for `mount -o remount,ro`.
@@ -494,7 +499,7 @@ chattr_matrix() {
 
 test_chattr_immutable_and_append_only_as_on_tmpfs() {
 	need chattr lsattr setfattr || return 0
-	mount_tmpfs
+	mount_tmpfs || return 0
 	local want
 	want=$(chattr_matrix "$TMPFS")
 	assertContains "$want" "+i echo x >>f: Operation not permitted"
@@ -503,7 +508,7 @@ test_chattr_immutable_and_append_only_as_on_tmpfs() {
 }
 
 test_o_tmpfile_as_on_tmpfs() {
-	mount_tmpfs
+	mount_tmpfs || return 0
 	local want
 	want=$("$PROBE" tmpfile "$TMPFS")
 	assertContains "$want" "linked: nlink=1 size=5 mode=100640 bytes=hello"
@@ -578,8 +583,8 @@ acl_matrix() {
 test_posix_acls_as_on_tmpfs() {
 	need setfacl getfacl setpriv getfattr || return 0
 	unmount_vyrefs
-	mount_vyrefs "allow_other=on" || fail "mount"
-	mount_tmpfs
+	mount_vyrefs "allow_other=on" || { fail "mount"; return 1; }
+	mount_tmpfs || return 0
 	local want got
 	want=$(acl_matrix "$TMPFS")
 	got=$(acl_matrix "$MNT")
@@ -601,7 +606,7 @@ test_posix_acls_as_on_tmpfs() {
 test_acls_count_in_the_xattr_budget() {
 	need setfacl || return 0
 	unmount_vyrefs
-	mount_vyrefs "xattr_budget=1K" || fail "mount"
+	mount_vyrefs "xattr_budget=1K" || { fail "mount"; return 1; }
 	# u::rw,u:N:r,g::r,m::r,o::r is 44 bytes, and its name 24: 15 fit 1 KiB.
 	local n=0 i
 	for i in $(seq 30); do
@@ -648,14 +653,14 @@ btime_steps() {
 }
 
 test_statx_btime_is_the_creation_time_as_on_tmpfs() {
-	mount_tmpfs
+	mount_tmpfs || return 0
 	local want
 	want=$(btime_steps "$TMPFS")
 	assertEquals "$(printf 'f: made then yes\ndir: made then yes\np: made then yes\nafter changes: same\nlater file later: yes')" "$want"
 	assertEquals "$want" "$(btime_steps "$MNT")"
 	# libfuse's own loop (idle_threads=0) replies from the reading thread too.
 	unmount_vyrefs
-	mount_vyrefs "idle_threads=0" || fail "mount"
+	mount_vyrefs "idle_threads=0" || { fail "mount"; return 1; }
 	assertEquals "libfuse's loop" "$want" "$(btime_steps "$MNT")"
 }
 
@@ -692,9 +697,9 @@ test_nfs_export_reads_writes_and_outlives_the_caches() {
 		return 0
 	fi
 	unmount_vyrefs
-	mount_vyrefs "allow_other=on" || fail "mount"
+	mount_vyrefs "allow_other=on" || { fail "mount"; return 1; }
 	local client mountd="" nfsd=""
-	client=$(mktemp -d /tmp/vyrefs-nfs.XXXXXX)
+	client=$(mktemp -d /tmp/vyrefs-nfs.XXXXXX) || return 1
 	# A FUSE filesystem has no device number of its own to name it by: the
 	# export gives one (fsid=).
 	mountpoint -q /proc/fs/nfsd || mount -t nfsd nfsd /proc/fs/nfsd || fail "mount nfsd"
@@ -734,4 +739,4 @@ test_nfs_export_reads_writes_and_outlives_the_caches() {
 	rmdir "$client"
 }
 
-. "${SHUNIT2:-/usr/bin/shunit2}"
+. tests/shunit.sh

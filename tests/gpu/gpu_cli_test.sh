@@ -18,4 +18,4 @@ test_wrong_ordinal_is_refused_with_fix() {
 	assertContains "$err" "(Fix: "
 }
 
-. "${SHUNIT2:-/usr/bin/shunit2}"
+. tests/shunit.sh

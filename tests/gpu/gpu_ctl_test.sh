@@ -8,7 +8,7 @@ FIX=tests/gpu/fixtures
 N=1048576
 
 setUp() {
-	mount_vyrefs "backend=cuda" || fail "mount"
+	mount_vyrefs "backend=cuda" || { fail "mount"; return 1; }
 	cp "$FIX/kernels.ptx" "$MNT/.vyre/modules/kernels.ptx" || fail "module load"
 }
 
@@ -39,8 +39,8 @@ test_module_loads_and_lists() {
 # remount loads the module without compiling it again.
 test_jit_cache_is_kept_per_user() {
 	unmount_vyrefs
-	cache=$(mktemp -d)
-	XDG_CACHE_HOME=$cache mount_vyrefs "backend=cuda" || fail "mount"
+	cache=$(mktemp -d) || return 1
+	XDG_CACHE_HOME=$cache mount_vyrefs "backend=cuda" || { fail "mount"; return 1; }
 	cp "$FIX/kernels.ptx" "$MNT/.vyre/modules/kernels.ptx" || fail "module load"
 	assertTrue "the JIT cache has entries" "[ -n \"\$(find '$cache/vyrefs' -type f 2>/dev/null | head -n 1)\" ]"
 	rm -rf "$cache"
@@ -148,4 +148,4 @@ test_removing_a_module_unloads_it() {
 	assertContains "$(tail -n 1 "$MNT/.vyre/log")" "no module 'kernels'"
 }
 
-. "${SHUNIT2:-/usr/bin/shunit2}"
+. tests/shunit.sh

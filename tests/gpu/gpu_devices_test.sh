@@ -17,7 +17,7 @@ setUp() {
 		return 0
 	fi
 	BASE0=$(used_mib 0) BASE1=$(used_mib 1)
-	mount_vyrefs "backend=cuda,devices=0,1,resident_budget=1G" || fail "mount"
+	mount_vyrefs "backend=cuda,devices=0,1,resident_budget=1G" || { fail "mount"; return 1; }
 	mkdir "$MNT/g0" "$MNT/g1"
 	setfattr -n user.vyre.device -v 0 "$MNT/g0"
 	setfattr -n user.vyre.device -v 1 "$MNT/g1"
@@ -25,8 +25,7 @@ setUp() {
 
 tearDown() {
 	unmount_vyrefs
-	if [ -n "$VY_LOG" ] && [ -z "${VY_KEEP_LOGS:-}" ]; then rm -f "$VY_LOG"; fi
-	VY_LOG=""
+	drop_log
 }
 
 # Tests run only over a mount setUp made (none when skipped).
@@ -125,4 +124,4 @@ test_a_full_gpu_names_itself() {
 	released
 }
 
-. "${SHUNIT2:-/usr/bin/shunit2}"
+. tests/shunit.sh

@@ -8,15 +8,14 @@ export VYREFS_LIB=$PWD/${BUILD}/libvyrefs.so
 export PYTHONPATH=$PWD/client/python${PYTHONPATH:+:$PYTHONPATH}
 
 setUp() {
-	mount_vyrefs "backend=cuda" || fail "mount"
-	TMP=$(mktemp -d /tmp/vyrefs-ingest.XXXXXX)
+	mount_vyrefs "backend=cuda" || { fail "mount"; return 1; }
+	TMP=$(mktemp -d /tmp/vyrefs-ingest.XXXXXX) || return 1
 }
 
 tearDown() {
 	rm -rf "$TMP"
 	unmount_vyrefs
-	if [ -n "$VY_LOG" ] && [ -z "${VY_KEEP_LOGS:-}" ]; then rm -f "$VY_LOG"; fi
-	VY_LOG=""
+	drop_log
 }
 
 test_cp_round_trips_through_the_gpu() {
@@ -67,4 +66,4 @@ True True
 		"$([ "$(stat_of h2d_bytes)" -lt 4096 ] && echo 1)"
 }
 
-. "${SHUNIT2:-/usr/bin/shunit2}"
+. tests/shunit.sh

@@ -14,7 +14,7 @@ gpu_used_mib() {
 
 setUp() {
 	BASE_MIB=$(gpu_used_mib)
-	mount_vyrefs "backend=cuda,launch_timeout=2s" || fail "mount"
+	mount_vyrefs "backend=cuda,launch_timeout=2s" || { fail "mount"; return 1; }
 	cp "$FIX/kernels.ptx" "$MNT/.vyre/modules/kernels.ptx" || fail "module load"
 	cp "$FIX/faults.ptx" "$MNT/.vyre/modules/faults.ptx" || fail "module load"
 	# Three files, written three ways, before the bad kernel.
@@ -31,8 +31,7 @@ setUp() {
 tearDown() {
 	rm -f "$SRC"
 	unmount_vyrefs
-	if [ -n "$VY_LOG" ] && [ -z "${VY_KEEP_LOGS:-}" ]; then rm -f "$VY_LOG"; fi
-	VY_LOG=""
+	drop_log
 }
 
 # LAUNCH ERRNO_TEXT: the bad launch fails as documented; then everything
@@ -93,4 +92,4 @@ test_memory_back_to_baseline_after_faults() {
 		"$(nvidia-smi --query-compute-apps=pid,process_name --format=csv,noheader | grep vyrefs)"
 }
 
-. "${SHUNIT2:-/usr/bin/shunit2}"
+. tests/shunit.sh

@@ -17,7 +17,7 @@ have() { python3 -c "import $1" 2>/dev/null; }
 
 setUp() {
 	BASE_MIB=$(gpu_used_mib)
-	mount_vyrefs "backend=cuda" || fail "mount"
+	mount_vyrefs "backend=cuda" || { fail "mount"; return 1; }
 }
 
 py() { python3 - "$MNT" "$@"; }
@@ -130,4 +130,4 @@ PY
 	assertEquals "MiB used on the GPU before the mount and after" "$BASE_MIB" "$(gpu_used_mib)"
 }
 
-. "${SHUNIT2:-/usr/bin/shunit2}"
+. tests/shunit.sh

@@ -10,7 +10,7 @@ gpu_used_mib() {
 
 test_driver_memory_back_to_before_the_mount() {
 	before=$(gpu_used_mib)
-	mount_vyrefs "backend=cuda" || fail "mount"
+	mount_vyrefs "backend=cuda" || { fail "mount"; return 1; }
 	head -c $((1024 * 1024 * 1024)) /dev/zero >"$MNT/gig" || fail "write 1 GiB"
 	during=$(gpu_used_mib)
 	assertTrue "1 GiB file shows on the GPU: $before -> $during MiB" "[ $((during - before)) -ge 1024 ]"
@@ -21,7 +21,7 @@ test_driver_memory_back_to_before_the_mount() {
 }
 
 test_large_file_round_trip_on_the_gpu() {
-	mount_vyrefs "backend=cuda" || fail "mount"
+	mount_vyrefs "backend=cuda" || { fail "mount"; return 1; }
 	src=$(mktemp /tmp/vyrefs-big.XXXXXX)
 	head -c $((768 * 1024 * 1024 + 12345)) /dev/urandom >"$src"
 	cp "$src" "$MNT/big" || fail "cp in"
@@ -32,4 +32,4 @@ test_large_file_round_trip_on_the_gpu() {
 	rm -f "$src"
 }
 
-. "${SHUNIT2:-/usr/bin/shunit2}"
+. tests/shunit.sh

@@ -6,14 +6,14 @@
 . tests/fs/lib.sh
 
 setUp() {
-	CACHE=$(mktemp -d)
-	XDG_CACHE_HOME=$CACHE mount_vyrefs "backend=cuda" || fail "mount"
+	CACHE=$(mktemp -d) || return 1
+	XDG_CACHE_HOME=$CACHE mount_vyrefs "backend=cuda" || { fail "mount"; return 1; }
 }
 
 tearDown() {
 	rm -rf "$CACHE"
 	unmount_vyrefs
-	if [ -n "$VY_LOG" ] && [ -z "${VY_KEEP_LOGS:-}" ]; then rm -f "$VY_LOG"; fi
+	drop_log
 	VY_LOG=""
 }
 
@@ -46,10 +46,10 @@ test_std_is_compiled_once_on_first_use() {
 	assertEquals "4.0" "$(python3 -c "import struct; print(struct.unpack('<f', open('$MNT/y','rb').read(4))[0])")"
 	# A remount finds it in the cache.
 	unmount_vyrefs
-	XDG_CACHE_HOME=$CACHE mount_vyrefs "backend=cuda" || fail "remount"
+	XDG_CACHE_HOME=$CACHE mount_vyrefs "backend=cuda" || { fail "remount"; return 1; }
 	truncate -s 4096 "$MNT/y"
 	echo "launch std.fill_f32 n=1024 grid=auto y f32:2 u64:1024" >"$MNT/.vyre/ctl" || fail "after remount"
 	assertEquals "0 1" "$(stat_of compiles) $(stat_of compile_cache_hits)"
 }
 
-. "${SHUNIT2:-/usr/bin/shunit2}"
+. tests/shunit.sh

@@ -25,7 +25,7 @@ import math
 import os
 
 __all__ = ["map", "copy", "Mapping", "VyrefsError"]
-__version__ = "0.2.0"
+__version__ = "0.3.0"  # the top-level file VERSION; tests/cli/cli_test.sh checks they agree
 
 
 class VyrefsError(OSError):
