@@ -175,7 +175,7 @@ def main(mnt, tmp, quick):
     put("forward_ms", med(meta, "forward_ms"))
     put("baseline_first_ms", med(meta, "first_ms"))
     put("vs_baseline", med(ours, "first_ms") / med(meta, "first_ms"))
-    hf_reps = reps if quick else 1  # ~10 s each at 7B
+    hf_reps = 1  # ~10 s each at 7B
     hft = [run("hf", src) for _ in range(hf_reps)]
     hfm = [run("hf", dst) for _ in range(hf_reps)]
     put("hf_tmpfs_first_ms", med(hft, "first_ms"))

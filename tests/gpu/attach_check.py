@@ -58,6 +58,9 @@ def llama_compare(mnt, tmp):
         with torch.no_grad():
             a, b = ours(ids).logits, theirs(ids).logits
         same = [k for k, v in theirs.state_dict().items() if torch.equal(v, ours.state_dict()[k])]
+        inv = [(n, b) for n, b in theirs.named_buffers() if n.endswith("inv_freq")]
+        if not all(torch.equal(b.cuda(), dict(ours.named_buffers())[n].cuda()) for n, b in inv):
+            print("inv_freq differs:", [(str(b.device), str(b.dtype)) for _, b in inv], file=sys.stderr)
         print(name, "logits equal", torch.equal(a, b), "tensors equal", len(same) == len(theirs.state_dict()),
               "tied", ours.lm_head.weight is ours.model.embed_tokens.weight,
               "eval", not ours.training, "device", ours.device, "no copy", took < weights / 10,
@@ -116,6 +119,20 @@ def processed(mnt):
     back = vyrefs.torch.load_state_dict(os.path.join(mnt, "proc"))
     print(len(back.files) > 1, sorted(back) == sorted(proc),
           all(back[k].is_cuda and torch.equal(back[k], v) for k, v in proc.items()))
+    # Too big for the device: a conversion that needs more than is free
+    # (mem_get_info made to say 64 KiB) is refused before anything changes.
+    vyrefs.torch.save(net, os.path.join(mnt, "net256"))
+    with vyrefs.torch.empty_weights():
+        net2 = am.Net(d=256, layers=2)
+    mapped = lambda: open(os.path.join(mnt, ".vyre/stats")).read().split("mapped_bytes ")[1].split()[0]  # noqa: E731
+    before, real = mapped(), torch.cuda.mem_get_info
+    torch.cuda.mem_get_info = lambda dev=None: (64 << 10, real(dev)[1])
+    try:
+        vyrefs.torch.attach(net2, os.path.join(mnt, "net256"), dtype=torch.float16)
+    except MemoryError as e:
+        print(str(e).split(" bytes")[0], "(Fix:" in str(e))
+    torch.cuda.mem_get_info = real
+    print(net2.emb.weight.device, mapped() == before)
 
 
 def dlpack(mnt):

@@ -6,7 +6,8 @@
 # weights and the tied one tied; a torch.nn model saved sharded by
 # vyrefs.torch.save and attached in two processes at once takes device
 # memory once; a processed state dict comes back equal; DLPack hands a
-# mapped tensor to cupy and jax with no copy where they take it.
+# mapped tensor to cupy and jax with no copy where they take it; a
+# conversion too big for the device is refused with nothing left mapped.
 # The helper is tests/gpu/attach_check.py.
 . tests/fs/lib.sh
 export VYREFS_LIB=$PWD/${BUILD}/libvyrefs.so
@@ -59,7 +60,9 @@ test_two_processes_attached_at_once_take_device_memory_once() {
 
 test_processed_state_dict_saved_and_attached_back() {
 	have torch || { skip_test "needs torch"; return; }
-	assertEquals "True True True" "$(python3 $CHECK processed "$MNT")"
+	assertEquals "True True True
+vyrefs: attaching needs 1315840 True
+meta True" "$(python3 $CHECK processed "$MNT")"
 }
 
 test_dlpack_to_cupy_and_jax_with_no_copy() {
