@@ -323,6 +323,42 @@ PY
 	assertEquals 0 "$(stat_of resident_bytes)"
 }
 
+# vyrefs.transformers.from_pretrained's plumbing (config, class, dtype, tie,
+# generation_config, eval, refusals) against a stand-in transformers
+# (tests/client/standin): Debian has none; the GPU suite runs the real one.
+test_from_pretrained_plumbing_with_a_standin_transformers() {
+	needs_torch || return 0
+	out=$(PYTHONPATH=$PWD/tests/client/standin:$PYTHONPATH py <<'PY'
+import sys, os, json, torch, transformers, vyrefs.torch, vyrefs.transformers
+mnt = sys.argv[1]
+cfg = transformers.Config(vocab=50, d=8, tie=True, architectures=["TinyLM"])
+torch.manual_seed(0)
+m = transformers.TinyLM(cfg).to(torch.bfloat16)
+vyrefs.torch.save(m, mnt + "/tiny", max_shard_size=300)
+json.dump({"max_length": 7}, open(mnt + "/tiny/generation_config.json", "w"))
+print(sorted(os.listdir(mnt + "/tiny")))
+x = torch.tensor([[1, 2, 3]])
+ours = vyrefs.transformers.from_pretrained(mnt + "/tiny")
+print(ours.training, ours.head.weight is ours.emb.weight, ours.generation_config.max_length, ours.emb.weight.dtype,
+      ours.inv_freq.dtype, torch.equal(ours(x), m(x)))
+for bad in (dict(device_map="cuda:1"), dict(foo=1), dict(dtype="nonsense")):
+    try:
+        vyrefs.transformers.from_pretrained(mnt + "/tiny", **bad)
+        print("no error", bad)
+    except Exception as e:
+        print(type(e).__name__, str(e).split(" (Fix:")[0], "(Fix:" in str(e))
+o32 = vyrefs.transformers.from_pretrained(mnt + "/tiny", torch_dtype=torch.float32)
+print(o32.emb.weight.dtype, o32.head.weight is o32.emb.weight, torch.equal(o32.emb.weight, m.emb.weight.float()))
+PY
+)
+	assertEquals "['config.json', 'generation_config.json', 'model-00001-of-00002.safetensors', 'model-00002-of-00002.safetensors', 'model.safetensors.index.json']
+False True 7 torch.bfloat16 torch.float32 True
+ValueError vyrefs: device_map asks for cuda:1; the files are on cpu, and a mapping is where its file lives True
+TypeError vyrefs: from_pretrained does not take foo True
+TypeError vyrefs: dtype 'nonsense' is not a torch dtype True
+torch.float32 True True" "$out"
+}
+
 # DLPack: a mapped tensor reaches numpy (and jax, cupy where installed)
 # with no copy.
 test_dlpack_reaches_numpy_with_no_copy() {
