@@ -247,6 +247,27 @@ def build(r):
             fmt(sm, 2), fmt(t), fmt(mo), fmt(None if not sm or t is None else t / sm, 0)))
         add("")
 
+    if num(r, "attach.vyrefs_first_ms") is not None:
+        add("### A whole model to its first answer (`vyrefs.transformers.from_pretrained`, %s MiB of bf16 weights)"
+            % fmt(num(r, "attach.model_mib"), 0))
+        add("")
+        add("| figure | vyrefs | baseline | ratio |")
+        add("| --- | --- | --- | --- |")
+        v, b = num(r, "attach.vyrefs_first_ms"), num(r, "attach.baseline_first_ms")
+        q = ratio(v, b)
+        add("| load + one forward, ms | %s (from_pretrained %s, of which vyrefs' own %s) | built on meta %s + the same forward %s: %s | %s |" % (
+            fmt(v), fmt(num(r, "attach.vyrefs_load_ms")), fmt(num(r, "attach.vyrefs_own_ms"), 2),
+            fmt(num(r, "attach.build_ms")), fmt(num(r, "attach.forward_ms")), fmt(b), fmt(q)))
+        targets.append(("model to first answer vs built on meta + forward", q, "≤ 1.1", verdict(q, 1.1, False)))
+        add("| transformers' from_pretrained + forward, ms | %s | from tmpfs %s; from the mount %s | %s× / %s× faster |" % (
+            fmt(v), fmt(num(r, "attach.hf_tmpfs_first_ms")), fmt(num(r, "attach.hf_mount_first_ms")),
+            fmt(num(r, "attach.speedup_tmpfs"), 1), fmt(num(r, "attach.speedup_mount"), 1)))
+        add("| device memory a second process took, MiB | %s | from_pretrained from tmpfs %s | |" % (
+            fmt(num(r, "attach.second_mib"), 0), fmt(num(r, "attach.hf_mib"), 0)))
+        add("| logits bit for bit those of from_pretrained | %s | | |" % (
+            "yes" if num(r, "attach.logits_equal") == 1 else "no"))
+        add("")
+
     if num(r, "ingest.in_default_gbps") is not None:
         add("### Into and out of the mount (`vyrefs cp`, safetensors)")
         add("")

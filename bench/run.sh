@@ -10,7 +10,9 @@
 # devices), adding to results.txt; the report covers whatever it holds. The
 # default is all of them, with devices (one mount over two GPUs) only where
 # nvidia-smi lists two or more; on the host backend devices is a smoke check
-# over two host devices (host_devices=2).
+# over two host devices (host_devices=2). attach (a 7B-shaped model to its first
+# answer, bench/attach_bench.py: torch and transformers, cuda) runs only when
+# named.
 # BENCH_REPS=N: single-stream reads (dd, fio 1 job) run N times, each after
 # dropping caches; the figure is their median (default 3).
 # TMPDIR: where the mount points go (default /tmp).
@@ -590,6 +592,16 @@ main() {
 				python3 bench/map_bench.py "${MNT[vyrefs]}" "${MNT[tmpfs]}" | tee -a "$RES"
 		else
 			log "map figures need the cuda backend and torch: skipped"
+		fi
+	fi
+	# A whole model to its first answer (bench/attach_bench.py), opt-in.
+	if has attach; then
+		if [ "$BACKEND" = cuda ] && python3 -c 'import torch, transformers' 2>/dev/null; then
+			VYREFS_LIB=$PWD/$BUILD/libvyrefs.so PYTHONPATH=$PWD/client/python VYREFS_BIN=$PWD/$BUILD/vyrefs \
+				python3 bench/attach_bench.py "${MNT[vyrefs]}" "${MNT[tmpfs]}" "$QUICK" | tee -a "$RES"
+			rm -rf "${MNT[vyrefs]}/llama" "${MNT[tmpfs]}/llama" "${MNT[tmpfs]}/flags"
+		else
+			log "attach figures need the cuda backend, torch and transformers: skipped"
 		fi
 	fi
 	# vyrefs cp and safetensors against readers and writers of tmpfs

@@ -10,6 +10,9 @@
 On a mount with the host backend the memory is host memory: numpy.asarray(m)
 sees it with no copy (__array_interface__), and m.buffer is a memoryview.
 
+Whole models: vyrefs.torch.load_state_dict / attach / save, and
+vyrefs.transformers.from_pretrained (each imports its framework when used).
+
 The mapping is the file's device memory itself. Tensors made from it must
 not outlive it: keep `m` open while they are used. The file needs write
 permission (the GPU cannot enforce a read-only mapping), and while it is
@@ -239,7 +242,9 @@ class Mapping:
         self._open()
         if self.device >= 0:
             raise ValueError("vyrefs: device memory is not addressable from the CPU (Fix: use torch or cupy)")
-        return memoryview((ctypes.c_char * self.nbytes).from_address(self.ptr)).cast("B")
+        raw = (ctypes.c_char * self.nbytes).from_address(self.ptr)
+        raw.mapping = self  # a view of the buffer keeps the memory mapped
+        return memoryview(raw).cast("B")
 
     def __dlpack_device__(self):
         return (2, self.device) if self.device >= 0 else (1, 0)  # kDLCUDA, kDLCPU
@@ -283,3 +288,12 @@ def copy(src, dst, threads=0):
 
 
 from . import safetensors  # noqa: E402  (vyrefs.safetensors.load / save)
+
+
+def __getattr__(name):
+    # vyrefs.torch and vyrefs.transformers import their framework, so they
+    # load on first use: `import vyrefs` needs neither.
+    if name in ("torch", "transformers"):
+        import importlib
+        return importlib.import_module("." + name, __name__)
+    raise AttributeError("module 'vyrefs' has no attribute %r" % name)

@@ -9,63 +9,154 @@ byte is read or copied. The tensors keep the mapping alive. save writes the
 header through the mount, then copies each tensor's bytes into the mapped
 file on the device (device to device for CUDA tensors): the file is a valid
 safetensors file that safetensors.torch.load_file reads back exactly.
-Needs torch (imported when called).
+
+The format, written here without the safetensors package: 8 bytes, the
+header's length N (little-endian); N bytes of JSON, {name: {"dtype",
+"shape", "data_offsets": [begin, end]}, "__metadata__": {str: str}}; then
+the data, offsets counted from its start. Needs torch (imported when called).
 """
 
+import errno
 import json
+import math
 import os
 import struct
 
+from . import VyrefsError
 from . import map as _map
 
-_TO_TORCH = {"F64": "float64", "F32": "float32", "F16": "float16", "BF16": "bfloat16", "I64": "int64",
-             "I32": "int32", "I16": "int16", "I8": "int8", "U8": "uint8", "BOOL": "bool", "U16": "uint16",
-             "U32": "uint32", "U64": "uint64"}
-_FROM_TORCH = {v: k for k, v in _TO_TORCH.items()}
+# safetensors dtype -> (torch attribute, bytes per element)
+DTYPES = {"F64": ("float64", 8), "F32": ("float32", 4), "F16": ("float16", 2), "BF16": ("bfloat16", 2),
+          "I64": ("int64", 8), "I32": ("int32", 4), "I16": ("int16", 2), "I8": ("int8", 1), "U8": ("uint8", 1),
+          "BOOL": ("bool", 1), "U16": ("uint16", 2), "U32": ("uint32", 4), "U64": ("uint64", 8),
+          "F8_E4M3": ("float8_e4m3fn", 1), "F8_E5M2": ("float8_e5m2", 1), "F8_E8M0": ("float8_e8m0fnu", 1),
+          "C64": ("complex64", 8)}
+_FROM_TORCH = {attr: code for code, (attr, _) in DTYPES.items()}
+_HEADER_MAX = 100 << 20  # the safetensors package's own limit
 
 
-def _whole(m):
-    """The mapping as one torch uint8 tensor, on its device."""
-    import torch
-    if m.device >= 0:
-        return torch.as_tensor(m, device="cuda:%d" % m.device)
-    return torch.frombuffer(m.buffer, dtype=torch.uint8)
+def _not_safetensors(path, why):
+    return ValueError("vyrefs: %s is not a safetensors file: %s (Fix: give a file written by safetensors, "
+                      "save_pretrained or vyrefs.torch.save)" % (path, why))
 
 
-def _header(path):
+def read_header(path):
+    """(offset of the data, {name: (dtype code, shape, begin, end)}, metadata),
+    checked against the file's size: every tensor inside it, its byte count
+    that of its shape and dtype."""
     with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
         raw = f.read(8)
         if len(raw) != 8:
-            raise ValueError("vyrefs: %s is not a safetensors file (no header length)" % path)
+            raise _not_safetensors(path, "%d bytes, under the 8 of the header's length" % size)
         n, = struct.unpack("<Q", raw)
-        if n > 100 << 20:
-            raise ValueError("vyrefs: %s: a header of %d bytes (Fix: check the file)" % (path, n))
-        return n, json.loads(f.read(n))
+        if n > _HEADER_MAX or 8 + n > size:
+            raise _not_safetensors(path, "a header of %d bytes in a file of %d" % (n, size))
+        text = f.read(n)
+    try:
+        header = json.loads(text)
+    except (UnicodeDecodeError, ValueError) as e:
+        raise _not_safetensors(path, "its header is not JSON (%s)" % e) from None
+    if not isinstance(header, dict):
+        raise _not_safetensors(path, "its header is not a JSON object")
+    data = size - 8 - n
+    meta = header.pop("__metadata__", None) or {}
+    entries = {}
+    for name, info in header.items():
+        try:
+            code, shape, (a, b) = info["dtype"], info["shape"], info["data_offsets"]
+            ok = isinstance(code, str) and all(isinstance(s, int) and s >= 0 for s in shape) and \
+                isinstance(a, int) and isinstance(b, int) and 0 <= a <= b <= data
+        except (TypeError, KeyError, ValueError):
+            ok = False
+        if not ok:
+            raise _not_safetensors(path, "tensor %r: %s" % (name, json.dumps(info)[:200]))
+        item = DTYPES.get(code, (None, None))[1]
+        if item is not None and b - a != math.prod(shape) * item:
+            raise _not_safetensors(path, "tensor %r: %d bytes for shape %s of %s" % (name, b - a, shape, code))
+        entries[name] = (code, list(shape), a, b)
+    return 8 + n, entries, meta
+
+
+def torch_dtype(code, path="", name=""):
+    """The torch dtype for a safetensors dtype code, or a TypeError with a Fix."""
+    import torch
+    attr = DTYPES.get(code, (None,))[0]
+    dt = getattr(torch, attr, None) if attr else None
+    if not isinstance(dt, torch.dtype):
+        raise TypeError("vyrefs: %s: tensor %r is %s, a dtype %s (Fix: %s)" % (
+            path, name, code, "this torch (%s) lacks" % torch.__version__ if attr else "safetensors does not define",
+            "a torch that has torch.%s, or save the tensor as a dtype this one has" % attr if attr
+            else "rewrite the file with a known dtype"))
+    return dt
+
+
+def code_of(t, name=""):
+    """The safetensors dtype code of a torch tensor, or a TypeError with a Fix."""
+    attr = str(t.dtype).replace("torch.", "")
+    if attr not in _FROM_TORCH:
+        raise TypeError("vyrefs: safetensors has no type for %s (tensor %r) (Fix: convert it, e.g. .to(torch.float32))"
+                        % (t.dtype, name))
+    return _FROM_TORCH[attr]
+
+
+def whole(m):
+    """The mapping as one torch uint8 tensor on its device, keeping it mapped."""
+    import torch
+    if m.device >= 0:
+        return torch.as_tensor(m, device="cuda:%d" % m.device)  # holds m (the array interface's owner)
+    return torch.frombuffer(m.buffer, dtype=torch.uint8)      # the buffer holds m
+
+
+def views(path, m, start, entries):
+    """{name: tensor} over the mapping `m` of `path` (read_header's entries)."""
+    out = {}
+    if not entries:
+        return out
+    all_bytes = whole(m)
+    for name, (code, shape, a, b) in entries.items():
+        dt = torch_dtype(code, path, name)
+        raw = all_bytes[start + a:start + b]
+        if (start + a) % DTYPES[code][1]:
+            raw = raw.clone()  # a writer that did not align it: a copy, the only way to view it
+        out[name] = raw.view(dt).view(shape)
+    return out
 
 
 def load(path):
     """The tensors of a safetensors file in a vyrefs mount, as zero-copy
     views of its device memory, by name."""
-    import torch
-    n, header = _header(path)
+    start, entries, _ = read_header(path)
+    for name, (code, _, _, _) in entries.items():
+        torch_dtype(code, path, name)  # before mapping anything
     m = _map(path)
-    whole = _whole(m)
-    out = {}
-    for name, info in header.items():
-        if name == "__metadata__":
-            continue
-        a, b = info["data_offsets"]
-        dt = getattr(torch, _TO_TORCH[info["dtype"]])
-        raw = whole[8 + n + a:8 + n + b]
-        if (8 + n + a) % dt.itemsize:
-            raw = raw.clone()  # a writer that did not align it: a copy, the only way to view it
-        out[name] = raw.view(dt).view(info["shape"])
-    return out
+    try:
+        return views(path, m, start, entries)
+    except BaseException:
+        m.close()
+        raise
 
 
 def save(tensors, path, metadata=None):
     """Write `tensors` (a dict of torch tensors) as a safetensors file at
-    `path` in a vyrefs mount; the bytes go device to device."""
+    `path` in a vyrefs mount; the bytes go device to device. It is written
+    under a temporary name and renamed over `path`, so a process that has
+    the old file mapped keeps it until it lets go."""
+    tmp = os.path.join(os.path.dirname(path) or ".", ".%s.vyrefs-tmp" % os.path.basename(path))
+    try:
+        write(tensors, tmp, metadata)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    os.replace(tmp, path)
+
+
+def write(tensors, path, metadata=None):
+    """save's work, at `path` itself: the header through the mount, then
+    each tensor's bytes into the mapped file."""
     import torch
     header, offset = {}, 0
     # Widest elements first, as safetensors orders them: every tensor then
@@ -73,27 +164,30 @@ def save(tensors, path, metadata=None):
     items = sorted(tensors.items(), key=lambda kv: (-kv[1].element_size(), kv[0]))
     for name, t in items:
         nbytes = t.numel() * t.element_size()
-        dtype = str(t.dtype).replace("torch.", "")
-        if dtype not in _FROM_TORCH:
-            raise TypeError("vyrefs: safetensors has no type for %s (tensor %r)" % (t.dtype, name))
-        header[name] = {"dtype": _FROM_TORCH[dtype], "shape": list(t.shape), "data_offsets": [offset, offset + nbytes]}
+        header[name] = {"dtype": code_of(t, name), "shape": list(t.shape), "data_offsets": [offset, offset + nbytes]}
         offset += nbytes
     if metadata:
         header["__metadata__"] = {str(k): str(v) for k, v in metadata.items()}
     text = json.dumps(header, separators=(",", ":")).encode()
     text += b" " * (-len(text) % 8)  # the data starts 8-aligned, as safetensors writes it
     start = 8 + len(text)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(text)) + text)
-        f.truncate(start + offset)
-    if offset == 0:
-        return
-    with _map(path) as m:
-        whole = _whole(m)
-        for name, t in items:
-            a, b = header[name]["data_offsets"]
-            if b > a:
-                src = t.detach().contiguous().view(-1).view(torch.uint8)
-                whole[start + a:start + b].copy_(src, non_blocking=False)
-        del whole
-        m.sync()
+    try:
+        with open(path, "wb") as f:
+            f.write(struct.pack("<Q", len(text)) + text)
+            f.truncate(start + offset)
+        if not offset:
+            return
+        with _map(path) as m:
+            all_bytes = whole(m)
+            for name, t in items:
+                a, b = header[name]["data_offsets"]
+                if b > a:
+                    src = t.detach().contiguous().view(-1).view(torch.uint8)
+                    all_bytes[start + a:start + b].copy_(src, non_blocking=False)
+            del all_bytes
+            m.sync()
+    except (OSError, VyrefsError) as e:
+        if e.errno == errno.ENOSPC:
+            raise VyrefsError(errno.ENOSPC, "vyrefs: no room for %s (%d bytes) in the mount (Fix: free files in "
+                                            "it, or mount it with a larger budget)" % (path, start + offset)) from None
+        raise

@@ -1,0 +1,385 @@
+#!/usr/bin/env bash
+# Whole models from a mount (vyrefs.torch) on the host backend, whose files
+# are host memory: a torch.nn model saved sharded, with its index, attached
+# in a new process bit for bit and with no copy; a tied weight written once
+# and tied again; non-persistent buffers kept; two processes share one copy
+# (resident bytes counted once); missing and unexpected names said exactly;
+# a processed state dict saved and attached back; every error (not
+# safetensors, a dtype torch lacks, shapes, no room, a bad index) has a Fix
+# and leaves nothing mapped. tests/gpu/gpu_attach_test.sh has the GPU's.
+# Needs torch (Debian: python3-torch) and numpy: skipped with the reason
+# without them.
+. tests/fs/lib.sh
+export VYREFS_LIB=$PWD/${BUILD}/libvyrefs.so
+export PYTHONPATH=$PWD/client/python:$PWD/tests/client${PYTHONPATH:+:$PYTHONPATH}
+
+# A python with torch: the one on PATH, else Debian's (python3-torch).
+PY=python3
+$PY -c 'import torch' 2>/dev/null || PY=/usr/bin/python3
+
+setUp() {
+	mount_vyrefs || { fail "mount"; return 1; }
+}
+
+tearDown() {
+	unmount_vyrefs
+}
+
+# needs_torch: skip the test unless torch and numpy import.
+needs_torch() {
+	[ "$backend" = host ] || { skip_test "host memory (tests/gpu/gpu_attach_test.sh has the GPU's)"; return 1; }
+	$PY -c 'import torch, numpy' 2>/dev/null && return 0
+	skip_test "needs torch and numpy (Fix: apt-get install python3-torch, or scripts/install-deps.sh test)"
+	return 1
+}
+
+py() { $PY - "$MNT" "$@"; }
+
+test_sharded_save_attaches_bit_for_bit_in_a_new_process() {
+	needs_torch || return 0
+	out=$(py <<'PY'
+import json, os, sys, vyrefs.torch, attach_models as am
+mnt = sys.argv[1]
+net = am.make(seed=3)
+files = vyrefs.torch.save(net, mnt + "/net", max_shard_size=120_000)
+print(sorted(os.listdir(mnt + "/net")))
+index = json.load(open(mnt + "/net/model.safetensors.index.json"))
+print("head.weight" in index["weight_map"], index["metadata"]["total_size"])
+print(json.dumps(am.digests(net), sort_keys=True))
+print(am.digest(net(am.ids())))
+PY
+)
+	assertEquals "['model-00001-of-00004.safetensors', 'model-00002-of-00004.safetensors', 'model-00003-of-00004.safetensors', 'model-00004-of-00004.safetensors', 'model.safetensors.index.json']
+False 330808" "$(echo "$out" | head -n 2)"
+	# (330808 bytes: 512x64 + 3x(2x64 + 128x64 + 128 + 64x128) floats and 7 int64, the tied head once.)
+	saved=$(echo "$out" | sed -n 3p) logits=$(echo "$out" | sed -n 4p)
+	assertEquals 0 "$(stat_of mapped_bytes)"
+	resident=$(stat_of resident_bytes)
+	got=$(py <<'PY'
+import json, sys, torch, vyrefs.torch, attach_models as am
+mnt = sys.argv[1]
+with vyrefs.torch.empty_weights():
+    net = am.Net().eval()
+print(net.emb.weight.device, net.table.device)
+r = vyrefs.torch.attach(net, mnt + "/net")
+print(r.missing_keys, r.unexpected_keys)
+st = dict(l.split() for l in open(mnt + "/.vyre/stats"))
+sd = vyrefs.torch.load_state_dict(mnt + "/net")
+with vyrefs.torch.empty_weights():
+    net2 = am.Net().eval()
+vyrefs.torch.attach(net2, sd)
+spans = [(m.ptr, m.ptr + m.size) for m in sd.mappings]
+inside = all(any(a <= t.data_ptr() < b for a, b in spans) for t in net2.state_dict().values())
+print("zero copy", inside, "tied", net.head.weight is net.emb.weight, type(net.head.weight).__name__)
+print("table", net.table.device, float(net.table[0]), float(net.table[-1]))
+print(json.dumps(am.digests(net), sort_keys=True))
+print(am.digest(net(am.ids())))
+print(st["mapped_bytes"], st["maps"])
+PY
+)
+	assertEquals "meta cpu
+[] []
+zero copy True tied True Parameter
+table cpu 0.5 1.5" "$(echo "$got" | head -n 4)"
+	assertEquals "every tensor bit for bit" "$saved" "$(echo "$got" | sed -n 5p)"
+	assertEquals "the logits bit for bit" "$logits" "$(echo "$got" | sed -n 6p)"
+	assertEquals "four shards mapped (2 MiB each); eight maps, with the four of save" "8388608 8" "$(echo "$got" | sed -n 7p)"
+	assertEquals "attaching held no more memory" "$resident" "$(stat_of resident_bytes)"
+	assertEquals 0 "$(stat_of mapped_bytes)"
+}
+
+# The format, read here by hand: 8-byte little-endian length, JSON, data.
+test_saved_file_is_safetensors_with_the_tie_written_once() {
+	needs_torch || return 0
+	out=$(py <<'PY'
+import json, struct, sys, torch, vyrefs.torch, attach_models as am
+mnt = sys.argv[1]
+net = am.make(seed=5)
+vyrefs.torch.save(net, mnt + "/one")
+raw = open(mnt + "/one/model.safetensors", "rb").read()
+n, = struct.unpack("<Q", raw[:8])
+h = json.loads(raw[8:8 + n])
+meta = h.pop("__metadata__")
+print(n % 8, len(raw) - 8 - n == max(v["data_offsets"][1] for v in h.values()), sorted(meta.items()))
+print("emb.weight" in h, "head.weight" in h, h["steps"]["dtype"], h["emb.weight"]["shape"])
+a, b = h["emb.weight"]["data_offsets"]
+print(raw[8 + n + a:8 + n + b] == net.emb.weight.detach().numpy().tobytes())
+sd = vyrefs.torch.load_state_dict(mnt + "/one")
+print(sd["head.weight"] is sd["emb.weight"], sorted(sd) == sorted(net.state_dict()))
+PY
+)
+	assertEquals "0 True [('format', 'pt'), ('vyrefs.tied', '{\"head.weight\": \"emb.weight\"}')]
+True False I64 [512, 64]
+True
+True True" "$out"
+}
+
+test_two_processes_share_one_copy() {
+	needs_torch || return 0
+	py <<'PY' || fail "save"
+import sys, vyrefs.torch, attach_models as am
+vyrefs.torch.save(am.make(seed=2), sys.argv[1] + "/net")
+PY
+	resident=$(stat_of resident_bytes)
+	out=$(py <<'PY'
+import subprocess, sys, torch, vyrefs.torch, attach_models as am
+mnt = sys.argv[1]
+def stats():
+    return {k: int(v) for k, v in (l.split() for l in open(mnt + "/.vyre/stats"))}
+with vyrefs.torch.empty_weights():
+    net = am.Net()
+vyrefs.torch.attach(net, mnt + "/net")
+one = stats()["mapped_bytes"]
+child = ("import sys, torch, vyrefs.torch, attach_models as am\n"
+         "with vyrefs.torch.empty_weights():\n    net = am.Net()\n"
+         "vyrefs.torch.attach(net, sys.argv[1] + '/net')\n"
+         "print(float(net.blocks[1].up.weight[2, 3]))\n"
+         "with torch.no_grad():\n    net.blocks[0].down.weight[0, 0] = 1234.5\n"
+         "print(open(sys.argv[1] + '/.vyre/stats').read().split('mapped_bytes ')[1].split()[0])\n")
+r = subprocess.run([sys.executable, "-c", child, mnt], capture_output=True, text=True)
+print(r.stderr.strip())
+seen, both = r.stdout.split()
+print(one, int(both) == 2 * one, float(seen) == float(net.blocks[1].up.weight[2, 3]))
+print("the child's write is ours:", float(net.blocks[0].down.weight[0, 0]))
+PY
+)
+	assertEquals "
+2097152 True True
+the child's write is ours: 1234.5" "$out"
+	assertEquals "one copy: resident bytes as before" "$resident" "$(stat_of resident_bytes)"
+}
+
+test_missing_and_unexpected_names_are_said_exactly() {
+	needs_torch || return 0
+	out=$(py <<'PY'
+import sys, torch, vyrefs.torch, attach_models as am
+mnt = sys.argv[1]
+vyrefs.torch.save(am.make(seed=4, layers=3), mnt + "/net")
+def mapped():
+    return open(mnt + "/.vyre/stats").read().split("mapped_bytes ")[1].split()[0]
+with vyrefs.torch.empty_weights():
+    bigger = am.Net(layers=4)
+try:
+    vyrefs.torch.attach(bigger, mnt + "/net")
+except RuntimeError as e:
+    print(e)
+print("unchanged", bigger.blocks[0].up.weight.device, "mapped", mapped())
+with vyrefs.torch.empty_weights():
+    smaller = am.Net(layers=2)
+try:
+    vyrefs.torch.attach(smaller, mnt + "/net")
+except RuntimeError as e:
+    print(e)
+r = vyrefs.torch.attach(bigger, mnt + "/net", strict=False)
+print(r)
+print(bigger.blocks[3].up.weight.device, float(bigger.blocks[3].up.weight.abs().sum()), bigger.head.weight is bigger.emb.weight)
+r = vyrefs.torch.attach(smaller, mnt + "/net", strict=False)
+print(r.missing_keys, len(r.unexpected_keys))
+PY
+)
+	assertEquals "vyrefs: the model and the files differ: missing from the files: blocks.3.norm.weight, blocks.3.norm.bias, blocks.3.up.weight, blocks.3.up.bias, blocks.3.down.weight (Fix: build the model from the config the files were saved with, or pass strict=False to attach what matches)
+unchanged meta mapped 0
+vyrefs: the model and the files differ: not in the model: blocks.2.down.weight, blocks.2.norm.bias, blocks.2.norm.weight, blocks.2.up.bias, blocks.2.up.weight (Fix: build the model from the config the files were saved with, or pass strict=False to attach what matches)
+AttachResult(missing_keys=['blocks.3.norm.weight', 'blocks.3.norm.bias', 'blocks.3.up.weight', 'blocks.3.up.bias', 'blocks.3.down.weight'], unexpected_keys=[])
+cpu 0.0 True
+[] 5" "$out"
+}
+
+test_processed_state_dict_saved_and_attached_back() {
+	needs_torch || return 0
+	out=$(py <<'PY'
+import sys, torch, vyrefs.torch, attach_models as am
+mnt = sys.argv[1]
+net = am.make(seed=6)
+# What an engine keeps after its processing: transposed, scaled, fused, cast.
+sd = {name: t for name, t in net.state_dict().items()}
+processed = {"up_t": sd["blocks.0.up.weight"].t(), "scaled": sd["blocks.1.down.weight"] * 0.125,
+             "fused": torch.cat([sd["blocks.2.up.weight"], sd["blocks.2.down.weight"].t()]),
+             "half": sd["emb.weight"].to(torch.bfloat16), "steps": sd["steps"]}
+vyrefs.torch.save(processed, mnt + "/proc", max_shard_size="40KB")
+back = vyrefs.torch.load_state_dict(mnt + "/proc")
+print(sorted(back) == sorted(processed), all(back[k].dtype == v.dtype and torch.equal(back[k], v) for k, v in processed.items()))
+print(back["up_t"].is_contiguous(), back["half"].dtype)
+PY
+)
+	assertEquals "True True
+True torch.bfloat16" "$out"
+	assertEquals 0 "$(stat_of mapped_bytes)"
+}
+
+test_errors_have_a_fix_and_leave_nothing_mapped() {
+	needs_torch || return 0
+	out=$(py <<'PY'
+import json, os, struct, sys, torch, vyrefs, vyrefs.torch, attach_models as am
+from vyrefs import safetensors as st
+mnt = sys.argv[1]
+def mapped():
+    return open(mnt + "/.vyre/stats").read().split("mapped_bytes ")[1].split()[0]
+def err(f, *a, **k):
+    try:
+        f(*a, **k)
+        return "no error"
+    except Exception as e:
+        return "%s: %s" % (type(e).__name__, e)
+open(mnt + "/text.safetensors", "w").write("this is a text file, not a model at all\n")
+open(mnt + "/short.safetensors", "wb").write(b"\x01\x02")
+def header_file(path, h, data=b""):
+    text = json.dumps(h).encode()
+    open(path, "wb").write(struct.pack("<Q", len(text)) + text + data)
+header_file(mnt + "/notjson.safetensors", {}, b"")
+open(mnt + "/notjson.safetensors", "r+b").write(struct.pack("<Q", 4) + b"{{{{")
+header_file(mnt + "/outside.safetensors", {"w": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]}}, b"\0" * 8)
+header_file(mnt + "/unknown.safetensors", {"w": {"dtype": "X9", "shape": [4], "data_offsets": [0, 4]}}, b"\0" * 4)
+lacks = [c for c, (attr, _) in st.DTYPES.items() if not isinstance(getattr(torch, attr, None), torch.dtype)]
+print("a dtype this torch lacks:", bool(lacks))
+for code in lacks[:1]:
+    size = st.DTYPES[code][1]
+    header_file(mnt + "/lacks.safetensors", {"ok": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]},
+                                             "w": {"dtype": code, "shape": [2], "data_offsets": [8, 8 + 2 * size]}},
+                b"\0" * (8 + 2 * size))
+    e = err(vyrefs.torch.load_state_dict, mnt + "/lacks.safetensors")
+    print(e.startswith("TypeError: vyrefs: %s/lacks.safetensors: tensor 'w' is %s, a dtype this torch (%s) lacks (Fix: "
+                       % (mnt, code, torch.__version__)), mapped())
+for f in ("text", "short", "notjson", "outside"):
+    print(err(vyrefs.torch.load_state_dict, mnt + "/%s.safetensors" % f).replace(mnt, "M"))
+print(err(vyrefs.torch.load_state_dict, mnt + "/unknown.safetensors").replace(mnt, "M"))
+# Shapes: files of a model of another width; the model stays as it was.
+vyrefs.torch.save(am.make(d=32), mnt + "/narrow")
+with vyrefs.torch.empty_weights():
+    net = am.Net()
+print(err(vyrefs.torch.attach, net, mnt + "/narrow").replace(mnt, "M"))
+print(net.emb.weight.device, mapped())
+# A state dict on meta has nothing to save; a non-tensor is refused.
+print(err(vyrefs.torch.save, net, mnt + "/meta"), os.path.exists(mnt + "/meta/model.safetensors"))
+print(err(vyrefs.torch.save, {"w": 3}, mnt + "/nt"))
+# An index that names a shard that is not there, and a shard that lacks a name.
+os.makedirs(mnt + "/idx")
+json.dump({"weight_map": {"a": "model-1.safetensors"}}, open(mnt + "/idx/model.safetensors.index.json", "w"))
+print(err(vyrefs.torch.load_state_dict, mnt + "/idx").replace(mnt, "M"))
+vyrefs.torch.save({"b": torch.ones(3)}, mnt + "/idx2")
+os.rename(mnt + "/idx2/model.safetensors", mnt + "/idx/model-1.safetensors")
+print(err(vyrefs.torch.load_state_dict, mnt + "/idx").replace(mnt, "M"))
+print(err(vyrefs.torch.load_state_dict, mnt + "/nt").replace(mnt, "M"))
+print(err(vyrefs.torch.load_state_dict, mnt + "/meta").replace(mnt, "M"))
+print("mapped", mapped())
+PY
+)
+	assertContains "$out" "a dtype this torch lacks: "
+	echo "$out" | grep -q "lacks: False" || assertContains "$out" "
+True 0
+"
+	assertEquals "ValueError: vyrefs: M/text.safetensors is not a safetensors file: a header of 2338328219631577204 bytes in a file of 40 (Fix: give a file written by safetensors, save_pretrained or vyrefs.torch.save)
+ValueError: vyrefs: M/short.safetensors is not a safetensors file: 2 bytes, under the 8 of the header's length (Fix: give a file written by safetensors, save_pretrained or vyrefs.torch.save)
+ValueError: vyrefs: M/notjson.safetensors is not a safetensors file: its header is not JSON (Expecting property name enclosed in double quotes: line 1 column 2 (char 1)) (Fix: give a file written by safetensors, save_pretrained or vyrefs.torch.save)
+ValueError: vyrefs: M/outside.safetensors is not a safetensors file: tensor 'w': {\"dtype\": \"F32\", \"shape\": [4], \"data_offsets\": [0, 16]} (Fix: give a file written by safetensors, save_pretrained or vyrefs.torch.save)
+TypeError: vyrefs: M/unknown.safetensors: tensor 'w' is X9, a dtype safetensors does not define (Fix: rewrite the file with a known dtype)
+ValueError: vyrefs: shapes differ between the model and the files: emb.weight: the model's (512, 64), the file's (512, 32), blocks.0.norm.weight: the model's (64,), the file's (32,), blocks.0.norm.bias: the model's (64,), the file's (32,), blocks.0.up.weight: the model's (128, 64), the file's (64, 32), blocks.0.up.bias: the model's (128,), the file's (64,) and 11 more (Fix: build the model from the config the files were saved with)
+meta 0
+ValueError: vyrefs: 'emb.weight' is on the meta device, with no data to save (Fix: attach or load the weights first) False
+TypeError: vyrefs: 'w' is int, not a tensor (Fix: save a model or a {name: tensor} dict)" \
+		"$(echo "$out" | sed -n '/^ValueError: vyrefs: M\/text/,/^TypeError: vyrefs: .w. is/p')"
+	assertContains "$out" "FileNotFoundError: vyrefs: M/idx/model.safetensors.index.json names M/idx/model-1.safetensors, which does not exist (Fix: copy every shard beside the index)"
+	assertContains "$out" "ValueError: vyrefs: the index names a in M/idx/model-1.safetensors, which lacks it (Fix: write the model again, or copy the right shards)"
+	assertContains "$out" "FileNotFoundError: vyrefs: no such file: M/nt (Fix: give a .safetensors file, a model.safetensors.index.json, or a directory holding one of them (save_pretrained or vyrefs.torch.save write them))"
+	assertContains "$out" "FileNotFoundError: vyrefs: M/meta holds neither model.safetensors.index.json nor model.safetensors (Fix: "
+	assertContains "$out" "mapped 0"
+}
+
+test_a_model_built_on_meta_without_its_buffers_is_refused() {
+	needs_torch || return 0
+	out=$(py <<'PY'
+import sys, torch, vyrefs.torch, attach_models as am
+mnt = sys.argv[1]
+vyrefs.torch.save(am.make(), mnt + "/net")
+net = am.make()
+net.table = torch.empty(64, device="meta")  # what torch.device("meta") makes of it
+try:
+    vyrefs.torch.attach(net, mnt + "/net")
+except ValueError as e:
+    print(e)
+print(open(mnt + "/.vyre/stats").read().split("mapped_bytes ")[1].split()[0])
+PY
+)
+	assertEquals "vyrefs: the non-persistent buffers table are on the meta device, and no file holds them (Fix: build the model inside vyrefs.torch.empty_weights(), which keeps buffers real, not under torch.device('meta'))
+0" "$out"
+}
+
+test_no_room_is_refused_before_writing() {
+	needs_torch || return 0
+	unmount_vyrefs
+	mount_vyrefs "host_memory=32M" || { fail "mount"; return 1; }
+	out=$(py <<'PY'
+import os, sys, torch, vyrefs.torch
+mnt = sys.argv[1]
+try:
+    vyrefs.torch.save({"w%d" % i: torch.zeros(4 << 20) for i in range(3)}, mnt + "/big", max_shard_size="20MB")
+except OSError as e:
+    print(e.errno, str(e).replace(mnt, "M").split(" has ")[0], "(Fix:" in str(e))
+print(os.listdir(mnt + "/big"))
+PY
+)
+	assertEquals "28 [Errno 28] vyrefs: the tensors take 50331648 bytes, M/big True
+[]" "$out"
+	assertEquals 0 "$(stat_of resident_bytes)"
+}
+
+# vyrefs.transformers.from_pretrained's plumbing (config, class, dtype, tie,
+# generation_config, eval, refusals) against a stand-in transformers
+# (tests/client/standin): Debian has none; the GPU suite runs the real one.
+test_from_pretrained_plumbing_with_a_standin_transformers() {
+	needs_torch || return 0
+	out=$(PYTHONPATH=$PWD/tests/client/standin:$PYTHONPATH py <<'PY'
+import sys, os, json, torch, transformers, vyrefs.torch, vyrefs.transformers
+mnt = sys.argv[1]
+cfg = transformers.Config(vocab=50, d=8, tie=True, architectures=["TinyLM"])
+torch.manual_seed(0)
+m = transformers.TinyLM(cfg).to(torch.bfloat16)
+vyrefs.torch.save(m, mnt + "/tiny", max_shard_size=300)
+json.dump({"max_length": 7}, open(mnt + "/tiny/generation_config.json", "w"))
+print(sorted(os.listdir(mnt + "/tiny")))
+x = torch.tensor([[1, 2, 3]])
+ours = vyrefs.transformers.from_pretrained(mnt + "/tiny")
+print(ours.training, ours.head.weight is ours.emb.weight, ours.generation_config.max_length, ours.emb.weight.dtype,
+      ours.inv_freq.dtype, torch.equal(ours(x), m(x)))
+for bad in (dict(device_map="cuda:1"), dict(foo=1), dict(dtype="nonsense")):
+    try:
+        vyrefs.transformers.from_pretrained(mnt + "/tiny", **bad)
+        print("no error", bad)
+    except Exception as e:
+        print(type(e).__name__, str(e).split(" (Fix:")[0], "(Fix:" in str(e))
+o32 = vyrefs.transformers.from_pretrained(mnt + "/tiny", torch_dtype=torch.float32)
+print(o32.emb.weight.dtype, o32.head.weight is o32.emb.weight, torch.equal(o32.emb.weight, m.emb.weight.float()))
+PY
+)
+	assertEquals "['config.json', 'generation_config.json', 'model-00001-of-00002.safetensors', 'model-00002-of-00002.safetensors', 'model.safetensors.index.json']
+False True 7 torch.bfloat16 torch.float32 True
+ValueError vyrefs: device_map asks for cuda:1; the files are on cpu, and a mapping is where its file lives True
+TypeError vyrefs: from_pretrained does not take foo True
+TypeError vyrefs: dtype 'nonsense' is not a torch dtype True
+torch.float32 True True" "$out"
+}
+
+# DLPack: a mapped tensor reaches numpy (and jax, cupy where installed)
+# with no copy.
+test_dlpack_reaches_numpy_with_no_copy() {
+	needs_torch || return 0
+	out=$(py <<'PY'
+import sys, numpy as np, torch, vyrefs.torch
+mnt = sys.argv[1]
+vyrefs.torch.save({"w": torch.arange(1024, dtype=torch.float32).reshape(32, 32)}, mnt + "/d")
+sd = vyrefs.torch.load_state_dict(mnt + "/d")
+a = np.from_dlpack(sd["w"])
+print(a.ctypes.data == sd["w"].data_ptr(), a.dtype, a.shape, float(a.sum()))
+try:
+    import jax, jax.dlpack
+    j = jax.dlpack.from_dlpack(sd["w"])
+    print("jax", float(j.sum()))
+except ImportError:
+    print("jax", float(a.sum()))
+PY
+)
+	assertEquals "True float32 (32, 32) 523776.0
+jax 523776.0" "$out"
+}
+
+. tests/shunit.sh

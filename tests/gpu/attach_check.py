@@ -1,0 +1,166 @@
+"""The GPU side of tests/gpu/gpu_attach_test.sh: each command prints lines
+the suite compares.
+
+  attach_check.py llama-save TMP             random tiny Llamas (untied, tied),
+                                             save_pretrained sharded into TMP
+  attach_check.py llama-compare MNT TMP      vyrefs.transformers.from_pretrained(MNT/x)
+                                             against transformers' from TMP/x
+  attach_check.py net-save MNT               attach_models.Net on the GPU, sharded
+  attach_check.py net-hold MNT DIR           attach, answer, say "ready", wait for DIR/done
+  attach_check.py net-second MNT             attach beside it: device memory it took
+  attach_check.py processed MNT              transposed/scaled tensors saved, attached back
+  attach_check.py dlpack MNT                 a mapped tensor into cupy and jax
+"""
+import os
+import sys
+import time
+
+import torch
+
+import attach_models as am
+import vyrefs.torch
+
+MiB = 1 << 20
+
+
+def llama_configs():
+    from transformers import LlamaConfig
+    base = dict(vocab_size=1000, hidden_size=128, intermediate_size=256, num_hidden_layers=3, num_attention_heads=4,
+                num_key_value_heads=2, max_position_embeddings=256)
+    return {"llama": LlamaConfig(tie_word_embeddings=False, **base),
+            "tied": LlamaConfig(tie_word_embeddings=True, **base)}
+
+
+def dtype_kw(transformers):
+    return "dtype" if int(transformers.__version__.split(".")[0]) >= 5 else "torch_dtype"
+
+
+def llama_save(tmp):
+    from transformers import LlamaForCausalLM
+    for name, config in llama_configs().items():
+        torch.manual_seed(11)
+        model = LlamaForCausalLM(config).to(torch.bfloat16)
+        model.save_pretrained(os.path.join(tmp, name), max_shard_size="300KB")
+        print(name, len([f for f in os.listdir(os.path.join(tmp, name)) if f.endswith(".safetensors")]) > 1)
+
+
+def llama_compare(mnt, tmp):
+    import transformers
+    ids = torch.randint(0, 1000, (2, 24), generator=torch.Generator().manual_seed(3)).cuda()
+    torch.cuda.init()
+    for name in ("llama", "tied"):
+        before = torch.cuda.memory_allocated()
+        ours = vyrefs.transformers.from_pretrained(os.path.join(mnt, name), dtype=torch.bfloat16)
+        took = torch.cuda.memory_allocated() - before
+        theirs = transformers.AutoModelForCausalLM.from_pretrained(
+            os.path.join(tmp, name), device_map="cuda", **{dtype_kw(transformers): torch.bfloat16})
+        weights = sum(p.numel() * p.element_size() for p in theirs.parameters())
+        with torch.no_grad():
+            a, b = ours(ids).logits, theirs(ids).logits
+        same = [k for k, v in theirs.state_dict().items() if torch.equal(v, ours.state_dict()[k])]
+        inv = [(n, b) for n, b in theirs.named_buffers() if n.endswith("inv_freq")]
+        if not all(torch.equal(b.cuda(), dict(ours.named_buffers())[n].cuda()) for n, b in inv):
+            print("inv_freq differs:", [(str(b.device), str(b.dtype)) for _, b in inv], file=sys.stderr)
+        print(name, "logits equal", torch.equal(a, b), "tensors equal", len(same) == len(theirs.state_dict()),
+              "tied", ours.lm_head.weight is ours.model.embed_tokens.weight,
+              "eval", not ours.training, "device", ours.device, "no copy", took < weights / 10,
+              "generation_config", ours.generation_config is not None)
+        del ours, theirs
+
+
+def net_save(mnt):
+    net = am.make(seed=9, d=1024, layers=8).cuda()
+    vyrefs.torch.save(net, os.path.join(mnt, "net"), max_shard_size="40MB")
+    print(len(os.listdir(os.path.join(mnt, "net"))), am.digest(net(am.ids().cuda())))
+
+
+def attached():
+    with vyrefs.torch.empty_weights():
+        net = am.Net(d=1024, layers=8).eval()
+    return net
+
+
+def net_hold(mnt, flags):
+    net = attached()
+    vyrefs.torch.attach(net, os.path.join(mnt, "net"))
+    with torch.no_grad():
+        out = am.digest(net(am.ids().cuda()))
+    torch.cuda.synchronize()
+    print(out, flush=True)
+    open(os.path.join(flags, "ready"), "w").close()
+    for _ in range(1200):  # until the suite says done (at most 2 minutes)
+        if os.path.exists(os.path.join(flags, "done")):
+            break
+        time.sleep(0.1)
+
+
+def net_second(mnt):
+    torch.cuda.init()
+    torch.zeros(1, device="cuda")  # the context and the allocator's first block, before the count
+    torch.cuda.synchronize()
+    free0, _ = torch.cuda.mem_get_info()
+    net = attached()
+    vyrefs.torch.attach(net, os.path.join(mnt, "net"))
+    torch.cuda.synchronize()
+    free1, _ = torch.cuda.mem_get_info()
+    weights = sum(p.numel() * p.element_size() for p in net.parameters())
+    with torch.no_grad():
+        out = am.digest(net(am.ids().cuda()))
+    print(out)
+    print("weights MiB", weights // MiB, "taken MiB", (free0 - free1) // MiB, "under a tenth", free0 - free1 < weights / 10)
+
+
+def processed(mnt):
+    net = am.make(seed=4, d=256, layers=2).cuda()
+    sd = net.state_dict()
+    proc = {"up_t": sd["blocks.0.up.weight"].t(), "scaled": sd["blocks.1.down.weight"] * 0.125,
+            "half": sd["emb.weight"].to(torch.bfloat16), "steps": sd["steps"]}
+    vyrefs.torch.save(proc, os.path.join(mnt, "proc"), max_shard_size="200KB")
+    back = vyrefs.torch.load_state_dict(os.path.join(mnt, "proc"))
+    print(len(back.files) > 1, sorted(back) == sorted(proc),
+          all(back[k].is_cuda and torch.equal(back[k], v) for k, v in proc.items()))
+    # Too big for the device: a conversion that needs more than is free
+    # (mem_get_info made to say 64 KiB) is refused before anything changes.
+    vyrefs.torch.save(net, os.path.join(mnt, "net256"))
+    with vyrefs.torch.empty_weights():
+        net2 = am.Net(d=256, layers=2)
+    mapped = lambda: open(os.path.join(mnt, ".vyre/stats")).read().split("mapped_bytes ")[1].split()[0]  # noqa: E731
+    before, real = mapped(), torch.cuda.mem_get_info
+    torch.cuda.mem_get_info = lambda dev=None: (64 << 10, real(dev)[1])
+    try:
+        vyrefs.torch.attach(net2, os.path.join(mnt, "net256"), dtype=torch.float16)
+    except MemoryError as e:
+        print(str(e).split(" bytes")[0], "(Fix:" in str(e))
+    torch.cuda.mem_get_info = real
+    print(net2.emb.weight.device, mapped() == before)
+
+
+def dlpack(mnt):
+    vyrefs.torch.save({"w": torch.arange(4096, dtype=torch.float32, device="cuda").reshape(64, 64),
+                       "b": torch.ones(64, dtype=torch.bfloat16, device="cuda")}, os.path.join(mnt, "d"))
+    sd = vyrefs.torch.load_state_dict(os.path.join(mnt, "d"))
+    try:
+        import cupy
+        c = cupy.from_dlpack(sd["w"])
+        print("cupy", c.data.ptr == sd["w"].data_ptr(), float(c.sum()))
+        try:
+            cupy.from_dlpack(sd["b"])
+            print("cupy bf16 taken")
+        except Exception as e:
+            print("cupy bf16 refused:", type(e).__name__)
+    except ImportError:
+        print("cupy not installed")
+    try:
+        import jax.dlpack
+        j = jax.dlpack.from_dlpack(sd["w"])
+        print("jax", j.unsafe_buffer_pointer() == sd["w"].data_ptr(), float(j.sum()))
+    except ImportError:
+        print("jax not installed")
+    except Exception as e:  # a jax without CUDA
+        print("jax refused:", type(e).__name__, str(e)[:200])
+
+
+if __name__ == "__main__":
+    cmd, args = sys.argv[1], sys.argv[2:]
+    {"llama-save": llama_save, "llama-compare": llama_compare, "net-save": net_save, "net-hold": net_hold,
+     "net-second": net_second, "processed": processed, "dlpack": dlpack}[cmd](*args)
