@@ -279,8 +279,11 @@ static bool copy_tick(void *ctx, uint64_t done, uint64_t total)
 	pthread_mutex_unlock(&x->c->srv->lock);
 	if (stopping)
 		return true;
-	/* Progress every 200 ms; a look for a client gone at every tick. */
-	if (++x->ticks % 4 == 0 &&
+	/* Progress every 200 ms, when the socket has room: a client that
+	 * reads none does not hold this thread in a send. A look for a client
+	 * gone at every tick. */
+	struct pollfd out = {.fd = x->c->sock, .events = POLLOUT};
+	if (++x->ticks % 4 == 0 && poll(&out, 1, 0) > 0 && (out.revents & POLLOUT) &&
 	    vy_chan_send(&ch, VY_OP_CLIENT_PROGRESS, x->m->h.unique, parts, lens, 1, NULL, 0, &e) != VY_OK)
 		return true;
 	struct pollfd pf = {.fd = x->c->sock, .events = POLLIN};
