@@ -1,6 +1,6 @@
 /* LD_PRELOAD shim for cp_test's SIGINT test: makes the daemon's copy wait
  * for the test, not for the scheduler. The daemon reads the source of a
- * `vyrefs cp` with pread (fs/copysrv.c); for the file COPYGATE_FILE names:
+ * `vyrefs cp` with pread (sock/copysrv.c); for the file COPYGATE_FILE names:
  *  - the first pread creates COPYGATE_FILE.reading (the test then knows the
  *    copy is under way with nothing copied yet) and blocks;
  *  - it goes on only once the daemon has twice found its client gone: a
