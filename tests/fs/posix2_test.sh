@@ -82,7 +82,11 @@ test_sizes_past_the_device_as_on_tmpfs() {
 # and a move to another device.
 test_a_1tib_sparse_file_costs_nothing_anywhere() {
 	unmount_vyrefs
-	mount_vyrefs "host_devices=2,devices=0,1" || { fail "mount"; return 1; }
+	# Two devices where the host backend can make them (a move between
+	# them is one of the paths); one GPU on cuda.
+	local opts=""
+	[ "${VY_TEST_BACKEND:-host}" = host ] && opts="host_devices=2,devices=0,1"
+	mount_vyrefs "$opts" || { fail "mount"; return 1; }
 	local T=$((1 << 40)) out
 	truncate -s $T "$MNT/big" || fail "truncate 1T"
 	printf 'end' | dd of="$MNT/big" bs=1 seek=$((T - 3)) conv=notrunc status=none || fail "write at its end"
@@ -114,8 +118,10 @@ PY
 	assertEquals "cp out: size, data only" "1099511627776 end" "$(stat -c %s "$WORK/big") $(tail -c 3 "$WORK/big")"
 	assertTrue "cp out: holes stay holes" "[ $(stat -c %b "$WORK/big") -le 16384 ]"
 	rm -f "$WORK/big"
-	timeout 60 setfattr -n user.vyre.device -v 1 "$MNT/big" || fail "move"
-	assertEquals "moved: 1 end 4096" "1 end 4096" "$(dev_of "$MNT/big") $(tail -c 3 "$MNT/big") $(stat -c %b "$MNT/big")"
+	if [ -n "$opts" ]; then
+		timeout 60 setfattr -n user.vyre.device -v 1 "$MNT/big" || fail "move"
+		assertEquals "moved: 1 end 4096" "1 end 4096" "$(dev_of "$MNT/big") $(tail -c 3 "$MNT/big") $(stat -c %b "$MNT/big")"
+	fi
 	rm "$MNT/big" "$MNT/big.c"
 	assertEquals "memory back to none" 0 "$(stat_of resident_bytes)"
 }
@@ -172,7 +178,7 @@ vyre_tree() {
 
 vyre_listings() {
 	local root=$1 out=$2
-	echo "ls -a: $(ls -a "$root" | tr '\n' ' ')"
+	echo "ls -a: $(LC_ALL=C ls -a "$root" | tr '\n' ' ')"
 	echo "find: $(cd "$root" && find . | sort | tr '\n' ' ')"
 	echo "nlink: $(stat -c %h "$root")"
 	mkdir "$out/cp" && cp -a "$root/." "$out/cp/" && echo "cp -a: $(cd "$out/cp" && find . | sort | tr '\n' ' ')"
