@@ -53,6 +53,7 @@ typedef struct run {
 	_Atomic unsigned in_client; /* workers in the client's fd now */
 	_Atomic unsigned finished;
 	_Atomic bool stop;
+	_Atomic bool abandoned; /* stalled: a late read lands nowhere */
 	_Atomic unsigned refs; /* the caller, the coordinator and each worker */
 	uint64_t size;     /* the bytes to copy */
 	unsigned threads;  /* asked for (0: one per core) */
@@ -185,7 +186,7 @@ static void *worker(void *arg)
 			if (!io_all(r, true, sb.ptr, want, p.off))
 				rc = vy_fail(&e, VY_EINVAL, "check the source file", "reading the source at %llu: %s",
 					     (unsigned long long)p.off, strerror(errno));
-			else if (!atomic_load(&r->stop))
+			else if (!atomic_load(&r->abandoned)) /* a piece read is a piece written */
 				rc = device_side(r, p, sb.ptr, &e);
 		} else {
 			rc = device_side(r, p, sb.ptr, &e);
@@ -195,7 +196,7 @@ static void *worker(void *arg)
 		}
 		if (rc != VY_OK)
 			run_fail(r, rc, &e);
-		else if (!atomic_load(&r->stop))
+		else if (!atomic_load(&r->abandoned))
 			atomic_fetch_add(&r->done, p.len);
 	}
 	if (sb.ptr)
@@ -366,8 +367,9 @@ static void *coordinate(void *arg)
 }
 
 /* Wait for the copy, reporting progress; stop it when its client goes
- * away or the server stops, and abandon it when the client's fd moves
- * no byte for STALL_MS. True when it stalled. */
+ * away or the server stops (each worker ends its piece, then stops), and
+ * abandon it when the client's fd moves no byte for STALL_MS. True when
+ * it stalled. */
 static bool wait_copy(run *r, const vy_copysrv_job *job)
 {
 	bool stalled = false;
@@ -387,13 +389,15 @@ static bool wait_copy(run *r, const vy_copysrv_job *job)
 			atomic_store(&r->stop, true);
 		uint64_t still = now_ns() - atomic_load(&r->moved_ns);
 		if (atomic_load(&r->in_client) && still > (uint64_t)STALL_MS * 1000000u) {
+			atomic_store(&r->abandoned, true);
 			atomic_store(&r->stop, true);
 			stalled = true;
 		}
 		pthread_mutex_lock(&r->lock);
-		/* Stopped, with a thread in the client's fd (stuck, maybe):
-		 * answer now; the run's threads end on their own. */
-		if (atomic_load(&r->stop) && atomic_load(&r->in_client))
+		/* Stalled: answer now; a thread stuck in the client's fd ends on
+		 * its own. Stopped (the client went, or unmounting): the pieces
+		 * in flight end, then the workers (a stall is still caught). */
+		if (stalled)
 			break;
 	}
 	pthread_mutex_unlock(&r->lock);

@@ -20,7 +20,7 @@ oneTimeSetUp() {
 	chmod 755 "$BIN"
 	cp "$VYREFS" "$BUILD/libvyrefs.so" "$BUILD/tests/client/vymap" "$BIN/" || return 1
 	chmod 755 "$BIN"/*
-	export LD_LIBRARY_PATH=$BIN
+	export LD_LIBRARY_PATH=$BIN${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} # and what the machine needs (libfuse3 off the standard path)
 	VYMAP=$BIN/vymap
 	CP=("$BIN/vyrefs" cp)
 	# A server of uid 65534 that speaks just enough of the protocol
