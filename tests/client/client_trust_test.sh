@@ -14,6 +14,8 @@
 # from a copy others can read, with LD_LIBRARY_PATH.
 . tests/fs/lib.sh
 NOBODY=(setpriv --reuid=65534 --regid=65534 --clear-groups)
+# vymap info's second word: the device ordinal, -1 on the host backend.
+ORD=$([ "${VY_TEST_BACKEND:-host}" = host ] && echo -1 || echo 0)
 
 oneTimeSetUp() {
 	BIN=$(mktemp -d /tmp/vyrefs-trust-bin.XXXXXX)
@@ -118,7 +120,7 @@ test_a_bind_mount_of_a_subdirectory_sends_no_fd_to_a_users_socket() {
 	mount --bind "$MNT/sub" "$BIND" || { fail "mount --bind"; return; }
 	maps=$(stat_of maps)
 	# The mount's root is in sight: the real daemon maps and copies.
-	assertEquals "3000000 -1" "$("$VYMAP" info "$BIND/secret" 2>&1)"
+	assertEquals "3000000 $ORD" "$("$VYMAP" info "$BIND/secret" 2>&1)"
 	assertEquals "the real daemon mapped it" $((maps + 1)) "$(stat_of maps)"
 	out=$("${CP[@]}" -v "$BIND/secret" "$SRC/out" 2>&1)
 	assertContains "$out" "(by the daemon, around FUSE, 3000000 of 3000000 bytes moved"
@@ -208,7 +210,7 @@ test_a_mount_point_with_blanks_and_backslashes_is_found() {
 	BIND=$(mktemp -d "/tmp/vyrefs-a b\\c	d.XXXXXX")
 	mount --bind "$MNT" "$BIND" || { fail "mount --bind"; return; }
 	out=$(unshare -m sh -c 'umount -l "$1" && exec "$2" info "$3"' - "$MNT" "$VYMAP" "$BIND/f" 2>&1)
-	assertEquals "2097152 -1" "$out"
+	assertEquals "2097152 $ORD" "$out"
 	assertContains "$(grep -F "$(basename "$BIND" | cut -c1-8)" /proc/self/mountinfo)" 'vyrefs-a\040b\134c\011d'
 }
 
@@ -281,6 +283,9 @@ test_a_dead_daemon_is_named_not_the_launcher() {
 }
 
 test_a_full_fd_table_is_emfile() {
+	# The CUDA driver needs fds of its own to start (cuInit fails with a
+	# handful): the fd counts below are the host backend's.
+	[ "$backend" = host ] || { skip_test "fd counts of the host backend (the CUDA driver opens its own)"; return 0; }
 	truncate -s 2M "$MNT/f"
 	# 0-2, the file and the socket fit; the daemon's reply's fd does not.
 	err=$(ulimit -n 5 && exec "$VYMAP" info "$MNT/f" 2>&1)
@@ -289,7 +294,7 @@ test_a_full_fd_table_is_emfile() {
 	err=$(ulimit -n 4 && exec "$VYMAP" info "$MNT/f" 2>&1)
 	assertEquals "EMFILE: $err" 24 $?
 	assertContains "$err" "too many open files in this process (Fix: "
-	assertEquals "with room it maps" "2097152 -1" "$(ulimit -n 6 && exec "$VYMAP" info "$MNT/f" 2>&1)"
+	assertEquals "with room it maps" "2097152 $ORD" "$(ulimit -n 6 && exec "$VYMAP" info "$MNT/f" 2>&1)"
 	assertEquals "nothing left mapped" 0 "$(stat_of mapped_bytes)"
 }
 
