@@ -222,6 +222,7 @@ static bool file_xattr(const vy_fs *fs, const vy_inode *in, const char *name, bo
 
 const vy_kind_ops vy_file_kind = {
 	.no_data = EINVAL,
+	.hard_links = true,
 	.stat = file_stat,
 	.open = file_open,
 	.read = file_read,

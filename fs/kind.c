@@ -4,6 +4,7 @@
 #include "fs/kind.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 const vy_kind_ops *vy_kind_ops_of(const vy_inode *in)
@@ -45,10 +46,25 @@ static void symlink_stat(vy_fs *fs, vy_inode *in, struct stat *st)
 	st->st_size = (off_t)strlen(in->target);
 }
 
+static void symlink_readlink(fuse_req_t req, vy_inode *in)
+{
+	/* Reply from memory of our own: once the reply is out, the inode
+	 * may be forgotten and freed. */
+	char *target = strdup(in->target);
+	if (!target) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	fuse_reply_readlink(req, target);
+	free(target);
+}
+
 /* The kernel follows a symlink or answers ELOOP itself: it opens none. */
 const vy_kind_ops vy_symlink_kind = {
 	.no_data = EINVAL,
+	.hard_links = true,
 	.stat = symlink_stat,
+	.readlink = symlink_readlink,
 };
 
 static void special_stat(vy_fs *fs, vy_inode *in, struct stat *st)
@@ -59,5 +75,6 @@ static void special_stat(vy_fs *fs, vy_inode *in, struct stat *st)
 
 const vy_kind_ops vy_special_kind = {
 	.no_data = ENXIO,
+	.hard_links = true,
 	.stat = special_stat,
 };

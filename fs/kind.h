@@ -24,6 +24,9 @@ typedef struct vy_kind_ops {
 	/* A chown leaves security.capability (a directory's), where for
 	 * every other kind it goes with the owner (the killpriv rule). */
 	bool keeps_caps;
+	/* link(2) may give it another name: not a directory, a module or a
+	 * .vyre file. */
+	bool hard_links;
 
 	/* stat's kind-owned fields (size, blocks, rdev, blksize); the rest is
 	 * filled. The inode's lock held (read). NULL: a size of 0. */
@@ -64,6 +67,12 @@ typedef struct vy_kind_ops {
 	 * none. */
 	bool (*xattr)(const vy_fs *fs, const vy_inode *in, const char *name, bool may_write, char *out,
 		      size_t cap);
+
+	/* Reply to a readlink. NULL: EINVAL (not a symlink). */
+	void (*readlink)(fuse_req_t req, vy_inode *in);
+	/* Before its name in `dir` goes (unlink; ns held): 0, or the errno
+	 * that keeps it (a module a sequence uses). NULL: 0. */
+	int (*unlink)(vy_fs *fs, vy_inode *dir, vy_inode *in);
 } vy_kind_ops;
 
 /* The table of `in`'s kind: the one place that looks at in->kind and

@@ -362,4 +362,5 @@ const vy_kind_ops vy_module_kind = {
 	.flush = module_flush,
 	.closed = vy_moddir_closed,
 	.resize = module_resize,
+	.unlink = vy_moddir_forget, /* EBUSY while a sequence uses it */
 };

@@ -332,10 +332,21 @@ static void vyre_read(fuse_req_t req, vy_fs *fs, vy_open *h, size_t size, off_t 
 	free(copy);
 }
 
+/* Of .vyre's files only modules/NAME.log is not fixed: it goes with its
+ * module (moddir.c), never by itself. */
+static int vyre_unlink(vy_fs *fs, vy_inode *dir, vy_inode *in)
+{
+	(void)fs;
+	(void)dir;
+	(void)in;
+	return EPERM;
+}
+
 const vy_kind_ops vy_vyre_kind = {
 	.no_data = EINVAL,
 	.uncached = true,
 	.stat = vyre_stat,
 	.open = vyre_open,
 	.read = vyre_read,
+	.unlink = vyre_unlink,
 };
