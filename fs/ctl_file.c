@@ -1,6 +1,7 @@
 /* The control file: text in, sequences run, replies and a log out. */
 #include "fs/file.h"
 #include "fs/ctl_file.h"
+#include "fs/kind.h"
 #include "fs/seqlog.h"
 #include "fs/readahead.h"
 #include "fs/wbehind.h"
@@ -8,6 +9,7 @@
 #include "daemon/log.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <linux/fs.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -307,3 +309,74 @@ size_t vy_ctlfile_read(vy_open *h, char *buf, size_t size)
 	pthread_mutex_unlock(&h->ctl);
 	return n;
 }
+
+/* The control file's table (kind.h): written in statements, read as the
+ * reply of its open file's last sequence, never cached; its size is 0. */
+static bool ctl_open(fuse_req_t req, vy_fs *fs, vy_open *h, struct fuse_file_info *fi)
+{
+	(void)req;
+	(void)fs;
+	(void)h;
+	fi->direct_io = 1; /* replies differ per open file: never cached */
+	return true;
+}
+
+static void ctl_read(fuse_req_t req, vy_fs *fs, vy_open *h, size_t size, off_t off)
+{
+	(void)fs;
+	(void)off;
+	/* The reply of this file's last sequence, once; not by offset. */
+	char reply[4096];
+	fuse_reply_buf(req, reply, vy_ctlfile_read(h, reply, size < sizeof(reply) ? size : sizeof(reply)));
+}
+
+static void on_interrupt(fuse_req_t req, void *data)
+{
+	(void)req;
+	atomic_store((_Atomic uint32_t *)data, 1);
+}
+
+static void ctl_write(fuse_req_t req, vy_fs *fs, vy_open *h, const char *buf, size_t size, off_t off,
+		      struct fuse_file_info *fi)
+{
+	(void)off;
+	(void)fi;
+	/* A signal to the writer (FUSE sends INTERRUPT) stops its sequence
+	 * at the next step; the write then fails with EINTR. */
+	_Atomic uint32_t stop = 0;
+	fuse_req_interrupt_func(req, on_interrupt, &stop);
+	int err = vy_ctlfile_write(fs, h, buf, size, fuse_req_ctx(req)->pid, &stop);
+	fuse_req_interrupt_func(req, NULL, NULL);
+	if (err)
+		fuse_reply_err(req, err);
+	else
+		fuse_reply_write(req, size);
+}
+
+/* An unfinished statement left at close is an error. */
+static void ctl_flush(fuse_req_t req, vy_fs *fs, vy_open *h)
+{
+	fuse_reply_err(req, vy_ctlfile_flush(fs, h, fuse_req_ctx(req)->pid));
+}
+
+/* The control file takes no change (it is fixed) but one: `echo ... >
+ * .vyre/ctl` truncates it to nothing, which is nothing to do. */
+static bool ctl_resize(fuse_req_t req, vy_fs *fs, vy_inode *in, off_t size, bool *resized)
+{
+	(void)fs;
+	(void)in;
+	*resized = false;
+	if (size != 0)
+		fuse_reply_err(req, EPERM);
+	return size == 0;
+}
+
+const vy_kind_ops vy_ctl_kind = {
+	.no_data = EINVAL,
+	.uncached = true,
+	.open = ctl_open,
+	.read = ctl_read,
+	.write = ctl_write,
+	.flush = ctl_flush,
+	.resize = ctl_resize,
+};

@@ -1,11 +1,13 @@
 /* Module files: bytes in host memory, loaded at close. */
 #include "fs/moddir.h"
+#include "fs/kind.h"
 #include "fs/file.h"
 #include "daemon/log.h"
 #include "ctl/nvrtc.h"
 #include "ctl/std.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -279,3 +281,86 @@ int vy_moddir_forget(vy_fs *fs, vy_inode *dir, vy_inode *in)
 	}
 	return 0;
 }
+
+/* Module files' table (kind.h): an image in host memory, read and written
+ * by offset, loaded when a writer closes it. */
+static void module_stat(vy_fs *fs, vy_inode *in, struct stat *st)
+{
+	(void)fs;
+	st->st_size = (off_t)in->dlen;
+	st->st_blocks = (blkcnt_t)((in->dlen + 511) / 512);
+}
+
+static bool module_open(fuse_req_t req, vy_fs *fs, vy_open *h, struct fuse_file_info *fi)
+{
+	if ((fi->flags & O_ACCMODE) != O_RDONLY && (fi->flags & O_TRUNC) && vy_moddir_truncate(h->in, 0) != 0) {
+		fuse_reply_err(req, ENOMEM);
+		return false;
+	}
+	fi->keep_cache = fs->cfg.page_cache;
+	return true;
+}
+
+static void module_read(fuse_req_t req, vy_fs *fs, vy_open *h, size_t size, off_t off)
+{
+	(void)fs;
+	char *buf = malloc(size ? size : 1);
+	if (buf)
+		fuse_reply_buf(req, buf, vy_moddir_read(h->in, (uint64_t)off, buf, size));
+	else
+		fuse_reply_err(req, ENOMEM);
+	free(buf);
+}
+
+static void module_write(fuse_req_t req, vy_fs *fs, vy_open *h, const char *buf, size_t size, off_t off,
+			 struct fuse_file_info *fi)
+{
+	(void)fs;
+	(void)fi;
+	if (off < 0) {
+		fuse_reply_err(req, EINVAL);
+		return;
+	}
+	int err = vy_moddir_write(h->in, (uint64_t)off, buf, size);
+	if (!err) {
+		h->written = true;
+		vy_inode_touch(h->in, true);
+	}
+	if (err)
+		fuse_reply_err(req, err);
+	else
+		fuse_reply_write(req, size);
+}
+
+/* A module that does not load fails the close. */
+static void module_flush(fuse_req_t req, vy_fs *fs, vy_open *h)
+{
+	int err = 0;
+	if (h->written) {
+		h->written = false;
+		err = vy_moddir_load(fs, h->in);
+	}
+	fuse_reply_err(req, err);
+}
+
+static bool module_resize(fuse_req_t req, vy_fs *fs, vy_inode *in, off_t size, bool *resized)
+{
+	(void)fs;
+	*resized = false; /* its size changes no time */
+	int err = size < 0 ? EINVAL : vy_moddir_truncate(in, (uint64_t)size);
+	if (err)
+		fuse_reply_err(req, err);
+	return !err;
+}
+
+const vy_kind_ops vy_module_kind = {
+	.no_data = EINVAL,
+	.stat = module_stat,
+	.open = module_open,
+	.read = module_read,
+	.write = module_write,
+	.flush = module_flush,
+	.closed = vy_moddir_closed,
+	.resize = module_resize,
+	.unlink = vy_moddir_forget, /* EBUSY while a sequence uses it */
+};

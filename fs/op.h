@@ -1,5 +1,6 @@
 /* What the FUSE operations share (fs/ops*.c and fs/reply.c): the request's
- * filesystem and open file, replies, and the checks every operation makes.
+ * filesystem and open file, replies, and the checks every operation makes;
+ * what differs by the inode's kind is in its table (fs/kind.h).
  * Core errors become errnos here (vy_err_errno); the full message of a
  * failure the user must act on (ENOSPC, device errors) goes to the log. */
 #ifndef VY_OP_H
@@ -22,16 +23,18 @@ static inline vy_open *handle_of(struct fuse_file_info *fi)
 	return (vy_open *)(uintptr_t)fi->fh;
 }
 
-/* fs/reply.c */
+/* fs/reply.c (below the kinds' tables: they call it too) */
 void vy_op_reply_err(fuse_req_t req, vy_err rc, const vy_error *e, uint64_t ino, const char *what);
-void vy_op_stat(vy_fs *fs, vy_inode *in, struct stat *st);
-double vy_op_attr_timeout(const vy_inode *in);
 int vy_op_writable_dir(vy_fs *fs, vy_inode *dir);
-void vy_op_reply_entry(fuse_req_t req, vy_fs *fs, vy_inode *in);
 void vy_op_wrote(fuse_req_t req, vy_inode *in);
 void vy_op_kill_caps(vy_inode *in);
 bool vy_op_name_too_long(fuse_req_t req, const char *name);
 bool vy_op_frozen(vy_inode *in, bool append);
+
+/* fs/entry.c: attributes and entries, each kind's part through its table */
+void vy_op_stat(vy_fs *fs, vy_inode *in, struct stat *st);
+double vy_op_attr_timeout(const vy_inode *in);
+void vy_op_reply_entry(fuse_req_t req, vy_fs *fs, vy_inode *in);
 
 /* fs/ops_names.c: names, links, directories */
 void vy_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name);

@@ -7,7 +7,7 @@
 #include "daemon/session.h"
 #include "fs/devices_xattr.h"
 #include "fs/file.h"
-#include "fs/moddir.h"
+#include "fs/kind.h"
 #include "fs/space.h"
 #include "fs/statx.h"
 
@@ -60,17 +60,20 @@ void vy_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set
 	/* Nothing to set is a chown(-1, -1) (or a kill the kernel left to
 	 * us): ctime only, as on tmpfs. */
 	bool ctime_only = to_set == 0;
+	const vy_kind_ops *ko = vy_kind_ops_of(in);
+	bool resized = false; /* truncate(2) to the size it has changes no time */
 	if (in->fixed && in->ino != FUSE_ROOT_ID) {
-		/* `echo ... > .vyre/ctl` may truncate it: nothing to do. */
-		bool ctl_trunc = in->virt == VY_V_CTL && to_set == FUSE_SET_ATTR_SIZE && attr->st_size == 0;
-		if (!ctl_trunc) {
+		/* No change, but a size its kind lets pass as nothing
+		 * (`echo ... > .vyre/ctl`: kind.h, resize). */
+		if (to_set != FUSE_SET_ATTR_SIZE || !ko->resize) {
 			fuse_reply_err(req, EPERM);
 			return;
 		}
+		if (!ko->resize(req, fs, in, attr->st_size, &resized))
+			return;
 		to_set = 0;
 		ctime_only = false;
 	}
-	bool resized = false; /* truncate(2) to the size it has changes no time */
 	{
 		/* chattr +i: nothing changes; +a: no size, mode, owner or
 		 * given times (touching to now is an append's right). */
@@ -87,30 +90,13 @@ void vy_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set
 			return;
 		}
 	}
-	if ((to_set & FUSE_SET_ATTR_SIZE) && in->kind == VY_MODULE) {
-		int err = attr->st_size < 0 ? EINVAL : vy_moddir_truncate(in, (uint64_t)attr->st_size);
-		if (err) {
-			fuse_reply_err(req, err);
-			return;
-		}
-	} else if ((to_set & FUSE_SET_ATTR_SIZE) && in->kind != VY_FILE) {
-		fuse_reply_err(req, in->kind == VY_DIR ? EISDIR : EINVAL);
+	if ((to_set & FUSE_SET_ATTR_SIZE) && !ko->resize) {
+		fuse_reply_err(req, ko->no_data);
 		return;
-	} else if (to_set & FUSE_SET_ATTR_SIZE) {
-		vy_error e;
-		pthread_rwlock_wrlock(&in->lock);
-		resized = attr->st_size >= 0 && (uint64_t)attr->st_size != in->size;
-		vy_err rc = attr->st_size < 0 ? vy_fail(&e, VY_EINVAL, "give a size of 0 or more", "negative size")
-					      : vy_file_truncate(fs, in, (uint64_t)attr->st_size, &e);
-		if (rc == VY_OK)
-			vy_op_kill_caps(in);
-		pthread_rwlock_unlock(&in->lock);
-		if (rc != VY_OK) {
-			vy_op_reply_err(req, rc, &e, ino, "truncate");
-			return;
-		}
 	}
-	if ((to_set & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)) && in->kind != VY_DIR) {
+	if ((to_set & FUSE_SET_ATTR_SIZE) && !ko->resize(req, fs, in, attr->st_size, &resized))
+		return;
+	if ((to_set & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)) && !ko->keeps_caps) {
 		pthread_rwlock_wrlock(&in->lock);
 		vy_op_kill_caps(in);
 		pthread_rwlock_unlock(&in->lock);
@@ -175,29 +161,6 @@ void vy_op_statfs(fuse_req_t req, fuse_ino_t ino)
 	pthread_mutex_unlock(&fs->ns);
 	sv.f_namemax = NAME_MAX_LEN;
 	fuse_reply_statfs(req, &sv);
-}
-
-/* user.vyre.* read-only attributes of a file with a buffer. */
-static const char *const vyre_xattrs[] = {"user.vyre.handle", "user.vyre.capacity", "user.vyre.device_ptr"};
-
-/* user.vyre.device_ptr says where the daemon's context maps the buffer:
- * only for callers that may write the file, and only on a GPU (on the host
- * backend it would be an address of the daemon's heap). */
-static bool vyre_xattr(const vy_fs *fs, const vy_inode *in, const char *name, bool may_write, char *out, size_t cap)
-{
-	if (in->kind != VY_FILE || !in->buf)
-		return false;
-	vy_buffer_view v;
-	if (!strcmp(name, vyre_xattrs[0]))
-		snprintf(out, cap, "%" PRIu64, in->buf);
-	else if (!strcmp(name, vyre_xattrs[1]))
-		snprintf(out, cap, "%" PRIu64, in->cap);
-	else if (!strcmp(name, vyre_xattrs[2]) && may_write && !strcmp(vy_fs_core(fs, in)->dev->info.backend, "cuda") &&
-		 vy_store_view(vy_fs_core(fs, in)->store, in->buf, &v, NULL) == VY_OK)
-		snprintf(out, cap, "0x%" PRIx64, v.ptr);
-	else
-		return false;
-	return true;
 }
 
 static int xattr_name_ok(const vy_fs *fs, const char *name)
@@ -290,8 +253,9 @@ void vy_op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t siz
 	pthread_mutex_lock(&in->meta);
 	bool may_write = vy_session_may_write(req, in->mode, in->uid, in->gid);
 	pthread_mutex_unlock(&in->meta);
+	const vy_kind_ops *ko = vy_kind_ops_of(in);
 	pthread_rwlock_rdlock(&in->lock);
-	if (vyre_xattr(fs, in, name, may_write, small, sizeof(small))) {
+	if (ko->xattr && ko->xattr(fs, in, name, may_write, small, sizeof(small))) {
 		pthread_rwlock_unlock(&in->lock);
 		reply_sized(req, small, strlen(small), size);
 		return;

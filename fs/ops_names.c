@@ -5,6 +5,7 @@
 #include "daemon/session.h"
 #include "fs/devices.h"
 #include "fs/file.h"
+#include "fs/kind.h"
 #include "fs/vyre.h"
 #include "fs/moddir.h"
 
@@ -72,19 +73,11 @@ void vy_op_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *f
 void vy_op_readlink(fuse_req_t req, fuse_ino_t ino)
 {
 	vy_inode *in = vy_fs_inode(fs_of(req), ino);
-	if (!in || in->kind != VY_SYMLINK) {
+	const vy_kind_ops *ko = in ? vy_kind_ops_of(in) : NULL;
+	if (!ko || !ko->readlink)
 		fuse_reply_err(req, in ? EINVAL : ENOENT);
-		return;
-	}
-	/* Reply from memory of our own: once the reply is out, the inode
-	 * may be forgotten and freed. */
-	char *target = strdup(in->target);
-	if (!target) {
-		fuse_reply_err(req, ENOMEM);
-		return;
-	}
-	fuse_reply_readlink(req, target);
-	free(target);
+	else
+		ko->readlink(req, in);
 }
 
 /* Make a named inode in `parent`; on success the entry is replied (or, with
@@ -261,10 +254,8 @@ static void remove_name(fuse_req_t req, fuse_ino_t parent, const char *name, boo
 		err = EISDIR;
 	else if (dir && in->dir.count > 0)
 		err = ENOTEMPTY;
-	else if (in->virt == VY_V_MODLOG)
-		err = EPERM; /* goes with its module */
-	else if (in->kind == VY_MODULE)
-		err = vy_moddir_forget(fs, p, in); /* EBUSY while a sequence uses it */
+	else if (vy_kind_ops_of(in)->unlink)
+		err = vy_kind_ops_of(in)->unlink(fs, p, in); /* a module's log goes with it */
 	if (!err) {
 		vy_dir_remove(&p->dir, name);
 		if (dir) {
@@ -456,8 +447,7 @@ void vy_op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char
 	int err = vy_op_writable_dir(fs, np);
 	if (!err && (!in || (in->nlink == 0 && !in->linkable)))
 		err = ENOENT; /* gone, or an O_TMPFILE made with O_EXCL */
-	else if (!err && (in->kind == VY_DIR || in->fixed || in->kind == VY_MODULE || in->kind == VY_VIRTUAL ||
-			  np->ino == fs->modules_ino))
+	else if (!err && (!vy_kind_ops_of(in)->hard_links || in->fixed || np->ino == fs->modules_ino))
 		err = EPERM;
 	else if (!err && vy_dir_find(&np->dir, newname))
 		err = EEXIST;

@@ -2,7 +2,6 @@
 #include "fs/op.h"
 #include "daemon/log.h"
 #include "daemon/session.h"
-#include "fs/vyre.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -24,51 +23,6 @@ void vy_op_reply_err(fuse_req_t req, vy_err rc, const vy_error *e, uint64_t ino,
 	fuse_reply_err(req, rc == VY_EOVERFLOW ? EFBIG : vy_err_errno(rc));
 }
 
-/* Fill a stat for the kernel (inode lock held, read is enough). */
-void vy_op_stat(vy_fs *fs, vy_inode *in, struct stat *st)
-{
-	memset(st, 0, sizeof(*st));
-	st->st_ino = in->ino;
-	st->st_nlink = in->nlink;
-	pthread_mutex_lock(&in->meta);
-	st->st_mode = in->mode;
-	st->st_uid = in->uid;
-	st->st_gid = in->gid;
-	st->st_atim = in->atime;
-	st->st_mtim = in->mtime;
-	st->st_ctim = in->ctime;
-	pthread_mutex_unlock(&in->meta);
-	st->st_blksize = (blksize_t)fs->cfg.max_write; /* what cp and dd size their writes by */
-	switch (in->kind) {
-	case VY_FILE:
-		/* Where files may have holes, the granule is the unit of a hole,
-		 * of SEEK_HOLE's answers and of st_blocks: say it (docs/fs.md). */
-		if (vy_fs_core(fs, in)->dev->share && vy_fs_core(fs, in)->dev->info.share_granularity)
-			st->st_blksize = (blksize_t)vy_fs_core(fs, in)->dev->info.share_granularity;
-		st->st_size = (off_t)in->size;
-		st->st_blocks = (blkcnt_t)((in->cap - in->holes + 511) / 512); /* device bytes held */
-		break;
-	case VY_SYMLINK:
-		st->st_size = (off_t)strlen(in->target);
-		break;
-	case VY_DIR:
-		st->st_size = 4096;
-		st->st_blocks = 8;
-		break;
-	case VY_VIRTUAL:
-		st->st_size = (off_t)vy_vyre_size(fs, in);
-		break;
-	case VY_MODULE:
-		st->st_size = (off_t)in->dlen;
-		st->st_blocks = (blkcnt_t)((in->dlen + 511) / 512);
-		break;
-	case VY_SPECIAL:
-		st->st_rdev = in->rdev;
-		break;
-	}
-}
-
-
 /* A regular file's bytes changed through `req`: times, and suid/sgid
  * dropped as the kernel leaves that to us (daemon/session.h). True when the
  * mode changed: the kernel's cached attributes must go. */
@@ -83,11 +37,6 @@ static bool inode_wrote(vy_inode *in, fuse_req_t req)
 	return in->mode != was;
 }
 
-double vy_op_attr_timeout(const vy_inode *in)
-{
-	return in->kind == VY_VIRTUAL ? 0.0 : VY_ATTR_TIMEOUT; /* virtual sizes change */
-}
-
 /* A directory that may gain or lose entries, or the errno why not. ns held. */
 int vy_op_writable_dir(vy_fs *fs, vy_inode *dir)
 {
@@ -98,23 +47,6 @@ int vy_op_writable_dir(vy_fs *fs, vy_inode *dir)
 	if (dir->ino == fs->vyre_ino)
 		return EPERM;
 	return 0; /* modules/ takes module files only: make_node checks */
-}
-
-/* Reply with an entry for `in`, counting the kernel's new reference. ns held. */
-void vy_op_reply_entry(fuse_req_t req, vy_fs *fs, vy_inode *in)
-{
-	struct fuse_entry_param ep;
-	memset(&ep, 0, sizeof(ep));
-	in->nlookup++;
-	pthread_rwlock_rdlock(&in->lock);
-	vy_op_stat(fs, in, &ep.attr);
-	pthread_rwlock_unlock(&in->lock);
-	ep.ino = in->ino;
-	ep.generation = fs->generation;
-	ep.attr_timeout = vy_op_attr_timeout(in);
-	ep.entry_timeout = VY_ATTR_TIMEOUT;
-	if (fuse_reply_entry(req, &ep) != 0)
-		in->nlookup--; /* the kernel did not take it */
 }
 
 /* After a write, truncate or copy into a file: times, and suid/sgid dropped

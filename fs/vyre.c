@@ -1,6 +1,10 @@
 /* .vyre/: the control directory and the text of its files. */
 #include "fs/vyre.h"
+#include "fs/kind.h"
 #include "fs/seqlog.h"
+
+#include <errno.h>
+#include <fcntl.h>
 
 #include <inttypes.h>
 #include <stdarg.h>
@@ -288,3 +292,61 @@ size_t vy_vyre_size(vy_fs *fs, vy_inode *in)
 	free(vy_vyre_render(fs, in, &len));
 	return len;
 }
+
+/* The table of .vyre's rendered files (kind.h; the control file has its
+ * own, fs/ctl_file.c): made anew at each open, read by offset from that
+ * copy, written by no one. */
+static void vyre_stat(vy_fs *fs, vy_inode *in, struct stat *st)
+{
+	st->st_size = (off_t)vy_vyre_size(fs, in);
+}
+
+static bool vyre_open(fuse_req_t req, vy_fs *fs, vy_open *h, struct fuse_file_info *fi)
+{
+	if ((fi->flags & O_ACCMODE) != O_RDONLY) {
+		fuse_reply_err(req, EPERM); /* .vyre's files are vyrefs's to write */
+		return false;
+	}
+	h->text = vy_vyre_render(fs, h->in, &h->len);
+	if (!h->text) {
+		fuse_reply_err(req, ENOMEM);
+		return false;
+	}
+	fi->direct_io = 1; /* made anew at each open: never cached */
+	return true;
+}
+
+static void vyre_read(fuse_req_t req, vy_fs *fs, vy_open *h, size_t size, off_t off)
+{
+	(void)fs;
+	/* A copy: the handle may be released the moment the reply is in. */
+	size_t at = (uint64_t)off < h->len ? (size_t)off : h->len;
+	size_t n = h->len - at < size ? h->len - at : size;
+	char *copy = malloc(n ? n : 1);
+	if (!copy) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	memcpy(copy, h->text + at, n);
+	fuse_reply_buf(req, copy, n);
+	free(copy);
+}
+
+/* Of .vyre's files only modules/NAME.log is not fixed: it goes with its
+ * module (moddir.c), never by itself. */
+static int vyre_unlink(vy_fs *fs, vy_inode *dir, vy_inode *in)
+{
+	(void)fs;
+	(void)dir;
+	(void)in;
+	return EPERM;
+}
+
+const vy_kind_ops vy_vyre_kind = {
+	.no_data = EINVAL,
+	.uncached = true,
+	.stat = vyre_stat,
+	.open = vyre_open,
+	.read = vyre_read,
+	.unlink = vyre_unlink,
+};
