@@ -25,9 +25,20 @@ py() { $PY - "$MNT" "$@"; }
 
 test_socket_is_named_in_vyre() {
 	name=$(cat "$MNT/.vyre/socket")
-	# root's daemon: a socket under /run/vyrefs, which only root may write
-	assertContains "$name" "/run/vyrefs/vyrefs-$VY_PID-"
-	assertEquals "srw-rw-rw-" "$(stat -c %A "$name")"
+	if [ "$(id -u)" = 0 ]; then
+		# root's daemon: a socket under /run/vyrefs, which only root may
+		# write; everyone's with allow_other
+		assertContains "$name" "/run/vyrefs/vyrefs-$VY_PID-"
+		assertEquals "srw-rw-rw-" "$(stat -c %A "$name")"
+	else
+		# a user's: in their own runtime dir, theirs alone (0600), where
+		# there is one; else abstract (clients check it by SO_PEERCRED)
+		case "$name" in
+		"@vyrefs-$VY_PID-"*) ;;
+		"${XDG_RUNTIME_DIR:-/nonexistent}/vyrefs/vyrefs-$VY_PID-"*) assertEquals "srw-------" "$(stat -c %A "$name")" ;;
+		*) fail "a user's daemon's socket: $name" ;;
+		esac
+	fi
 	assertEquals "-r--r--r--" "$(stat -c %A "$MNT/.vyre/socket")"
 }
 

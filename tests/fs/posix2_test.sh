@@ -341,6 +341,7 @@ iversion noiversion mand nomand _netdev nofail auto noauto user nouser users def
 comment=vyrefs noatime,strictatime relatime,noatime nodiratime,diratime ro,rw nosymfollow,symfollow"
 
 test_standard_mount_flags_as_on_tmpfs() {
+	need_root "mount -t in a mount namespace of its own" || return 0
 	[ -x /sbin/mount.fuse3 ] || [ -x /usr/sbin/mount.fuse3 ] || { skip_test "needs mount.fuse3 in /sbin (fuse3)"; return 0; }
 	need unshare findmnt || return 0
 	mountpoint -q / || { skip_test "needs / to be a mount point (a private mount namespace)"; return 0; }
