@@ -42,6 +42,36 @@ PY
 	rm -f "$MNT.src"
 }
 
+# Issue "trust", finding 2 on the GPU: memory a mapping hands out holds
+# only its file's bytes and zeros. A deleted secret's memory goes back to
+# the pool; a 5-byte file and a 2.5 MiB one mapped after it read zeros
+# past their ends, to the end of what each mapping covers.
+test_a_mapping_past_its_file_holds_zeros_not_a_deleted_files_bytes() {
+	have torch || { skip_test "needs torch"; return; }
+	out=$(py <<'PY'
+import os, sys, torch, vyrefs
+mnt = sys.argv[1]
+for size in (5, 5 << 19):
+    with open(mnt + "/secret", "wb") as f:
+        f.write(b"SECRET-ROOT-KEY-" * (8 << 16))  # 8 MiB
+    os.unlink(mnt + "/secret")
+    with open(mnt + "/small", "wb") as f:
+        f.write(b"h" * size)
+    m = vyrefs.map(mnt + "/small")
+    t = torch.as_tensor(m, device="cuda")
+    print(size, m.size, int((t[:size] == ord("h")).sum()), int(t[size:].count_nonzero()))
+    del t
+    m.close()
+    os.unlink(mnt + "/small")
+PY
+)
+	# On the GPU a mapping's size is its file's once the file is a granule
+	# or more (the 2.5 MiB one): the 5-byte file's 2 MiB is what shows
+	# bytes past an end through torch.
+	assertEquals "5 2097152 5 0
+2621440 2621440 2621440 0" "$out"
+}
+
 test_torch_writes_show_through_the_mount() {
 	have torch || { skip_test "needs torch"; return; }
 	truncate -s 16M "$MNT/y"
