@@ -298,16 +298,7 @@ test_a_full_fd_table_is_emfile() {
 	assertEquals "nothing left mapped" 0 "$(stat_of mapped_bytes)"
 }
 
-# Every test here mounts as root with allow_other and acts as another user:
-# as a user each is skipped, saying so, and nothing is mounted.
-if [ "$(id -u)" != 0 ]; then
-	for t in $(declare -F | awk '$3 ~ /^test_/ { print $3 }'); do
-		eval "$t() { need_root 'a root mount with allow_other, attacked as another user' || return 0; }"
-	done
-	oneTimeSetUp() { :; }
-	oneTimeTearDown() { :; }
-	setUp() { :; }
-	tearDown() { :; }
-fi
+# Every test here mounts as root with allow_other and acts as another user.
+only_as_root "a root mount with allow_other, attacked as another user"
 
 . tests/shunit.sh

@@ -498,16 +498,7 @@ completes() {
 	return 124
 }
 
-# Every test here mounts as root with allow_other and acts as another user:
-# as a user each is skipped, saying so, and nothing is mounted.
-if [ "$(id -u)" != 0 ]; then
-	for t in $(declare -F | awk '$3 ~ /^test_/ { print $3 }'); do
-		eval "$t() { need_root 'a root mount with allow_other, attacked as another user' || return 0; }"
-	done
-	oneTimeSetUp() { :; }
-	oneTimeTearDown() { :; }
-	setUp() { :; }
-	tearDown() { :; }
-fi
+# Every test here mounts as root with allow_other and acts as another user.
+only_as_root "a root mount with allow_other, attacked as another user"
 
 . tests/shunit.sh

@@ -191,3 +191,33 @@ drop_log() {
 	if [ -n "$VY_LOG" ] && [ -z "${VY_KEEP_LOGS:-}" ] && [ -z "${VY_LOG_DIR:-}" ]; then rm -f "$VY_LOG"; fi
 	VY_LOG=""
 }
+
+# mount_tmpfs: a tmpfs of 64M at $TMPFS to compare with (root only). One
+# that did not mount leaves no directory for a test to fill (it would be
+# /tmp's disk).
+mount_tmpfs() {
+	need_root "it compares with a tmpfs it mounts" || return 1
+	TMPFS=$(mktemp -d /tmp/vyrefs-tmpfs.XXXXXX) || return 1
+	# nodev,nosuid: as libfuse mounts vyrefs
+	if ! mount -t tmpfs -o size=64m,nodev,nosuid tmpfs "$TMPFS"; then
+		fail "tmpfs"
+		rmdir "$TMPFS"
+		TMPFS=/nonexistent/vyrefs-tmpfs
+		return 1
+	fi
+	chmod 755 "$TMPFS"
+}
+
+# only_as_root REASON: called last in a suite whose every test needs root:
+# as a user each test is skipped with REASON, and nothing is set up.
+only_as_root() {
+	[ "$(id -u)" = 0 ] && return 0
+	local t
+	for t in $(declare -F | awk '$3 ~ /^test_/ { print $3 }'); do
+		eval "$t() { need_root '$1' || return 0; }"
+	done
+	oneTimeSetUp() { :; }
+	oneTimeTearDown() { :; }
+	setUp() { :; }
+	tearDown() { :; }
+}

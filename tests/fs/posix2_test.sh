@@ -26,20 +26,6 @@ tearDown() {
 	if [ -n "$VY_LOG" ] && [ -z "${VY_KEEP_LOGS:-}" ]; then rm -f "$VY_LOG"; fi
 }
 
-mount_tmpfs() {
-	need_root "it compares with a tmpfs it mounts" || return 1
-	TMPFS=$(mktemp -d /tmp/vyrefs-tmpfs.XXXXXX) || return 1
-	# nodev,nosuid: as libfuse mounts vyrefs. A tmpfs that did not mount
-	# leaves no directory for the test to fill (it would be /tmp's disk).
-	if ! mount -t tmpfs -o size=64m,nodev,nosuid tmpfs "$TMPFS"; then
-		fail "tmpfs"
-		rmdir "$TMPFS"
-		TMPFS=/nonexistent/vyrefs-tmpfs
-		return 1
-	fi
-	chmod 755 "$TMPFS"
-}
-
 # errno's text from a command's stderr.
 why() { "$@" 2>&1 >/dev/null | sed 's/.*: //' | head -n 1; }
 

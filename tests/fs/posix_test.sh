@@ -25,20 +25,6 @@ tearDown() {
 	drop_log
 }
 
-mount_tmpfs() {
-	need_root "it compares with a tmpfs it mounts" || return 1
-	TMPFS=$(mktemp -d /tmp/vyrefs-tmpfs.XXXXXX) || return 1
-	# nodev,nosuid: as libfuse mounts vyrefs. A tmpfs that did not mount
-	# leaves no directory for the test to fill (it would be /tmp's disk).
-	if ! mount -t tmpfs -o size=64m,nodev,nosuid tmpfs "$TMPFS"; then
-		fail "tmpfs"
-		rmdir "$TMPFS"
-		TMPFS=/nonexistent/vyrefs-tmpfs
-		return 1
-	fi
-	chmod 755 "$TMPFS"
-}
-
 test_special_files_keep_mode_and_rdev() {
 	need_root "device nodes and chown" || return 0
 	mkfifo -m 640 "$MNT/fifo" || fail "mkfifo"
