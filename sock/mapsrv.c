@@ -236,25 +236,18 @@ static size_t find_map(conn *c, const vy_msg *m, bool *ok)
 	return 0;
 }
 
-static vy_err op_sync(conn *c, vy_msg *m)
+/* SYNC (drop cached pages) or UNMAP of one mapping of this connection. */
+static vy_err op_ref(conn *c, vy_msg *m, bool unmap)
 {
 	bool ok;
 	size_t i = find_map(c, m, &ok);
 	vy_error e;
 	if (!ok)
 		return reply_status(c, m, vy_fail(&e, VY_EINVAL, "name a mapping of this connection", "no such mapping"), &e);
-	drop_cache(c->srv, c->maps[i].in);
-	return reply_status(c, m, VY_OK, NULL);
-}
-
-static vy_err op_unmap(conn *c, vy_msg *m)
-{
-	bool ok;
-	size_t i = find_map(c, m, &ok);
-	vy_error e;
-	if (!ok)
-		return reply_status(c, m, vy_fail(&e, VY_EINVAL, "name a mapping of this connection", "no such mapping"), &e);
-	unmap_at(c, i);
+	if (unmap)
+		unmap_at(c, i);
+	else
+		drop_cache(c->srv, c->maps[i].in);
 	return reply_status(c, m, VY_OK, NULL);
 }
 
@@ -433,10 +426,10 @@ static void *serve_conn(void *arg)
 				rc = op_map(c, &m);
 				break;
 			case VY_OP_CLIENT_SYNC:
-				rc = op_sync(c, &m);
+				rc = op_ref(c, &m, false);
 				break;
 			case VY_OP_CLIENT_UNMAP:
-				rc = op_unmap(c, &m);
+				rc = op_ref(c, &m, true);
 				break;
 			case VY_OP_CLIENT_COPY:
 				rc = op_copy(c, &m);
