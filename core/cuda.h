@@ -88,6 +88,15 @@ typedef struct cuda_device {
 	vy_u64map vmm;      /* pointer -> vmm_rec: our VMM allocations */
 	vy_u64map reserved; /* pointer -> its bytes: spans' address ranges */
 	vy_u64map mapped;   /* pointer -> its bytes: what map_fd/map_own put there */
+	/* Holes map zeros (core/view.h). A long run maps zrun, one larger
+	 * allocation of zeros, at each zrun_bytes-aligned address it covers,
+	 * and the caller's granule of zeros at the rest: on the H100 a 2 MiB
+	 * granule costs ~38 us a mapping and the driver runs out near 524,000
+	 * of them (1 TiB); 64 MiB runs map 1 TiB in 0.55 s. vmm_lock. */
+	uint64_t zrun_bytes; /* 0: granules only */
+	CUmemGenericAllocationHandle zrun; /* made for the first run, released after the last */
+	uint64_t zrun_maps;
+	vy_u64map zruns; /* where zrun is mapped */
 	/* Devices of this process that reach our memory directly (peer
 	 * access, cuda_peer_enable): every mapping grants them access too.
 	 * Set before any allocation, read without the lock after. */

@@ -180,7 +180,9 @@ static vy_err cuda_reserve(vy_device *d, uint64_t bytes, vy_dptr *out, vy_error 
 		return rc;
 	CU_CURRENT(c, e);
 	CUdeviceptr p = 0;
-	CU_CALL(c, e, MemAddressReserve, (&p, (size_t)bytes, 0, 0, 0));
+	/* Aligned to the zero run, so long holes can use it. */
+	size_t align = c->zrun_bytes && bytes >= c->zrun_bytes ? (size_t)c->zrun_bytes : 0;
+	CU_CALL(c, e, MemAddressReserve, (&p, (size_t)bytes, align, 0, 0));
 	if (!put_record(c, &c->reserved, (vy_dptr)p, bytes)) {
 		c->api.MemAddressFree(p, (size_t)bytes);
 		return vy_fail(e, VY_ENOMEM, "free host memory", "cuda backend: cannot record a reservation");
@@ -271,28 +273,130 @@ static vy_err cuda_unmap(vy_device *d, vy_dptr at, uint64_t bytes, vy_error *e)
 	return VY_OK;
 }
 
-/* A hole run: the granule of zeros mapped at each granule (a mapping
- * cannot repeat a smaller allocation across a larger range). */
-static vy_err cuda_map_zeros(vy_device *d, vy_dptr zero, vy_dptr at, uint64_t bytes, vy_error *e)
+/* One more mapping of the zero run at `at` (a multiple of its size),
+ * made at the first. */
+static vy_err zrun_map(cuda_device *c, vy_dptr at, vy_error *e)
 {
-	uint64_t g = d->info.share_granularity;
-	for (uint64_t x = 0; x < bytes; x += g) {
-		vy_err rc = cuda_map_own(d, zero, g, at + x, e);
-		if (rc != VY_OK) {
-			for (uint64_t y = 0; y < x; y += g)
-				cuda_unmap(d, at + y, g, NULL);
-			return rc;
+	pthread_mutex_lock(&c->vmm_lock);
+	vy_err rc = VY_OK;
+	if (!c->zrun) {
+		CUmemAllocationProp prop = {0};
+		prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+		prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+		prop.location.id = c->base.info.ordinal;
+		CUresult cr = c->api.MemCreate(&c->zrun, (size_t)c->zrun_bytes, &prop, 0);
+		if (cr != CUDA_SUCCESS) {
+			c->zrun = 0;
+			rc = vy_cuda_fail(c, cr, "cuMemCreate", e);
+		} else {
+			/* Zeros once, through a mapping of its own. */
+			CUdeviceptr p = 0;
+			cr = c->api.MemAddressReserve(&p, (size_t)c->zrun_bytes, 0, 0, 0);
+			if (cr == CUDA_SUCCESS) {
+				CUresult m = c->api.MemMap(p, (size_t)c->zrun_bytes, 0, c->zrun, 0);
+				CUmemAccessDesc access[VY_PEERS_MAX + 1];
+				int n = access_list(c, access);
+				cr = m != CUDA_SUCCESS ? m : c->api.MemSetAccess(p, (size_t)c->zrun_bytes, access, (size_t)n);
+				if (cr == CUDA_SUCCESS)
+					cr = c->api.MemsetD8Async(p, 0, (size_t)c->zrun_bytes, NULL);
+				if (cr == CUDA_SUCCESS)
+					cr = c->api.CtxSynchronize();
+				if (m == CUDA_SUCCESS)
+					c->api.MemUnmap(p, (size_t)c->zrun_bytes);
+				c->api.MemAddressFree(p, (size_t)c->zrun_bytes);
+			}
+			if (cr != CUDA_SUCCESS) {
+				rc = vy_cuda_fail(c, cr, "zeroing the zero run", e);
+				c->api.MemRelease(c->zrun);
+				c->zrun = 0;
+			}
 		}
 	}
-	return VY_OK;
+	CUmemGenericAllocationHandle h = c->zrun;
+	if (rc == VY_OK)
+		c->zrun_maps++; /* counted before it is mapped: nobody releases it meanwhile */
+	pthread_mutex_unlock(&c->vmm_lock);
+	if (rc != VY_OK)
+		return rc;
+	rc = map_handle(c, h, c->zrun_bytes, at, e);
+	pthread_mutex_lock(&c->vmm_lock);
+	if (rc == VY_OK && !vy_u64map_put(&c->zruns, at, (void *)(uintptr_t)1)) {
+		pthread_mutex_unlock(&c->vmm_lock);
+		cuda_unmap(&c->base, at, c->zrun_bytes, NULL);
+		pthread_mutex_lock(&c->vmm_lock);
+		rc = vy_fail(e, VY_ENOMEM, "free host memory", "cuda backend: cannot record a mapping");
+	}
+	if (rc != VY_OK && --c->zrun_maps == 0 && c->zrun) {
+		c->api.MemRelease(c->zrun);
+		c->zrun = 0;
+	}
+	pthread_mutex_unlock(&c->vmm_lock);
+	return rc;
 }
 
-static vy_err cuda_unmap_zeros(vy_device *d, vy_dptr at, uint64_t bytes, vy_error *e)
+/* Take back the zero run mapped at `at`, if it is; the run is released
+ * after its last mapping. */
+static bool zrun_unmap(cuda_device *c, vy_dptr at, vy_error *e, vy_err *rc)
 {
-	uint64_t g = d->info.share_granularity;
+	pthread_mutex_lock(&c->vmm_lock);
+	bool was = vy_u64map_remove(&c->zruns, at) != NULL;
+	pthread_mutex_unlock(&c->vmm_lock);
+	if (!was)
+		return false;
+	*rc = cuda_unmap(&c->base, at, c->zrun_bytes, e);
+	pthread_mutex_lock(&c->vmm_lock);
+	if (--c->zrun_maps == 0 && c->zrun) {
+		c->api.MemRelease(c->zrun);
+		c->zrun = 0;
+	}
+	pthread_mutex_unlock(&c->vmm_lock);
+	return true;
+}
+
+static vy_err cuda_unmap_zeros(vy_device *d, vy_dptr zero, vy_dptr at, uint64_t bytes, vy_error *e);
+
+/* A hole run: the zero run at each of its aligned places the run covers
+ * whole, the granule of zeros at every other granule (a mapping cannot
+ * repeat a smaller allocation across a larger range). */
+static vy_err cuda_map_zeros(vy_device *d, vy_dptr zero, vy_dptr at, uint64_t bytes, vy_error *e)
+{
+	cuda_device *c = cuda_of(d);
+	uint64_t g = d->info.share_granularity, z = c->zrun_bytes, x = 0;
+	CU_CURRENT(c, e);
+	vy_err rc = VY_OK;
+	while (rc == VY_OK && x < bytes) {
+		bool run = z && (at + x) % z == 0 && bytes - x >= z;
+		rc = run ? zrun_map(c, at + x, e) : cuda_map_own(d, zero, g, at + x, e);
+		if (rc == VY_OK)
+			x += run ? z : g;
+	}
+	if (rc != VY_OK && x)
+		cuda_unmap_zeros(d, zero, at, x, NULL);
+	return rc;
+}
+
+/* Back to bare address space. A zero run only partly inside goes whole
+ * (cuMemUnmap takes whole mappings), and granules of zeros take the
+ * place of its part outside. */
+static vy_err cuda_unmap_zeros(vy_device *d, vy_dptr zero, vy_dptr at, uint64_t bytes, vy_error *e)
+{
+	cuda_device *c = cuda_of(d);
+	uint64_t g = d->info.share_granularity, z = c->zrun_bytes, end = at + bytes;
 	vy_err first = VY_OK;
-	for (uint64_t x = 0; x < bytes; x += g) {
-		vy_err rc = cuda_unmap(d, at + x, g, first == VY_OK ? e : NULL);
+	for (vy_dptr x = at; x < end;) {
+		vy_err rc = VY_OK;
+		vy_dptr base = z ? x / z * z : x;
+		if (z && zrun_unmap(c, base, first == VY_OK ? e : NULL, &rc)) {
+			uint64_t past = base + z;
+			if (rc == VY_OK && base < at)
+				rc = cuda_map_zeros(d, zero, base, at - base, first == VY_OK ? e : NULL);
+			if (rc == VY_OK && end < past)
+				rc = cuda_map_zeros(d, zero, end, past - end, first == VY_OK ? e : NULL);
+			x = past;
+		} else {
+			rc = cuda_unmap(d, x, g, first == VY_OK ? e : NULL);
+			x += g;
+		}
 		if (first == VY_OK)
 			first = rc;
 	}

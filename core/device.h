@@ -94,7 +94,7 @@ typedef struct vy_device_share_ops {
 	 * anonymous zero pages, one mapping for the run. unmap_zeros takes
 	 * any run of whole granules of them back to bare address space. */
 	vy_err (*map_zeros)(vy_device *d, vy_dptr zero, vy_dptr at, uint64_t bytes, vy_error *e);
-	vy_err (*unmap_zeros)(vy_device *d, vy_dptr at, uint64_t bytes, vy_error *e);
+	vy_err (*unmap_zeros)(vy_device *d, vy_dptr zero, vy_dptr at, uint64_t bytes, vy_error *e);
 } vy_device_share_ops;
 
 /* The most shareable allocations one buffer is made of: growth in place

@@ -61,6 +61,9 @@ static void cuda_close(vy_device *d)
 	vy_u64map_destroy(&c->vmm);
 	vy_u64map_destroy(&c->reserved);
 	vy_u64map_destroy(&c->mapped);
+	vy_u64map_destroy(&c->zruns);
+	if (c->zrun)
+		c->api.MemRelease(c->zrun);
 	if (c->vmm_lock_made)
 		pthread_mutex_destroy(&c->vmm_lock);
 	if (c->ctx)
@@ -447,6 +450,12 @@ static vy_err cuda_fill_info(cuda_device *c, int ordinal, vy_error *e)
 		CU_CALL(c, e, MemGetAllocationGranularity, (&g, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
 		i->share_granularity = g;
 		c->base.share = &vy_cuda_share;
+		/* The zero run: a power of two of granules near 1/1024 of the
+		 * device's memory, at most 64 MiB (its cost while holes are). */
+		for (c->zrun_bytes = g; c->zrun_bytes < ((uint64_t)64 << 20) && c->zrun_bytes * 2 <= i->total_bytes / 1024;)
+			c->zrun_bytes *= 2;
+		if (c->zrun_bytes == g)
+			c->zrun_bytes = 0;
 	}
 	return VY_OK;
 }
@@ -459,6 +468,7 @@ vy_err vy_device_cuda_open(int ordinal, vy_device **out, vy_error *e)
 	vy_u64map_init(&c->vmm);
 	vy_u64map_init(&c->reserved);
 	vy_u64map_init(&c->mapped);
+	vy_u64map_init(&c->zruns);
 	if (pthread_mutex_init(&c->vmm_lock, NULL) != 0) {
 		free(c);
 		return vy_fail(e, VY_ENOMEM, "free host memory", "cuda backend: cannot create a mutex");
@@ -513,6 +523,7 @@ fail:
 	vy_u64map_destroy(&c->vmm);
 	vy_u64map_destroy(&c->reserved);
 	vy_u64map_destroy(&c->mapped);
+	vy_u64map_destroy(&c->zruns);
 	pthread_mutex_destroy(&c->vmm_lock);
 	free(c);
 	return rc;

@@ -342,9 +342,10 @@ static vy_err host_map_zeros(vy_device *d, vy_dptr zero, vy_dptr at, uint64_t by
 	return VY_OK;
 }
 
-static vy_err host_unmap_zeros(vy_device *d, vy_dptr at, uint64_t bytes, vy_error *e)
+static vy_err host_unmap_zeros(vy_device *d, vy_dptr zero, vy_dptr at, uint64_t bytes, vy_error *e)
 {
 	(void)d;
+	(void)zero;
 	if (!inaccessible((void *)(uintptr_t)at, bytes))
 		return vy_fail(e, VY_EINTERNAL, "report this bug", "host backend: cannot unmap holes: %s", strerror(errno));
 	return VY_OK;

@@ -21,7 +21,7 @@ static vy_err unmap_zeros(vy_device *d, vy_zeros *z, vy_dptr base, uint64_t off,
 {
 	if (n == 0)
 		return VY_OK;
-	vy_err rc = d->share->unmap_zeros(d, base + off, n, e);
+	vy_err rc = d->share->unmap_zeros(d, z->p, base + off, n, e);
 	z->maps -= n / z->g; /* what would not unmap is address space only */
 	return rc;
 }

@@ -159,9 +159,10 @@ static uint64_t span_limit(vy_fs *fs, vy_inode *in)
 	return g ? u.total / g * g : u.total;
 }
 
-/* Data may lie this far into a file: holes before it are mapped (one
- * mapping per granule on a GPU), so past it a write is EFBIG with its Fix
- * rather than a long wait; 1 TiB, or 8 times the device's memory. */
+/* Data may lie this far into a file: holes before it are mapped (on a
+ * GPU one mapping per 64 MiB run of zeros, core/cuda.h), so past it a
+ * write is EFBIG with its Fix rather than a long wait or the driver's
+ * mappings running out; 1 TiB, or 8 times the device's memory. */
 static uint64_t data_reach(vy_fs *fs, vy_inode *in)
 {
 	uint64_t m = span_limit(fs, in), r = (uint64_t)1 << 40;

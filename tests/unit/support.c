@@ -230,9 +230,9 @@ static vy_err c_map_zeros(vy_device *d, vy_dptr zero, vy_dptr at, uint64_t bytes
 	return cnt(d)->inner->share->map_zeros(cnt(d)->inner, zero, at, bytes, e);
 }
 
-static vy_err c_unmap_zeros(vy_device *d, vy_dptr at, uint64_t bytes, vy_error *e)
+static vy_err c_unmap_zeros(vy_device *d, vy_dptr zero, vy_dptr at, uint64_t bytes, vy_error *e)
 {
-	return cnt(d)->inner->share->unmap_zeros(cnt(d)->inner, at, bytes, e);
+	return cnt(d)->inner->share->unmap_zeros(cnt(d)->inner, zero, at, bytes, e);
 }
 
 static const vy_device_share_ops counting_share = {

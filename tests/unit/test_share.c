@@ -395,6 +395,65 @@ static void holes_cost_nothing_until_backed(void)
 	fx_close(&f);
 }
 
+/* Long holes: on cuda a run of holes maps a larger allocation of zeros
+ * where it covers one whole (cuda.h, zrun); a piece backed inside such a
+ * run splits it, and the zeros on both sides of the piece, over the run's
+ * edges too, still read as zeros. 256 MiB of holes, a granule backed in
+ * the middle of the second 64 MiB, then punched, then everything backed:
+ * the bytes and the accounting exact at each step, and device memory back
+ * at the baseline after (the zero run released with its last mapping). */
+static bool all_zero(const unsigned char *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (p[i])
+			return false;
+	return true;
+}
+
+static void long_holes_split_around_a_piece(void)
+{
+	fixture f;
+	fx_open(&f);
+	vy_handle h;
+	uint64_t len = 256 * MiB, at = 100 * MiB;
+	MUST(vy_store_alloc_holes(f.c->store, len, &h, E));
+	vy_buffer_view v;
+	unsigned char *back = malloc(8 * MiB), pat[4096];
+	CHECK(back != NULL);
+	vy_test_fill_pattern(pat, sizeof(pat), 5);
+	MUST(vy_store_back(f.c->store, h, at, sizeof(pat), zero_with_core, f.c, &v, E));
+	CHECK_EQ(v.holes, len - f.g);
+	CHECK_EQ(snap(&f).resident_bytes, f.g);
+	vy_upload up = {.handle = h, .offset = at, .src = pat, .len = sizeof(pat)};
+	MUST(vy_upload_many(f.c, &up, 1, E));
+	/* 4 MiB either side of the piece, and the run's edges at 64 and 128 MiB. */
+	uint64_t from[] = {at - 4 * MiB, 60 * MiB, 124 * MiB, len - 8 * MiB};
+	for (size_t k = 0; k < sizeof(from) / sizeof(from[0]); k++) {
+		vy_readback rb = {.handle = h, .offset = from[k], .dst = back, .len = 8 * MiB};
+		MUST(vy_readback_many(f.c, &rb, 1, E));
+		uint64_t in = at - from[k]; /* where the pattern is, if inside */
+		if (k == 0) {
+			CHECK(all_zero(back, in) && memcmp(back + in, pat, sizeof(pat)) == 0);
+			CHECK(all_zero(back + in + sizeof(pat), 8 * MiB - in - sizeof(pat)));
+		} else {
+			CHECK(all_zero(back, 8 * MiB));
+		}
+	}
+	MUST(vy_store_punch(f.c->store, h, at, f.g, &v, E));
+	CHECK_EQ(v.holes, len);
+	CHECK_EQ(snap(&f).resident_bytes, 0);
+	vy_readback rb = {.handle = h, .offset = at - 4 * MiB, .dst = back, .len = 8 * MiB};
+	MUST(vy_readback_many(f.c, &rb, 1, E));
+	CHECK(all_zero(back, 8 * MiB));
+	MUST(vy_store_back(f.c->store, h, 0, UINT64_MAX, zero_with_core, f.c, &v, E));
+	CHECK_EQ(v.holes, 0);
+	CHECK_EQ(snap(&f).resident_bytes, len);
+	MUST(vy_store_free(f.c->store, h, E));
+	CHECK_EQ(snap(&f).resident_bytes, 0);
+	free(back);
+	fx_close(&f);
+}
+
 static void *stop_later(void *arg)
 {
 	usleep(300000);
@@ -521,6 +580,7 @@ int main(void)
 		TEST_CASE(buffer_grows_in_place_and_shrinks_by_pieces),
 		TEST_CASE(growth_fills_the_budget_to_the_last_granule),
 		TEST_CASE(holes_cost_nothing_until_backed),
+		TEST_CASE(long_holes_split_around_a_piece),
 		TEST_CASE(launcher_maps_once_per_generation_and_gives_back),
 		TEST_CASE(launcher_killed_in_a_sequence_costs_that_sequence),
 		TEST_CASE(a_stop_ends_the_sequence_at_its_next_step),
