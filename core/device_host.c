@@ -10,9 +10,12 @@
  * Sharing: allocations of share_granularity (2 MiB, as the GPU's VMM
  * granularity) or more are memfd mappings, so another process (the launcher,
  * a client) can map exactly that buffer, as VMM memory is shared on a GPU.
- * Smaller ones are plain heap memory and cannot be shared. */
+ * Smaller ones are not shared: slots of memfd slabs (core/host_slab.h), or
+ * from 1 MiB a memfd of their own; no file byte is in heap memory, so a
+ * keeper holding the fds keeps every byte (docs/survive.md). */
 #include "core/device.h"
 #include "core/checked.h"
+#include "core/host_slab.h"
 #include "core/u64map.h"
 
 #include <errno.h>
@@ -27,12 +30,11 @@
 #include <time.h>
 #include <unistd.h>
 
-/* Device allocations are 256-byte aligned, as cuMemAlloc's are. */
-#define HOST_ALIGN 256u
 /* The GPU's VMM granularity, so the host backend shares as the GPU does. */
 #define HOST_SHARE_GRANULARITY (2ull << 20)
 
-/* A live allocation: heap memory (fd -1) or a shareable memfd mapping. */
+/* A live allocation: a slab's slot (fd -1) or a memfd mapping of its own,
+ * shareable from the share granularity on. */
 typedef struct host_alloc_rec {
 	uint64_t bytes;
 	int fd;
@@ -46,6 +48,7 @@ typedef struct host_device {
 	vy_u64map live;     /* pointer -> host_alloc_rec */
 	vy_u64map reserved; /* pointer -> its bytes: spans' address ranges */
 	vy_u64map mapped;   /* pointer -> its bytes: what map_fd/map_own put there */
+	vy_host_slabs slabs; /* small allocations (lock) */
 } host_device;
 
 struct vy_stream {
@@ -74,11 +77,10 @@ static void host_close(vy_device *d)
 		if (r->fd >= 0) {
 			munmap((void *)(uintptr_t)key, (size_t)r->bytes);
 			close(r->fd);
-		} else {
-			free((void *)(uintptr_t)key);
 		}
 		free(r);
 	}
+	vy_host_slabs_destroy(&h->slabs);
 	cursor = 0; /* a reservation's munmap takes what is mapped in it too */
 	while (vy_u64map_next(&h->reserved, &cursor, &key, &value))
 		munmap((void *)(uintptr_t)key, (size_t)(uintptr_t)value);
@@ -121,11 +123,10 @@ static vy_err host_alloc(vy_device *d, uint64_t bytes, vy_dptr *out, vy_error *e
 
 	void *p = NULL;
 	host_alloc_rec *r = malloc(sizeof(*r));
-	uint64_t g = h->base.info.share_granularity;
 	if (r) {
 		r->bytes = bytes;
 		r->fd = -1;
-		if (g && bytes >= g) {
+		if (!vy_host_slabs_take(&h->slabs, bytes)) {
 			/* Sealed at its size before anyone else sees it: a client
 			 * given an fd (a mapping) cannot shrink it under the
 			 * daemon's mapping (SIGBUS) nor grow it. */
@@ -137,19 +138,19 @@ static vy_err host_alloc(vy_device *d, uint64_t bytes, vy_dptr *out, vy_error *e
 				p = NULL;
 			if (!p && r->fd >= 0)
 				close(r->fd);
-		} else if (posix_memalign(&p, HOST_ALIGN, (size_t)bytes) != 0) {
-			p = NULL;
 		}
 	}
 	pthread_mutex_lock(&h->lock);
+	if (r && r->fd < 0 && vy_host_slabs_take(&h->slabs, bytes))
+		p = vy_host_slabs_alloc(&h->slabs, bytes);
 	if (!p || !vy_u64map_put(&h->live, (uint64_t)(uintptr_t)p, r)) {
 		h->used -= bytes;
+		if (p && r->fd < 0)
+			vy_host_slabs_free(&h->slabs, p);
 		pthread_mutex_unlock(&h->lock);
 		if (p && r->fd >= 0) {
 			munmap(p, (size_t)bytes);
 			close(r->fd);
-		} else {
-			free(p);
 		}
 		free(r);
 		return vy_fail(e, VY_ENOMEM, "free host memory or lower host_memory",
@@ -172,12 +173,12 @@ static vy_err host_free(vy_device *d, vy_dptr p, vy_error *e)
 	}
 	host_alloc_rec *r = value;
 	h->used -= r->bytes; /* counted in at alloc, under this lock */
+	if (r->fd < 0)
+		vy_host_slabs_free(&h->slabs, (void *)(uintptr_t)p);
 	pthread_mutex_unlock(&h->lock);
 	if (r->fd >= 0) {
 		munmap((void *)(uintptr_t)p, (size_t)r->bytes);
 		close(r->fd);
-	} else {
-		free((void *)(uintptr_t)p);
 	}
 	free(r);
 	return VY_OK;
@@ -191,7 +192,8 @@ static vy_err host_export_fd(vy_device *d, vy_dptr p, int *fd, vy_error *e)
 	/* An open file of its own (not a dup of ours): what the receiver
 	 * does to its file status flags stays its own. */
 	int dup_fd = -1;
-	if (r && r->fd >= 0) {
+	bool shareable = r && r->fd >= 0 && r->bytes >= h->base.info.share_granularity;
+	if (shareable) {
 		char path[64];
 		snprintf(path, sizeof(path), "/proc/self/fd/%d", r->fd);
 		dup_fd = open(path, O_RDWR | O_CLOEXEC);
@@ -199,7 +201,6 @@ static vy_err host_export_fd(vy_device *d, vy_dptr p, int *fd, vy_error *e)
 			dup_fd = fcntl(r->fd, F_DUPFD_CLOEXEC, 0);
 	}
 	int err = errno;
-	bool shareable = r && r->fd >= 0;
 	pthread_mutex_unlock(&h->lock);
 	if (!shareable)
 		return vy_fail(e, VY_EINVAL, "share only allocations of the share granularity or more",
@@ -298,7 +299,8 @@ static vy_err host_map_own(vy_device *d, vy_dptr p, uint64_t bytes, vy_dptr at, 
 	host_device *h = host_of(d);
 	pthread_mutex_lock(&h->lock);
 	host_alloc_rec *r = vy_u64map_get(&h->live, p);
-	int fd = r && r->fd >= 0 && r->bytes == bytes ? fcntl(r->fd, F_DUPFD_CLOEXEC, 0) : -2;
+	int fd = r && r->fd >= 0 && r->bytes == bytes && bytes >= h->base.info.share_granularity
+			 ? fcntl(r->fd, F_DUPFD_CLOEXEC, 0) : -2;
 	pthread_mutex_unlock(&h->lock);
 	if (fd == -2)
 		return vy_fail(e, VY_EINVAL, "map only whole shareable allocations",
@@ -628,6 +630,7 @@ vy_err vy_device_host_open(uint64_t capacity, vy_device **out, vy_error *e)
 	vy_u64map_init(&h->live);
 	vy_u64map_init(&h->reserved);
 	vy_u64map_init(&h->mapped);
+	vy_host_slabs_init(&h->slabs, HOST_SHARE_GRANULARITY); /* true: 2 MiB holds 1 MiB twice */
 	h->base.ops = &host_ops;
 	h->base.share = &host_share;
 	vy_device_info *i = &h->base.info;
