@@ -2,9 +2,10 @@
 # A handle's cost, two vyrefs binaries side by side in one run: open+close
 # of a 4 KiB file and a readdir of 100 entries (bench/vybench opens,
 # readdir), in ROUNDS rounds that alternate which binary goes first, each
-# a median of N; prints each figure's median and best over the rounds and
-# the ratios NEW / OLD (under 1: NEW is faster). On a busy machine the
-# rounds spread widely: compare the best, or run it on a quiet one.
+# a median of N; prints each figure's median and best over the rounds, the
+# ratios NEW / OLD (under 1: NEW is faster), and the median of each
+# round's own ratio: on a busy machine the rounds spread widely, and two
+# runs back to back share the load best.
 #   bench/handles_ab.sh OLD_VYREFS NEW_VYREFS [N] [ROUNDS]
 # BENCH_BACKEND: the backend both mount (default host). Needs root or
 # fusermount3; mounts under TMPDIR and unmounts what it mounted.
@@ -59,6 +60,11 @@ for k in opens readdir; do
 	# shellcheck disable=SC2086
 	o=$(least ${runs[old.$k]}) w=$(least ${runs[new.$k]})
 	echo "$k best old_us $o new_us $w ratio $(awk -v a="$w" -v b="$o" 'BEGIN { printf "%.3f", a / b }')"
+	# Each round's two figures ran back to back, under the same load.
+	# shellcheck disable=SC2086
+	echo "$k paired ratio $(paste <(printf '%s\n' ${runs[new.$k]}) \
+		<(printf '%s\n' ${runs[old.$k]}) | awk '{ print $1 / $2 }' | sort -g |
+		awk '{ v[NR] = $1 } END { printf "%.3f", v[int((NR + 1) / 2)] }')"
 	echo "  rounds old:${runs[old.$k]}"
 	echo "  rounds new:${runs[new.$k]}"
 done
