@@ -133,12 +133,20 @@ static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name, vy_ki
 		err = vy_acl_inode_inherit(p, ctx->umask, &mode, &acls);
 	if (!err && !(in = vy_inode_new(vy_fs_ns(fs), kind, mode, ctx->uid, gid)))
 		err = ENOMEM;
+	bool no_handle = false; /* the handle table's error, said in the log */
+	if (!err && fi) {
+		h->in = in; /* before its id is live: lookups take no lock */
+		err = vy_open_add(vy_fs_ns(fs), h);
+		no_handle = err != 0;
+	}
 	if (!err && (acls.access || acls.dflt))
 		err = vy_acl_inode_give(in, &acls); /* ENOSPC past xattr_budget */
 	vy_acl_new_free(&acls);
 	if (!err && !tmpfile && !vy_dir_add(&p->dir, name, in->ino))
 		err = ENOMEM; /* the nameless inode is reaped below */
 	if (err) {
+		if (h)
+			vy_open_free(vy_fs_ns(fs), h); /* its id too, if it had one */
 		if (in) {
 			in->nlink = 0;
 			vy_inode_reap(fs, in);
@@ -148,9 +156,10 @@ static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name, vy_ki
 		pthread_mutex_unlock(&fs->ns);
 		free(copy);
 		free(module);
-		if (h)
-			vy_open_discard(h);
-		fuse_reply_err(req, err);
+		if (no_handle)
+			vy_op_no_handle(req, err);
+		else
+			fuse_reply_err(req, err);
 		return;
 	}
 	in->target = module ? module : copy;
@@ -167,17 +176,6 @@ static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name, vy_ki
 	if (!tmpfile)
 		vy_inode_touch(p, true);
 	if (fi) {
-		h->in = in;
-		int herr = vy_open_add(vy_fs_ns(fs), h);
-		if (herr) {
-			/* The file stays, as an open that fails after O_CREAT
-			 * made it; an O_TMPFILE's goes with it. */
-			vy_inode_reap(fs, in);
-			pthread_mutex_unlock(&fs->ns);
-			vy_open_discard(h);
-			vy_op_no_handle(req, herr);
-			return;
-		}
 		in->opens++;
 		fi->fh = h->fh;
 		fi->keep_cache = fs->cfg.page_cache;
