@@ -61,7 +61,8 @@ UNIT_SRC   := $(wildcard tests/unit/test_*.c)
 UNIT_BIN   := $(UNIT_SRC:%.c=$(BUILD)/%)
 GPU_SRC    := $(wildcard tests/gpu/test_*.c)
 GPU_BIN    := $(GPU_SRC:%.c=$(BUILD)/%)
-UNIT_LIB   := $(BUILD)/tests/unit/support.o $(BUILD)/ns/dir.o $(BUILD)/ns/xattr.o $(BUILD)/ns/acl.o
+UNIT_LIB   := $(BUILD)/tests/unit/support.o $(BUILD)/ns/dir.o $(BUILD)/ns/xattr.o $(BUILD)/ns/acl.o \
+              $(BUILD)/ns/handles.o $(BUILD)/ns/inode.o $(BUILD)/ns/open.o
 CORE_LIB   := $(BUILD)/libvycore.a
 # bench/: the null FUSE fs, the timed loops, the store's pool figures, and
 # (with cuda.h) the raw driver program.

@@ -331,6 +331,17 @@ def build(r):
             x.replace("_nopool", " with pool_budget=0").replace("nullfs", "null FUSE"), r.get("churn.%s.ops" % x, "n/a")))
     add("| pool hit rate over the vyrefs churn | %s |" % r.get("churn.vyrefs.pool_hit_rate", "n/a"))
     add("")
+    if "handles.vyrefs.open_us" in r:
+        add("### A handle's life (µs, medians: open + close of a 4 KiB file; opendir, readdir of 100 entries, closedir)")
+        add("")
+        add("| target | open + close | readdir |")
+        add("| --- | --- | --- |")
+        for x in ("vyrefs", "nullfs", "tmpfs"):
+            add("| %s | %s | %s |" % (x.replace("nullfs", "null FUSE"), r.get("handles.%s.open_us" % x, "n/a"),
+                                      r.get("handles.%s.readdir_us" % x, "n/a")))
+        add("| vyrefs / null FUSE | %s | %s |" % (r.get("handles.open_over_nullfs", "n/a"),
+                                                  r.get("handles.readdir_over_nullfs", "n/a")))
+        add("")
     targets.append(("pooled allocation vs cuMemAlloc + cuMemFree", q, "≤ 0.05", verdict(q, 0.05, False)))
 
     for feature, rw, key, what in (("write_behind", "write", "nowb", "dd write"),

@@ -6,7 +6,7 @@
 #             bench/report.py writes bench/out/BENCHMARKS.md and the plot.
 # BENCH_BACKEND=cuda|host (default: cuda when nvidia-smi sees a GPU).
 # BENCH_QUICK=1 shrinks every size for a smoke check (any backend).
-# BENCH_PHASES=dd,fio,...: only these (raw dd fio rand ctl std map ingest cp churn grow loop
+# BENCH_PHASES=dd,fio,...: only these (raw dd fio rand ctl std map ingest cp handles churn grow loop
 # devices), adding to results.txt; the report covers whatever it holds. The
 # default is all of them, with devices (one mount over two GPUs) only where
 # nvidia-smi lists two or more; on the host backend devices is a smoke check
@@ -30,7 +30,7 @@ FIO=${FIO:-$(command -v fio || echo .device/tools/fio)}
 RES=$OUT/results.txt
 # How many GPUs nvidia-smi lists (0 without it).
 gpu_count() { nvidia-smi -L 2>/dev/null | grep -c '^GPU ' || true; }
-DEFAULT_PHASES=raw,dd,fio,rand,ctl,std,map,ingest,cp,churn,grow,loop
+DEFAULT_PHASES=raw,dd,fio,rand,ctl,std,map,ingest,cp,handles,churn,grow,loop
 if [ "$(gpu_count)" -ge 2 ]; then DEFAULT_PHASES+=,devices; fi
 PHASES=${BENCH_PHASES:-$DEFAULT_PHASES}
 REPS=${BENCH_REPS:-3}
@@ -206,6 +206,22 @@ rand_fio() { # TARGET [IODEPTHS [JOBS]]
 		done
 	done
 	rm -f "$f"
+}
+
+# A handle's whole life on each target: open+close of a 4 KiB file, and
+# opendir+readdir+closedir of 100 entries (µs, medians); vyrefs against
+# the null FUSE fs as ratios.
+handle_figures() {
+	local t
+	for t in vyrefs nullfs tmpfs; do
+		mkdir -p "${MNT[$t]}/handles"
+		for i in $(seq 100); do : >"${MNT[$t]}/handles/f$i"; done
+		put "handles.$t.open_us" "$("$BIN/vybench" opens "${MNT[$t]}/handles/f1" $((N * 4)))"
+		put "handles.$t.readdir_us" "$("$BIN/vybench" readdir "${MNT[$t]}/handles" "$N")"
+		rm -rf "${MNT[$t]}/handles"
+	done
+	put handles.open_over_nullfs "$(ratio_of "$(last_of handles.vyrefs.open_us)" "$(last_of handles.nullfs.open_us)")"
+	put handles.readdir_over_nullfs "$(ratio_of "$(last_of handles.vyrefs.readdir_us)" "$(last_of handles.nullfs.readdir_us)")"
 }
 
 churn() { # TARGET [KEY]
@@ -611,6 +627,7 @@ main() {
 			python3 bench/ingest_bench.py "$BUILD/vyrefs" "${MNT[vyrefs]}" "${MNT[tmpfs]}" "$SEQ" | tee -a "$RES"
 	fi
 	if has cp; then for t in vyrefs nullfs tmpfs; do copy_in_mount "$t"; done; fi
+	if has handles; then handle_figures; fi
 	if has churn; then
 		local hits0 miss0
 		hits0=$(stat_of vyrefs pool_hits) miss0=$(stat_of vyrefs pool_misses)

@@ -6,6 +6,11 @@
  *   vybench ctlw CTL N TEXT     median µs of write(TEXT) alone: it returns once
  *                               the sequence ran, its status the outcome
  *   vybench churn DIR N SIZE    ops/s of create, ftruncate SIZE, close, unlink
+ *   vybench opens FILE N        median µs of open(O_RDONLY) + close of FILE
+ *                               (made with 4 KiB when missing): a handle's
+ *                               whole life, the small-file workload's cost
+ *   vybench readdir DIR N       median µs of opendir, readdir to the end and
+ *                               closedir of DIR (its entries as they are)
  *   vybench append FILE BS      append BS-byte writes until the fs is full:
  *                               "BYTES FIRST LAST": bytes written, and µs per
  *                               MiB in the first and the last tenth of them
@@ -28,6 +33,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <sys/stat.h>
 #include <sys/xattr.h>
 #include <unistd.h>
@@ -115,6 +121,56 @@ static int ctl(const char *path, long n, const char *text, int read_reply_too)
 	printf("%.2f\n", median(v, (size_t)n));
 	free(v);
 	return close(fd) ? (die("close", path), 1) : 0;
+}
+
+static int opens(const char *path, long n)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0644);
+	if (fd >= 0) {
+		static const char page[4096];
+		if (write(fd, page, sizeof(page)) != (ssize_t)sizeof(page) || close(fd))
+			die("write of", path);
+	} else if (errno != EEXIST) {
+		die("create", path);
+	}
+	double *v = samples(n);
+	for (long i = 0; i < n; i++) {
+		double t0 = now_us();
+		fd = open(path, O_RDONLY);
+		if (fd < 0 || close(fd))
+			die("open and close", path);
+		v[i] = now_us() - t0;
+	}
+	printf("%.2f\n", median(v, (size_t)n));
+	free(v);
+	return 0;
+}
+
+static int listdir(const char *path, long n)
+{
+	double *v = samples(n);
+	long entries = -1;
+	for (long i = 0; i < n; i++) {
+		double t0 = now_us();
+		DIR *d = opendir(path);
+		if (!d)
+			die("opendir", path);
+		long seen = 0;
+		errno = 0;
+		while (readdir(d))
+			seen++;
+		if (errno || closedir(d))
+			die("readdir", path);
+		v[i] = now_us() - t0;
+		if (entries >= 0 && seen != entries) {
+			fprintf(stderr, "vybench: %s listed %ld entries, then %ld\n", path, entries, seen);
+			exit(1);
+		}
+		entries = seen;
+	}
+	printf("%.2f\n", median(v, (size_t)n));
+	free(v);
+	return 0;
 }
 
 static int churn(const char *dir, long n, long size)
@@ -253,6 +309,10 @@ int main(int argc, char **argv)
 		return ctl(argv[2], count_arg(argv[3]), argv[4], 0);
 	if (argc == 5 && !strcmp(argv[1], "churn"))
 		return churn(argv[2], count_arg(argv[3]), count_arg(argv[4]));
+	if (argc == 4 && !strcmp(argv[1], "opens"))
+		return opens(argv[2], count_arg(argv[3]));
+	if (argc == 4 && !strcmp(argv[1], "readdir"))
+		return listdir(argv[2], count_arg(argv[3]));
 	if (argc == 4 && !strcmp(argv[1], "append"))
 		return append(argv[2], count_arg(argv[3]));
 	if (argc == 4 && !strcmp(argv[1], "copy"))
@@ -261,7 +321,8 @@ int main(int argc, char **argv)
 		return copy(argv[2], argv[3], 0);
 	if (argc == 4 && !strcmp(argv[1], "move"))
 		return move(argv[2], argv[3]);
-	fprintf(stderr, "usage: vybench rtt FILE N | ctl CTL N TEXT | ctlw CTL N TEXT | churn DIR N SIZE | append FILE BS"
+	fprintf(stderr, "usage: vybench rtt FILE N | ctl CTL N TEXT | ctlw CTL N TEXT | churn DIR N SIZE | opens FILE N"
+			" | readdir DIR N | append FILE BS"
 			" | copy SRC DST | copyinto SRC DST | move FILE DEVICE\n");
 	return 2;
 }

@@ -8,6 +8,8 @@
 
 #include "fs/fs.h"
 
+#include <errno.h>
+
 #define NAME_MAX_LEN 255
 
 /* chattr's flags vyrefs keeps, as tmpfs keeps them. */
@@ -18,9 +20,22 @@ static inline vy_fs *fs_of(fuse_req_t req)
 	return fuse_req_userdata(req);
 }
 
-static inline vy_open *handle_of(struct fuse_file_info *fi)
+/* The open file `fi->fh` names for inode `ino`, or NULL when it names none
+ * (a stale or forged id, a directory's, another inode's): the caller
+ * answers EBADF. No lock (ns/handles.h). */
+static inline vy_open *handle_of(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	return (vy_open *)(uintptr_t)fi->fh;
+	vy_open *h = vy_open_of(vy_fs_ns(fs_of(req)), fi->fh);
+	return h && h->in->ino == ino ? h : NULL; /* ino never changes */
+}
+
+/* handle_of, answering EBADF itself when there is none. */
+static inline vy_open *vy_op_handle(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	vy_open *h = handle_of(req, ino, fi);
+	if (!h)
+		fuse_reply_err(req, EBADF);
+	return h;
 }
 
 /* fs/reply.c (below the kinds' tables: they call it too) */
@@ -30,6 +45,7 @@ void vy_op_wrote(fuse_req_t req, vy_inode *in);
 void vy_op_kill_caps(vy_inode *in);
 bool vy_op_name_too_long(fuse_req_t req, const char *name);
 bool vy_op_frozen(vy_inode *in, bool append);
+void vy_op_no_handle(fuse_req_t req, int err);
 
 /* fs/entry.c: attributes and entries, each kind's part through its table */
 void vy_op_stat(vy_fs *fs, vy_inode *in, struct stat *st);

@@ -39,15 +39,20 @@ void vy_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		return;
 	}
 	if (!ko->open(req, fs, h, fi)) {
-		free(h->text);
-		free(h);
+		vy_open_discard(h);
 		return;
 	}
-	fi->fh = (uint64_t)(uintptr_t)h;
 	pthread_mutex_lock(&fs->ns);
-	in->opens++;
-	vy_open_add(vy_fs_ns(fs), h);
+	int err = vy_open_add(vy_fs_ns(fs), h);
+	if (!err)
+		in->opens++;
 	pthread_mutex_unlock(&fs->ns);
+	if (err) {
+		vy_open_discard(h);
+		vy_op_no_handle(req, err);
+		return;
+	}
+	fi->fh = h->fh;
 	if (fuse_reply_open(req, fi) != 0) {
 		pthread_mutex_lock(&fs->ns);
 		in->opens--;
@@ -59,8 +64,9 @@ void vy_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 
 void vy_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi)
 {
-	(void)ino;
-	vy_open *h = handle_of(fi);
+	vy_open *h = vy_op_handle(req, ino, fi);
+	if (!h)
+		return;
 	const vy_kind_ops *ko = vy_kind_ops_of(h->in);
 	if (off < 0)
 		fuse_reply_err(req, EINVAL);
@@ -73,8 +79,9 @@ void vy_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct f
 void vy_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
 		     struct fuse_file_info *fi)
 {
-	(void)ino;
-	vy_open *h = handle_of(fi);
+	vy_open *h = vy_op_handle(req, ino, fi);
+	if (!h)
+		return;
 	const vy_kind_ops *ko = vy_kind_ops_of(h->in);
 	if (ko->write)
 		ko->write(req, fs_of(req), h, buf, size, off, fi); /* checks off: the control file takes any */
@@ -84,8 +91,9 @@ void vy_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, o
 
 void vy_op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	(void)ino;
-	vy_open *h = handle_of(fi);
+	vy_open *h = vy_op_handle(req, ino, fi);
+	if (!h)
+		return;
 	const vy_kind_ops *ko = vy_kind_ops_of(h->in);
 	if (ko->flush)
 		ko->flush(req, fs_of(req), h);
@@ -95,9 +103,10 @@ void vy_op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 
 void vy_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	(void)ino;
 	vy_fs *fs = fs_of(req);
-	vy_open *h = handle_of(fi);
+	vy_open *h = vy_op_handle(req, ino, fi);
+	if (!h)
+		return; /* nothing of ours to release */
 	vy_inode *in = h->in;
 	const vy_kind_ops *ko = vy_kind_ops_of(in);
 	pthread_mutex_lock(&fs->ns);
@@ -114,9 +123,10 @@ void vy_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 
 void vy_op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
 {
-	(void)ino;
 	(void)datasync;
-	vy_open *h = handle_of(fi);
+	vy_open *h = vy_op_handle(req, ino, fi);
+	if (!h)
+		return;
 	const vy_kind_ops *ko = vy_kind_ops_of(h->in);
 	if (ko->fsync)
 		ko->fsync(req, fs_of(req), h);
@@ -126,8 +136,10 @@ void vy_op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_
 
 void vy_op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off_t len, struct fuse_file_info *fi)
 {
-	(void)ino;
-	vy_inode *in = handle_of(fi)->in;
+	vy_open *h = vy_op_handle(req, ino, fi);
+	if (!h)
+		return;
+	vy_inode *in = h->in;
 	const vy_kind_ops *ko = vy_kind_ops_of(in);
 	if (mode & ~(FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE)) {
 		fuse_reply_err(req, EOPNOTSUPP); /* zero, collapse, insert range: as tmpfs */
@@ -156,9 +168,11 @@ void vy_op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off_t 
  * files"); the kernel answers SEEK_SET, SEEK_CUR and SEEK_END itself. */
 void vy_op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence, struct fuse_file_info *fi)
 {
-	(void)ino;
 	vy_fs *fs = fs_of(req);
-	vy_inode *in = handle_of(fi)->in;
+	vy_open *h = vy_op_handle(req, ino, fi);
+	if (!h)
+		return;
+	vy_inode *in = h->in;
 	if (whence != SEEK_DATA && whence != SEEK_HOLE) {
 		fuse_reply_err(req, EINVAL);
 		return;
@@ -185,7 +199,12 @@ void vy_op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in, stru
 			       fuse_ino_t ino_out, off_t off_out, struct fuse_file_info *fi_out, size_t len, int flags)
 {
 	vy_fs *fs = fs_of(req);
-	vy_inode *src = handle_of(fi_in)->in, *dst = handle_of(fi_out)->in;
+	vy_open *hin = handle_of(req, ino_in, fi_in), *hout = handle_of(req, ino_out, fi_out);
+	if (!hin || !hout) {
+		fuse_reply_err(req, EBADF);
+		return;
+	}
+	vy_inode *src = hin->in, *dst = hout->in;
 	if (flags != 0 || off_in < 0 || off_out < 0) {
 		fuse_reply_err(req, EINVAL);
 		return;
@@ -202,7 +221,5 @@ void vy_op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in, stru
 	/* The reply's count is 32 bits wide: copy at most that, in pages. */
 	if (len > (UINT32_MAX & ~(size_t)4095))
 		len = UINT32_MAX & ~(size_t)4095;
-	(void)ino_in;
-	(void)ino_out;
 	ko->copy(req, fs, src, off_in, dst, off_out, len);
 }

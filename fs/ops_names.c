@@ -44,11 +44,9 @@ void vy_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 
 static void forget_one(vy_fs *fs, fuse_ino_t ino, uint64_t n)
 {
-	vy_inode *in = vy_u64map_get(&fs->inodes, ino);
-	if (!in)
-		return;
-	in->nlookup = n > in->nlookup ? 0 : in->nlookup - n;
-	vy_inode_reap(fs, in);
+	vy_inode *in = vy_ns_forget(vy_fs_ns(fs), ino, n);
+	if (in)
+		vy_inode_reap(fs, in);
 }
 
 void vy_op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
@@ -95,7 +93,8 @@ static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name, vy_ki
 	vy_open *h = fi ? vy_open_new(NULL) : NULL;
 	if ((target && !copy) || (fi && !h)) {
 		free(copy);
-		free(h);
+		if (h)
+			vy_open_discard(h);
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
@@ -134,12 +133,20 @@ static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name, vy_ki
 		err = vy_acl_inode_inherit(p, ctx->umask, &mode, &acls);
 	if (!err && !(in = vy_inode_new(vy_fs_ns(fs), kind, mode, ctx->uid, gid)))
 		err = ENOMEM;
+	bool no_handle = false; /* the handle table's error, said in the log */
+	if (!err && fi) {
+		h->in = in; /* before its id is live: lookups take no lock */
+		err = vy_open_add(vy_fs_ns(fs), h);
+		no_handle = err != 0;
+	}
 	if (!err && (acls.access || acls.dflt))
 		err = vy_acl_inode_give(in, &acls); /* ENOSPC past xattr_budget */
 	vy_acl_new_free(&acls);
 	if (!err && !tmpfile && !vy_dir_add(&p->dir, name, in->ino))
 		err = ENOMEM; /* the nameless inode is reaped below */
 	if (err) {
+		if (h)
+			vy_open_free(vy_fs_ns(fs), h); /* its id too, if it had one */
 		if (in) {
 			in->nlink = 0;
 			vy_inode_reap(fs, in);
@@ -149,8 +156,10 @@ static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name, vy_ki
 		pthread_mutex_unlock(&fs->ns);
 		free(copy);
 		free(module);
-		free(h);
-		fuse_reply_err(req, err);
+		if (no_handle)
+			vy_op_no_handle(req, err);
+		else
+			fuse_reply_err(req, err);
 		return;
 	}
 	in->target = module ? module : copy;
@@ -167,10 +176,8 @@ static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name, vy_ki
 	if (!tmpfile)
 		vy_inode_touch(p, true);
 	if (fi) {
-		h->in = in;
 		in->opens++;
-		vy_open_add(vy_fs_ns(fs), h);
-		fi->fh = (uint64_t)(uintptr_t)h;
+		fi->fh = h->fh;
 		fi->keep_cache = fs->cfg.page_cache;
 		struct fuse_entry_param ep;
 		memset(&ep, 0, sizeof(ep));
@@ -185,6 +192,7 @@ static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name, vy_ki
 			in->nlookup--;
 			in->opens--;
 			vy_open_free(vy_fs_ns(fs), h);
+			vy_inode_reap(fs, in); /* an O_TMPFILE's: nothing names it */
 		}
 	} else {
 		vy_op_reply_entry(req, fs, in);
@@ -471,37 +479,33 @@ void vy_op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char
 	pthread_mutex_unlock(&fs->ns);
 }
 
-/* An open directory: readdir shows the entries made before `limit` (a
- * cookie), fixed at opendir and at each rewind. An entry created, or
- * renamed (a rename makes a new entry), after that need not appear, as
- * tmpfs answers: a reader that renames each entry it reads ends, and sees
- * each original name once. */
-typedef struct vy_opendir {
-	uint64_t limit; /* ns */
-} vy_opendir;
-
+/* An open directory (ns/handles.h: {inode, limit}): readdir shows the
+ * entries made before `limit` (a cookie), fixed at opendir and at each
+ * rewind. An entry created, or renamed (a rename makes a new entry), after
+ * that need not appear, as tmpfs answers: a reader that renames each entry
+ * it reads ends, and sees each original name once. */
 void vy_op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	vy_fs *fs = fs_of(req);
-	vy_opendir *od = malloc(sizeof(*od));
-	if (!od) {
-		fuse_reply_err(req, ENOMEM);
-		return;
-	}
 	pthread_mutex_lock(&fs->ns);
 	vy_inode *in = vy_u64map_get(&fs->inodes, ino);
 	int err = !in ? ENOENT : in->kind != VY_DIR ? ENOTDIR : 0;
-	if (!err)
-		od->limit = in->dir.next_cookie;
+	uint64_t fh = 0;
+	int herr = err ? 0 : vy_handles_add_dir(&fs->handles, ino, in->dir.next_cookie, &fh);
 	pthread_mutex_unlock(&fs->ns);
-	if (err) {
-		free(od);
-		fuse_reply_err(req, err);
+	if (err || herr) {
+		if (herr)
+			vy_op_no_handle(req, herr);
+		else
+			fuse_reply_err(req, err);
 		return;
 	}
-	fi->fh = (uint64_t)(uintptr_t)od;
-	if (fuse_reply_open(req, fi) != 0)
-		free(od);
+	fi->fh = fh;
+	if (fuse_reply_open(req, fi) != 0) {
+		pthread_mutex_lock(&fs->ns);
+		vy_handles_free(&fs->handles, fh, VY_HANDLE_DIR);
+		pthread_mutex_unlock(&fs->ns);
+	}
 }
 
 /* Add one entry to a readdir reply; false once the buffer is full. */
@@ -523,7 +527,6 @@ static bool add_dirent(fuse_req_t req, char *buf, size_t size, size_t *used, con
 void vy_op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi)
 {
 	vy_fs *fs = fs_of(req);
-	vy_opendir *od = (vy_opendir *)(uintptr_t)fi->fh;
 	char *buf = malloc(size ? size : 1);
 	if (!buf) {
 		fuse_reply_err(req, ENOMEM);
@@ -532,10 +535,12 @@ void vy_op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struc
 	size_t used = 0;
 	pthread_mutex_lock(&fs->ns);
 	vy_inode *d = vy_u64map_get(&fs->inodes, ino);
-	if (!d || d->kind != VY_DIR) {
+	vy_handle_dir *od = vy_handles_dir(&fs->handles, fi->fh);
+	int err = !od || od->ino != ino ? EBADF : !d ? ENOENT : d->kind != VY_DIR ? ENOTDIR : 0;
+	if (err) {
 		pthread_mutex_unlock(&fs->ns);
 		free(buf);
-		fuse_reply_err(req, d ? ENOTDIR : ENOENT);
+		fuse_reply_err(req, err);
 		return;
 	}
 	if (off <= 0)
@@ -560,7 +565,10 @@ void vy_op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struc
 
 void vy_op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	(void)ino;
-	free((vy_opendir *)(uintptr_t)fi->fh);
-	fuse_reply_err(req, 0);
+	vy_fs *fs = fs_of(req);
+	pthread_mutex_lock(&fs->ns);
+	vy_handle_dir *od = vy_handles_dir(&fs->handles, fi->fh);
+	bool ours = od && od->ino == ino && vy_handles_free(&fs->handles, fi->fh, VY_HANDLE_DIR);
+	pthread_mutex_unlock(&fs->ns);
+	fuse_reply_err(req, ours ? 0 : EBADF);
 }

@@ -84,3 +84,16 @@ bool vy_op_frozen(vy_inode *in, bool append)
 	pthread_mutex_unlock(&in->meta);
 	return (f & FS_IMMUTABLE_FL) || (append && (f & FS_APPEND_FL));
 }
+
+/* No id for a new open file or directory (ENFILE: the handle table is
+ * full; ENOMEM): say so once, the first time, and answer it. */
+void vy_op_no_handle(fuse_req_t req, int err)
+{
+	static atomic_flag said = ATOMIC_FLAG_INIT;
+	if (err == ENFILE && !atomic_flag_test_and_set(&said))
+		vy_log(LOG_WARNING,
+		       "%u files and directories are open on this mount, the most vyrefs keeps; opens fail with "
+		       "ENFILE (Fix: close files and directories no longer needed; lsof +f -- MOUNTPOINT lists them)",
+		       VY_NS_HANDLES_MAX);
+	fuse_reply_err(req, err);
+}

@@ -1,4 +1,4 @@
-/* The inode table: creation, lifetime, open files, attributes. */
+/* The inode table: creation, lifetime (names, lookups, opens), attributes. */
 #include "ns/ns.h"
 
 #include <malloc.h>
@@ -101,42 +101,12 @@ void vy_ns_reap(vy_ns *ns, vy_inode *in)
 	inode_free(in);
 }
 
-vy_open *vy_open_new(vy_inode *in)
+vy_inode *vy_ns_forget(vy_ns *ns, uint64_t ino, uint64_t n)
 {
-	vy_open *o = calloc(1, sizeof(*o));
-	if (!o)
-		return NULL;
-	if (pthread_mutex_init(&o->ctl, NULL) != 0) {
-		free(o);
-		return NULL;
-	}
-	o->in = in;
-	o->next_line = 1;
-	return o;
-}
-
-void vy_open_add(vy_ns *ns, vy_open *o)
-{
-	o->prev = NULL;
-	o->next = ns->opens;
-	if (ns->opens)
-		ns->opens->prev = o;
-	ns->opens = o;
-}
-
-void vy_open_free(vy_ns *ns, vy_open *o)
-{
-	if (o->prev)
-		o->prev->next = o->next;
-	else
-		ns->opens = o->next;
-	if (o->next)
-		o->next->prev = o->prev;
-	pthread_mutex_destroy(&o->ctl);
-	free(o->text);
-	free(o->pending);
-	free(o->reply);
-	free(o);
+	vy_inode *in = vy_u64map_get(&ns->inodes, ino);
+	if (in)
+		in->nlookup = n > in->nlookup ? 0 : in->nlookup - n;
+	return in;
 }
 
 vy_inode *vy_ns_inode(vy_ns *ns, uint64_t ino)
@@ -183,13 +153,17 @@ bool vy_ns_init(vy_ns *ns, uint64_t xattr_max)
 	ns->next_ino = VY_NS_ROOT;
 	ns->xattr_budget.max = xattr_max;
 	vy_u64map_init(&ns->inodes);
+	vy_handles_init(&ns->handles, VY_NS_HANDLES_MAX);
 	return pthread_mutex_init(&ns->ns, NULL) == 0;
 }
 
 void vy_ns_destroy(vy_ns *ns)
 {
-	while (ns->opens) /* releases the kernel did not send */
-		vy_open_free(ns, ns->opens);
+	uint64_t at = 0, fh;
+	vy_open *o;
+	while (vy_handles_next_file(&ns->handles, &at, &fh, &o)) /* releases the kernel did not send */
+		vy_open_free(ns, o);
+	vy_handles_destroy(&ns->handles); /* and the directories' */
 	uint64_t key;
 	void *value;
 	size_t cursor = 0;

@@ -6,10 +6,11 @@
  *
  * Locking: `ns` guards the inode table, every directory's entries and each
  * inode's nlink (written under ns, read anywhere), nlookup and opens (what
- * decides an inode's lifetime). Each inode's rwlock guards its data (size,
- * buffer, xattrs) and may be held across device work; its `meta` mutex
- * guards mode, owner and times and is never held for long, so namespace
- * changes never wait on a file's data. Order: ns, then inode rwlocks (two
+ * decides an inode's lifetime), and every change to the handle table (a
+ * file's id is looked up without it: ns/handles.h). Each inode's rwlock
+ * guards its data (size, buffer, xattrs) and may be held across device
+ * work; its `meta` mutex guards mode, owner and times and is never held
+ * for long, so namespace changes never wait on a file's data. Order: ns, then inode rwlocks (two
  * in ascending ino), then meta. */
 #ifndef VY_NS_H
 #define VY_NS_H
@@ -23,6 +24,7 @@
 
 #include "core/u64map.h"
 #include "ns/dir.h"
+#include "ns/handles.h"
 #include "ns/xattr.h"
 
 /* The root directory's inode number (FUSE_ROOT_ID). */
@@ -90,10 +92,13 @@ typedef struct vy_inode {
 	vy_xattrs xattrs;
 } vy_inode;
 
-/* An open file (fi->fh). Listed in the fs: the kernel sends RELEASE
- * asynchronously and may drop the last ones at unmount. */
+/* An open file. The kernel names it by `fh`, its id in the handle table
+ * (ns/handles.h), which also lets vy_ns_destroy find the ones the kernel
+ * never released (it sends RELEASE asynchronously and may drop the last
+ * ones at unmount). */
 typedef struct vy_open {
 	vy_inode *in;
+	uint64_t fh; /* its id (ns), 0 until vy_open_add */
 	char *text; /* a virtual file's content, made at open */
 	size_t len;
 	/* .vyre/ctl: text that waits for the rest of its statement, the next
@@ -106,14 +111,13 @@ typedef struct vy_open {
 	bool written; /* a module written through this handle: load at flush */
 	bool discard; /* ctl: the rest of a refused over-long line is dropped */
 	pthread_mutex_t ctl; /* one sequence at a time through one open file */
-	struct vy_open *prev, *next; /* ns */
 } vy_open;
 
 typedef struct vy_ns {
 	pthread_mutex_t ns;
 	vy_u64map inodes;
 	uint64_t next_ino;
-	vy_open *opens; /* every open file, ns */
+	vy_handles handles; /* every open file and directory (fi->fh), ns */
 	/* Every entry's generation: inode numbers are never reused within a
 	 * mount, and a handle from an earlier mount finds another number. */
 	uint32_t generation;
@@ -140,11 +144,27 @@ bool vy_inode_unreachable(const vy_inode *in);
  * inode is unreachable, the inode once the kernel forgot it too. Its
  * bytes must be gone first (fs/file.h: vy_inode_reap). */
 void vy_ns_reap(vy_ns *ns, vy_inode *in);
+/* The kernel forgets `n` references to `ino` (FORGET, BATCH_FORGET; ns
+ * held): its count goes down, to 0 at least. The inode, for the caller to
+ * reap (fs/file.h: vy_inode_reap), or NULL when there is none. */
+vy_inode *vy_ns_forget(vy_ns *ns, uint64_t ino, uint64_t n);
+
+/* ns/open.c: open files and their ids. */
+/* Open files and directories at most (a cap on the handle table): past it
+ * opens fail with ENFILE. */
+#define VY_NS_HANDLES_MAX (1u << 22)
 /* A new open file for `in` (not yet tracked); NULL without memory. */
 vy_open *vy_open_new(vy_inode *in);
-/* Track an open file / stop tracking it and free it (ns held). */
-void vy_open_add(vy_ns *ns, vy_open *o);
+/* Give `o` its id, o->fh (ns held): 0, ENFILE (VY_NS_HANDLES_MAX are
+ * open) or ENOMEM. The inode's open count is the caller's. */
+int vy_open_add(vy_ns *ns, vy_open *o);
+/* The open file `fh` names, or NULL when it names none (stale, forged,
+ * a directory's). No lock (ns/handles.h says why). */
+vy_open *vy_open_of(vy_ns *ns, uint64_t fh);
+/* End its id, if it has one, and free it (ns held). */
 void vy_open_free(vy_ns *ns, vy_open *o);
+/* Free an open file that never had an id (no lock). */
+void vy_open_discard(vy_open *o);
 
 /* ctime (and mtime too, when `modified`) is now. */
 void vy_inode_touch(vy_inode *in, bool modified);

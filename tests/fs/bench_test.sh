@@ -37,7 +37,8 @@ test_bench_runs_end_to_end_at_smoke_sizes() {
 	for key in dd.vyrefs.write.4K dd.nullfs.read.4M dd.tmpfs.write.1M rtt.nullfs_us rtt.vyrefs_us \
 		ctl.fill_gbps cp.vyrefs.gbps churn.vyrefs.ops churn.vyrefs_nopool.ops store.pool_alloc_free_us \
 		dd.vyrefs_nowb.write.4K dd.vyrefs_nora.read.1M grow.host.first_us_per_mib grow.host.last_us_per_mib \
-		grow.host.grows grow.tmpfs.last_us_per_mib; do
+		grow.host.grows grow.tmpfs.last_us_per_mib handles.vyrefs.open_us handles.vyrefs.readdir_us \
+		handles.nullfs.open_us handles.tmpfs.readdir_us handles.open_over_nullfs; do
 		assertTrue "$key is a positive number: $(grep "^$key " "$out/results.txt")" \
 			"awk -v k=$key '\$1 == k && \$2 + 0 > 0 { f = 1 } END { exit !f }' $out/results.txt"
 	done
@@ -51,6 +52,7 @@ test_bench_runs_end_to_end_at_smoke_sizes() {
 	assertEquals "the median of $samples" "$(echo "$samples" | tr ' ' '\n' | sort -g | sed -n 2p)" \
 		"$(awk '$1 == "dd.nullfs.read.4M" { print $2 }' "$out/results.txt")"
 	assertContains "$(cat "$out/figures.md")" "### Targets"
+	assertContains "$(cat "$out/figures.md")" "### A handle's life"
 	# The append loop filled the host mount's budget, copying under 2 MiB.
 	assertTrue "grow.host.d2d_bytes $(grep grow.host.d2d "$out/results.txt")" \
 		"awk '\$1 == \"grow.host.d2d_bytes\" && \$2 < 2097152 { f = 1 } END { exit !f }' $out/results.txt"
