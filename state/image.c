@@ -2,7 +2,6 @@
 #include "state/image.h"
 
 #include "core/checked.h"
-#include "state/crc32c.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -18,7 +17,11 @@ static const uint8_t zeros[8];
 vy_err vy_state_image_begin(vy_state *s, vy_state_image_writer *w, vy_error *e)
 {
 	vy_state_root r = vy_state_root_get(s);
-	*w = (vy_state_image_writer){.s = s, .which = r.set ? !r.which : 0, .bytes = IHDR};
+	w->s = s;
+	w->which = r.set ? !r.which : 0;
+	w->bytes = IHDR;
+	w->sections = 0;
+	w->failed = XXH3_64bits_reset(&w->hash) != XXH_OK;
 	/* The inactive image only: the published one is never written. */
 	if (ftruncate(s->fds.image[w->which], 0) != 0) {
 		w->failed = true;
@@ -41,7 +44,10 @@ static vy_err put(vy_state_image_writer *w, const void *p, uint64_t len, vy_erro
 		w->failed = true;
 		return rc;
 	}
-	w->sum = vy_crc32c(w->sum, p, len);
+	if (XXH3_64bits_update(&w->hash, p, len) != XXH_OK) {
+		w->failed = true;
+		return vy_fail(e, VY_EINTERNAL, "report this", "hashing a state image failed");
+	}
 	w->bytes = end;
 	return VY_OK;
 }
@@ -63,10 +69,11 @@ vy_err vy_state_image_add(vy_state_image_writer *w, uint32_t type, const void *p
 	return rc;
 }
 
-static uint32_t image_sum(const vy_state_image_hdr *h, uint32_t body_sum)
+/* The header's bytes before the sum, seeded with the body's hash: the
+ * body is hashed once, as it is written. */
+static uint64_t image_sum(const vy_state_image_hdr *h, uint64_t body_sum)
 {
-	/* The header's crc continues the body's: one pass while writing. */
-	return vy_crc32c(body_sum, h, offsetof(vy_state_image_hdr, sum));
+	return XXH3_64bits_withSeed(h, offsetof(vy_state_image_hdr, sum), body_sum);
 }
 
 vy_err vy_state_image_publish(vy_state_image_writer *w, vy_error *e)
@@ -81,7 +88,7 @@ vy_err vy_state_image_publish(vy_state_image_writer *w, vy_error *e)
 	vy_state_image_hdr h = {.format = VY_STATE_FORMAT, .header_bytes = IHDR, .seq = seq, .bytes = w->bytes,
 				.sections = w->sections};
 	memcpy(h.magic, VY_STATE_IMAGE_MAGIC, 8);
-	h.sum = image_sum(&h, w->sum);
+	h.sum = image_sum(&h, XXH3_64bits_digest(&w->hash));
 	vy_err rc = vy_state_pwrite(s, s->fds.image[w->which], &h, IHDR, 0, e);
 	if (rc) {
 		w->failed = true;
@@ -161,7 +168,7 @@ static vy_err load_image(vy_state_root root, int fd, vy_state_section_fn fn, voi
 	else if (h.seq != root.seq)
 		rc = vy_fail(e, VY_EINVAL, IMAGE_FIX, "state image %c holds seq %llu, the root names %llu", which,
 			     (unsigned long long)h.seq, (unsigned long long)root.seq);
-	else if (image_sum(&h, vy_crc32c(0, b + IHDR, h.bytes - IHDR)) != h.sum)
+	else if (image_sum(&h, XXH3_64bits(b + IHDR, h.bytes - IHDR)) != h.sum)
 		rc = vy_fail(e, VY_EINVAL, IMAGE_FIX, "state image %c (seq %llu) fails its checksum", which,
 			     (unsigned long long)h.seq);
 	else if (!walk(b, h.bytes, h.sections, NULL, NULL, &rc, e))

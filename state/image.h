@@ -11,12 +11,16 @@
 
 #include "state/log.h"
 
+/* The streaming hash's state, kept in the writer: no allocation. */
+#define XXH_STATIC_LINKING_ONLY
+#include <xxhash.h>
+
 typedef struct vy_state_image_writer {
 	vy_state *s;
 	unsigned which;    /* the image being written: not the published one */
 	uint64_t bytes;    /* written so far, header included */
 	uint32_t sections;
-	uint32_t sum;      /* crc32c of everything after the header */
+	XXH3_state_t hash; /* of everything after the header */
 	bool failed;       /* a write failed: publish refuses */
 } vy_state_image_writer;
 

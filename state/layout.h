@@ -57,28 +57,32 @@ _Static_assert(sizeof(vy_state_hdr) == 3264, "state header layout");
 _Static_assert(sizeof(vy_state_hdr) <= VY_STATE_HEADER_BYTES, "the header fits its page");
 
 /* A log record: this header, the payload, the reply; the next record starts
- * at the next multiple of 8. The checksum covers bytes [0, 28) and
- * [32, len). A record fits before the ring's end or is not there: a PAD
- * record fills the rest of the lap, and a rest shorter than a header is
+ * at the next multiple of 8. The checksum (XXH3-64, state/README.md says
+ * why) covers bytes [8, len): written last before the tail store, so a
+ * record whose bytes are not all there fails it. A record fits before the
+ * ring's end or is not there: a PAD record fills the rest of the lap (its
+ * checksum covers its header only), and a rest shorter than a header is
  * skipped without one. */
 typedef struct vy_state_rec_hdr {
-	uint32_t len;       /*  0 header + payload + reply */
-	uint16_t type;      /*  4 the caller's, or VY_STATE_REC_PAD */
-	uint16_t flags;     /*  6 the caller's */
-	uint64_t seq;       /*  8 1, 2, 3, ...: the expected next one, or not there */
-	uint64_t unique;    /* 16 the FUSE request's unique (0: none) */
-	uint32_t reply_len; /* 24 */
-	uint32_t sum;       /* 28 crc32c */
+	uint64_t sum;       /*  0 */
+	uint32_t len;       /*  8 header + payload + reply */
+	uint16_t type;      /* 12 the caller's, or VY_STATE_REC_PAD */
+	uint16_t flags;     /* 14 the caller's */
+	uint64_t seq;       /* 16 1, 2, 3, ...: the expected next one, or not there */
+	uint64_t unique;    /* 24 the FUSE request's unique (0: none) */
+	uint32_t reply_len; /* 32 */
+	uint32_t zero;      /* 36 */
 } vy_state_rec_hdr;
-_Static_assert(sizeof(vy_state_rec_hdr) == 32, "log record layout");
-_Static_assert(offsetof(vy_state_rec_hdr, sum) == 28, "log record layout");
+_Static_assert(sizeof(vy_state_rec_hdr) == 40, "log record layout");
+_Static_assert(offsetof(vy_state_rec_hdr, len) == 8, "log record layout");
 
 #define VY_STATE_REC_PAD 0xffffu /* the caller's types are below it */
 #define VY_STATE_LOG_MIN 4096u   /* the smallest ring */
 
 /* A checkpoint image (a memfd of its own): this header, then sections
  * {type u32, 0 u32, len u64, bytes, zeros to a multiple of 8}. The checksum
- * covers the header's bytes [0, 36) and every byte after the header. */
+ * is XXH3-64 of the header's bytes [0, 40) seeded with XXH3-64 of every
+ * byte after the header (one pass while writing). */
 #define VY_STATE_IMAGE_MAGIC "VYRIMAGE"
 typedef struct vy_state_image_hdr {
 	char magic[8];      /*  0 */
@@ -87,9 +91,10 @@ typedef struct vy_state_image_hdr {
 	uint64_t seq;       /* 16 the last log record it holds (0: none) */
 	uint64_t bytes;     /* 24 the whole image, header included */
 	uint32_t sections;  /* 32 */
-	uint32_t sum;       /* 36 */
+	uint32_t zero;      /* 36 */
+	uint64_t sum;       /* 40 */
 } vy_state_image_hdr;
-_Static_assert(sizeof(vy_state_image_hdr) == 40, "image layout");
+_Static_assert(sizeof(vy_state_image_hdr) == 48, "image layout");
 
 typedef struct vy_state_section_hdr {
 	uint32_t type;

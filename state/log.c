@@ -1,29 +1,38 @@
 /* The redo log's append and scan (state/log.h, state/README.md). */
 #include "state/log.h"
 
-#include "state/crc32c.h"
-
 #include <stdio.h>
+#include <xxhash.h>
 
 #define HDR ((uint64_t)sizeof(vy_state_rec_hdr))
-#define SUM_AT offsetof(vy_state_rec_hdr, sum)
+#define SUMB ((uint64_t)sizeof(uint64_t)) /* the sum, first: the rest is hashed in one piece */
 
 static uint64_t stride_of(uint64_t len)
 {
 	return (len + 7) & ~(uint64_t)7;
 }
 
-/* The checksum of a record: header bytes [0, 28), then the body (none for
- * a PAD: the rest of its lap is garbage by design). */
-static uint32_t rec_sum(const vy_state_rec_hdr *h, const void *payload, uint32_t plen, const void *reply,
-			uint32_t rlen)
+static uint64_t rec_sum(const uint8_t *at, uint64_t len);
+
+/* A record's bytes after its sum, then the sum over them as they lie in
+ * the ring (one contiguous hash, of bytes still in cache). A PAD (r NULL)
+ * is its header alone. */
+static void put_record(vy_state *s, uint8_t *at, const vy_state_rec_hdr *h, const vy_state_rec *r)
 {
-	uint32_t c = vy_crc32c(0, h, SUM_AT);
-	if (plen)
-		c = vy_crc32c(c, payload, plen);
-	if (rlen)
-		c = vy_crc32c(c, reply, rlen);
-	return c;
+	vy_state_put(s, at + SUMB, (const uint8_t *)h + SUMB, HDR - SUMB);
+	if (r && r->payload_len)
+		vy_state_put(s, at + HDR, r->payload, r->payload_len);
+	if (r && r->reply_len)
+		vy_state_put(s, at + HDR + r->payload_len, r->reply, r->reply_len);
+	uint64_t sum = rec_sum(at, r ? h->len : HDR);
+	vy_state_put(s, at, &sum, SUMB);
+}
+
+/* The checksum of a record in the ring: bytes [8, len) (for a PAD, its
+ * header only: the rest of its lap is garbage by design). */
+static uint64_t rec_sum(const uint8_t *at, uint64_t len)
+{
+	return XXH3_64bits(at + SUMB, len - SUMB);
 }
 
 vy_err vy_state_append(vy_state *s, const vy_state_rec *r, uint64_t *seq, vy_error *e)
@@ -40,24 +49,14 @@ vy_err vy_state_append(vy_state *s, const vy_state_rec *r, uint64_t *seq, vy_err
 			       "the state log is full: %llu of %llu bytes", (unsigned long long)(s->tail - s->head),
 			       (unsigned long long)s->cap);
 	uint64_t pos = s->tail;
-	vy_state_rec_hdr h = {.seq = s->next_seq};
-	if (gap >= HDR) {
-		h.len = (uint32_t)gap;
-		h.type = VY_STATE_REC_PAD;
-		h.sum = rec_sum(&h, NULL, 0, NULL, 0);
-		vy_state_put(s, s->ring + off, &h, HDR);
-	}
+	if (gap >= HDR)
+		put_record(s, s->ring + off, &(vy_state_rec_hdr){.len = (uint32_t)gap, .type = VY_STATE_REC_PAD,
+								  .seq = s->next_seq},
+			   NULL);
 	pos += gap;
-	off = pos & s->mask;
-	h = (vy_state_rec_hdr){.len = (uint32_t)len, .type = r->type, .flags = r->flags, .seq = s->next_seq,
-			       .unique = r->unique, .reply_len = r->reply_len};
-	h.sum = rec_sum(&h, r->payload, r->payload_len, r->reply, r->reply_len);
-	uint8_t *at = s->ring + off;
-	vy_state_put(s, at, &h, HDR);
-	if (r->payload_len)
-		vy_state_put(s, at + HDR, r->payload, r->payload_len);
-	if (r->reply_len)
-		vy_state_put(s, at + HDR + r->payload_len, r->reply, r->reply_len);
+	vy_state_rec_hdr h = {.len = (uint32_t)len, .type = r->type, .flags = r->flags, .seq = s->next_seq,
+			      .unique = r->unique, .reply_len = r->reply_len};
+	put_record(s, s->ring + (pos & s->mask), &h, r);
 	s->tail = pos + stride;
 	vy_state_store(s, &s->hdr->log_tail, s->tail); /* the commit */
 	*seq = s->next_seq++;
@@ -132,7 +131,7 @@ vy_err vy_state_log_scan(const vy_state *s, uint64_t root_seq, uint64_t after, v
 		}
 		const uint8_t *body = s->ring + off + HDR;
 		uint32_t plen = pad ? 0 : (uint32_t)(len - HDR - rlen);
-		if (rec_sum(&h, body, plen, body + plen, pad ? 0 : rlen) != h.sum) {
+		if (rec_sum(s->ring + off, pad ? HDR : len) != h.sum) {
 			stop(out, "state log record at %llu (seq %llu): checksum mismatch", pos, h.seq);
 			break;
 		}

@@ -250,8 +250,8 @@ static void append_cut_everywhere(void)
 	snprintf(before, sizeof(before), "%s", m.text);
 	snprintf(after, sizeof(after), "%srename d/f d/g,", m.text);
 	step st = {.run = run_append, .payload = "rename d/f d/g"};
-	/* 32 header bytes, 14 payload, 16 reply, the tail store. */
-	sweep(s, &st, before, after, 0, 32 + 14 + 16 + 1);
+	/* 40 header bytes (the sum last), 14 payload, 16 reply, the tail store. */
+	sweep(s, &st, before, after, 0, 40 + 14 + 16 + 1);
 	vy_state_close(s);
 }
 
@@ -263,12 +263,12 @@ static void append_with_pad_cut_everywhere(void)
 	vy_state *s = base_state(&m);
 	vy_error e;
 	/* Fill to 80 bytes before the lap's end, checkpointing on the way:
-	 * records of 160 bytes (60 of payload, 62 of reply), the last sized
+	 * records of 160 bytes (59 of payload, 61 of reply), the last sized
 	 * to leave exactly 80. */
 	char p[128];
 	for (uint64_t room; (room = 4096 - (s->tail & 4095)) != 80;) {
 		uint64_t stride = room < 160 + 80 + 48 ? room - 80 : 160;
-		size_t n = (size_t)(stride - 34) / 2; /* 32 + n + (n + 2) == stride */
+		size_t n = (size_t)(stride - 42) / 2; /* 40 + n + (n + 2) == stride */
 		memset(p, 'x', n);
 		p[n] = 0;
 		if (vy_state_log_wants_checkpoint(s) && state_checkpoint(s, &m, &e) != VY_OK)
@@ -283,7 +283,7 @@ static void append_with_pad_cut_everywhere(void)
 	const char *big = "a record of sixty-odd bytes, too long for the eighty left";
 	snprintf(after, sizeof(after), "%s%s,", m.text, big);
 	step st = {.run = run_append, .payload = big};
-	sweep(s, &st, before, after, 0, 32 + 32 + strlen(big) * 2 + 2 + 1);
+	sweep(s, &st, before, after, 0, 40 + 40 + strlen(big) * 2 + 2 + 1);
 	vy_state_close(s);
 }
 
@@ -306,7 +306,7 @@ static void publish_cut_everywhere(void)
 		snprintf(text, sizeof(text), "%s", m.text);
 		step st = {.run = run_publish, .model = &m};
 		/* The state loaded is the same at every cut... */
-		sweep(s, &st, text, text, 0, 40 + 16 + m.len + 2);
+		sweep(s, &st, text, text, 0, 48 + 16 + m.len + 2);
 		/* ...and the root moves once, at its own store. */
 		sweep_root(s, &st, second ? 2 : UINT64_MAX, second ? 3 : 2, second ? 1 : 0);
 		vy_state_close(s);

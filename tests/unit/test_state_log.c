@@ -3,7 +3,7 @@
  * stopping the scan, wraparound (with and without a PAD record), a full
  * ring (ENOSPC, nothing written), checkpoints published and reloaded with
  * the log after them, and corrupted images refused whole. */
-#include "state/crc32c.h"
+#include <xxhash.h>
 #include "tests/unit/state_support.h"
 
 /* Adopt copies of s's fds (s stays open, as a dead daemon's mapping would)
@@ -58,10 +58,10 @@ static void append_then_scan_exact(void)
 		uint64_t seq;
 		MUST(vy_state_append(s, &r, &seq, E));
 		CHECK_EQ(seq, i + 1);
-		used += (32 + strlen(payloads[i]) + strlen(replies[i]) + 7) / 8 * 8;
+		used += (40 + strlen(payloads[i]) + strlen(replies[i]) + 7) / 8 * 8;
 	}
 	CHECK_EQ(vy_state_log_used(s), used);
-	CHECK_EQ(used, 56 + 40 + 48 + 56);
+	CHECK_EQ(used, 64 + 48 + 56 + 64);
 	CHECK_EQ(s->hdr->log_tail, used);
 	CHECK_EQ(vy_state_log_last_seq(s), 4);
 	seen got = {0};
@@ -102,12 +102,12 @@ static void torn_tail_not_there(void)
 	CHECK_EQ(state_append_str(s, 1, 1, "one"), 1);
 	CHECK_EQ(state_append_str(s, 1, 2, "two"), 2);
 	uint64_t tail = s->tail;
-	vy_state_rec_hdr h = {.len = 32 + 40, .type = 1, .seq = 3, .unique = 3};
-	memcpy(s->ring + tail, &h, 8); /* len, type, flags */
-	memset(s->ring + tail + 32, 'Z', 20); /* half the payload */
+	vy_state_rec_hdr h = {.len = 40 + 40, .type = 1, .seq = 3, .unique = 3};
+	memcpy(s->ring + tail + 8, (const uint8_t *)&h + 8, 8); /* len, type, flags */
+	memset(s->ring + tail + 40, 'Z', 20); /* half the payload */
 	for (int committed = 0; committed < 2; committed++) {
 		if (committed) /* even under a tail moved over it: its checksum */
-			s->hdr->log_tail = tail + 72;
+			s->hdr->log_tail = tail + 80;
 		state_model m;
 		vy_state_loaded l;
 		MUST(reload(s, &m, &l, NULL, E));
@@ -145,7 +145,7 @@ static void bad_checksum_in_the_middle_stops(void)
 			at3 = s->tail;
 		CHECK_EQ(state_append_str(s, 1, (uint64_t)i, p), (uint64_t)i);
 	}
-	s->ring[at3 + 33] ^= 0x40; /* a payload byte of record 3 */
+	s->ring[at3 + 41] ^= 0x40; /* a payload byte of record 3 */
 	vy_state *t;
 	state_model m;
 	vy_state_loaded l;
@@ -171,13 +171,14 @@ static void hostile_records_stop(void)
 		size_t off;
 		uint32_t v;
 	} cases[] = {
-		{0, 0},           /* len 0 */
-		{0, 31},          /* len below a header */
-		{0, 5000},        /* past the ring */
-		{0, 4096},        /* past the tail */
-		{24, 200},        /* reply longer than the record */
-		{8, 7},           /* seq out of order */
-		{4, 0xffff},      /* a PAD that does not end the lap */
+		{8, 0},           /* len 0 */
+		{8, 39},          /* len below a header */
+		{8, 5000},        /* past the ring */
+		{8, 4096},        /* past the tail */
+		{32, 200},        /* reply longer than the record */
+		{16, 7},          /* seq out of order */
+		{12, 0xffff},     /* a PAD that does not end the lap */
+		{40, 0x01010101}, /* a payload byte: the checksum */
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(*cases); i++) {
 		vy_state *s;
@@ -197,8 +198,8 @@ static void hostile_records_stop(void)
 }
 
 /* Laps around a 4096-byte ring, checkpointing when the log asks, reloaded
- * from copies of the fds after every record. stride 48 leaves 16 bytes at
- * each lap's end (skipped, no PAD); varied strides (48..224) need PADs. */
+ * from copies of the fds after every record. stride 56 leaves 8 bytes at
+ * each lap's end (skipped, no PAD); varied strides (56..232) need PADs. */
 static void wraparound(void)
 {
 	for (int kind = 0; kind < 2; kind++) {
@@ -208,18 +209,18 @@ static void wraparound(void)
 		unsigned checkpoints = 0, pads = 0, skips = 0;
 		for (int i = 0; i < 600; i++) {
 			char p[200];
-			int n = kind == 0 ? snprintf(p, sizeof(p), "%05d", i) /* 32 + 5 + 7 = 44 -> 48 */
-					  : snprintf(p, sizeof(p), "%0*d", 5 + (i * i * 7 + i * 13) % 90, i);
+			int n = kind == 0 ? snprintf(p, sizeof(p), "%05d", i) /* 40 + 5 + 7 = 52 -> 56 */
+					  : snprintf(p, sizeof(p), "%0*d", 5 + (i * i * 3 + i * 11) % 90, i);
 			if (vy_state_log_wants_checkpoint(s)) {
 				MUST(state_checkpoint(s, &want, E));
 				checkpoints++;
 				CHECK_EQ(vy_state_log_used(s), 0);
 			}
 			uint64_t before = s->tail;
-			uint64_t stride = (32 + 2 * (uint64_t)n + 2 + 7) / 8 * 8;
+			uint64_t stride = (40 + 2 * (uint64_t)n + 2 + 7) / 8 * 8;
 			uint64_t room = 4096 - (before & 4095);
 			if (room < stride)
-				room < 32 ? skips++ : pads++;
+				room < 40 ? skips++ : pads++;
 			CHECK_EQ(state_append_str(s, 1, (uint64_t)i, p), (uint64_t)i + 1);
 			model_add(&want, p, (size_t)n);
 			state_model m;
@@ -251,7 +252,7 @@ static void full_ring_refuses(void)
 	MUST(vy_state_create(4096, &s, E));
 	char p[100];
 	memset(p, 'f', sizeof(p));
-	vy_state_rec r = {.type = 1, .payload = p, .payload_len = 96}; /* 128 bytes */
+	vy_state_rec r = {.type = 1, .payload = p, .payload_len = 88}; /* 128 bytes */
 	uint64_t seq;
 	int n = 0;
 	bool warned_at_half = false;
@@ -278,7 +279,7 @@ static void full_ring_refuses(void)
 	MUST(state_checkpoint(s, &m, E));
 	MUST(vy_state_append(s, &r, &seq, E));
 	CHECK_EQ(seq, 33);
-	vy_state_rec big = {.type = 1, .payload = s->ring, .payload_len = 2048 - 32 + 1};
+	vy_state_rec big = {.type = 1, .payload = s->ring, .payload_len = 2048 - 40 + 1};
 	MUST_FAIL(VY_EINVAL, vy_state_append(s, &big, &seq, E));
 	vy_state_rec pad = {.type = VY_STATE_REC_PAD};
 	MUST_FAIL(VY_EINVAL, vy_state_append(s, &pad, &seq, E));
@@ -376,7 +377,7 @@ static void corrupted_image_refused(void)
 		case 4: {                                           /* a section's length, checksum forged */
 			uint64_t len = 1ull << 40;
 			memcpy(b + sizeof(h) + 8, &len, 8);
-			h.sum = vy_crc32c(vy_crc32c(0, b + sizeof(h), h.bytes - sizeof(h)), &h, 36);
+			h.sum = XXH3_64bits_withSeed(&h, 40, XXH3_64bits(b + sizeof(h), h.bytes - sizeof(h)));
 			memcpy(b, &h, sizeof(h));
 			break;
 		}
