@@ -37,7 +37,7 @@ test_bench_runs_end_to_end_at_smoke_sizes() {
 	for key in dd.vyrefs.write.4K dd.nullfs.read.4M dd.tmpfs.write.1M rtt.nullfs_us rtt.vyrefs_us \
 		ctl.fill_gbps cp.vyrefs.gbps churn.vyrefs.ops churn.vyrefs_nopool.ops store.pool_alloc_free_us \
 		dd.vyrefs_nowb.write.4K dd.vyrefs_nora.read.1M grow.host.first_us_per_mib grow.host.last_us_per_mib \
-		grow.host.grows grow.tmpfs.last_us_per_mib; do
+		grow.host.grows grow.tmpfs.last_us_per_mib state.append_ns state.memcpy_ns state.append_ratio state.xxh3_ns; do
 		assertTrue "$key is a positive number: $(grep "^$key " "$out/results.txt")" \
 			"awk -v k=$key '\$1 == k && \$2 + 0 > 0 { f = 1 } END { exit !f }' $out/results.txt"
 	done
