@@ -21,7 +21,11 @@ vy_err vy_state_image_begin(vy_state *s, vy_state_image_writer *w, vy_error *e)
 	w->which = r.set ? !r.which : 0;
 	w->bytes = IHDR;
 	w->sections = 0;
-	w->failed = XXH3_64bits_reset(&w->hash) != XXH_OK;
+	w->failed = false;
+	if (XXH3_64bits_reset(&w->hash) != XXH_OK) {
+		w->failed = true;
+		return vy_fail(e, VY_EINTERNAL, "report this", "starting a state image's hash failed");
+	}
 	/* The inactive image only: the published one is never written. */
 	if (ftruncate(s->fds.image[w->which], 0) != 0) {
 		w->failed = true;

@@ -49,7 +49,8 @@ vy_err vy_state_region_create(uint64_t log_bytes, vy_state *s, vy_error *e)
 		int err = errno;
 		vy_state_region_close(s);
 		return vy_fail(e, VY_ENOMEM, "free memory (the state region lives in RAM)",
-			       "sizing the state region to %llu bytes: %s", (unsigned long long)bytes, strerror(err));
+			       "sizing and sealing the state region (%llu bytes): %s", (unsigned long long)bytes,
+			       strerror(err));
 	}
 	void *m = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, s->fds.region, 0);
 	if (m == MAP_FAILED) {
