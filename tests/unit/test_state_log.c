@@ -163,6 +163,43 @@ static void bad_checksum_in_the_middle_stops(void)
 	vy_state_close(s);
 }
 
+/* Killed between a checkpoint's root store and its head store, then a bad
+ * record among those the image holds: the image has them all, so the
+ * successor restarts the log after it, and its next record is found. */
+static void bad_record_below_image_restarts_log(void)
+{
+	vy_state *s;
+	MUST(vy_state_create(4096, &s, E));
+	state_model want = {0};
+	uint64_t at3 = 0;
+	for (int i = 1; i <= 5; i++) {
+		char p[8];
+		snprintf(p, sizeof(p), "p%d", i);
+		if (i == 3)
+			at3 = s->tail;
+		CHECK_EQ(state_append_str(s, 1, 0, p), (uint64_t)i);
+		model_add(&want, p, 2);
+	}
+	MUST(state_checkpoint(s, &want, E));
+	s->hdr->log_head = 0; /* the head store never happened */
+	s->ring[at3 + 41] ^= 1;
+	vy_state *t;
+	state_model m;
+	vy_state_loaded l;
+	MUST(reload(s, &m, &l, &t, E));
+	CHECK(!strcmp(m.text, "p1,p2,p3,p4,p5,"));
+	CHECK_EQ(m.records, 0);
+	CHECK_EQ(t->hdr->log_head, at3);
+	CHECK_EQ(t->hdr->log_tail, at3);
+	CHECK_EQ(state_append_str(t, 1, 0, "p6"), 6);
+	MUST(reload(t, &m, &l, NULL, E));
+	CHECK(!strcmp(m.text, "p1,p2,p3,p4,p5,p6,"));
+	CHECK_EQ(m.records, 1);
+	CHECK(!l.log.stopped);
+	vy_state_close(t);
+	vy_state_close(s);
+}
+
 /* Hostile record headers under the tail, each stopping the scan with no
  * read outside the ring. */
 static void hostile_records_stop(void)
@@ -406,7 +443,8 @@ int main(void)
 {
 	static const vy_test_case cases[] = {
 		TEST_CASE(append_then_scan_exact),  TEST_CASE(torn_tail_not_there),
-		TEST_CASE(bad_checksum_in_the_middle_stops), TEST_CASE(hostile_records_stop),
+		TEST_CASE(bad_checksum_in_the_middle_stops), TEST_CASE(bad_record_below_image_restarts_log),
+		TEST_CASE(hostile_records_stop),
 		TEST_CASE(wraparound), TEST_CASE(full_ring_refuses),
 		TEST_CASE(checkpoint_publish_and_reload), TEST_CASE(corrupted_image_refused),
 	};
