@@ -37,9 +37,13 @@ endif
 
 CORE_SRC   := $(wildcard core/*.c) $(wildcard config/*.c) $(wildcard ctl/*.c) $(wildcard proto/*.c)
 CORE_OBJ   := $(CORE_SRC:%.c=$(BUILD)/%.o)
+# The state region a keeper holds for the daemon's successor (state/): no
+# FUSE, no device; the daemon's, its unit suites' and statebench's.
+STATE_SRC  := $(wildcard state/*.c)
+STATE_OBJ  := $(STATE_SRC:%.c=$(BUILD)/%.o)
 # The daemon: the namespace (ns/), the FUSE operations and file data (fs/),
 # the client socket's servers (sock/) and the process (daemon/).
-FS_SRC     := $(wildcard ns/*.c) $(wildcard fs/*.c) $(wildcard sock/*.c) $(wildcard daemon/*.c)
+FS_SRC     := $(wildcard ns/*.c) $(wildcard fs/*.c) $(wildcard sock/*.c) $(wildcard daemon/*.c) $(STATE_SRC)
 FS_OBJ     := $(FS_SRC:%.c=$(BUILD)/%.o)
 # The launcher process: the same binary, run as `vyrefs --launcher`.
 LAUNCHER_SRC := $(wildcard launcher/*.c)
@@ -66,7 +70,7 @@ UNIT_LIB   := $(BUILD)/tests/unit/support.o $(BUILD)/ns/dir.o $(BUILD)/ns/xattr.
 CORE_LIB   := $(BUILD)/libvycore.a
 # bench/: the null FUSE fs, the timed loops, the store's pool figures, and
 # (with cuda.h) the raw driver program.
-BENCH_BIN  := $(BUILD)/bench/nullfs $(BUILD)/bench/vybench $(BUILD)/bench/poolbench
+BENCH_BIN  := $(BUILD)/bench/nullfs $(BUILD)/bench/vybench $(BUILD)/bench/poolbench $(BUILD)/bench/statebench
 ifneq ($(HAVE_CUDA_H),)
 BENCH_BIN  += $(BUILD)/bench/cudaraw
 endif
@@ -103,6 +107,10 @@ $(BUILD)/vyrefs: $(FS_OBJ) $(LAUNCHER_OBJ) $(CLIENT_OBJ) $(CORE_LIB)
 	$(CC) $(CFLAGS) -o $@ $^ $(PKG_LIBS) $(LDLIBS)
 
 $(BUILD)/tests/unit/test_%: $(BUILD)/tests/unit/test_%.o $(UNIT_LIB) $(CORE_LIB)
+	$(CC) $(CFLAGS) -o $@ $^ $(PKG_LIBS) $(LDLIBS)
+
+# The state region's suites (test_state_*): the library and core's errors.
+$(BUILD)/tests/unit/test_state_%: $(BUILD)/tests/unit/test_state_%.o $(UNIT_LIB) $(STATE_OBJ) $(CORE_LIB)
 	$(CC) $(CFLAGS) -o $@ $^ $(PKG_LIBS) $(LDLIBS)
 
 $(BUILD)/tests/unit/test_statx: $(BUILD)/tests/unit/test_statx.o $(UNIT_LIB) $(BUILD)/fs/statx.o $(CORE_LIB)
@@ -144,6 +152,9 @@ $(BUILD)/bench/nullfs: $(BUILD)/bench/nullfs.o $(BUILD)/daemon/session.o $(BUILD
 
 $(BUILD)/bench/poolbench: $(BUILD)/bench/poolbench.o $(CORE_LIB)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/bench/statebench: $(BUILD)/bench/statebench.o $(STATE_OBJ) $(CORE_LIB)
+	$(CC) $(CFLAGS) -o $@ $^ $(PKG_LIBS) $(LDLIBS)
 
 $(BUILD)/bench/%: $(BUILD)/bench/%.o
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)

@@ -316,6 +316,18 @@ def build(r):
                 targets.append(("append loop, last tenth / first tenth (%s)" % t, q, "≤ 1.2", verdict(q, 1.2, False)))
         add("")
 
+    if "state.append_ns" in r:
+        add("### The state log's append (bench/statebench, ns per record of 64..200 bytes + a 16-byte reply)")
+        add("")
+        add("| figure | value |")
+        add("| --- | --- |")
+        add("| append: checksum, copy into the ring, tail store | %s |" % fmt(num(r, "state.append_ns"), 1))
+        add("| memcpy of the same bytes into a ring (baseline) | %s |" % fmt(num(r, "state.memcpy_ns"), 1))
+        add("| append / memcpy | %s |" % fmt(num(r, "state.append_ratio")))
+        add("| XXH3-64 alone (the log's checksum) | %s |" % fmt(num(r, "state.xxh3_ns"), 1))
+        add("| crc32c by SSE4.2 alone (the alternative) | %s |" % fmt(num(r, "state.crc32c_hw_ns"), 1))
+        add("")
+
     add("### Allocation")
     add("")
     pooled, raw_alloc = num(r, "store.pool_alloc_free_us"), num(r, "raw.alloc_free_us")

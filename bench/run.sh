@@ -6,8 +6,8 @@
 #             bench/report.py writes bench/out/BENCHMARKS.md and the plot.
 # BENCH_BACKEND=cuda|host (default: cuda when nvidia-smi sees a GPU).
 # BENCH_QUICK=1 shrinks every size for a smoke check (any backend).
-# BENCH_PHASES=dd,fio,...: only these (raw dd fio rand ctl std map ingest cp handles churn grow loop
-# devices), adding to results.txt; the report covers whatever it holds. The
+# BENCH_PHASES=dd,fio,...: only these (raw state dd fio rand ctl std map ingest cp handles churn
+# grow loop devices), adding to results.txt; the report covers whatever it holds. The
 # default is all of them, with devices (one mount over two GPUs) only where
 # nvidia-smi lists two or more; on the host backend devices is a smoke check
 # over two host devices (host_devices=2). attach (a 7B-shaped model to its first
@@ -30,7 +30,7 @@ FIO=${FIO:-$(command -v fio || echo .device/tools/fio)}
 RES=$OUT/results.txt
 # How many GPUs nvidia-smi lists (0 without it).
 gpu_count() { nvidia-smi -L 2>/dev/null | grep -c '^GPU ' || true; }
-DEFAULT_PHASES=raw,dd,fio,rand,ctl,std,map,ingest,cp,handles,churn,grow,loop
+DEFAULT_PHASES=raw,state,dd,fio,rand,ctl,std,map,ingest,cp,handles,churn,grow,loop
 if [ "$(gpu_count)" -ge 2 ]; then DEFAULT_PHASES+=,devices; fi
 PHASES=${BENCH_PHASES:-$DEFAULT_PHASES}
 REPS=${BENCH_REPS:-3}
@@ -587,6 +587,11 @@ main() {
 			"$BIN/cudaraw" bench/noop.ptx | tee -a "$RES"
 		fi
 		"$BIN/poolbench" "$BACKEND" | tee -a "$RES"
+	fi
+	# The state log's append against memcpy of the same bytes (no mount,
+	# no device: the same on every backend).
+	if has state; then
+		"$BIN/statebench" $([ "$QUICK" = 1 ] && echo 20000) | tee -a "$RES"
 	fi
 	mount_target vyrefs
 	mount_target nullfs

@@ -38,7 +38,8 @@ test_bench_runs_end_to_end_at_smoke_sizes() {
 		ctl.fill_gbps cp.vyrefs.gbps churn.vyrefs.ops churn.vyrefs_nopool.ops store.pool_alloc_free_us \
 		dd.vyrefs_nowb.write.4K dd.vyrefs_nora.read.1M grow.host.first_us_per_mib grow.host.last_us_per_mib \
 		grow.host.grows grow.tmpfs.last_us_per_mib handles.vyrefs.open_us handles.vyrefs.readdir_us \
-		handles.nullfs.open_us handles.tmpfs.readdir_us handles.open_over_nullfs; do
+		handles.nullfs.open_us handles.tmpfs.readdir_us handles.open_over_nullfs \
+		state.append_ns state.memcpy_ns state.append_ratio state.xxh3_ns; do
 		assertTrue "$key is a positive number: $(grep "^$key " "$out/results.txt")" \
 			"awk -v k=$key '\$1 == k && \$2 + 0 > 0 { f = 1 } END { exit !f }' $out/results.txt"
 	done
