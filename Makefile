@@ -72,7 +72,7 @@ endif
 
 .PHONY: all deps test-deps test test-gpu bench fuzz man install install-python uninstall clean
 .SECONDARY:
-all: $(BUILD)/vyrefs $(BUILD)/vyrefs-keeper $(LIB) $(BUILD)/vyrefs.pc $(BUILD)/tests/client/vymap $(BUILD)/tests/client/vyattack $(UNIT_BIN) $(GPU_BIN) $(BUILD)/tests/fs/renameat2 $(BUILD)/tests/fs/posix_probe $(BUILD)/tests/ctl/chanrace.so $(BUILD)/tests/client/copygate.so $(BENCH_BIN) $(BUILD)/tools/man_options
+all: $(BUILD)/vyrefs $(BUILD)/vyrefs-keeper $(LIB) $(BUILD)/vyrefs.pc $(BUILD)/tests/client/vymap $(BUILD)/tests/client/vyattack $(UNIT_BIN) $(GPU_BIN) $(BUILD)/tests/fs/renameat2 $(BUILD)/tests/fs/posix_probe $(BUILD)/tests/ctl/chanrace.so $(BUILD)/tests/client/copygate.so $(BUILD)/tests/survive/killshim.so $(BENCH_BIN) $(BUILD)/tools/man_options
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -108,6 +108,9 @@ $(BUILD)/vyrefs-keeper: $(KEEPER_OBJ)
 
 $(BUILD)/tests/unit/test_%: $(BUILD)/tests/unit/test_%.o $(UNIT_LIB) $(CORE_LIB)
 	$(CC) $(CFLAGS) -o $@ $^ $(PKG_LIBS) $(LDLIBS)
+
+$(BUILD)/tests/unit/test_keeper: $(BUILD)/tests/unit/test_keeper.o $(UNIT_LIB) $(BUILD)/keeper/wire.o $(CORE_LIB) $(BUILD)/vyrefs-keeper
+	$(CC) $(CFLAGS) -o $@ $(filter %.o %.a,$^) $(PKG_LIBS) $(LDLIBS)
 
 $(BUILD)/tests/unit/test_statx: $(BUILD)/tests/unit/test_statx.o $(UNIT_LIB) $(BUILD)/fs/statx.o $(CORE_LIB)
 	$(CC) $(CFLAGS) -o $@ $^ $(PKG_LIBS) $(LDLIBS)

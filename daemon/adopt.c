@@ -14,9 +14,12 @@
 
 static uint64_t death_ns;
 static uint64_t takeover;
+static vy_keeper_link keeper;
 
+/* The first answer: the keeper counts this daemon as serving. */
 static void first_answer(uint64_t ns)
 {
+	vy_keeper_serving(&keeper);
 	uint64_t us = ns > death_ns ? (ns - death_ns) / 1000 : 0;
 	vy_log(LOG_NOTICE, "takeover %" PRIu64 ": first request answered %" PRIu64 ".%03" PRIu64
 			   " ms after the daemon's death",
@@ -35,10 +38,9 @@ static void describe(const vy_keeper_adoption *ad, char *out, size_t cap)
 
 int vy_adopt_run(const vy_mount_args *a)
 {
-	vy_keeper_link link;
 	int report = -1;
 	char why[512];
-	if (vy_keeper_link_env(&link, &report, why, sizeof(why)) != 1) {
+	if (vy_keeper_link_env(&keeper, &report, why, sizeof(why)) != 1) {
 		fprintf(stderr, "vyrefs: %s is for the successor vyrefs-keeper starts%s%s (Fix: mount with vyrefs -o "
 				"survive=on MOUNTPOINT)\n",
 			VY_KEEPER_ADOPT_ARG, report == -1 ? "" : ": ", report == -1 ? "" : why);
@@ -49,7 +51,7 @@ int vy_adopt_run(const vy_mount_args *a)
 	vy_keeper_adoption ad;
 	if (!a->foreground)
 		vy_log_use_syslog(true);
-	if (vy_keeper_take(&link, &ad, why, sizeof(why)) != 0) {
+	if (vy_keeper_take(&keeper, &ad, why, sizeof(why)) != 0) {
 		vy_log(LOG_ERR, "cannot take over %s: %s", a->mountpoint, why);
 		return 1;
 	}
@@ -79,5 +81,5 @@ int vy_adopt_run(const vy_mount_args *a)
 	vy_log(LOG_WARNING, "takeover %" PRIu64 " of %s: the daemon was %s; serving a fresh, empty namespace (files do "
 			    "not survive yet: survive=on is for test mounts only)",
 	       ad.takeovers, a->mountpoint, cause);
-	return vy_mount_serve(a, &link, &ad, r);
+	return vy_mount_serve(a, &keeper, &ad, r);
 }

@@ -44,7 +44,8 @@ int vy_keeper_hand(vy_keeper_link *k, int fuse_fd, int region_fd, char *why, siz
 /* A successor: every slot and the takeover's facts. 0, or -1 with `why`. */
 int vy_keeper_take(vy_keeper_link *k, vy_keeper_adoption *ad, char *why, size_t cap);
 
-/* Tell the keeper this daemon is answering requests. */
+/* Tell the keeper this daemon is answering requests (a successor, at its
+ * first answer): its deaths count from none again. */
 void vy_keeper_serving(vy_keeper_link *k);
 
 /* Watch for the keeper's end (HUP): log it and store 0 in *keeper_pid.

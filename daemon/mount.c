@@ -331,8 +331,6 @@ int vy_mount_serve(const vy_mount_args *a, vy_keeper_link *keeper, const vy_keep
 		vy_log(LOG_WARNING, "files cannot be mapped by programs: %s", e.msg);
 	fs.socket_name = vy_mapsrv_name; /* what .vyre/socket shows */
 
-	if (adopt)
-		vy_keeper_serving(keeper);
 	int rc = vy_session_loop(se, a->cfg.idle_threads);
 	bool quiet = vy_mapsrv_stop(&fs);
 	fuse_session_unmount(se);

@@ -28,9 +28,11 @@
 #include <time.h>
 #include <unistd.h>
 
-/* Give up after this many deaths within this long: a successor that dies
- * as it starts (or on a request resent to each successor) would
- * otherwise be restarted forever. */
+/* Give up after this many deaths within this long with no successor
+ * serving in between (a daemon reports SERVING once it has answered a
+ * request): a successor that dies as it starts would otherwise be
+ * restarted forever. Deaths of daemons that served start the count anew,
+ * so a mount killed every 2 s serves on. */
 #define DEATHS_MAX 5
 #define DEATHS_WINDOW_NS (10ull * 1000000000ull)
 #define SEND_TIMEOUT_S 10
@@ -194,7 +196,8 @@ static void handle(const vy_keeper_msg *m, int *fds)
 			}
 		break;
 	case VY_KEEPER_SERVING:
-		break; /* the deaths' window covers successors that serve too */
+		k.ndeaths = 0;
+		break;
 	default:
 		say(LOG_WARNING, "the daemon sent message %u, which goes the other way; ignored", m->op);
 		for (uint32_t i = 0; i < m->count; i++)

@@ -91,8 +91,8 @@ int vy_keeper_recv(int sock, vy_keeper_msg *m, int *fds)
 	for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
 		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
 			continue;
-		size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-		for (size_t i = 0; i < k; i++) {
+		size_t nfd = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		for (size_t i = 0; i < nfd; i++) {
 			int fd;
 			memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
 			if (got < VY_KEEPER_BATCH)
