@@ -462,7 +462,10 @@ static int start_keeper(const vy_mount_args *a)
 	if (chdir("/") != 0)
 		report('N', "cannot change to /: %s", strerror(errno));
 	snprintf(fdnum, sizeof(fdnum), "%d", fds[1]);
-	execv(keeper, argv); /* the keeper clears CLOEXEC for its first daemon */
+	if (fcntl(fds[1], F_SETFD, 0) != 0) /* the report pipe crosses this exec only */
+		report('E', "cannot pass the report pipe to the keeper: %s (Fix: run with -f)", strerror(errno));
+	else
+		execv(keeper, argv);
 	report('E', "cannot run %s: %s (Fix: reinstall vyrefs, or mount with survive=off)", keeper, strerror(errno));
 	_exit(1);
 }

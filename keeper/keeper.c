@@ -334,7 +334,8 @@ int main(int argc, char **argv)
 		char *end;
 		errno = 0;
 		long fd = strtol(argv[a + 1], &end, 10);
-		if (errno || *end || fd < 3 || fd > INT_MAX || fcntl((int)fd, F_GETFD) < 0)
+		/* Only the first daemon gets it: spawn() clears CLOEXEC in its child. */
+		if (errno || *end || fd < 3 || fd > INT_MAX || fcntl((int)fd, F_SETFD, FD_CLOEXEC) != 0)
 			return usage();
 		k.report_fd = (int)fd;
 		k.detached = true;

@@ -163,6 +163,28 @@ test_clean_umount_ends_every_process() {
 	assertFalse "unmounted" "grep -q ' $m ' /proc/mounts"
 }
 
+# Without -f: vyrefs returns once the mount is ready (its report comes
+# through the keeper's first daemon), holding no pipe of its caller's open.
+test_detached_mount_reports_ready_and_ends_at_umount() {
+	local m=$T/m out rc d k
+	mkdir "$m" || { fail "mkdir"; return; }
+	out=$("$VYREFS" -o "backend=$backend,host_memory=256M,survive=on" "$m" 2>&1)
+	rc=$?
+	assertEquals "vyrefs's exit status" 0 "$rc"
+	assertContains "the warning reaches the terminal" "$out" "survive=on is experimental"
+	[ $rc = 0 ] || return
+	MNT=$m
+	d=$(stat_of pid) k=$(stat_of keeper_pid)
+	assertNotEquals "a keeper" 0 "$k"
+	assertEquals "the keeper is a session of its own" "$k" "$(awk '{ print $6 }' /proc/"$k"/stat)"
+	kill -9 "$d"
+	assertEquals "takeovers" 1 "$(stat_of takeovers)"
+	MNT=""
+	umount "$m" 2>/dev/null || fusermount3 -u "$m"
+	wait_for "the keeper exits" gone "$k"
+	assertFalse "nothing of the mount runs" "daemon_alive 'vyrefs.*$m'"
+}
+
 test_survive_off_has_no_keeper() {
 	mount_vyrefs "" || { fail "mount"; return; }
 	assertEquals "keeper_pid" 0 "$(stat_of keeper_pid)"
