@@ -91,6 +91,39 @@ static int wait_for_child(int fd)
 	return status;
 }
 
+/* Fork the process that detaches. The parent (*child false) waits for its
+ * report and returns the exit status; the child (*child true) is a session
+ * of its own in /, holding no working directory, and reports through
+ * report_fd. */
+static int detach(bool *child)
+{
+	*child = false;
+	int fds[2];
+	if (pipe2(fds, O_CLOEXEC) != 0) {
+		fprintf(stderr, "vyrefs: cannot create a pipe: %s (Fix: run with -f)\n", strerror(errno));
+		return 1;
+	}
+	fflush(NULL);
+	pid_t pid = fork();
+	if (pid < 0) {
+		fprintf(stderr, "vyrefs: cannot fork: %s (Fix: run with -f)\n", strerror(errno));
+		close(fds[0]);
+		close(fds[1]);
+		return 1;
+	}
+	if (pid > 0) {
+		close(fds[1]);
+		return wait_for_child(fds[0]);
+	}
+	close(fds[0]);
+	report_fd = fds[1];
+	*child = true;
+	setsid();
+	if (chdir("/") != 0)
+		report('N', "cannot change to /: %s", strerror(errno));
+	return 0;
+}
+
 /* The JIT cache for modules: the driver reads these at cuInit. */
 static void set_kernel_cache(const vy_config *cfg)
 {
@@ -433,40 +466,26 @@ static int start_keeper(const vy_mount_args *a)
 	argv[k++] = (char *)a->source;
 	argv[k++] = (char *)a->mountpoint;
 	argv[k] = NULL;
-	fflush(NULL);
 	if (a->foreground) {
+		fflush(NULL);
 		execv(keeper, argv);
 		fprintf(stderr, "vyrefs: cannot run %s: %s (Fix: reinstall vyrefs, or mount with survive=off)\n", keeper,
 			strerror(errno));
 		return 1;
 	}
-	int fds[2];
-	if (pipe2(fds, O_CLOEXEC) != 0) {
-		fprintf(stderr, "vyrefs: cannot create a pipe: %s (Fix: run with -f)\n", strerror(errno));
-		return 1;
-	}
-	pid_t pid = fork();
-	if (pid < 0) {
-		fprintf(stderr, "vyrefs: cannot fork: %s (Fix: run with -f)\n", strerror(errno));
-		return 1;
-	}
-	if (pid > 0) {
-		close(fds[1]);
+	bool child;
+	int status = detach(&child);
+	if (!child) {
 		free(opts);
 		free(config);
-		return wait_for_child(fds[0]);
+		return status;
 	}
-	close(fds[0]);
-	report_fd = fds[1];
-	setsid();
-	if (chdir("/") != 0)
-		report('N', "cannot change to /: %s", strerror(errno));
-	snprintf(fdnum, sizeof(fdnum), "%d", fds[1]);
-	if (fcntl(fds[1], F_SETFD, 0) != 0) /* the report pipe crosses this exec only */
+	snprintf(fdnum, sizeof(fdnum), "%d", report_fd);
+	if (fcntl(report_fd, F_SETFD, 0) != 0) /* the report pipe crosses this exec only */
 		report('E', "cannot pass the report pipe to the keeper: %s (Fix: run with -f)", strerror(errno));
-	else
-		execv(keeper, argv);
-	report('E', "cannot run %s: %s (Fix: reinstall vyrefs, or mount with survive=off)", keeper, strerror(errno));
+	else if (execv(keeper, argv) != 0)
+		report('E', "cannot run %s: %s (Fix: reinstall vyrefs, or mount with survive=off)", keeper,
+		       strerror(errno));
 	_exit(1);
 }
 
@@ -540,30 +559,14 @@ int vy_mount_run(const vy_mount_args *given)
 		free(abs);
 		return status;
 	}
-	int fds[2];
-	if (pipe2(fds, O_CLOEXEC) != 0) {
-		fprintf(stderr, "vyrefs: cannot create a pipe: %s (Fix: run with -f)\n", strerror(errno));
-		return 1;
-	}
-	fflush(NULL);
-	pid_t pid = fork();
-	if (pid < 0) {
-		fprintf(stderr, "vyrefs: cannot fork: %s (Fix: run with -f)\n", strerror(errno));
-		return 1;
-	}
-	if (pid > 0) {
-		close(fds[1]);
+	/* The daemon: CUDA is first touched in the child, after the fork. */
+	bool child;
+	int status = detach(&child);
+	if (!child) {
 		free(abs);
-		return wait_for_child(fds[0]);
+		return status;
 	}
-	/* The daemon: a session of its own, no working directory held.
-	 * CUDA is first touched here, after the fork. */
-	close(fds[0]);
-	report_fd = fds[1];
-	setsid();
-	if (chdir("/") != 0)
-		report('N', "cannot change to /: %s", strerror(errno));
-	int status = vy_mount_serve(a, NULL, NULL, NULL);
+	status = vy_mount_serve(a, NULL, NULL, NULL);
 	free(abs);
 	_exit(status);
 }
