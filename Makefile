@@ -43,7 +43,7 @@ STATE_SRC  := $(wildcard state/*.c)
 STATE_OBJ  := $(STATE_SRC:%.c=$(BUILD)/%.o)
 # The daemon: the namespace (ns/), the FUSE operations and file data (fs/),
 # the client socket's servers (sock/) and the process (daemon/).
-FS_SRC     := $(wildcard ns/*.c) $(wildcard fs/*.c) $(wildcard sock/*.c) $(wildcard daemon/*.c) $(STATE_SRC)
+FS_SRC     := $(wildcard ns/*.c) $(wildcard fs/*.c) $(wildcard sock/*.c) $(wildcard daemon/*.c) $(STATE_SRC) keeper/wire.c
 FS_OBJ     := $(FS_SRC:%.c=$(BUILD)/%.o)
 # The launcher process: the same binary, run as `vyrefs --launcher`.
 LAUNCHER_SRC := $(wildcard launcher/*.c)
@@ -77,7 +77,7 @@ endif
 
 .PHONY: all deps test-deps test test-gpu bench fuzz man install install-python uninstall clean
 .SECONDARY:
-all: $(BUILD)/vyrefs $(LIB) $(BUILD)/vyrefs.pc $(BUILD)/tests/client/vymap $(BUILD)/tests/client/vyattack $(UNIT_BIN) $(GPU_BIN) $(BUILD)/tests/fs/renameat2 $(BUILD)/tests/fs/posix_probe $(BUILD)/tests/ctl/chanrace.so $(BUILD)/tests/client/copygate.so $(BENCH_BIN) $(BUILD)/tools/man_options
+all: $(BUILD)/vyrefs $(BUILD)/vyrefs-keeper $(LIB) $(BUILD)/vyrefs.pc $(BUILD)/tests/client/vymap $(BUILD)/tests/client/vyattack $(UNIT_BIN) $(GPU_BIN) $(BUILD)/tests/fs/renameat2 $(BUILD)/tests/fs/posix_probe $(BUILD)/tests/ctl/chanrace.so $(BUILD)/tests/client/copygate.so $(BUILD)/tests/survive/killshim.so $(BENCH_BIN) $(BUILD)/tools/man_options
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -106,12 +106,20 @@ $(CORE_LIB): $(CORE_OBJ)
 $(BUILD)/vyrefs: $(FS_OBJ) $(LAUNCHER_OBJ) $(CLIENT_OBJ) $(CORE_LIB)
 	$(CC) $(CFLAGS) -o $@ $^ $(PKG_LIBS) $(LDLIBS)
 
+# The keeper (keeper/): libc only, no CUDA, no libfuse.
+KEEPER_OBJ := $(BUILD)/keeper/keeper.o $(BUILD)/keeper/wire.o
+$(BUILD)/vyrefs-keeper: $(KEEPER_OBJ)
+	$(CC) $(CFLAGS) -o $@ $^
+
 $(BUILD)/tests/unit/test_%: $(BUILD)/tests/unit/test_%.o $(UNIT_LIB) $(CORE_LIB)
 	$(CC) $(CFLAGS) -o $@ $^ $(PKG_LIBS) $(LDLIBS)
 
 # The state region's suites (test_state_*): the library and core's errors.
 $(BUILD)/tests/unit/test_state_%: $(BUILD)/tests/unit/test_state_%.o $(UNIT_LIB) $(STATE_OBJ) $(CORE_LIB)
 	$(CC) $(CFLAGS) -o $@ $^ $(PKG_LIBS) $(LDLIBS)
+
+$(BUILD)/tests/unit/test_keeper: $(BUILD)/tests/unit/test_keeper.o $(UNIT_LIB) $(BUILD)/keeper/wire.o $(CORE_LIB) $(BUILD)/vyrefs-keeper
+	$(CC) $(CFLAGS) -o $@ $(filter %.o %.a,$^) $(PKG_LIBS) $(LDLIBS)
 
 $(BUILD)/tests/unit/test_statx: $(BUILD)/tests/unit/test_statx.o $(UNIT_LIB) $(BUILD)/fs/statx.o $(CORE_LIB)
 	$(CC) $(CFLAGS) -o $@ $^ $(PKG_LIBS) $(LDLIBS)
@@ -147,7 +155,8 @@ $(BUILD)/tests/%.so: tests/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -U_FORTIFY_SOURCE -D_FORTIFY_SOURCE=0 -shared -fPIC -o $@ $< -ldl
 
-$(BUILD)/bench/nullfs: $(BUILD)/bench/nullfs.o $(BUILD)/daemon/session.o $(BUILD)/daemon/session_loop.o $(BUILD)/fs/statx.o
+$(BUILD)/bench/nullfs: $(BUILD)/bench/nullfs.o $(BUILD)/daemon/session.o $(BUILD)/daemon/session_loop.o $(BUILD)/fs/statx.o \
+		$(BUILD)/daemon/adopt_io.o $(BUILD)/daemon/fhguard.o $(BUILD)/daemon/log.o $(BUILD)/core/u64map.o
 	$(CC) $(CFLAGS) -o $@ $^ $(PKG_LIBS) $(LDLIBS)
 
 $(BUILD)/bench/poolbench: $(BUILD)/bench/poolbench.o $(CORE_LIB)
@@ -224,7 +233,7 @@ test-gpu:
 # /usr/local/bin is on the PATH mount(8) gives mount.fuse3, so fstab's
 # `fuse.vyrefs` entries find it there.
 PREFIX ?= /usr/local
-install: $(BUILD)/vyrefs $(LIB) $(BUILD)/vyrefs.pc
+install: $(BUILD)/vyrefs $(BUILD)/vyrefs-keeper $(LIB) $(BUILD)/vyrefs.pc
 	install -D -m 755 $(BUILD)/vyrefs $(DESTDIR)$(PREFIX)/bin/vyrefs
 	install -D -m 755 $(LIB) $(DESTDIR)$(PREFIX)/lib/libvyrefs.so
 	install -D -m 644 client/vyrefs.h $(DESTDIR)$(PREFIX)/include/vyrefs.h
@@ -251,7 +260,7 @@ install-python:
 	fi
 
 uninstall:
-	rm -f $(DESTDIR)$(PREFIX)/bin/vyrefs $(DESTDIR)$(PREFIX)/lib/libvyrefs.so $(DESTDIR)$(PREFIX)/include/vyrefs.h \
+	rm -f $(DESTDIR)$(PREFIX)/bin/vyrefs $(DESTDIR)$(PREFIX)/bin/vyrefs-keeper $(DESTDIR)$(PREFIX)/lib/libvyrefs.so $(DESTDIR)$(PREFIX)/include/vyrefs.h \
 		$(DESTDIR)$(PREFIX)/lib/pkgconfig/vyrefs.pc $(DESTDIR)$(PREFIX)/share/man/man8/vyrefs.8 \
 		$(DESTDIR)$(PREFIX)/share/vyrefs/std.cu
 	[ -z "$(PYTHON_SITE)" ] || rm -rf $(DESTDIR)$(PYTHON_SITE)/vyrefs
@@ -259,4 +268,4 @@ uninstall:
 clean:
 	rm -rf $(BUILD)
 
--include $(CORE_OBJ:.o=.d) $(FS_OBJ:.o=.d) $(LAUNCHER_OBJ:.o=.d) $(CLIENT_OBJ:.o=.d) $(LIB_OBJ:.o=.d) $(BUILD)/tools/man_options.d $(BENCH_BIN:%=%.d) $(UNIT_SRC:%.c=$(BUILD)/%.d) $(GPU_SRC:%.c=$(BUILD)/%.d) $(UNIT_LIB:.o=.d)
+-include $(KEEPER_OBJ:.o=.d) $(CORE_OBJ:.o=.d) $(FS_OBJ:.o=.d) $(LAUNCHER_OBJ:.o=.d) $(CLIENT_OBJ:.o=.d) $(LIB_OBJ:.o=.d) $(BUILD)/tools/man_options.d $(BENCH_BIN:%=%.d) $(UNIT_SRC:%.c=$(BUILD)/%.d) $(GPU_SRC:%.c=$(BUILD)/%.d) $(UNIT_LIB:.o=.d)

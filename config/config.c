@@ -230,6 +230,8 @@ vy_err vy_config_set(vy_config *c, const char *key, const char *value, vy_error 
 		rc = bool_value(key, value, &next.write_behind, e);
 	} else if (!strcmp(key, "readahead")) {
 		rc = bool_value(key, value, &next.readahead, e);
+	} else if (!strcmp(key, "survive")) {
+		rc = bool_value(key, value, &next.survive, e);
 	} else if (!strcmp(key, "idle_threads")) {
 		rc = digits(value, 10, &n) && n != 1
 			     ? VY_OK
@@ -435,6 +437,8 @@ static bool ini_value(const vy_config *c, const char *key, char *v, size_t cap)
 		snprintf(v, cap, "%s", c->write_behind ? "on" : "off");
 	else if (!strcmp(key, "readahead"))
 		snprintf(v, cap, "%s", c->readahead ? "on" : "off");
+	else if (!strcmp(key, "survive"))
+		snprintf(v, cap, "%s", c->survive ? "on" : "off");
 	else if (!strcmp(key, "idle_threads"))
 		snprintf(v, cap, "%u", c->idle_threads);
 	else if (!strcmp(key, "kernel_cache"))

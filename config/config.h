@@ -26,6 +26,8 @@
  *   vyre_dir         .vyre in the root's listings (hidden | visible)
  *   launch_timeout   a control sequence's time limit (60s; 500ms, 2m, 0:
  *                    none): past it its launcher is killed
+ *   survive          a keeper holds the mount through the daemon's death
+ *                    and starts a successor (on | off; off)
  * A bad key or value is refused naming the key, the value and what is
  * allowed, and leaves the configuration as it was. */
 #ifndef VY_CONFIG_H
@@ -63,6 +65,7 @@ typedef struct vy_config {
 	int devices[VY_DEVICES_MAX];
 	unsigned host_devices; /* the host backend presents 0..host_devices-1 */
 	bool peer;             /* device-to-device copies between devices */
+	bool survive;          /* a keeper process (keeper/) holds the mount */
 } vy_config;
 
 void vy_config_defaults(vy_config *c);

@@ -46,6 +46,10 @@ const vy_option_doc vy_options[] = {
 	{"max_inodes", "N", "half the pages of RAM",
 	 "files, directories and links at most, each hard link past a file's first counted too, as tmpfs's nr_inodes "
 	 "(df -i shows them): past it ENOSPC"},
+	{"survive", "on|off", "off",
+	 "experimental: a keeper process holds the mount and starts a successor when the daemon dies (crash, "
+	 "kill -9); programs see a pause, not an error. Keeps the mount and requests alive through a daemon's "
+	 "death; files do not survive yet: test mounts only"},
 	{"config", "FILE", "/etc/vyrefs.conf if present",
 	 "an INI file read before the other -o settings, which override it"},
 };

@@ -8,7 +8,9 @@
 #include "config/config.h"
 #include "config/options.h"
 #include "core/selfcheck.h"
+#include "daemon/adopt.h"
 #include "daemon/mount.h"
+#include "keeper/keeper.h"
 #include "daemon/remount.h"
 #include "daemon/version.h"
 #include "daemon/mountflags.h"
@@ -189,6 +191,8 @@ int main(int argc, char **argv)
 		return vy_launcher_main(VY_LAUNCHER_FD);
 	if (argc >= 2 && !strcmp(argv[1], "cp"))
 		return vy_cp_main(argc - 1, argv + 1);
+	/* survive=on: a successor the keeper started (daemon/adopt.c). */
+	bool adopt = argc >= 2 && !strcmp(argv[1], VY_KEEPER_ADOPT_ARG);
 	cli c;
 	memset(&c, 0, sizeof(c));
 	c.m.source = "vyrefs";
@@ -196,7 +200,7 @@ int main(int argc, char **argv)
 	int npos = 0, rc = 0;
 	char **lists = calloc((size_t)argc, sizeof(*lists)); /* -o values, copied */
 	int nlists = 0;
-	for (int i = 1; i < argc && rc == 0; i++) {
+	for (int i = adopt ? 2 : 1; i < argc && rc == 0; i++) {
 		const char *a = argv[i];
 		if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
 			usage(stdout);
@@ -257,7 +261,9 @@ int main(int argc, char **argv)
 				c.m.source);
 			rc = 2;
 		} else {
-			rc = vy_mount_run(&c.m);
+			c.m.settings = c.settings;
+			c.m.config = c.config;
+			rc = adopt ? vy_adopt_run(&c.m) : vy_mount_run(&c.m);
 		}
 	}
 done:

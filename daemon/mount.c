@@ -7,16 +7,21 @@
 #include "daemon/log.h"
 #include "fs/ops.h"
 #include "daemon/session.h"
+#include "daemon/keeper_link.h"
+#include "daemon/region.h"
 
 #include <errno.h>
 #include <pwd.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
 #include <unistd.h>
@@ -84,6 +89,39 @@ static int wait_for_child(int fd)
 				"(Fix: run with -f to see why, or check the system log)\n");
 	fclose(f);
 	return status;
+}
+
+/* Fork the process that detaches. The parent (*child false) waits for its
+ * report and returns the exit status; the child (*child true) is a session
+ * of its own in /, holding no working directory, and reports through
+ * report_fd. */
+static int detach(bool *child)
+{
+	*child = false;
+	int fds[2];
+	if (pipe2(fds, O_CLOEXEC) != 0) {
+		fprintf(stderr, "vyrefs: cannot create a pipe: %s (Fix: run with -f)\n", strerror(errno));
+		return 1;
+	}
+	fflush(NULL);
+	pid_t pid = fork();
+	if (pid < 0) {
+		fprintf(stderr, "vyrefs: cannot fork: %s (Fix: run with -f)\n", strerror(errno));
+		close(fds[0]);
+		close(fds[1]);
+		return 1;
+	}
+	if (pid > 0) {
+		close(fds[1]);
+		return wait_for_child(fds[0]);
+	}
+	close(fds[0]);
+	report_fd = fds[1];
+	*child = true;
+	setsid();
+	if (chdir("/") != 0)
+		report('N', "cannot change to /: %s", strerror(errno));
+	return 0;
 }
 
 /* The JIT cache for modules: the driver reads these at cuInit. */
@@ -168,8 +206,40 @@ static void raise_fd_limit(void)
 	}
 }
 
-static int serve(const vy_mount_args *a)
+/* A successor mounted nothing, so libfuse unmounts nothing: when its loop
+ * ends with the mount still there (a signal), it unmounts as the first
+ * daemon would have. */
+static void unmount_adopted(const char *mountpoint)
 {
+	if (!vy_mountinfo_find(mountpoint, "fuse.vyrefs", NULL))
+		return; /* unmounted already: that ended the loop */
+	if (geteuid() == 0) {
+		if (umount2(mountpoint, MNT_DETACH) != 0)
+			vy_log(LOG_WARNING, "cannot unmount %s: %s (Fix: umount -l %s)", mountpoint, strerror(errno),
+			       mountpoint);
+		return;
+	}
+	pid_t pid = fork();
+	if (pid == 0) {
+		execlp("fusermount3", "fusermount3", "-u", "-z", "--", mountpoint, (char *)NULL);
+		_exit(127);
+	}
+	int st = 0;
+	while (pid > 0 && waitpid(pid, &st, 0) < 0 && errno == EINTR)
+		;
+	if (pid < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
+		vy_log(LOG_WARNING, "cannot unmount %s with fusermount3 (Fix: fusermount3 -u -z %s)", mountpoint,
+		       mountpoint);
+}
+
+#define SURVIVE_WARNING                                                                                        \
+	"survive=on is experimental: it keeps the mount and requests alive through a daemon's death; files do "  \
+	"not survive yet (a successor serves an empty namespace): test mounts only"
+
+int vy_mount_serve(const vy_mount_args *a, vy_keeper_link *keeper, const vy_keeper_adoption *adopt,
+		   vy_region *region)
+{
+	bool kept = keeper && keeper->sock >= 0;
 	set_kernel_cache(&a->cfg);
 	raise_fd_limit();
 	vy_device *dev[VY_DEVICES_MAX] = {0};
@@ -220,20 +290,47 @@ static int serve(const vy_mount_args *a)
 		report('E', "cannot install signal handlers (Fix: report this bug)");
 		goto out;
 	}
-	if (vy_session_mount(se, a->mountpoint) != 0) {
+	char why[512];
+	if (adopt) {
+		/* The mount is there; its connection is the fd the keeper kept. */
+		if (vy_session_adopt(se, adopt->slot[VY_KEEPER_SLOT_FUSE], region->init_in,
+				     atomic_load(&region->init_in_len), region->init_out,
+				     atomic_load(&region->init_out_len)) != 0) {
+			vy_log(LOG_ERR, "cannot take over %s: the recorded INIT exchange is not one (Fix: umount %s and "
+					"mount again)", a->mountpoint, a->mountpoint);
+			fuse_remove_signal_handlers(se);
+			goto out;
+		}
+	} else if (vy_session_mount(se, a->mountpoint) != 0) {
 		report('E', "cannot mount on %s (Fix: check that it is an empty directory you may mount on, that /dev/fuse "
 			    "exists, and that fusermount3 is installed; allow_other needs user_allow_other in /etc/fuse.conf)",
 		       a->mountpoint);
 		fuse_remove_signal_handlers(se);
 		goto out;
-	}
-	/* Flags libfuse 3.14 cannot pass (relatime, nosymfollow, ...). */
-	char why[512];
-	if (vy_mountflags_late(a->mountpoint, a->mount_flags, why, sizeof(why)) != 0) {
+	} else if (vy_mountflags_late(a->mountpoint, a->mount_flags, why, sizeof(why)) != 0) {
+		/* Flags libfuse 3.14 cannot pass (relatime, nosymfollow, ...). */
 		report('E', "%s", why);
 		fuse_session_unmount(se);
 		fuse_remove_signal_handlers(se);
 		goto out;
+	}
+	if (kept && !adopt) {
+		/* The keeper holds /dev/fuse, the region that will hold the INIT
+		 * exchange, and this binary. */
+		int rfd = -1;
+		region = vy_region_create(&rfd, why, sizeof(why));
+		if (!region || vy_keeper_hand(keeper, fuse_session_fd(se), rfd, why, sizeof(why)) != 0) {
+			report('E', "%s", why);
+			if (rfd >= 0)
+				close(rfd);
+			fuse_session_unmount(se);
+			fuse_remove_signal_handlers(se);
+			goto out;
+		}
+		close(rfd); /* the keeper's copy holds it; the mapping stays */
+		vy_session_record_init(region);
+		if (report_fd >= 0)
+			report('N', "%s", SURVIVE_WARNING);
 	}
 	mounted = true;
 	if (!a->foreground) {
@@ -251,8 +348,16 @@ static int serve(const vy_mount_args *a)
 	for (unsigned d = 0; d < ndev; d++) {
 		vy_store_usage u;
 		vy_store_usage_get(cores[d]->store, &u);
-		vy_log(LOG_INFO, "mounted %s on %s: backend %s (%s, device %d), resident budget %" PRIu64 " bytes",
-		       a->source, a->mountpoint, dev[d]->info.backend, dev[d]->info.name, dev[d]->info.ordinal, u.budget);
+		vy_log(LOG_INFO, "%s %s on %s: backend %s (%s, device %d), resident budget %" PRIu64 " bytes",
+		       adopt ? "took over" : "mounted", a->source, a->mountpoint, dev[d]->info.backend, dev[d]->info.name, dev[d]->info.ordinal, u.budget);
+	}
+	if (kept) {
+		vy_keeper_watch(keeper, &fs.keeper_pid);
+		vy_log(LOG_WARNING, "%s", SURVIVE_WARNING);
+	}
+	if (adopt) {
+		fs.takeovers = adopt->takeovers;
+		fs.death_ns = adopt->death_ns;
 	}
 	/* Client programs map files through it; the mount works without. */
 	if (vy_mapsrv_start(&fs, a->mountpoint, &e) != VY_OK)
@@ -262,6 +367,10 @@ static int serve(const vy_mount_args *a)
 	int rc = vy_session_loop(se, a->cfg.idle_threads);
 	bool quiet = vy_mapsrv_stop(&fs);
 	fuse_session_unmount(se);
+	if (adopt)
+		unmount_adopted(a->mountpoint);
+	if (kept)
+		vy_keeper_unwatch(keeper); /* the keeper ends once we exit 0 */
 	if (!quiet) {
 		/* A copy's worker is stuck in a client's fd (a filesystem that
 		 * does not answer): it may wake into what teardown frees. The
@@ -302,9 +411,96 @@ out:
 	return status;
 }
 
+/* survive=on: the keeper's command line: `vyrefs-keeper [--report-fd N]
+ * THIS_BINARY [-f|-d] [-o SETTINGS] SOURCE MOUNTPOINT`, paths absolute (its
+ * daemons run from /), and exec it: in this process with -f, else in the
+ * detached child, which reports to this one through the pipe. */
+static int start_keeper(const vy_mount_args *a)
+{
+	char self[PATH_MAX], keeper[PATH_MAX + 32];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	if (n <= 0) {
+		fprintf(stderr, "vyrefs: survive=on: cannot find this binary (/proc/self/exe): %s (Fix: mount /proc, "
+				"or mount with survive=off)\n", strerror(errno));
+		return 1;
+	}
+	self[n] = '\0';
+	const char *slash = strrchr(self, '/');
+	snprintf(keeper, sizeof(keeper), "%.*s/%s", (int)(slash ? slash - self : 0), self, VY_KEEPER_BINARY);
+	if (access(keeper, X_OK) != 0) {
+		fprintf(stderr, "vyrefs: survive=on needs %s beside this vyrefs: %s (Fix: make install, which installs "
+				"both, or mount with survive=off)\n", keeper, strerror(errno));
+		return 1;
+	}
+	char *config = a->config ? realpath(a->config, NULL) : NULL;
+	const char *parts[2] = {a->settings, a->mount_flags};
+	size_t cap = strlen(a->mount_flags) + (a->settings ? strlen(a->settings) : 0) +
+		     (config ? strlen(config) : a->config ? strlen(a->config) : 0) + 16;
+	char *opts = malloc(cap);
+	if (!opts) {
+		fprintf(stderr, "vyrefs: out of memory\n");
+		free(config);
+		return 1;
+	}
+	opts[0] = '\0';
+	if (a->config)
+		snprintf(opts, cap, "config=%s", config ? config : a->config);
+	for (int i = 0; i < 2; i++)
+		if (parts[i] && parts[i][0])
+			snprintf(opts + strlen(opts), cap - strlen(opts), "%s%s", opts[0] ? "," : "", parts[i]);
+	char fdnum[16] = "";
+	char *argv[12];
+	int k = 0;
+	argv[k++] = keeper;
+	if (!a->foreground) {
+		argv[k++] = "--report-fd";
+		argv[k++] = fdnum;
+	}
+	argv[k++] = self;
+	if (a->foreground)
+		argv[k++] = a->debug ? "-d" : "-f";
+	if (opts[0]) {
+		argv[k++] = "-o";
+		argv[k++] = opts;
+	}
+	argv[k++] = (char *)a->source;
+	argv[k++] = (char *)a->mountpoint;
+	argv[k] = NULL;
+	if (a->foreground) {
+		fflush(NULL);
+		execv(keeper, argv);
+		fprintf(stderr, "vyrefs: cannot run %s: %s (Fix: reinstall vyrefs, or mount with survive=off)\n", keeper,
+			strerror(errno));
+		return 1;
+	}
+	bool child;
+	int status = detach(&child);
+	if (!child) {
+		free(opts);
+		free(config);
+		return status;
+	}
+	snprintf(fdnum, sizeof(fdnum), "%d", report_fd);
+	if (fcntl(report_fd, F_SETFD, 0) != 0) /* the report pipe crosses this exec only */
+		report('E', "cannot pass the report pipe to the keeper: %s (Fix: run with -f)", strerror(errno));
+	else if (execv(keeper, argv) != 0)
+		report('E', "cannot run %s: %s (Fix: reinstall vyrefs, or mount with survive=off)", keeper,
+		       strerror(errno));
+	_exit(1);
+}
+
 int vy_mount_run(const vy_mount_args *given)
 {
 	vy_mount_args copy = *given, *a = &copy;
+	/* Started by a keeper (survive=on): mount and hand it the fds. */
+	vy_keeper_link link;
+	int from_keeper = -1;
+	char why[512];
+	int linked = vy_keeper_link_env(&link, &from_keeper, why, sizeof(why));
+	if (linked < 0) {
+		fprintf(stderr, "vyrefs: %s\n", why);
+		return 1;
+	}
 	struct stat st;
 	errno = 0;
 	if (stat(a->mountpoint, &st) != 0) {
@@ -352,35 +548,25 @@ int vy_mount_run(const vy_mount_args *given)
 		free(abs);
 		return 1;
 	}
-	if (a->foreground) {
-		int status = serve(a);
+	if (linked || a->foreground || a->cfg.survive) {
+		int status;
+		if (linked) {
+			report_fd = from_keeper;
+			status = vy_mount_serve(a, &link, NULL, NULL);
+		} else {
+			status = a->cfg.survive ? start_keeper(a) : vy_mount_serve(a, NULL, NULL, NULL);
+		}
 		free(abs);
 		return status;
 	}
-	int fds[2];
-	if (pipe2(fds, O_CLOEXEC) != 0) {
-		fprintf(stderr, "vyrefs: cannot create a pipe: %s (Fix: run with -f)\n", strerror(errno));
-		return 1;
-	}
-	fflush(NULL);
-	pid_t pid = fork();
-	if (pid < 0) {
-		fprintf(stderr, "vyrefs: cannot fork: %s (Fix: run with -f)\n", strerror(errno));
-		return 1;
-	}
-	if (pid > 0) {
-		close(fds[1]);
+	/* The daemon: CUDA is first touched in the child, after the fork. */
+	bool child;
+	int status = detach(&child);
+	if (!child) {
 		free(abs);
-		return wait_for_child(fds[0]);
+		return status;
 	}
-	/* The daemon: a session of its own, no working directory held.
-	 * CUDA is first touched here, after the fork. */
-	close(fds[0]);
-	report_fd = fds[1];
-	setsid();
-	if (chdir("/") != 0)
-		report('N', "cannot change to /: %s", strerror(errno));
-	int status = serve(a);
+	status = vy_mount_serve(a, NULL, NULL, NULL);
 	free(abs);
 	_exit(status);
 }

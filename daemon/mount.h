@@ -15,10 +15,22 @@ typedef struct vy_mount_args {
 	bool foreground;
 	bool debug;             /* FUSE's request trace; implies foreground */
 	char mount_flags[512];  /* ro, nosuid, nodev, ... for the kernel */
+	/* survive=on: what the keeper's daemons are started with. */
+	const char *settings;   /* -o key=value items as given, or NULL */
+	const char *config;     /* -o config=FILE, or NULL */
 } vy_mount_args;
 
 /* The process's exit status: 0 after a clean unmount (or, detached, once
  * the mount is ready), 1 on failure. */
 int vy_mount_run(const vy_mount_args *a);
+
+/* Serve a mount: the first daemon mounts (adopt NULL); a successor takes
+ * over the live /dev/fuse fd it was handed (adopt.c). `keeper` NULL or
+ * unlinked: no keeper. The exit status. */
+struct vy_keeper_link;
+struct vy_keeper_adoption;
+struct vy_region;
+int vy_mount_serve(const vy_mount_args *a, struct vy_keeper_link *keeper, const struct vy_keeper_adoption *adopt,
+		   struct vy_region *region);
 
 #endif

@@ -1,6 +1,8 @@
 /* The FUSE connection settings and request loop vyrefs and bench/nullfs
  * share (see session.h). */
 #include "daemon/session.h"
+#include "daemon/adopt_io.h"
+#include "daemon/region.h"
 #include "fs/statx.h"
 
 #include <errno.h>
@@ -10,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -27,12 +30,19 @@ void vy_session_conn(struct fuse_conn_info *conn, size_t max_write)
  * so the INIT reply gets the flag on its way out, when the kernel offered
  * it. One session per process. */
 static _Atomic uint64_t init_unique;
-static atomic_bool init_offered;
+static atomic_bool init_offered, init_pending;
+/* survive=on: where the first daemon keeps the INIT exchange (region.h). */
+static struct vy_region *record;
+
+void vy_session_record_init(struct vy_region *r)
+{
+	record = r;
+}
 
 static ssize_t io_read(int fd, void *buf, size_t len, void *userdata)
 {
 	(void)userdata;
-	ssize_t n = read(fd, buf, len);
+	ssize_t n = vy_adopt_io_read(fd, buf, len);
 	const struct fuse_in_header *in = buf;
 	if (n >= (ssize_t)sizeof(*in) && in->opcode == FUSE_TMPFILE) {
 		/* O_TMPFILE: libfuse 3.14 has no operation for it and would
@@ -47,39 +57,78 @@ static ssize_t io_read(int fd, void *buf, size_t len, void *userdata)
 		const struct fuse_init_in *arg = (const void *)(in + 1);
 		atomic_store(&init_offered, (arg->flags & FUSE_HANDLE_KILLPRIV_V2) != 0);
 		atomic_store(&init_unique, in->unique);
+		atomic_store(&init_pending, true);
+		if (record && !vy_adopt_active() && (size_t)n <= sizeof(record->init_in)) {
+			memcpy(record->init_in, buf, (size_t)n);
+			atomic_store(&record->init_in_len, (uint32_t)n);
+		}
 	}
 	return n;
+}
+
+/* The first daemon's INIT reply, as the kernel gets it, into the region. */
+static void keep_init_reply(const struct iovec *iov, int count)
+{
+	size_t got = 0;
+	for (int i = 1; i < count; i++) {
+		if (iov[i].iov_len > sizeof(record->init_out) - got)
+			return; /* larger than any INIT reply: not kept, a successor refuses */
+		memcpy(record->init_out + got, iov[i].iov_base, iov[i].iov_len);
+		got += iov[i].iov_len;
+	}
+	atomic_store(&record->init_out_len, (uint32_t)got);
 }
 
 static ssize_t io_writev(int fd, struct iovec *iov, int count, void *userdata)
 {
 	(void)userdata;
 	const struct fuse_out_header *out = iov[0].iov_base;
-	if (atomic_load(&init_offered) && count >= 2 && iov[0].iov_len >= sizeof(*out) &&
-	    out->unique == atomic_load(&init_unique) && out->error == 0 &&
-	    iov[1].iov_len >= offsetof(struct fuse_init_out, flags) + sizeof(uint32_t)) {
-		struct fuse_init_out *arg = iov[1].iov_base;
-		arg->flags |= FUSE_HANDLE_KILLPRIV_V2;
-		atomic_store(&init_offered, false);
+	if (atomic_load(&init_pending) && iov[0].iov_len >= sizeof(*out) && out->unique == atomic_load(&init_unique)) {
+		atomic_store(&init_pending, false);
+		if (atomic_load(&init_offered) && count >= 2 && out->error == 0 &&
+		    iov[1].iov_len >= offsetof(struct fuse_init_out, flags) + sizeof(uint32_t)) {
+			struct fuse_init_out *arg = iov[1].iov_base;
+			arg->flags |= FUSE_HANDLE_KILLPRIV_V2;
+		}
+		if (vy_adopt_active()) /* our replay of the kernel's INIT: the kernel never asked */
+			return vy_adopt_init_reply(iov, count);
+		if (record)
+			keep_init_reply(iov, count);
 	}
-	if (iov[0].iov_len >= sizeof(*out) && out->unique != 0) /* a reply, not a notification */
+	if (iov[0].iov_len >= sizeof(*out) && out->unique != 0) { /* a reply, not a notification */
 		vy_session_replying();
+		vy_adopt_io_reply(iov, count);
+	}
 	ssize_t res;
 	if (vy_statx_reply(fd, iov, count, &res))
 		return res;
 	return writev(fd, iov, count);
 }
 
+static const struct fuse_custom_io session_io = {.read = io_read, .writev = io_writev};
+
 int vy_session_mount(struct fuse_session *se, const char *mountpoint)
 {
 	if (fuse_session_mount(se, mountpoint) != 0)
 		return -1;
-	static const struct fuse_custom_io io = {.read = io_read, .writev = io_writev};
-	if (fuse_session_custom_io(se, &io, fuse_session_fd(se)) != 0) {
+	if (fuse_session_custom_io(se, &session_io, fuse_session_fd(se)) != 0) {
 		fuse_session_unmount(se);
 		return -1;
 	}
 	return 0;
+}
+
+int vy_session_adopt(struct fuse_session *se, int fuse_fd, const void *init_req, size_t init_req_len,
+		     const void *init_reply, size_t init_reply_len)
+{
+	if (vy_adopt_io_start(init_req, init_req_len, init_reply, init_reply_len) != 0)
+		return -1;
+	return fuse_session_custom_io(se, &session_io, fuse_fd);
+}
+
+uint64_t vy_session_first_answer_ns(void)
+{
+	return vy_adopt_first_answer_ns();
 }
 
 /* Whether the request's caller is in group `gid`: its fs gid or one of its

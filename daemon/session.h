@@ -8,6 +8,7 @@
 #include <fuse_lowlevel.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 /* At INIT: largest write, no kernel write-back cache (a write reaches the
@@ -18,6 +19,18 @@ void vy_session_conn(struct fuse_conn_info *conn, size_t max_write);
  * suid/sgid bits to us (FUSE_HANDLE_KILLPRIV_V2): no xattr round trip per
  * write. -1 when the mount failed. */
 int vy_session_mount(struct fuse_session *se, const char *mountpoint);
+
+/* survive=on: the kernel's INIT request and the INIT reply as sent (after
+ * the KILLPRIV_V2 edit) go into this region when they pass (region.h). */
+struct vy_region;
+void vy_session_record_init(struct vy_region *r);
+
+/* A successor's session on a live /dev/fuse fd, with no mount: replays
+ * the recorded INIT, checks libfuse's reply against the recorded one, and
+ * asks the kernel to resend what the dead daemon had read (adopt_io.h).
+ * -1 when the recorded exchange is not an INIT's. */
+int vy_session_adopt(struct fuse_session *se, int fuse_fd, const void *init_req, size_t init_req_len,
+		     const void *init_reply, size_t init_reply_len);
 
 /* The name a create carries when it is an O_TMPFILE (session.c turns the
  * kernel's FUSE_TMPFILE into a create of this name): make the inode
@@ -31,6 +44,10 @@ mode_t vy_session_kill_suid(fuse_req_t req, mode_t mode, gid_t gid, bool chown);
 /* Whether the request's caller may write a file of this mode and owner
  * (uid 0 may write anything, as for CAP_DAC_OVERRIDE). */
 bool vy_session_may_write(fuse_req_t req, mode_t mode, uid_t uid, gid_t gid);
+/* CLOCK_MONOTONIC of an adopted session's first answer, 0 before it or in
+ * a session that mounted (.vyre/stats' takeover_ms). */
+uint64_t vy_session_first_answer_ns(void);
+
 /* Whether the request's caller is in group `gid`: its fs gid or one of its
  * supplementary groups. */
 bool vy_session_in_group(fuse_req_t req, gid_t gid);

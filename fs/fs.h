@@ -54,6 +54,11 @@ typedef struct vy_fs {
 	/* The kernel enforces POSIX ACLs (FUSE_POSIX_ACL, with FUSE_DONT_MASK:
 	 * the umask is ours to apply); set at INIT, before any other request. */
 	bool acl;
+	/* survive=on (daemon/ sets them, .vyre/stats shows them): the keeper
+	 * (0: none, or gone), the takeovers so far and the CLOCK_MONOTONIC
+	 * time of the last daemon's death. */
+	_Atomic int keeper_pid;
+	uint64_t takeovers, death_ns;
 } vy_fs;
 
 /* Attribute and entry timeouts for the kernel (seconds). */

@@ -2,6 +2,7 @@
 #include "fs/vyre.h"
 #include "fs/kind.h"
 #include "fs/seqlog.h"
+#include "daemon/session.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -11,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static vy_inode *add(vy_fs *fs, vy_inode *dir, const char *name, vy_kind kind, vy_virtual virt, mode_t mode)
 {
@@ -122,6 +124,14 @@ static void add_snapshot(text *t, const vy_telemetry_snapshot *s, const char *pr
 
 /* The mount's totals; over several devices each device's own keys too,
  * as devN.KEY (N: the device's ordinal). */
+/* Who serves (survive=on, docs/survive.md): microseconds from the last
+ * daemon's death to its successor's first answer, 0 before one. */
+static uint64_t takeover_us(vy_fs *fs)
+{
+	uint64_t answered = vy_session_first_answer_ns();
+	return fs->takeovers && answered > fs->death_ns ? (answered - fs->death_ns) / 1000 : 0;
+}
+
 static void render_stats(vy_fs *fs, text *t)
 {
 	vy_telemetry_snapshot s;
@@ -129,6 +139,9 @@ static void render_stats(vy_fs *fs, text *t)
 	totals(fs, &s, &budget);
 	add_snapshot(t, &s, "");
 	add_text(t, "budget_bytes %" PRIu64 "\n", budget);
+	uint64_t us = takeover_us(fs);
+	add_text(t, "pid %d\nkeeper_pid %d\ntakeovers %" PRIu64 "\ntakeover_ms %" PRIu64 ".%03" PRIu64 "\n", (int)getpid(),
+		 atomic_load(&fs->keeper_pid), fs->takeovers, us / 1000, us % 1000);
 	if (fs->ndev < 2)
 		return;
 	for (unsigned d = 0; d < fs->ndev; d++) {
@@ -193,6 +206,15 @@ static void render_metrics(vy_fs *fs, text *t)
 	add_text(t, "# HELP vyrefs_budget_bytes the resident budget: device bytes files may use\n"
 		    "# TYPE vyrefs_budget_bytes gauge\nvyrefs_budget_bytes %" PRIu64 "\n",
 		 budget);
+	uint64_t us = takeover_us(fs);
+	add_text(t, "# HELP vyrefs_pid the daemon serving the mount\n# TYPE vyrefs_pid gauge\nvyrefs_pid %d\n"
+		    "# HELP vyrefs_keeper_pid the keeper holding the mount (survive=on), 0: none\n"
+		    "# TYPE vyrefs_keeper_pid gauge\nvyrefs_keeper_pid %d\n"
+		    "# HELP vyrefs_takeovers_total daemons that took over the mount after a death\n"
+		    "# TYPE vyrefs_takeovers_total counter\nvyrefs_takeovers_total %" PRIu64 "\n"
+		    "# HELP vyrefs_takeover_seconds the last takeover: from the daemon's death to the first answer\n"
+		    "# TYPE vyrefs_takeover_seconds gauge\nvyrefs_takeover_seconds %" PRIu64 ".%06" PRIu64 "\n",
+		 (int)getpid(), atomic_load(&fs->keeper_pid), fs->takeovers, us / 1000000, us % 1000000);
 	add_text(t, "# HELP vyrefs_device_memory_total_bytes the device's memory\n"
 		    "# TYPE vyrefs_device_memory_total_bytes gauge\n");
 	memory_series(fs, t, false);

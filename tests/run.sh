@@ -133,7 +133,7 @@ if picked unit; then
 		[ -x "$bin" ] && run_c "$bin"
 	done
 fi
-for suite in tests/cli/*_test.sh tests/fs/*_test.sh tests/ctl/*_test.sh tests/client/*_test.sh; do
+for suite in tests/cli/*_test.sh tests/fs/*_test.sh tests/ctl/*_test.sh tests/client/*_test.sh tests/survive/*_test.sh; do
 	[ -f "$suite" ] && run_suite "$suite"
 done
 if [ "$backend" = cuda ]; then

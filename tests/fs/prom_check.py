@@ -149,6 +149,8 @@ def check_stats(types, samples, stats_text):
         want = Decimal(value)
         if key.endswith("_us"):
             key, want = key[:-3] + "_seconds", want / Decimal(1000000)
+        elif key.endswith("_ms"):
+            key, want = key[:-3] + "_seconds", want / Decimal(1000)
         for name in ("vyrefs_" + key + "_total", "vyrefs_" + key):
             if name in plain:
                 break

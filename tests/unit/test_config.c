@@ -340,6 +340,12 @@ static void config_fs_keys_and_defaults(void)
 	CHECK_EQ(c.kernel_cache, 256ull << 20);
 	CHECK(c.readahead && c.write_behind);
 	CHECK_EQ(c.idle_threads, 2);
+	CHECK(!c.survive); /* no keeper unless asked: survive=on is experimental */
+	MUST(vy_config_set(&c, "survive", "on", E));
+	CHECK(c.survive);
+	MUST_FAIL(VY_EINVAL, vy_config_set(&c, "survive", "maybe", E));
+	CHECK(c.survive);
+	MUST(vy_config_set(&c, "survive", "off", E));
 	MUST(vy_config_parse_list(&c, "max_write=128K,page_cache=off,allow_other=on,kernel_cache=0,readahead=off,idle_threads=4", E));
 	CHECK_EQ(c.max_write, 128u << 10);
 	CHECK(!c.readahead);
@@ -518,7 +524,7 @@ static void options_table_matches_the_settings(void)
 	free(text);
 	vy_error e;
 	CHECK_EQ(vy_config_set(&c, "bogus", "1", &e), VY_EINVAL);
-	CHECK(strstr(e.msg, "allow_other, vyre_dir, launch_timeout, kernel_cflags, xattr_budget, max_inodes, config") != NULL); /* the list comes from the table */
+	CHECK(strstr(e.msg, "allow_other, vyre_dir, launch_timeout, kernel_cflags, xattr_budget, max_inodes, survive, config") != NULL); /* the list comes from the table */
 }
 
 /* ---- errors ----------------------------------------------------------- */

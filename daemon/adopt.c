@@ -1,0 +1,85 @@
+/* A successor takes over a mount (adopt.h, docs/survive.md). Session 2:
+ * the namespace is not in the state region yet, so the successor serves a
+ * fresh one; the connection, the queued and the resent requests survive. */
+#include "daemon/adopt.h"
+#include "daemon/adopt_io.h"
+#include "daemon/keeper_link.h"
+#include "daemon/log.h"
+#include "daemon/region.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+static uint64_t death_ns;
+static uint64_t takeover;
+static vy_keeper_link keeper;
+
+/* The first answer: the keeper counts this daemon as serving. */
+static void first_answer(uint64_t ns)
+{
+	vy_keeper_serving(&keeper);
+	uint64_t us = ns > death_ns ? (ns - death_ns) / 1000 : 0;
+	vy_log(LOG_NOTICE, "takeover %" PRIu64 ": first request answered %" PRIu64 ".%03" PRIu64
+			   " ms after the daemon's death",
+	       takeover, us / 1000, us % 1000);
+}
+
+static void describe(const vy_keeper_adoption *ad, char *out, size_t cap)
+{
+	if (ad->cause_signal) {
+		const char *name = sigabbrev_np(ad->cause_signal);
+		snprintf(out, cap, "killed by SIG%s", name ? name : "?");
+	} else {
+		snprintf(out, cap, "exited with status %d", ad->cause_status);
+	}
+}
+
+int vy_adopt_run(const vy_mount_args *a)
+{
+	int report = -1;
+	char why[512];
+	if (vy_keeper_link_env(&keeper, &report, why, sizeof(why)) != 1) {
+		fprintf(stderr, "vyrefs: %s is for the successor vyrefs-keeper starts%s%s (Fix: mount with vyrefs -o "
+				"survive=on MOUNTPOINT)\n",
+			VY_KEEPER_ADOPT_ARG, report == -1 ? "" : ": ", report == -1 ? "" : why);
+		return 2;
+	}
+	if (report >= 0)
+		close(report);
+	vy_keeper_adoption ad;
+	if (!a->foreground)
+		vy_log_use_syslog(true);
+	if (vy_keeper_take(&keeper, &ad, why, sizeof(why)) != 0) {
+		vy_log(LOG_ERR, "cannot take over %s: %s", a->mountpoint, why);
+		return 1;
+	}
+	vy_region *r = NULL;
+	if (ad.slot[VY_KEEPER_SLOT_FUSE] < 0)
+		snprintf(why, sizeof(why), "the keeper handed no /dev/fuse");
+	else if (ad.slot[VY_KEEPER_SLOT_REGION] < 0)
+		snprintf(why, sizeof(why), "the keeper handed no state region");
+	else
+		r = vy_region_map(ad.slot[VY_KEEPER_SLOT_REGION], why, sizeof(why));
+	if (!r) {
+		vy_log(LOG_ERR, "cannot take over %s: %s (Fix: umount %s and mount again)", a->mountpoint, why,
+		       a->mountpoint);
+		return 1;
+	}
+	/* Slots 2 and 3 (the listening socket, this binary) are the keeper's
+	 * to keep: nothing here uses them yet. */
+	for (int s = VY_KEEPER_SLOT_LISTEN; s < VY_KEEPER_SLOT_MEMORY; s++)
+		if (ad.slot[s] >= 0)
+			close(ad.slot[s]);
+	close(ad.slot[VY_KEEPER_SLOT_REGION]); /* mapped */
+	char cause[64];
+	describe(&ad, cause, sizeof(cause));
+	death_ns = ad.death_ns;
+	takeover = ad.takeovers;
+	vy_adopt_on_first_answer(first_answer);
+	vy_log(LOG_WARNING, "takeover %" PRIu64 " of %s: the daemon was %s; serving a fresh, empty namespace (files do "
+			    "not survive yet: survive=on is for test mounts only)",
+	       ad.takeovers, a->mountpoint, cause);
+	return vy_mount_serve(a, &keeper, &ad, r);
+}

@@ -1,0 +1,184 @@
+/* The daemon's side of the keeper protocol (keeper_link.h). */
+#include "daemon/keeper_link.h"
+#include "daemon/log.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* An fd number from the environment, or -1. */
+static int env_fd(const char *name)
+{
+	const char *v = getenv(name);
+	if (!v)
+		return -1;
+	char *end;
+	errno = 0;
+	long fd = strtol(v, &end, 10);
+	unsetenv(name);
+	if (errno || *end || end == v || fd < 0 || fd > INT_MAX || fcntl((int)fd, F_SETFD, FD_CLOEXEC) != 0)
+		return -2;
+	return (int)fd;
+}
+
+int vy_keeper_link_env(vy_keeper_link *k, int *report_fd, char *why, size_t cap)
+{
+	memset(k, 0, sizeof(*k));
+	k->sock = -1;
+	k->stop = -1;
+	*report_fd = env_fd(VY_KEEPER_ENV_REPORT);
+	int fd = env_fd(VY_KEEPER_ENV_FD);
+	if (fd == -1)
+		return 0;
+	int type = 0;
+	socklen_t len = sizeof(type);
+	struct ucred cr;
+	socklen_t clen = sizeof(cr);
+	/* The keeper made the pair: its credentials are the peer's. */
+	if (fd < 0 || *report_fd == -2 || getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) != 0 ||
+	    type != SOCK_SEQPACKET || getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &clen) != 0 ||
+	    cr.pid != getppid() || cr.uid != geteuid()) {
+		snprintf(why, cap, "%s does not name a socketpair from this process's keeper (Fix: mount with vyrefs "
+				   "-o survive=on MOUNTPOINT; the keeper sets it)", VY_KEEPER_ENV_FD);
+		return -1;
+	}
+	k->sock = fd;
+	k->pid = cr.pid;
+	return 1;
+}
+
+int vy_keeper_hand(vy_keeper_link *k, int fuse_fd, int region_fd, char *why, size_t cap)
+{
+	int self = open("/proc/self/exe", O_PATH | O_CLOEXEC);
+	if (self < 0) {
+		snprintf(why, cap, "cannot open this binary for the keeper: %s (Fix: mount /proc, or use survive=off)",
+			 strerror(errno));
+		return -1;
+	}
+	vy_keeper_msg m;
+	vy_keeper_msg_init(&m, VY_KEEPER_ADD);
+	int fds[3] = {fuse_fd, region_fd, self};
+	m.slot[0] = VY_KEEPER_SLOT_FUSE;
+	m.slot[1] = VY_KEEPER_SLOT_REGION;
+	m.slot[2] = VY_KEEPER_SLOT_BINARY;
+	m.count = 3;
+	int rc = vy_keeper_send(k->sock, &m, fds);
+	close(self);
+	if (rc != 0)
+		snprintf(why, cap, "cannot hand the mount's fds to the keeper (pid %d): %s (Fix: mount with survive=off)",
+			 (int)k->pid, strerror(errno));
+	return rc;
+}
+
+int vy_keeper_take(vy_keeper_link *k, vy_keeper_adoption *ad, char *why, size_t cap)
+{
+	memset(ad, 0, sizeof(*ad));
+	for (unsigned i = 0; i < VY_KEEPER_SLOT_MEMORY; i++)
+		ad->slot[i] = -1;
+	for (;;) {
+		vy_keeper_msg m;
+		int fds[VY_KEEPER_BATCH];
+		int rc = vy_keeper_recv(k->sock, &m, fds);
+		if (rc != 1) {
+			snprintf(why, cap, "the keeper (pid %d) %s before it handed over every slot", (int)k->pid,
+				 rc == 0 ? "closed the socketpair" : strerror(errno));
+			return -1;
+		}
+		if (m.op == VY_KEEPER_ADOPT_END) {
+			ad->takeovers = m.takeovers;
+			ad->death_ns = m.death_ns;
+			ad->cause_signal = m.cause_signal;
+			ad->cause_status = m.cause_status;
+			return 0;
+		}
+		for (uint32_t i = 0; i < m.count; i++) {
+			uint32_t s = m.slot[i];
+			if (m.op == VY_KEEPER_ADOPT && s < VY_KEEPER_SLOT_MEMORY && ad->slot[s] < 0) {
+				ad->slot[s] = fds[i];
+				continue;
+			}
+			/* Memory slots: nothing uses them yet (session 5 imports them);
+			 * the keeper keeps its copies. */
+			ad->memory_fds += m.op == VY_KEEPER_ADOPT;
+			if (fds[i] >= 0)
+				close(fds[i]);
+		}
+	}
+}
+
+void vy_keeper_serving(vy_keeper_link *k)
+{
+	vy_keeper_msg m;
+	vy_keeper_msg_init(&m, VY_KEEPER_SERVING);
+	if (k->sock >= 0 && vy_keeper_send(k->sock, &m, NULL) != 0)
+		vy_log(LOG_WARNING, "cannot tell the keeper (pid %d) this daemon serves: %s", (int)k->pid, strerror(errno));
+}
+
+static void *watch(void *arg)
+{
+	vy_keeper_link *k = arg;
+	for (;;) {
+		struct pollfd p[2] = {{.fd = k->sock, .events = POLLIN}, {.fd = k->stop, .events = POLLIN}};
+		if (poll(p, 2, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			return NULL;
+		}
+		if (p[1].revents)
+			return NULL;
+		if (p[0].revents & (POLLHUP | POLLERR)) {
+			atomic_store(k->keeper_pid, 0);
+			vy_log(LOG_WARNING, "the keeper (pid %d) is gone: the mount serves on, but no longer survives this "
+					    "daemon's death (Fix: umount and mount again to have a keeper)",
+			       (int)k->pid);
+			return NULL;
+		}
+		if (p[0].revents & POLLIN) {
+			/* The keeper sends a serving daemon nothing: drop it. */
+			vy_keeper_msg m;
+			int fds[VY_KEEPER_BATCH];
+			if (vy_keeper_recv(k->sock, &m, fds) == 1)
+				for (uint32_t i = 0; i < m.count; i++)
+					if (fds[i] >= 0)
+						close(fds[i]);
+		}
+	}
+}
+
+void vy_keeper_watch(vy_keeper_link *k, _Atomic int *keeper_pid)
+{
+	k->keeper_pid = keeper_pid;
+	atomic_store(keeper_pid, (int)k->pid);
+	k->stop = eventfd(0, EFD_CLOEXEC);
+	if (k->stop < 0 || pthread_create(&k->watch, NULL, watch, k) != 0) {
+		vy_log(LOG_WARNING, "cannot watch the keeper (pid %d): its death would go unnoticed in .vyre/stats",
+		       (int)k->pid);
+		return;
+	}
+	k->watching = true;
+}
+
+void vy_keeper_unwatch(vy_keeper_link *k)
+{
+	if (k->watching) {
+		uint64_t one = 1;
+		if (write(k->stop, &one, sizeof(one)) == (ssize_t)sizeof(one))
+			pthread_join(k->watch, NULL);
+		else
+			pthread_detach(k->watch);
+		k->watching = false;
+	}
+	if (k->stop >= 0)
+		close(k->stop);
+	if (k->sock >= 0)
+		close(k->sock);
+	k->stop = k->sock = -1;
+}

@@ -1,0 +1,56 @@
+/* The daemon's end of its keeper's socketpair (keeper/keeper.h): where it
+ * comes from (the environment the keeper set), handing the keeper the
+ * mount's fds, taking them back in a successor, and noticing the keeper's
+ * death. survive=off: no link, none of this runs. */
+#ifndef VY_KEEPER_LINK_H
+#define VY_KEEPER_LINK_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "keeper/keeper.h"
+
+typedef struct vy_keeper_link {
+	int sock;  /* -1: no keeper */
+	pid_t pid; /* the keeper: our parent */
+	_Atomic int *keeper_pid; /* set to 0 when the keeper is gone */
+	pthread_t watch;
+	int stop; /* eventfd that ends the watch */
+	bool watching;
+} vy_keeper_link;
+
+/* What a successor is handed. */
+typedef struct vy_keeper_adoption {
+	int slot[VY_KEEPER_SLOT_MEMORY]; /* fds of slots 0..3, -1 where none */
+	unsigned memory_fds;             /* memory slots handed (closed: the keeper keeps them) */
+	uint64_t takeovers, death_ns;
+	int cause_signal, cause_status;
+} vy_keeper_adoption;
+
+/* The link the keeper passed, and the first daemon's report fd (-1 when
+ * none): 1 linked, 0 no keeper here, -1 a bad one (`why` says). The
+ * variables are removed from the environment and the fds made CLOEXEC,
+ * so launchers inherit neither. */
+int vy_keeper_link_env(vy_keeper_link *k, int *report_fd, char *why, size_t cap);
+
+/* The first daemon, once mounted: /dev/fuse, the region and this binary
+ * (O_PATH) into slots 0, 1 and 3. 0, or -1 with `why`. */
+int vy_keeper_hand(vy_keeper_link *k, int fuse_fd, int region_fd, char *why, size_t cap);
+
+/* A successor: every slot and the takeover's facts. 0, or -1 with `why`. */
+int vy_keeper_take(vy_keeper_link *k, vy_keeper_adoption *ad, char *why, size_t cap);
+
+/* Tell the keeper this daemon is answering requests (a successor, at its
+ * first answer): its deaths count from none again. */
+void vy_keeper_serving(vy_keeper_link *k);
+
+/* Watch for the keeper's end (HUP): log it and store 0 in *keeper_pid.
+ * Ended by vy_keeper_unwatch, which also closes the link. */
+void vy_keeper_watch(vy_keeper_link *k, _Atomic int *keeper_pid);
+void vy_keeper_unwatch(vy_keeper_link *k);
+
+#endif

@@ -1,0 +1,402 @@
+/* vyrefs-keeper: holds a mount's fds across its daemon's deaths (README.md).
+ * No CUDA, no libfuse, no user input: its command line comes from vyrefs
+ * (daemon/mount.c) and its messages from its own child's socketpair.
+ *
+ *   vyrefs-keeper [--report-fd N] DAEMON [ARG...]
+ *
+ * Starts DAEMON ARG... with its end of a socketpair, keeps the fds it is
+ * handed (keeper.h), and when the daemon dies by a signal (or exits
+ * VY_EXIT_TAKEOVER) starts DAEMON --adopt ARG... and hands it every slot.
+ * Any other exit ends the keeper with the daemon's status, every fd closed.
+ * Tables are sized at start; nothing is allocated per message. */
+#include "keeper/keeper.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <syslog.h>
+#include <time.h>
+#include <unistd.h>
+
+/* Give up after this many deaths within this long with no successor
+ * serving in between (a daemon reports SERVING once it has answered a
+ * request): a successor that dies as it starts would otherwise be
+ * restarted forever. Deaths of daemons that served start the count anew,
+ * so a mount killed every 2 s serves on. */
+#define DEATHS_MAX 5
+#define DEATHS_WINDOW_NS (10ull * 1000000000ull)
+#define SEND_TIMEOUT_S 10
+
+static struct {
+	bool detached; /* logs to syslog; the first daemon gets saved[] as stdio */
+	int report_fd; /* mount.c's pipe to the waiting parent, for the first daemon */
+	int saved[3];  /* the first daemon's stdio, when detached */
+	char **first_argv, **adopt_argv;
+	int *slots;    /* slot -> fd, -1: empty */
+	unsigned nslots;
+	int sock;      /* the serving daemon's socketpair, -1: none */
+	pid_t daemon;  /* 0: none */
+	int sigfd;
+	uint64_t deaths[DEATHS_MAX]; /* ring of death times */
+	uint64_t ndeaths, takeovers;
+} k = {.report_fd = -1, .saved = {-1, -1, -1}, .sock = -1};
+
+static void say(int prio, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void say(int prio, const char *fmt, ...)
+{
+	char line[512];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	if (k.detached)
+		syslog(prio, "%s", line);
+	else
+		fprintf(stderr, "vyrefs-keeper: %s\n", line);
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec t;
+	if (clock_gettime(CLOCK_MONOTONIC, &t) != 0)
+		return 0;
+	return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
+
+/* Close every slot and end with the daemon's status: the last fd of
+ * /dev/fuse closed, the kernel ends the connection. */
+static void finish(int status)
+{
+	for (unsigned i = 0; i < k.nslots; i++)
+		if (k.slots[i] >= 0)
+			close(k.slots[i]);
+	if (k.sock >= 0)
+		close(k.sock);
+	exit(status);
+}
+
+/* Start the daemon: the first (it mounts) or a successor (it adopts). */
+static int spawn(bool adopt)
+{
+	int sv[2];
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
+		say(LOG_ERR, "cannot create a socketpair: %s", strerror(errno));
+		return -1;
+	}
+	pid_t pid = fork();
+	if (pid < 0) {
+		say(LOG_ERR, "cannot fork: %s", strerror(errno));
+		close(sv[0]);
+		close(sv[1]);
+		return -1;
+	}
+	if (pid == 0) {
+		sigset_t none;
+		sigemptyset(&none);
+		sigprocmask(SIG_SETMASK, &none, NULL);
+		signal(SIGPIPE, SIG_DFL);
+		int fd = dup(sv[1]); /* without CLOEXEC: it crosses exec */
+		char num[16];
+		snprintf(num, sizeof(num), "%d", fd);
+		if (fd < 0 || setenv(VY_KEEPER_ENV_FD, num, 1) != 0)
+			_exit(127);
+		unsetenv(VY_KEEPER_ENV_REPORT);
+		if (!adopt && k.report_fd >= 0) {
+			snprintf(num, sizeof(num), "%d", k.report_fd);
+			if (fcntl(k.report_fd, F_SETFD, 0) != 0 || setenv(VY_KEEPER_ENV_REPORT, num, 1) != 0)
+				_exit(127);
+		}
+		for (int i = 0; !adopt && i < 3; i++)
+			if (k.saved[i] >= 0 && dup2(k.saved[i], i) < 0)
+				_exit(127);
+		char **av = adopt ? k.adopt_argv : k.first_argv;
+		execv(av[0], av);
+		fprintf(stderr, "vyrefs-keeper: cannot run %s: %s\n", av[0], strerror(errno));
+		_exit(127);
+	}
+	close(sv[1]);
+	struct timeval tv = {.tv_sec = SEND_TIMEOUT_S};
+	if (setsockopt(sv[0], SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) != 0)
+		say(LOG_WARNING, "cannot bound sends to the daemon: %s", strerror(errno));
+	/* The peer is the child we just started: same user. */
+	struct ucred cr;
+	socklen_t len = sizeof(cr);
+	if (getsockopt(sv[0], SOL_SOCKET, SO_PEERCRED, &cr, &len) != 0 || cr.uid != geteuid()) {
+		say(LOG_ERR, "the daemon's socketpair has another owner");
+		close(sv[0]);
+		return -1;
+	}
+	k.sock = sv[0];
+	k.daemon = pid;
+	return 0;
+}
+
+/* Every slot to the successor, in batches, then the takeover's facts. */
+static int hand_over(uint64_t death_ns, int st)
+{
+	vy_keeper_msg m;
+	int fds[VY_KEEPER_BATCH];
+	vy_keeper_msg_init(&m, VY_KEEPER_ADOPT);
+	for (unsigned s = 0; s < k.nslots; s++) {
+		if (k.slots[s] < 0)
+			continue;
+		m.slot[m.count] = s;
+		fds[m.count++] = k.slots[s];
+		if (m.count == VY_KEEPER_BATCH) {
+			if (vy_keeper_send(k.sock, &m, fds) != 0)
+				return -1;
+			m.count = 0;
+		}
+	}
+	if (m.count && vy_keeper_send(k.sock, &m, fds) != 0)
+		return -1;
+	vy_keeper_msg_init(&m, VY_KEEPER_ADOPT_END);
+	m.keeper_pid = (int32_t)getpid();
+	m.takeovers = k.takeovers;
+	m.death_ns = death_ns;
+	m.cause_signal = WIFSIGNALED(st) ? WTERMSIG(st) : 0;
+	m.cause_status = WIFEXITED(st) ? WEXITSTATUS(st) : 0;
+	return vy_keeper_send(k.sock, &m, NULL);
+}
+
+static void put_slot(uint32_t s, int fd)
+{
+	if (s >= k.nslots) {
+		say(LOG_WARNING, "the daemon named slot %u, past the %u this keeper holds; its fd is closed", s, k.nslots);
+		close(fd);
+		return;
+	}
+	if (k.slots[s] >= 0)
+		close(k.slots[s]);
+	k.slots[s] = fd;
+}
+
+static void handle(const vy_keeper_msg *m, int *fds)
+{
+	switch (m->op) {
+	case VY_KEEPER_ADD:
+		for (uint32_t i = 0; i < m->count; i++)
+			put_slot(m->slot[i], fds[i]);
+		break;
+	case VY_KEEPER_DROP:
+		for (uint32_t i = 0; i < m->count; i++)
+			if (m->slot[i] < k.nslots && k.slots[m->slot[i]] >= 0) {
+				close(k.slots[m->slot[i]]);
+				k.slots[m->slot[i]] = -1;
+			}
+		break;
+	case VY_KEEPER_SERVING:
+		k.ndeaths = 0;
+		break;
+	default:
+		say(LOG_WARNING, "the daemon sent message %u, which goes the other way; ignored", m->op);
+		for (uint32_t i = 0; i < m->count; i++)
+			if (fds[i] >= 0)
+				close(fds[i]);
+	}
+}
+
+/* Every message the daemon left, until none waits or it is gone. */
+static void drain(void)
+{
+	while (k.sock >= 0) {
+		vy_keeper_msg m;
+		int fds[VY_KEEPER_BATCH];
+		int rc = vy_keeper_recv(k.sock, &m, fds);
+		if (rc == 1) {
+			handle(&m, fds);
+		} else if (rc < 0 && errno == EPROTO) {
+			say(LOG_WARNING, "a message from the daemon that is not the keeper protocol; ignored");
+		} else {
+			if (rc < 0 && errno == EAGAIN)
+				return;
+			close(k.sock); /* the daemon closed its end: it is ending */
+			k.sock = -1;
+		}
+	}
+}
+
+static void describe(int st, char *out, size_t cap)
+{
+	if (WIFSIGNALED(st))
+		snprintf(out, cap, "killed by SIG%s", sigabbrev_np(WTERMSIG(st)) ? sigabbrev_np(WTERMSIG(st)) : "?");
+	else
+		snprintf(out, cap, "exited with status %d", WEXITSTATUS(st));
+}
+
+/* The daemon ended: end too, or start its successor. */
+static void died(int st)
+{
+	uint64_t t = now_ns();
+	pid_t was = k.daemon;
+	k.daemon = 0;
+	if (k.sock >= 0) {
+		if (fcntl(k.sock, F_SETFL, O_NONBLOCK) != 0)
+			say(LOG_WARNING, "cannot read the daemon's last messages: %s", strerror(errno));
+		else
+			drain();
+	}
+	if (k.sock >= 0) {
+		close(k.sock);
+		k.sock = -1;
+	}
+	if (WIFEXITED(st) && WEXITSTATUS(st) != VY_EXIT_TAKEOVER)
+		finish(WEXITSTATUS(st)); /* unmounted, or a failed mount */
+	char cause[64];
+	describe(st, cause, sizeof(cause));
+	if (k.slots[VY_KEEPER_SLOT_FUSE] < 0) {
+		say(LOG_ERR, "the daemon (pid %d) was %s before it handed over /dev/fuse: nothing to keep", (int)was, cause);
+		finish(1);
+	}
+	k.deaths[k.ndeaths % DEATHS_MAX] = t;
+	k.ndeaths++;
+	if (k.ndeaths >= DEATHS_MAX && t - k.deaths[k.ndeaths % DEATHS_MAX] < DEATHS_WINDOW_NS) {
+		say(LOG_ERR, "the daemon (pid %d) was %s: %d deaths within %llu s; giving up, the mount's connection "
+			     "ends (Fix: see the log for why it dies, then umount and mount again)",
+		    (int)was, cause, DEATHS_MAX, DEATHS_WINDOW_NS / 1000000000ull);
+		finish(1);
+	}
+	k.takeovers++;
+	say(LOG_NOTICE, "the daemon (pid %d) was %s; starting its successor (takeover %llu)", (int)was, cause,
+	    (unsigned long long)k.takeovers);
+	if (spawn(true) != 0 || hand_over(t, st) != 0) {
+		say(LOG_ERR, "cannot hand the mount to a successor: %s; giving up", strerror(errno));
+		finish(1);
+	}
+	if (fcntl(k.sock, F_SETFL, O_NONBLOCK) != 0)
+		say(LOG_WARNING, "cannot make the socketpair non-blocking: %s", strerror(errno));
+}
+
+static void on_signal(void)
+{
+	struct signalfd_siginfo si;
+	while (read(k.sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+		if (si.ssi_signo != SIGCHLD) {
+			/* Asked to stop: the daemon unmounts and exits 0, then so do we. */
+			if (k.daemon > 0 && kill(k.daemon, (int)si.ssi_signo) != 0)
+				say(LOG_WARNING, "cannot pass signal %u to the daemon: %s", si.ssi_signo, strerror(errno));
+			continue;
+		}
+		int st;
+		pid_t w;
+		while ((w = waitpid(-1, &st, WNOHANG)) > 0)
+			if (w == k.daemon)
+				died(st);
+	}
+}
+
+/* Every fd the daemon may hand, as many as the open-file limit allows. */
+static int size_tables(void)
+{
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+		return -1;
+	if (rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		if (setrlimit(RLIMIT_NOFILE, &rl) != 0 && getrlimit(RLIMIT_NOFILE, &rl) != 0)
+			return -1;
+	}
+	rlim_t n = rl.rlim_cur;
+	if (n > (1u << 20) || n == RLIM_INFINITY)
+		n = 1u << 20;
+	if (n < VY_KEEPER_SLOT_MEMORY)
+		n = VY_KEEPER_SLOT_MEMORY;
+	k.nslots = (unsigned)n;
+	k.slots = malloc(sizeof(*k.slots) * k.nslots);
+	if (!k.slots)
+		return -1;
+	for (unsigned i = 0; i < k.nslots; i++)
+		k.slots[i] = -1;
+	return 0;
+}
+
+static int usage(void)
+{
+	fprintf(stderr, "vyrefs-keeper: started by vyrefs for a mount with survive=on, not by hand (Fix: mount with "
+			"vyrefs -o survive=on MOUNTPOINT)\n");
+	return 2;
+}
+
+int main(int argc, char **argv)
+{
+	int a = 1;
+	if (a + 1 < argc && !strcmp(argv[a], "--report-fd")) {
+		char *end;
+		errno = 0;
+		long fd = strtol(argv[a + 1], &end, 10);
+		/* Only the first daemon gets it: spawn() clears CLOEXEC in its child. */
+		if (errno || *end || fd < 3 || fd > INT_MAX || fcntl((int)fd, F_SETFD, FD_CLOEXEC) != 0)
+			return usage();
+		k.report_fd = (int)fd;
+		k.detached = true;
+		a += 2;
+	}
+	if (a >= argc || argv[a][0] != '/')
+		return usage();
+	int n = argc - a;
+	k.first_argv = calloc((size_t)n + 1, sizeof(char *));
+	k.adopt_argv = calloc((size_t)n + 2, sizeof(char *));
+	if (!k.first_argv || !k.adopt_argv || size_tables() != 0) {
+		fprintf(stderr, "vyrefs-keeper: out of memory at start\n");
+		return 1;
+	}
+	k.adopt_argv[0] = k.first_argv[0] = argv[a];
+	k.adopt_argv[1] = VY_KEEPER_ADOPT_ARG;
+	for (int i = 1; i < n; i++)
+		k.adopt_argv[i + 1] = k.first_argv[i] = argv[a + i];
+	if (k.detached) {
+		openlog("vyrefs-keeper", LOG_PID, LOG_DAEMON);
+		/* The first daemon reports to the terminal until it is ready;
+		 * the keeper holds none of it, so a caller's pipe sees EOF. */
+		int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+		for (int i = 0; i < 3; i++)
+			k.saved[i] = fcntl(i, F_DUPFD_CLOEXEC, 3);
+		if (null < 0 || dup2(null, 0) < 0 || dup2(null, 1) < 0 || dup2(null, 2) < 0)
+			say(LOG_WARNING, "cannot leave the terminal: %s", strerror(errno));
+		if (null > 2)
+			close(null);
+	}
+	sigset_t set;
+	sigemptyset(&set);
+	sigaddset(&set, SIGCHLD);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGHUP);
+	signal(SIGPIPE, SIG_IGN);
+	if (sigprocmask(SIG_BLOCK, &set, NULL) != 0 || (k.sigfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK)) < 0) {
+		say(LOG_ERR, "cannot watch for signals: %s", strerror(errno));
+		return 1;
+	}
+	if (spawn(false) != 0)
+		return 1;
+	/* Only the first daemon reports; its copies are its own now. */
+	for (int i = 0; i < 3; i++)
+		if (k.saved[i] >= 0)
+			close(k.saved[i]);
+	if (k.report_fd >= 0)
+		close(k.report_fd);
+	k.report_fd = -1;
+	if (fcntl(k.sock, F_SETFL, O_NONBLOCK) != 0)
+		say(LOG_WARNING, "cannot make the socketpair non-blocking: %s", strerror(errno));
+	for (;;) {
+		struct pollfd p[2] = {{.fd = k.sigfd, .events = POLLIN}, {.fd = k.sock, .events = POLLIN}};
+		if (poll(p, k.sock >= 0 ? 2 : 1, -1) < 0 && errno != EINTR) {
+			say(LOG_ERR, "poll: %s", strerror(errno));
+			finish(1);
+		}
+		if (k.sock >= 0 && (p[1].revents & (POLLIN | POLLHUP | POLLERR)))
+			drain();
+		if (p[0].revents & POLLIN)
+			on_signal();
+	}
+}

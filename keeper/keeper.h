@@ -1,0 +1,79 @@
+/* The keeper's socketpair protocol, shared by keeper/keeper.c and the
+ * daemon (daemon/keeper_link.c). One SOCK_SEQPACKET socketpair per daemon;
+ * every message is one fixed-size vy_keeper_msg, fds ride along in
+ * SCM_RIGHTS in the order of msg.slot[].
+ *
+ * Fd ownership: the receiver owns every fd it receives and closes it on
+ * every path (a bad message included); a sender keeps its own copies.
+ *
+ * daemon -> keeper: ADD (hold these fds in these slots, replacing what a
+ *   slot held), DROP (close these slots), SERVING (answering requests).
+ * keeper -> successor: ADOPT (a batch of slots and their fds), then one
+ *   ADOPT_END carrying the takeover's facts. */
+#ifndef VY_KEEPER_H
+#define VY_KEEPER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define VY_KEEPER_MAGIC 0x4b505956u /* "VYPK" */
+#define VY_KEEPER_VERSION 1u
+/* fds per message: well under the kernel's SCM_MAX_FD (253). */
+#define VY_KEEPER_BATCH 250u
+
+/* The daemon's exit status that asks for a successor (an upgrade). */
+#define VY_EXIT_TAKEOVER 75
+
+/* What the keeper passes a daemon it starts. */
+#define VY_KEEPER_ENV_FD "VYREFS_KEEPER_FD"         /* its end of the socketpair */
+#define VY_KEEPER_ENV_REPORT "VYREFS_REPORT_FD"     /* the first daemon: mount.c's report pipe */
+#define VY_KEEPER_ADOPT_ARG "--adopt"               /* argv[1] of a successor */
+#define VY_KEEPER_BINARY "vyrefs-keeper"            /* next to the vyrefs binary */
+
+enum vy_keeper_slot {
+	VY_KEEPER_SLOT_FUSE = 0,   /* /dev/fuse */
+	VY_KEEPER_SLOT_REGION = 1, /* the state region (a memfd) */
+	VY_KEEPER_SLOT_LISTEN = 2, /* the listening client socket (reserved) */
+	VY_KEEPER_SLOT_BINARY = 3, /* O_PATH fd of the binary that serves */
+	VY_KEEPER_SLOT_MEMORY = 4, /* 4..: memory fds */
+};
+
+enum vy_keeper_op {
+	VY_KEEPER_ADD = 1,
+	VY_KEEPER_DROP = 2,
+	VY_KEEPER_SERVING = 3,
+	VY_KEEPER_ADOPT = 4,
+	VY_KEEPER_ADOPT_END = 5,
+};
+
+typedef struct vy_keeper_msg {
+	uint32_t magic;
+	uint16_t version;
+	uint16_t op;
+	uint32_t count;        /* entries of slot[] used (<= VY_KEEPER_BATCH) */
+	int32_t keeper_pid;    /* ADOPT_END */
+	uint64_t takeovers;    /* ADOPT_END: takeovers so far, this one counted */
+	uint64_t death_ns;     /* ADOPT_END: CLOCK_MONOTONIC at the keeper's waitpid */
+	int32_t cause_signal;  /* ADOPT_END: the signal that ended the daemon, 0: it exited */
+	int32_t cause_status;  /* ADOPT_END: its exit status when it exited */
+	uint32_t slot[VY_KEEPER_BATCH];
+} vy_keeper_msg;
+
+_Static_assert(sizeof(vy_keeper_msg) == 40 + 4 * VY_KEEPER_BATCH, "vy_keeper_msg: fixed layout");
+
+/* A message of `op` with no slots. */
+void vy_keeper_msg_init(vy_keeper_msg *m, enum vy_keeper_op op);
+
+/* Send m and m->count fds (fds[i] rides with m->slot[i]; fds may be NULL
+ * when the op carries none). 0, or -1 with errno. */
+int vy_keeper_send(int sock, const vy_keeper_msg *m, const int *fds);
+
+/* Receive one message into m and its fds into fds[VY_KEEPER_BATCH] (-1
+ * where none came). 1: a message; 0: the peer is gone; -1: errno
+ * (EAGAIN when non-blocking and nothing waits), or EPROTO for a message
+ * that is not the protocol's (its fds already closed). A message whose op
+ * carries fds gets exactly m->count of them, or it is EPROTO. */
+int vy_keeper_recv(int sock, vy_keeper_msg *m, int *fds);
+
+#endif

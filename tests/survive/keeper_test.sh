@@ -1,0 +1,217 @@
+#!/usr/bin/env bash
+# survive=on, session 2 (docs/survive.md): the keeper holds the mount
+# through the daemon's death and starts a successor that adopts the live
+# /dev/fuse. Files do not survive yet: the successor serves a fresh
+# namespace, so these tests look at the mount, .vyre/ and the processes.
+# Kills at chosen points come from an LD_PRELOAD shim (killshim.c).
+. tests/fs/lib.sh
+SHIM=$PWD/$BUILD/tests/survive/killshim.so
+T=""
+
+setUp() {
+	T=$(mktemp -d /tmp/vyrefs-survive.XXXXXX) || return 1
+	[ -r "$SHIM" ] || { echo "no $SHIM (Fix: make)"; return 1; }
+}
+
+tearDown() {
+	unset LD_PRELOAD KILLSHIM_OPCODE KILLSHIM_NAME KILLSHIM_ARM KILLSHIM_ADOPT
+	[ -n "$MNT" ] && [ "$MNT" != "$VY_NO_MOUNT" ] && ! vyrefs_live "$MNT" && fusermount3 -u "$MNT" 2>/dev/null
+	unmount_vyrefs
+	drop_log
+	rm -rf "$T"
+}
+
+# mount_with_shim OPTIONS VAR=VALUE...: mount with the shim in the environment the
+# keeper passes to its daemons (only the mount's processes get it).
+mount_with_shim() {
+	local opts=$1
+	shift
+	export LD_PRELOAD=$SHIM "$@"
+	mount_vyrefs "$opts"
+	local rc=$?
+	unset LD_PRELOAD KILLSHIM_OPCODE KILLSHIM_NAME KILLSHIM_ARM KILLSHIM_ADOPT
+	return $rc
+}
+
+gone() { ! kill -0 "$1" 2>/dev/null; }
+serving_pid_not() { [ "$(stat_of pid)" != "$1" ] && [ -n "$(stat_of pid)" ]; }
+keeper_pid_is() { [ "$(stat_of keeper_pid)" = "$1" ]; }
+
+test_keeper_and_daemon_are_separate_processes() {
+	mount_vyrefs "survive=on" || { fail "mount"; return; }
+	local d k
+	d=$(stat_of pid) k=$(stat_of keeper_pid)
+	# -f: vyrefs execs the keeper in place, so the job is the keeper.
+	assertEquals "keeper_pid is the keeper" "$VY_PID" "$k"
+	assertNotEquals "the daemon is another process" "$k" "$d"
+	assertEquals "the keeper's binary" vyrefs-keeper "$(basename "$(readlink /proc/"$k"/exe)")"
+	assertEquals "the daemon's binary" vyrefs "$(basename "$(readlink /proc/"$d"/exe)")"
+	assertEquals "the daemon is the keeper's child" "$k" "$(awk '{ print $4 }' /proc/"$d"/stat)"
+	assertEquals "takeovers" 0 "$(stat_of takeovers)"
+	assertContains "the mount warns it is experimental" "$(cat "$VY_LOG")" "survive=on is experimental"
+}
+
+# Ten kills of an idle daemon, each followed by requests; prints the
+# takeover times (the keeper's waitpid to the successor's first answer).
+test_sigkill_while_idle_serves_on() {
+	mount_vyrefs "survive=on" || { fail "mount"; return; }
+	local old new times="" i
+	old=$(stat_of pid)
+	for i in $(seq 10); do
+		kill -9 "$old"
+		stat "$MNT" >/dev/null 2>"$T/err" || fail "stat after kill $i"
+		ls "$MNT/.vyre" >"$T/ls" 2>>"$T/err" || fail "ls .vyre after kill $i"
+		assertContains "ls .vyre after kill $i" "$(cat "$T/ls")" stats
+		cat "$MNT/.vyre/stats" >"$T/stats" 2>>"$T/err" || fail "reading stats after kill $i"
+		assertEquals "nothing on stderr after kill $i" "" "$(cat "$T/err")"
+		new=$(awk '$1 == "pid" { print $2 }' "$T/stats")
+		assertNotEquals "a new daemon after kill $i" "$old" "$new"
+		assertEquals "takeovers after kill $i" "$i" "$(awk '$1 == "takeovers" { print $2 }' "$T/stats")"
+		assertEquals "the same keeper" "$VY_PID" "$(awk '$1 == "keeper_pid" { print $2 }' "$T/stats")"
+		times="$times $(awk '$1 == "takeover_ms" { print $2 }' "$T/stats")"
+		old=$new
+	done
+	echo "SIGKILL to first answer, ms:$times"
+	assertContains "the log names the cause" "$(cat "$VY_LOG")" "the daemon was killed by SIGKILL"
+	assertContains "the log gives the takeover time" "$(cat "$VY_LOG")" "takeover 10: first request answered"
+}
+
+# The daemon dies right after reading a LOOKUP of .vyre/device: the kernel
+# resends it to the successor, which answers it.
+test_request_read_when_killed_gets_its_answer() {
+	mount_with_shim "survive=on" KILLSHIM_OPCODE=1 KILLSHIM_NAME=device KILLSHIM_ARM="$T/arm" ||
+		{ fail "mount"; return; }
+	local old out rc
+	old=$(stat_of pid)
+	touch "$T/arm"
+	out=$(timeout 60 cat "$MNT/.vyre/device" 2>"$T/err")
+	rc=$?
+	assertEquals "cat's exit status" 0 "$rc"
+	assertEquals "cat's stderr" "" "$(cat "$T/err")"
+	assertContains "the answer" "$out" "backend host"
+	assertFalse "the shim fired (it removes the arm)" "[ -e '$T/arm' ]"
+	assertEquals "takeovers" 1 "$(stat_of takeovers)"
+	assertNotEquals "a new daemon" "$old" "$(stat_of pid)"
+}
+
+# A handle the dead daemon gave out names nothing in its successor: a read
+# on it fails with EBADF, and the successor serves on.
+test_handle_of_dead_daemon_gets_ebadf() {
+	mount_vyrefs "survive=on" || { fail "mount"; return; }
+	local old
+	old=$(stat_of pid)
+	exec 3<"$MNT/.vyre/config"
+	kill -9 "$old"
+	cat <&3 >/dev/null 2>"$T/err"
+	assertNotEquals "the read fails" 0 $?
+	assertContains "$(cat "$T/err")" "Bad file descriptor"
+	exec 3<&-
+	assertEquals "takeovers" 1 "$(stat_of takeovers)"
+	assertContains "a fresh open works" "$(cat "$MNT/.vyre/config")" "survive = on"
+}
+
+test_five_quick_deaths_give_up() {
+	mount_with_shim "survive=on" KILLSHIM_ADOPT=1 || { fail "mount"; return; }
+	kill -9 "$(stat_of pid)"
+	wait_for "the keeper gives up" gone "$VY_PID" || return
+	wait "$VY_PID" 2>/dev/null
+	assertEquals "the keeper's exit status" 1 $?
+	assertContains "$(cat "$VY_LOG")" "5 deaths within 10 s; giving up"
+	assertEquals "four successors were started" 4 "$(grep -c 'starting its successor' "$VY_LOG")"
+	local err rc
+	err=$(timeout 10 stat -f "$MNT" 2>&1)
+	rc=$?
+	assertNotEquals "statfs does not hang" 124 "$rc"
+	assertNotEquals "statfs fails" 0 "$rc"
+	assertContains "$err" "Transport endpoint is not connected"
+	assertFalse "nothing of the mount runs" "daemon_alive 'vyrefs.*$MNT'"
+	fusermount3 -u "$MNT" 2>/dev/null || umount "$MNT"
+	assertFalse "unmounted" "mountpoint -q '$MNT'"
+}
+
+test_keeper_killed_daemon_serves_on() {
+	mount_vyrefs "survive=on" || { fail "mount"; return; }
+	local d err rc
+	d=$(stat_of pid)
+	kill -9 "$VY_PID"
+	wait_for "keeper_pid 0" keeper_pid_is 0 || return
+	assertEquals "the same daemon" "$d" "$(stat_of pid)"
+	assertContains "$(cat "$VY_LOG")" "the keeper (pid $VY_PID) is gone"
+	assertContains "still serving" "$(ls "$MNT/.vyre")" stats
+	kill -9 "$d"
+	wait_for "the daemon is gone" gone "$d" || return
+	err=$(timeout 10 stat -f "$MNT" 2>&1)
+	rc=$?
+	assertNotEquals "statfs does not hang" 124 "$rc"
+	assertContains "$err" "Transport endpoint is not connected"
+	fusermount3 -u "$MNT" 2>/dev/null || umount "$MNT"
+	assertFalse "unmounted" "mountpoint -q '$MNT'"
+}
+
+test_clean_umount_ends_every_process() {
+	mount_vyrefs "survive=on" || { fail "mount"; return; }
+	local k=$VY_PID d m=$MNT
+	kill -9 "$(stat_of pid)"
+	wait_for "a successor" serving_pid_not "" || return
+	d=$(stat_of pid)
+	assertEquals "takeovers" 1 "$(stat_of takeovers)"
+	unmount_vyrefs
+	assertEquals "the keeper's exit status" 0 "$VY_STATUS"
+	assertTrue "the keeper is gone" "gone $k"
+	wait_for "the successor is gone" gone "$d"
+	assertFalse "nothing of the mount runs" "daemon_alive 'vyrefs.*$m'"
+	assertFalse "unmounted" "grep -q ' $m ' /proc/mounts"
+}
+
+# Without -f: vyrefs returns once the mount is ready (its report comes
+# through the keeper's first daemon), holding no pipe of its caller's open.
+test_detached_mount_reports_ready_and_ends_at_umount() {
+	local m=$T/m out rc d k
+	mkdir "$m" || { fail "mkdir"; return; }
+	out=$("$VYREFS" -o "backend=$backend,host_memory=256M,survive=on" "$m" 2>&1)
+	rc=$?
+	assertEquals "vyrefs's exit status" 0 "$rc"
+	assertContains "the warning reaches the terminal" "$out" "survive=on is experimental"
+	[ $rc = 0 ] || return
+	MNT=$m
+	d=$(stat_of pid) k=$(stat_of keeper_pid)
+	assertNotEquals "a keeper" 0 "$k"
+	assertEquals "the keeper is a session of its own" "$k" "$(awk '{ print $6 }' /proc/"$k"/stat)"
+	kill -9 "$d"
+	assertEquals "takeovers" 1 "$(stat_of takeovers)"
+	MNT=""
+	umount "$m" 2>/dev/null || fusermount3 -u "$m"
+	wait_for "the keeper exits" gone "$k"
+	assertFalse "nothing of the mount runs" "daemon_alive 'vyrefs.*$m'"
+}
+
+test_survive_off_has_no_keeper() {
+	mount_vyrefs "" || { fail "mount"; return; }
+	assertEquals "keeper_pid" 0 "$(stat_of keeper_pid)"
+	assertEquals "pid" "$VY_PID" "$(stat_of pid)"
+	assertEquals "takeovers" 0 "$(stat_of takeovers)"
+	assertEquals "takeover_ms" 0.000 "$(stat_of takeover_ms)"
+	assertFalse "no keeper runs" "daemon_alive 'vyrefs-keeper.*$MNT'"
+}
+
+test_refusals_say_what_to_do() {
+	local err
+	err=$("$VYREFS" --adopt -o backend=host "$T" 2>&1)
+	assertEquals "--adopt by hand" 2 $?
+	assertContains "$err" "Fix: mount with vyrefs -o survive=on"
+	err=$("$BUILD/vyrefs-keeper" 2>&1)
+	assertEquals "the keeper by hand" 2 $?
+	assertContains "$err" "Fix: mount with vyrefs -o survive=on"
+	err=$(VYREFS_KEEPER_FD=0 "$VYREFS" -f -o backend=host "$T" 2>&1)
+	assertEquals "a keeper fd that is none" 1 $?
+	assertContains "$err" "does not name a socketpair"
+	# A vyrefs without its keeper beside it refuses survive=on and mounts nothing.
+	mkdir "$T/bin" "$T/m" && cp "$VYREFS" "$T/bin/vyrefs"
+	err=$("$T/bin/vyrefs" -o backend=host,survive=on "$T/m" 2>&1)
+	assertEquals "no keeper binary" 1 $?
+	assertContains "$err" "survive=on needs $T/bin/vyrefs-keeper"
+	assertContains "$err" "Fix: make install"
+	assertFalse "nothing mounted" "mountpoint -q '$T/m'"
+}
+
+. tests/shunit.sh

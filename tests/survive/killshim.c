@@ -1,0 +1,55 @@
+/* LD_PRELOAD shim for keeper_test: kills a vyrefs daemon at chosen points,
+ * so a takeover happens where the test wants it. Loaded into every process
+ * of the mount (the keeper passes its environment on); each part acts only
+ * where it matches.
+ *  KILLSHIM_OPCODE=N KILLSHIM_NAME=S KILLSHIM_ARM=FILE: a daemon that has
+ *    just read a FUSE request of opcode N whose first name is S SIGKILLs
+ *    itself, once FILE exists; it removes FILE first, so only one dies.
+ *  KILLSHIM_ADOPT=1: every successor (vyrefs --adopt) SIGKILLs itself as
+ *    it starts. */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <linux/fuse.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+__attribute__((constructor)) static void at_start(void)
+{
+	if (!getenv("KILLSHIM_ADOPT"))
+		return;
+	char cmd[256];
+	int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	ssize_t n = read(fd, cmd, sizeof(cmd) - 1);
+	close(fd);
+	if (n <= 0)
+		return;
+	cmd[n] = '\0';
+	size_t first = strlen(cmd) + 1; /* argv[1] follows argv[0]'s NUL */
+	if (first < (size_t)n && !strcmp(cmd + first, "--adopt"))
+		kill(getpid(), SIGKILL);
+}
+
+ssize_t read(int fd, void *buf, size_t len)
+{
+	static ssize_t (*real)(int, void *, size_t);
+	if (!real)
+		real = (ssize_t (*)(int, void *, size_t))dlsym(RTLD_NEXT, "read");
+	ssize_t n = real(fd, buf, len);
+	const char *op = getenv("KILLSHIM_OPCODE"), *name = getenv("KILLSHIM_NAME"), *arm = getenv("KILLSHIM_ARM");
+	if (!op || !name || !arm || n < (ssize_t)sizeof(struct fuse_in_header))
+		return n;
+	const struct fuse_in_header *in = buf;
+	size_t nlen = strlen(name);
+	if (in->len != (uint32_t)n || in->opcode != (uint32_t)atoi(op) ||
+	    (size_t)n < sizeof(*in) + nlen + 1 || memcmp((const char *)(in + 1), name, nlen + 1) != 0)
+		return n;
+	if (unlink(arm) == 0) /* armed, and now disarmed: this daemon dies holding the request */
+		kill(getpid(), SIGKILL);
+	return n;
+}

@@ -1,0 +1,224 @@
+/* The keeper's protocol (keeper/keeper.h, wire.c) and the keeper itself:
+ * ADD and DROP, the handover of every slot to a successor after a
+ * SIGKILL, and the refusal of messages that are not the protocol's. This
+ * binary plays the daemons: the keeper runs it again as them. */
+#include "keeper/keeper.h"
+#include "tests/unit/support.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define FAKE "--fake-daemon"
+
+static bool same_file(int a, int b)
+{
+	struct stat x, y;
+	return fstat(a, &x) == 0 && fstat(b, &y) == 0 && x.st_dev == y.st_dev && x.st_ino == y.st_ino;
+}
+
+static void wire_add_carries_fds_in_slot_order(void)
+{
+	int sv[2], p[2];
+	CHECK(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) == 0);
+	CHECK(pipe2(p, O_CLOEXEC) == 0);
+	vy_keeper_msg m, got;
+	vy_keeper_msg_init(&m, VY_KEEPER_ADD);
+	m.count = 2;
+	m.slot[0] = 7;
+	m.slot[1] = 4;
+	int fds[2] = {p[1], p[0]}, in[VY_KEEPER_BATCH];
+	CHECK_EQ(vy_keeper_send(sv[0], &m, fds), 0);
+	CHECK_EQ(vy_keeper_recv(sv[1], &got, in), 1);
+	CHECK_EQ(got.op, VY_KEEPER_ADD);
+	CHECK_EQ(got.count, 2);
+	CHECK_EQ(got.slot[0], 7);
+	CHECK_EQ(got.slot[1], 4);
+	CHECK(same_file(in[0], p[1]) && same_file(in[1], p[0]));
+	CHECK_EQ(in[2], (uint64_t)-1);
+	CHECK(fcntl(in[0], F_GETFD) & FD_CLOEXEC); /* never leaks into an exec */
+	/* DROP carries none; a closed peer reads as 0. */
+	vy_keeper_msg_init(&m, VY_KEEPER_DROP);
+	m.count = 1;
+	m.slot[0] = 7;
+	CHECK_EQ(vy_keeper_send(sv[0], &m, fds), 0);
+	CHECK_EQ(vy_keeper_recv(sv[1], &got, in), 1);
+	CHECK_EQ(got.op, VY_KEEPER_DROP);
+	CHECK_EQ(in[0], (uint64_t)-1);
+	close(sv[0]);
+	CHECK_EQ(vy_keeper_recv(sv[1], &got, in), 0);
+	for (int i = 0; i < 2; i++)
+		close(in[i] >= 0 ? in[i] : -1);
+	close(sv[1]);
+	close(p[0]);
+	close(p[1]);
+}
+
+/* A message that is not the protocol's: EPROTO, and every fd it carried
+ * closed (the pipe's reader sees EOF once the sender's copy goes). */
+static void wire_refuses_what_is_not_the_protocol(void)
+{
+	int sv[2];
+	CHECK(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) == 0);
+	for (int kind = 0; kind < 4; kind++) {
+		int p[2];
+		CHECK(pipe2(p, O_CLOEXEC) == 0);
+		vy_keeper_msg m, got;
+		vy_keeper_msg_init(&m, VY_KEEPER_ADD);
+		m.count = 1;
+		if (kind == 0)
+			m.magic ^= 1;
+		else if (kind == 1)
+			m.count = 2; /* says two fds, carries one */
+		else if (kind == 2)
+			m.op = 99;
+		else
+			m.version = 2;
+		/* wire.c sends count fds; send one by hand for kind 1 */
+		union {
+			char buf[CMSG_SPACE(sizeof(int))];
+			struct cmsghdr align;
+		} ctl = {0};
+		struct iovec iov = {.iov_base = &m, .iov_len = sizeof(m)};
+		struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf, .msg_controllen = sizeof(ctl.buf)};
+		struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(c), &p[1], sizeof(int));
+		CHECK_EQ(sendmsg(sv[0], &mh, 0), sizeof(m));
+		close(p[1]);
+		int in[VY_KEEPER_BATCH];
+		errno = 0;
+		CHECK_EQ(vy_keeper_recv(sv[1], &got, in), (uint64_t)-1);
+		CHECK_EQ(errno, EPROTO);
+		char b;
+		CHECK_EQ(read(p[0], &b, 1), 0); /* the refused fd was closed */
+		close(p[0]);
+	}
+	/* A short message. */
+	char few[8] = {0};
+	CHECK_EQ(send(sv[0], few, sizeof(few), 0), sizeof(few));
+	vy_keeper_msg got;
+	int in[VY_KEEPER_BATCH];
+	CHECK_EQ(vy_keeper_recv(sv[1], &got, in), (uint64_t)-1);
+	CHECK_EQ(errno, EPROTO);
+	close(sv[0]);
+	close(sv[1]);
+}
+
+/* The daemons this binary plays. The first hands the keeper memfds named
+ * slotN in slots 0, 5 and 6, drops 6 and dies by SIGKILL; the successor
+ * writes what it was handed to fd `out` and exits 0. */
+static int fake_first(void)
+{
+	int sock = atoi(getenv(VY_KEEPER_ENV_FD));
+	vy_keeper_msg m;
+	vy_keeper_msg_init(&m, VY_KEEPER_ADD);
+	int fds[3];
+	const unsigned slots[3] = {0, 5, 6};
+	for (int i = 0; i < 3; i++) {
+		char name[16];
+		snprintf(name, sizeof(name), "slot%u", slots[i]);
+		fds[i] = memfd_create(name, MFD_CLOEXEC);
+		m.slot[i] = slots[i];
+	}
+	m.count = 3;
+	if (vy_keeper_send(sock, &m, fds) != 0)
+		return 3;
+	vy_keeper_msg_init(&m, VY_KEEPER_DROP);
+	m.count = 1;
+	m.slot[0] = 6;
+	if (vy_keeper_send(sock, &m, NULL) != 0)
+		return 3;
+	kill(getpid(), SIGKILL);
+	return 4;
+}
+
+static int fake_successor(int out)
+{
+	int sock = atoi(getenv(VY_KEEPER_ENV_FD));
+	char line[512];
+	int at = snprintf(line, sizeof(line), "adopt");
+	for (;;) {
+		vy_keeper_msg m;
+		int fds[VY_KEEPER_BATCH];
+		if (vy_keeper_recv(sock, &m, fds) != 1)
+			return 5;
+		if (m.op == VY_KEEPER_ADOPT_END) {
+			at += snprintf(line + at, sizeof(line) - (size_t)at, " takeovers=%llu signal=%d death=%s\n",
+				       (unsigned long long)m.takeovers, m.cause_signal, m.death_ns ? "set" : "0");
+			break;
+		}
+		for (uint32_t i = 0; i < m.count; i++) {
+			char link[64], target[128] = "";
+			snprintf(link, sizeof(link), "/proc/self/fd/%d", fds[i]);
+			ssize_t n = readlink(link, target, sizeof(target) - 1);
+			target[n > 0 ? n : 0] = '\0';
+			at += snprintf(line + at, sizeof(line) - (size_t)at, " %u:%s", m.slot[i], target);
+		}
+	}
+	return write(out, line, strlen(line)) == (ssize_t)strlen(line) ? 0 : 6;
+}
+
+static void keeper_hands_a_successor_every_slot_but_the_dropped(void)
+{
+	const char *build = getenv("BUILD") ? getenv("BUILD") : "build";
+	char keeper[512], self[512];
+	snprintf(keeper, sizeof(keeper), "%s/vyrefs-keeper", build);
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	CHECK(n > 0);
+	self[n > 0 ? n : 0] = '\0';
+	if (access(keeper, X_OK) != 0) {
+		CHECK(!"build the keeper first (make)");
+		return;
+	}
+	int r[2];
+	CHECK(pipe(r) == 0); /* the successor's report; its write end crosses exec */
+	char out[16];
+	snprintf(out, sizeof(out), "%d", r[1]);
+	pid_t pid = fork();
+	if (pid == 0) {
+		execl(keeper, keeper, self, FAKE, out, (char *)NULL);
+		_exit(127);
+	}
+	close(r[1]);
+	char line[512] = "";
+	size_t got = 0;
+	for (ssize_t k; got < sizeof(line) - 1 && (k = read(r[0], line + got, sizeof(line) - 1 - got)) > 0;) {
+		got += (size_t)k;
+		if (memchr(line, '\n', got))
+			break;
+	}
+	line[got] = '\0';
+	close(r[0]);
+	int st = -1;
+	CHECK_EQ(waitpid(pid, &st, 0), pid);
+	CHECK(WIFEXITED(st));
+	CHECK_EQ(WEXITSTATUS(st), 0); /* the successor exited 0: the keeper ends with it */
+	const char *want = "adopt 0:/memfd:slot0 (deleted) 5:/memfd:slot5 (deleted) takeovers=1 signal=9 death=set\n";
+	if (strcmp(line, want) != 0) {
+		fprintf(stderr, "  the successor got: %s  expected:     %s", line, want);
+		vy_test_failures++;
+	}
+}
+
+int main(int argc, char **argv)
+{
+	if (argc == 3 && !strcmp(argv[1], FAKE))
+		return fake_first();
+	if (argc == 4 && !strcmp(argv[1], VY_KEEPER_ADOPT_ARG) && !strcmp(argv[2], FAKE))
+		return fake_successor(atoi(argv[3]));
+	static const vy_test_case cases[] = {
+		TEST_CASE(wire_add_carries_fds_in_slot_order),
+		TEST_CASE(wire_refuses_what_is_not_the_protocol),
+		TEST_CASE(keeper_hands_a_successor_every_slot_but_the_dropped),
+	};
+	return vy_test_main("keeper", cases, sizeof(cases) / sizeof(cases[0]));
+}
