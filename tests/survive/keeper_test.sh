@@ -88,7 +88,7 @@ test_request_read_when_killed_gets_its_answer() {
 	rc=$?
 	assertEquals "cat's exit status" 0 "$rc"
 	assertEquals "cat's stderr" "" "$(cat "$T/err")"
-	assertContains "the answer" "$out" "backend host"
+	assertContains "the answer" "$out" "backend ${VY_TEST_BACKEND:-host}"
 	assertFalse "the shim fired (it removes the arm)" "[ -e '$T/arm' ]"
 	assertEquals "takeovers" 1 "$(stat_of takeovers)"
 	assertNotEquals "a new daemon" "$old" "$(stat_of pid)"
