@@ -140,8 +140,8 @@ static void render_stats(vy_fs *fs, text *t)
 	add_snapshot(t, &s, "");
 	add_text(t, "budget_bytes %" PRIu64 "\n", budget);
 	uint64_t us = takeover_us(fs);
-	add_text(t, "pid %d\nkeeper_pid %d\ntakeovers %" PRIu64 "\ntakeover_ms %" PRIu64 ".%03" PRIu64 "\n", (int)getpid(),
-		 atomic_load(&fs->keeper_pid), fs->takeovers, us / 1000, us % 1000);
+	add_text(t, "pid %d\nkeeper_pid %d\ntakeovers %" PRIu64 "\ntakeover_us %" PRIu64 "\n", (int)getpid(),
+		 atomic_load(&fs->keeper_pid), fs->takeovers, us);
 	if (fs->ndev < 2)
 		return;
 	for (unsigned d = 0; d < fs->ndev; d++) {

@@ -51,6 +51,10 @@ test_a_mapping_past_its_file_holds_zeros_not_a_deleted_files_bytes() {
 	out=$(py <<'PY'
 import os, sys, torch, vyrefs
 mnt = sys.argv[1]
+G = 2 << 20
+class Span:  # the whole mapped span, past the file's end: what a CUDA program can read
+    def __init__(self, ptr, n):
+        self.__cuda_array_interface__ = {"shape": (n,), "typestr": "|u1", "data": (ptr, False), "version": 3}
 for size in (5, 5 << 19):
     with open(mnt + "/secret", "wb") as f:
         f.write(b"SECRET-ROOT-KEY-" * (8 << 16))  # 8 MiB
@@ -58,17 +62,16 @@ for size in (5, 5 << 19):
     with open(mnt + "/small", "wb") as f:
         f.write(b"h" * size)
     m = vyrefs.map(mnt + "/small")
-    t = torch.as_tensor(m, device="cuda")
+    t = torch.as_tensor(Span(m.ptr, (m.size + G - 1) // G * G), device="cuda")
     print(size, m.size, int((t[:size] == ord("h")).sum()), int(t[size:].count_nonzero()))
     del t
     m.close()
     os.unlink(mnt + "/small")
 PY
 )
-	# On the GPU a mapping's size is its file's once the file is a granule
-	# or more (the 2.5 MiB one): the 5-byte file's 2 MiB is what shows
-	# bytes past an end through torch.
-	assertEquals "5 2097152 5 0
+	# A mapping's size is its file's; its span is whole granules, and the
+	# bytes there past the file's end are zeros (vy_clear_past).
+	assertEquals "5 5 5 0
 2621440 2621440 2621440 0" "$out"
 }
 
