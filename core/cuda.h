@@ -94,7 +94,7 @@ typedef struct cuda_device {
 	 * granule costs ~38 us a mapping and the driver runs out near 524,000
 	 * of them (1 TiB); 64 MiB runs map 1 TiB in 0.55 s. vmm_lock. */
 	uint64_t zrun_bytes; /* 0: granules only */
-	CUmemGenericAllocationHandle zrun; /* made for the first run, released after the last */
+	vy_dptr zrun; /* a shareable allocation: made for the first run, freed after the last */
 	uint64_t zrun_maps;
 	vy_u64map zruns; /* where zrun is mapped */
 	/* Devices of this process that reach our memory directly (peer

@@ -273,52 +273,59 @@ static vy_err cuda_unmap(vy_device *d, vy_dptr at, uint64_t bytes, vy_error *e)
 	return VY_OK;
 }
 
-/* One more mapping of the zero run at `at` (a multiple of its size),
- * made at the first. */
-static vy_err zrun_map(cuda_device *c, vy_dptr at, vy_error *e)
+/* The zero run is an ordinary shareable allocation, zeroed once and mapped
+ * where runs of holes are; counted so it goes with its last mapping. */
+static void zrun_put(cuda_device *c)
 {
 	pthread_mutex_lock(&c->vmm_lock);
-	vy_err rc = VY_OK;
-	if (!c->zrun) {
-		CUmemAllocationProp prop = {0};
-		prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-		prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-		prop.location.id = c->base.info.ordinal;
-		CUresult cr = c->api.MemCreate(&c->zrun, (size_t)c->zrun_bytes, &prop, 0);
-		if (cr != CUDA_SUCCESS) {
-			c->zrun = 0;
-			rc = vy_cuda_fail(c, cr, "cuMemCreate", e);
-		} else {
-			/* Zeros once, through a mapping of its own. */
-			CUdeviceptr p = 0;
-			cr = c->api.MemAddressReserve(&p, (size_t)c->zrun_bytes, 0, 0, 0);
-			if (cr == CUDA_SUCCESS) {
-				CUresult m = c->api.MemMap(p, (size_t)c->zrun_bytes, 0, c->zrun, 0);
-				CUmemAccessDesc access[VY_PEERS_MAX + 1];
-				int n = access_list(c, access);
-				cr = m != CUDA_SUCCESS ? m : c->api.MemSetAccess(p, (size_t)c->zrun_bytes, access, (size_t)n);
-				if (cr == CUDA_SUCCESS)
-					cr = c->api.MemsetD8Async(p, 0, (size_t)c->zrun_bytes, NULL);
-				if (cr == CUDA_SUCCESS)
-					cr = c->api.CtxSynchronize();
-				if (m == CUDA_SUCCESS)
-					c->api.MemUnmap(p, (size_t)c->zrun_bytes);
-				c->api.MemAddressFree(p, (size_t)c->zrun_bytes);
-			}
-			if (cr != CUDA_SUCCESS) {
-				rc = vy_cuda_fail(c, cr, "zeroing the zero run", e);
-				c->api.MemRelease(c->zrun);
-				c->zrun = 0;
-			}
-		}
-	}
-	CUmemGenericAllocationHandle h = c->zrun;
-	if (rc == VY_OK)
-		c->zrun_maps++; /* counted before it is mapped: nobody releases it meanwhile */
+	vy_dptr p = --c->zrun_maps == 0 ? c->zrun : 0;
+	if (p)
+		c->zrun = 0;
 	pthread_mutex_unlock(&c->vmm_lock);
+	if (p)
+		vy_cuda_free(&c->base, p, NULL);
+}
+
+/* The zero run with one more mapping counted, made at the first. */
+static vy_err zrun_get(cuda_device *c, vy_dptr *out, vy_error *e)
+{
+	pthread_mutex_lock(&c->vmm_lock);
+	vy_dptr p = c->zrun;
+	c->zrun_maps += p != 0;
+	pthread_mutex_unlock(&c->vmm_lock);
+	if (p) {
+		*out = p;
+		return VY_OK;
+	}
+	vy_err rc = vmm_alloc(c, c->zrun_bytes, &p, e);
 	if (rc != VY_OK)
 		return rc;
-	rc = map_handle(c, h, c->zrun_bytes, at, e);
+	CUresult cr = c->api.MemsetD8Async((CUdeviceptr)p, 0, (size_t)c->zrun_bytes, NULL);
+	if (cr == CUDA_SUCCESS)
+		cr = c->api.CtxSynchronize();
+	if (cr != CUDA_SUCCESS) {
+		vy_cuda_free(&c->base, p, NULL);
+		return vy_cuda_fail(c, cr, "zeroing the zero run", e);
+	}
+	pthread_mutex_lock(&c->vmm_lock);
+	vy_dptr won = c->zrun; /* another thread made one meanwhile: use it */
+	if (!won)
+		c->zrun = p;
+	c->zrun_maps++;
+	*out = c->zrun;
+	pthread_mutex_unlock(&c->vmm_lock);
+	if (won)
+		vy_cuda_free(&c->base, p, NULL);
+	return VY_OK;
+}
+
+/* One more mapping of the zero run at `at` (a multiple of its size). */
+static vy_err zrun_map(cuda_device *c, vy_dptr at, vy_error *e)
+{
+	vy_dptr z = 0;
+	vy_err rc = zrun_get(c, &z, e);
+	if (rc == VY_OK)
+		rc = cuda_map_own(&c->base, z, c->zrun_bytes, at, e);
 	pthread_mutex_lock(&c->vmm_lock);
 	if (rc == VY_OK && !vy_u64map_put(&c->zruns, at, (void *)(uintptr_t)1)) {
 		pthread_mutex_unlock(&c->vmm_lock);
@@ -326,16 +333,13 @@ static vy_err zrun_map(cuda_device *c, vy_dptr at, vy_error *e)
 		pthread_mutex_lock(&c->vmm_lock);
 		rc = vy_fail(e, VY_ENOMEM, "free host memory", "cuda backend: cannot record a mapping");
 	}
-	if (rc != VY_OK && --c->zrun_maps == 0 && c->zrun) {
-		c->api.MemRelease(c->zrun);
-		c->zrun = 0;
-	}
 	pthread_mutex_unlock(&c->vmm_lock);
+	if (rc != VY_OK && z)
+		zrun_put(c);
 	return rc;
 }
 
-/* Take back the zero run mapped at `at`, if it is; the run is released
- * after its last mapping. */
+/* Take back the zero run mapped at `at`, if it is there. */
 static bool zrun_unmap(cuda_device *c, vy_dptr at, vy_error *e, vy_err *rc)
 {
 	pthread_mutex_lock(&c->vmm_lock);
@@ -344,12 +348,7 @@ static bool zrun_unmap(cuda_device *c, vy_dptr at, vy_error *e, vy_err *rc)
 	if (!was)
 		return false;
 	*rc = cuda_unmap(&c->base, at, c->zrun_bytes, e);
-	pthread_mutex_lock(&c->vmm_lock);
-	if (--c->zrun_maps == 0 && c->zrun) {
-		c->api.MemRelease(c->zrun);
-		c->zrun = 0;
-	}
-	pthread_mutex_unlock(&c->vmm_lock);
+	zrun_put(c);
 	return true;
 }
 

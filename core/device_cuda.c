@@ -61,9 +61,7 @@ static void cuda_close(vy_device *d)
 	vy_u64map_destroy(&c->vmm);
 	vy_u64map_destroy(&c->reserved);
 	vy_u64map_destroy(&c->mapped);
-	vy_u64map_destroy(&c->zruns);
-	if (c->zrun)
-		c->api.MemRelease(c->zrun);
+	vy_u64map_destroy(&c->zruns); /* the zero run itself is in vmm, freed above */
 	if (c->vmm_lock_made)
 		pthread_mutex_destroy(&c->vmm_lock);
 	if (c->ctx)
