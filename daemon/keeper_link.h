@@ -25,7 +25,7 @@ typedef struct vy_keeper_link {
 
 /* What a successor is handed. */
 typedef struct vy_keeper_adoption {
-	int slot[VY_KEEPER_SLOT_MEMORY]; /* fds of slots 0..3, -1 where none */
+	int slot[VY_KEEPER_SLOT_MEMORY]; /* fds of slots 0..5, -1 where none */
 	unsigned memory_fds;             /* memory slots handed (closed: the keeper keeps them) */
 	uint64_t takeovers, death_ns;
 	int cause_signal, cause_status;

@@ -36,7 +36,9 @@ enum vy_keeper_slot {
 	VY_KEEPER_SLOT_REGION = 1, /* the state region (a memfd) */
 	VY_KEEPER_SLOT_LISTEN = 2, /* the listening client socket (reserved) */
 	VY_KEEPER_SLOT_BINARY = 3, /* O_PATH fd of the binary that serves */
-	VY_KEEPER_SLOT_MEMORY = 4, /* 4..: memory fds */
+	VY_KEEPER_SLOT_IMAGE_A = 4, /* the state's checkpoint images (memfds) */
+	VY_KEEPER_SLOT_IMAGE_B = 5,
+	VY_KEEPER_SLOT_MEMORY = 6, /* 6..: memory fds (core/store_keep.h) */
 };
 
 enum vy_keeper_op {
