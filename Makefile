@@ -47,7 +47,7 @@ STATE_SRC  := $(wildcard state/*.c)
 STATE_OBJ  := $(STATE_SRC:%.c=$(BUILD)/%.o)
 # The daemon: the namespace (ns/), the FUSE operations and file data (fs/),
 # the client socket's servers (sock/) and the process (daemon/).
-FS_SRC     := $(wildcard ns/*.c) $(wildcard fs/*.c) $(wildcard sock/*.c) $(wildcard daemon/*.c) $(STATE_SRC) keeper/wire.c
+FS_SRC     := $(wildcard ns/*.c) $(wildcard fs/*.c) $(wildcard persist/*.c) $(wildcard sock/*.c) $(wildcard daemon/*.c) $(STATE_SRC) keeper/wire.c
 FS_OBJ     := $(FS_SRC:%.c=$(BUILD)/%.o)
 # The launcher process: the same binary, run as `vyrefs --launcher`.
 LAUNCHER_SRC := $(wildcard launcher/*.c)
@@ -160,7 +160,8 @@ $(BUILD)/tests/%.so: tests/%.c
 	$(CC) $(CFLAGS) -U_FORTIFY_SOURCE -D_FORTIFY_SOURCE=0 -shared -fPIC -o $@ $< -ldl
 
 $(BUILD)/bench/nullfs: $(BUILD)/bench/nullfs.o $(BUILD)/daemon/session.o $(BUILD)/daemon/session_loop.o $(BUILD)/fs/statx.o \
-		$(BUILD)/daemon/adopt_io.o $(BUILD)/daemon/fhguard.o $(BUILD)/daemon/log.o $(BUILD)/core/u64map.o
+		$(BUILD)/daemon/adopt_io.o $(BUILD)/daemon/fhguard.o $(BUILD)/daemon/log.o $(BUILD)/core/u64map.o \
+		$(STATE_OBJ) $(BUILD)/core/err.o
 	$(CC) $(CFLAGS) -o $@ $^ $(PKG_LIBS) $(LDLIBS)
 
 $(BUILD)/bench/poolbench: $(BUILD)/bench/poolbench.o $(CORE_LIB)

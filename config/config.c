@@ -30,6 +30,7 @@ void vy_config_defaults(vy_config *c)
 	c->write_behind = true;
 	c->readahead = true;
 	c->idle_threads = 2;
+	c->survive_log = 64ull << 20;
 	c->kernel_cache = 256ull << 20;
 	c->allow_other = false;
 	c->launch_timeout_ms = 60000;
@@ -232,6 +233,11 @@ vy_err vy_config_set(vy_config *c, const char *key, const char *value, vy_error 
 		rc = bool_value(key, value, &next.readahead, e);
 	} else if (!strcmp(key, "survive")) {
 		rc = bool_value(key, value, &next.survive, e);
+	} else if (!strcmp(key, "survive_log")) {
+		rc = size_value(key, value, &v, e);
+		if (rc == VY_OK && (v < (64u << 10) || v > (1u << 30) || (v & (v - 1))))
+			rc = bad_value(e, key, value, "use a power of two from 64K to 1G, e.g. survive_log=64M");
+		next.survive_log = v;
 	} else if (!strcmp(key, "idle_threads")) {
 		rc = digits(value, 10, &n) && n != 1
 			     ? VY_OK
@@ -439,6 +445,8 @@ static bool ini_value(const vy_config *c, const char *key, char *v, size_t cap)
 		snprintf(v, cap, "%s", c->readahead ? "on" : "off");
 	else if (!strcmp(key, "survive"))
 		snprintf(v, cap, "%s", c->survive ? "on" : "off");
+	else if (!strcmp(key, "survive_log"))
+		snprintf(v, cap, "%llu", (unsigned long long)c->survive_log);
 	else if (!strcmp(key, "idle_threads"))
 		snprintf(v, cap, "%u", c->idle_threads);
 	else if (!strcmp(key, "kernel_cache"))

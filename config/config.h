@@ -66,6 +66,7 @@ typedef struct vy_config {
 	unsigned host_devices; /* the host backend presents 0..host_devices-1 */
 	bool peer;             /* device-to-device copies between devices */
 	bool survive;          /* a keeper process (keeper/) holds the mount */
+	uint64_t survive_log;  /* the state region's log: a power of two, 64K..1G */
 } vy_config;
 
 void vy_config_defaults(vy_config *c);

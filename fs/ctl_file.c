@@ -7,6 +7,7 @@
 #include "fs/wbehind.h"
 #include "ctl/exec.h"
 #include "daemon/log.h"
+#include "persist/writer.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -122,6 +123,7 @@ static void files_written(void *ctx, void *file, uint64_t ino)
 	vy_fs *fs = ctx;
 	vy_inode *in = file;
 	vy_inode_touch(in, true);
+	vy_persist_inode(fs, in);
 	/* Under the lock: a truncation to zero frees the readahead state. */
 	pthread_rwlock_rdlock(&in->lock);
 	vy_readahead_forget(in);

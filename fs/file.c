@@ -5,6 +5,7 @@
 #include "core/transfer.h"
 #include "fs/devices.h"
 #include "daemon/log.h"
+#include "persist/writer.h"
 #include "fs/readahead.h"
 #include "fs/wbehind.h"
 
@@ -48,13 +49,16 @@ static void free_buffer(vy_fs *fs, vy_inode *in)
 	in->buf = 0;
 	in->cap = 0;
 	in->holes = 0;
+	vy_persist_layout(fs, in);
 }
 
-/* The file's capacity and holes, as its buffer now has them. */
-static void took(vy_inode *in, const vy_buffer_view *v)
+/* The file's capacity and holes, as its buffer now has them; kept for a
+ * successor (persist/writer.h), as every change of a buffer's shape is. */
+static void took(vy_fs *fs, vy_inode *in, const vy_buffer_view *v)
 {
 	in->cap = v->len;
 	in->holes = v->holes;
+	vy_persist_layout(fs, in);
 }
 
 /* Nothing of ours in flight on the file's buffer: queued write-behind
@@ -107,6 +111,7 @@ static vy_err rebuffer(vy_fs *fs, vy_inode *in, uint64_t cap, vy_error *e)
 	in->buf = h;
 	in->cap = cap;
 	in->holes = 0;
+	vy_persist_layout(fs, in);
 	return VY_OK;
 }
 
@@ -122,7 +127,7 @@ static vy_err grow_in_place(vy_fs *fs, vy_inode *in, uint64_t need, vy_error *e)
 	if (rc == VY_OK)
 		rc = vy_store_grow(vy_fs_core(fs, in)->store, in->buf, need, &v, e);
 	if (rc == VY_OK)
-		took(in, &v);
+		took(fs, in, &v);
 	return rc;
 }
 
@@ -135,7 +140,7 @@ static void shrink_in_place(vy_fs *fs, vy_inode *in, uint64_t keep)
 		vy_log(LOG_NOTICE, "inode %llu: keeping %llu bytes of capacity: %s", (unsigned long long)in->ino,
 		       (unsigned long long)in->cap, why.msg);
 	else
-		took(in, &v);
+		took(fs, in, &v);
 }
 
 /* Past the kernel's largest file: EFBIG. A size past the device's memory
@@ -249,7 +254,7 @@ static vy_err extend_sparse(vy_fs *fs, vy_inode *in, uint64_t from, uint64_t to,
 			rc = vy_store_extend(vy_fs_core(fs, in)->store, in->buf, to, &v, e);
 	}
 	if (rc == VY_OK)
-		took(in, &v);
+		took(fs, in, &v);
 	return rc;
 }
 
@@ -269,7 +274,7 @@ static vy_err back(vy_fs *fs, vy_inode *in, uint64_t off, uint64_t end, vy_error
 	/* Also after a failure part way: pieces may have come. */
 	vy_buffer_view v;
 	if (vy_store_view(vy_fs_core(fs, in)->store, in->buf, &v, NULL) == VY_OK)
-		took(in, &v);
+		took(fs, in, &v);
 	return rc;
 }
 
@@ -442,7 +447,7 @@ vy_err vy_file_punch(vy_fs *fs, vy_inode *in, uint64_t off, uint64_t len, vy_err
 			rc = vy_store_punch(vy_fs_core(fs, in)->store, in->buf, off, stop - off, &v, e);
 		if (rc != VY_OK)
 			return rc;
-		took(in, &v);
+		took(fs, in, &v);
 	}
 	return zero(fs, in, off, stop, e);
 }
@@ -545,7 +550,7 @@ vy_err vy_file_move(vy_fs *fs, vy_inode *in, unsigned dev, vy_error *e)
 	free_buffer(fs, in); /* the old device's memory, now */
 	in->buf = h;
 	in->dev = (uint8_t)dev;
-	took(in, &v);
+	took(fs, in, &v);
 	return VY_OK;
 }
 
@@ -568,7 +573,9 @@ vy_err vy_file_share(vy_fs *fs, vy_inode *in, vy_error *e)
 	vy_buffer_view v;
 	if (rc == VY_OK && vy_store_growable(vy_fs_core(fs, in)->store, in->buf) &&
 	    vy_store_view(vy_fs_core(fs, in)->store, in->buf, &v, NULL) == VY_OK)
-		took(in, &v);
+		took(fs, in, &v);
+	else if (rc == VY_OK)
+		vy_persist_layout(fs, in); /* moved to memory of its own */
 	return rc;
 }
 
@@ -626,5 +633,8 @@ void vy_inode_reap(vy_fs *fs, vy_inode *in)
 		vy_file_drop(fs, in);
 		pthread_rwlock_unlock(&in->lock);
 	}
+	uint64_t ino = in->ino;
 	vy_ns_reap(vy_fs_ns(fs), in);
+	if (!vy_u64map_get(&fs->inodes, ino))
+		vy_persist_gone(fs, ino); /* freed: in is gone */
 }

@@ -33,7 +33,7 @@ static bool file_open(fuse_req_t req, vy_fs *fs, vy_open *h, struct fuse_file_in
 		pthread_rwlock_wrlock(&in->lock);
 		vy_err rc = in->size ? vy_file_truncate(fs, in, 0, &e) : VY_OK;
 		if (rc == VY_OK)
-			vy_op_kill_caps(in);
+			vy_op_kill_caps(fs, in);
 		pthread_rwlock_unlock(&in->lock);
 		if (rc != VY_OK) {
 			vy_op_reply_err(req, rc, &e, in->ino, "truncate at open");
@@ -84,7 +84,7 @@ static void file_write(fuse_req_t req, vy_fs *fs, vy_open *h, const char *buf, s
 	pthread_rwlock_wrlock(&in->lock);
 	vy_err rc = vy_file_write(fs, in, (uint64_t)off, buf, size, &e);
 	if (rc == VY_OK)
-		vy_op_kill_caps(in);
+		vy_op_kill_caps(fs, in);
 	pthread_rwlock_unlock(&in->lock);
 	if (rc == VY_OK)
 		vy_op_wrote(req, in);
@@ -143,7 +143,7 @@ static bool file_resize(fuse_req_t req, vy_fs *fs, vy_inode *in, off_t size, boo
 	vy_err rc = size < 0 ? vy_fail(&e, VY_EINVAL, "give a size of 0 or more", "negative size")
 			     : vy_file_truncate(fs, in, (uint64_t)size, &e);
 	if (rc == VY_OK)
-		vy_op_kill_caps(in);
+		vy_op_kill_caps(fs, in);
 	pthread_rwlock_unlock(&in->lock);
 	if (rc != VY_OK)
 		vy_op_reply_err(req, rc, &e, in->ino, "truncate");
@@ -158,7 +158,7 @@ static void file_fallocate(fuse_req_t req, vy_fs *fs, vy_inode *in, int mode, of
 			    ? vy_file_punch(fs, in, (uint64_t)off, (uint64_t)len, &e)
 			    : vy_file_allocate(fs, in, (uint64_t)off, (uint64_t)len, mode & FALLOC_FL_KEEP_SIZE, &e);
 	if (rc == VY_OK)
-		vy_op_kill_caps(in);
+		vy_op_kill_caps(fs, in);
 	pthread_rwlock_unlock(&in->lock);
 	if (rc == VY_OK)
 		vy_op_wrote(req, in); /* times and suid/sgid, KEEP_SIZE too, as tmpfs */
@@ -185,7 +185,7 @@ static void file_copy(fuse_req_t req, vy_fs *fs, vy_inode *src, off_t off_in, vy
 	uint64_t copied = 0;
 	vy_err rc = vy_file_copy(fs, src, (uint64_t)off_in, dst, (uint64_t)off_out, len, &copied, &e);
 	if (rc == VY_OK && copied)
-		vy_op_kill_caps(dst);
+		vy_op_kill_caps(fs, dst);
 	if (src != dst)
 		pthread_rwlock_unlock(&src->lock);
 	pthread_rwlock_unlock(&dst->lock);

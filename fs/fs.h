@@ -59,6 +59,9 @@ typedef struct vy_fs {
 	 * time of the last daemon's death. */
 	_Atomic int keeper_pid;
 	uint64_t takeovers, death_ns;
+	/* survive=on: the namespace's writer into the state region
+	 * (persist/writer.h); NULL: nothing is kept. */
+	struct vy_persist *persist;
 } vy_fs;
 
 /* Attribute and entry timeouts for the kernel (seconds). */

@@ -42,7 +42,7 @@ static inline vy_open *vy_op_handle(fuse_req_t req, fuse_ino_t ino, struct fuse_
 void vy_op_reply_err(fuse_req_t req, vy_err rc, const vy_error *e, uint64_t ino, const char *what);
 int vy_op_writable_dir(vy_fs *fs, vy_inode *dir);
 void vy_op_wrote(fuse_req_t req, vy_inode *in);
-void vy_op_kill_caps(vy_inode *in);
+void vy_op_kill_caps(vy_fs *fs, vy_inode *in);
 bool vy_op_name_too_long(fuse_req_t req, const char *name);
 bool vy_op_frozen(vy_inode *in, bool append);
 void vy_op_no_handle(fuse_req_t req, int err);

@@ -1,6 +1,7 @@
 /* FUSE operations on attributes: getattr and setattr, xattrs (with ACLs
  * and user.vyre.*), chattr's flags (ioctl) and statfs. */
 #include "fs/op.h"
+#include "persist/writer.h"
 #include "ns/acl.h"
 #include "ns/acl_inode.h"
 #include "daemon/log.h"
@@ -98,13 +99,14 @@ void vy_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set
 		return;
 	if ((to_set & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)) && !ko->keeps_caps) {
 		pthread_rwlock_wrlock(&in->lock);
-		vy_op_kill_caps(in);
+		vy_op_kill_caps(fs, in);
 		pthread_rwlock_unlock(&in->lock);
 	}
 	if ((to_set & FUSE_SET_ATTR_MODE) && fs->acl) {
 		/* The access ACL follows a chmod (the kernel forgets its copy). */
 		pthread_rwlock_wrlock(&in->lock);
 		vy_acl_inode_chmod(in, attr->st_mode);
+		vy_persist_xattrs(fs, in);
 		pthread_rwlock_unlock(&in->lock);
 	}
 	pthread_mutex_lock(&in->meta);
@@ -134,6 +136,7 @@ void vy_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set
 	else if ((to_set & ~size_only) || resized || ctime_only || in->mode != was)
 		vy_now(&in->ctime);
 	pthread_mutex_unlock(&in->meta);
+	vy_persist_inode(fs, in);
 	struct stat st;
 	pthread_rwlock_rdlock(&in->lock);
 	vy_op_stat(fs, in, &st);
@@ -185,6 +188,15 @@ static bool req_in_group(void *req, gid_t gid)
 	return vy_session_in_group(req, gid);
 }
 
+/* An inode's xattrs and attributes changed: kept for a successor. */
+static void kept_xattrs(vy_fs *fs, vy_inode *in)
+{
+	pthread_rwlock_rdlock(&in->lock);
+	vy_persist_xattrs(fs, in);
+	pthread_rwlock_unlock(&in->lock);
+	vy_persist_inode(fs, in);
+}
+
 void vy_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value, size_t size,
 			int flags)
 {
@@ -220,6 +232,8 @@ void vy_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char
 		if (!err)
 			vy_inode_touch(in, false);
 	}
+	if (!err)
+		kept_xattrs(fs, in);
 	fuse_reply_err(req, err);
 }
 
@@ -319,6 +333,8 @@ void vy_op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 		if (!err)
 			vy_inode_touch(in, false);
 	}
+	if (!err)
+		kept_xattrs(fs, in);
 	fuse_reply_err(req, err);
 }
 
@@ -413,6 +429,7 @@ void vy_op_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void *arg, st
 	in->attr_flags = want;
 	vy_now(&in->ctime);
 	pthread_mutex_unlock(&in->meta);
+	vy_persist_inode(fs, in);
 	fuse_lowlevel_notify_inval_inode(fs->se, in->ino, -1, 0); /* its cached ctime goes, +A too */
 	fuse_reply_ioctl(req, 0, NULL, 0);
 }

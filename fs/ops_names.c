@@ -8,6 +8,7 @@
 #include "fs/kind.h"
 #include "fs/vyre.h"
 #include "fs/moddir.h"
+#include "persist/writer.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -175,6 +176,13 @@ static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name, vy_ki
 	}
 	if (!tmpfile)
 		vy_inode_touch(p, true);
+	vy_persist_inode(fs, in);
+	if (in->xattrs.n)
+		vy_persist_xattrs(fs, in); /* ACLs from the directory's default */
+	if (!tmpfile) {
+		vy_persist_name(fs, p, name);
+		vy_persist_inode(fs, p);
+	}
 	if (fi) {
 		in->opens++;
 		fi->fh = h->fh;
@@ -275,6 +283,9 @@ static void remove_name(fuse_req_t req, fuse_ino_t parent, const char *name, boo
 		}
 		vy_inode_touch(p, true);
 		vy_inode_touch(in, false);
+		vy_persist_name(fs, p, name);
+		vy_persist_inode(fs, p);
+		vy_persist_inode(fs, in);
 		vy_inode_reap(fs, in);
 	}
 	pthread_mutex_unlock(&fs->ns);
@@ -340,6 +351,28 @@ static int whiteout(vy_fs *fs, vy_inode *dir, const struct fuse_ctx *ctx, vy_ino
 	wh->rdev = makedev(0, 0);
 	*out = wh;
 	return 0;
+}
+
+/* A rename's changes, kept for a successor: both names, the inodes they
+ * name now (a whiteout too) and the one the new name held. ns held. */
+static void kept_rename(vy_fs *fs, vy_inode *p, const char *name, vy_inode *np, const char *newname, vy_inode *in,
+			vy_inode *target)
+{
+	vy_dirent *d = vy_dir_find(&p->dir, name);
+	vy_inode *now = d && d->ino != in->ino ? vy_u64map_get(&fs->inodes, d->ino) : NULL;
+	if (now && now != target) {
+		vy_persist_inode(fs, now); /* the whiteout */
+		if (now->xattrs.n)
+			vy_persist_xattrs(fs, now);
+	}
+	vy_persist_name(fs, p, name);
+	vy_persist_name(fs, np, newname);
+	vy_persist_inode(fs, in);
+	if (target)
+		vy_persist_inode(fs, target);
+	vy_persist_inode(fs, p);
+	if (np != p)
+		vy_persist_inode(fs, np);
 }
 
 static int do_rename(vy_fs *fs, const struct fuse_ctx *ctx, fuse_ino_t parent, const char *name,
@@ -429,6 +462,7 @@ static int do_rename(vy_fs *fs, const struct fuse_ctx *ctx, fuse_ino_t parent, c
 	vy_inode_touch(p, true);
 	if (np != p)
 		vy_inode_touch(np, true);
+	kept_rename(fs, p, name, np, newname, in, target);
 	return 0;
 }
 
@@ -474,6 +508,9 @@ void vy_op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char
 		in->nlink++;
 		vy_inode_touch(in, false);
 		vy_inode_touch(np, true);
+		vy_persist_name(fs, np, newname);
+		vy_persist_inode(fs, in);
+		vy_persist_inode(fs, np);
 		vy_op_reply_entry(req, fs, in);
 	}
 	pthread_mutex_unlock(&fs->ns);

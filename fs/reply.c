@@ -2,6 +2,7 @@
 #include "fs/op.h"
 #include "daemon/log.h"
 #include "daemon/session.h"
+#include "persist/writer.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -56,14 +57,16 @@ void vy_op_wrote(fuse_req_t req, vy_inode *in)
 {
 	if (inode_wrote(in, req))
 		fuse_lowlevel_notify_inval_inode(fs_of(req)->se, in->ino, -1, 0);
+	vy_persist_inode(fs_of(req), in); /* size, times, mode */
 }
 
 /* A file's capabilities go with a change of its bytes or owner, whoever
  * makes it (the kernel's killpriv rule, left to us with
  * FUSE_HANDLE_KILLPRIV_V2). The inode's write lock is held. */
-void vy_op_kill_caps(vy_inode *in)
+void vy_op_kill_caps(vy_fs *fs, vy_inode *in)
 {
-	vy_xattrs_remove(&in->xattrs, "security.capability");
+	if (vy_xattrs_remove(&in->xattrs, "security.capability") == 0)
+		vy_persist_xattrs(fs, in);
 }
 
 /* Names over NAME_MAX_LEN bytes: ENAMETOOLONG in every operation that takes

@@ -1,5 +1,6 @@
 /* .vyre/: the control directory and the text of its files. */
 #include "fs/vyre.h"
+#include "persist/writer.h"
 #include "fs/kind.h"
 #include "fs/seqlog.h"
 #include "daemon/session.h"
@@ -142,6 +143,10 @@ static void render_stats(vy_fs *fs, text *t)
 	uint64_t us = takeover_us(fs);
 	add_text(t, "pid %d\nkeeper_pid %d\ntakeovers %" PRIu64 "\ntakeover_us %" PRIu64 "\n", (int)getpid(),
 		 atomic_load(&fs->keeper_pid), fs->takeovers, us);
+	vy_persist_counts kept; /* this daemon's records for its successor */
+	vy_persist_counts_get(fs, &kept);
+	add_text(t, "kept_records %" PRIu64 "\nkept_checkpoints %" PRIu64 "\nkept_failures %" PRIu64 "\n", kept.records,
+		 kept.checkpoints, kept.failures);
 	if (fs->ndev < 2)
 		return;
 	for (unsigned d = 0; d < fs->ndev; d++) {

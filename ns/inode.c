@@ -14,6 +14,13 @@ void vy_now(struct timespec *ts)
 
 vy_inode *vy_inode_new(vy_ns *ns, vy_kind kind, mode_t mode, uid_t uid, gid_t gid)
 {
+	return vy_inode_new_at(ns, ns->next_ino, kind, mode, uid, gid);
+}
+
+vy_inode *vy_inode_new_at(vy_ns *ns, uint64_t ino, vy_kind kind, mode_t mode, uid_t uid, gid_t gid)
+{
+	if (ino == 0 || ino == UINT64_MAX || vy_u64map_get(&ns->inodes, ino))
+		return NULL;
 	vy_inode *in = calloc(1, sizeof(*in));
 	if (!in)
 		return NULL;
@@ -26,7 +33,7 @@ vy_inode *vy_inode_new(vy_ns *ns, vy_kind kind, mode_t mode, uid_t uid, gid_t gi
 		free(in);
 		return NULL;
 	}
-	in->ino = ns->next_ino;
+	in->ino = ino;
 	in->kind = kind;
 	in->xattrs.budget = &ns->xattr_budget;
 	in->mode = mode;
@@ -42,7 +49,8 @@ vy_inode *vy_inode_new(vy_ns *ns, vy_kind kind, mode_t mode, uid_t uid, gid_t gi
 		free(in);
 		return NULL;
 	}
-	ns->next_ino++;
+	if (ino >= ns->next_ino)
+		ns->next_ino = ino + 1;
 	return in;
 }
 

@@ -138,6 +138,9 @@ vy_inode *vy_ns_inode(vy_ns *ns, uint64_t ino);
 
 /* A new inode in the table (ns held); NULL when memory runs out. */
 vy_inode *vy_inode_new(vy_ns *ns, vy_kind kind, mode_t mode, uid_t uid, gid_t gid);
+/* The same with number `ino` (a successor remaking a kept inode): NULL
+ * also when that number is taken or not one; later numbers follow it. */
+vy_inode *vy_inode_new_at(vy_ns *ns, uint64_t ino, vy_kind kind, mode_t mode, uid_t uid, gid_t gid);
 /* No name and no open handle is left: nobody can reach its bytes again. */
 bool vy_inode_unreachable(const vy_inode *in);
 /* Free what nothing refers to any more (ns held): the xattrs once the

@@ -13,6 +13,7 @@
  * the client's fd) and the workers run in threads of the run's own. */
 #include "fs/file.h"
 #include "sock/copysrv.h"
+#include "persist/writer.h"
 #include "sock/clientfd.h"
 #include "core/transfer.h"
 #include "fs/readahead.h"
@@ -460,6 +461,7 @@ vy_err vy_copysrv_run(vy_fs *fs, const vy_copysrv_job *job, uint64_t *done, uint
 		vy_readahead_forget(job->in); /* reads during the copy may have cached old bytes */
 		pthread_rwlock_unlock(&job->in->lock);
 		vy_inode_touch(job->in, true);
+		vy_persist_inode(fs, job->in);
 		if (fs->se) /* the kernel may hold pages of the old bytes */
 			fuse_lowlevel_notify_inval_inode(fs->se, job->in->ino, 0, 0);
 	}

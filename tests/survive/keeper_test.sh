@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # survive=on, session 2 (docs/survive.md): the keeper holds the mount
 # through the daemon's death and starts a successor that adopts the live
-# /dev/fuse. Files do not survive yet: the successor serves a fresh
-# namespace, so these tests look at the mount, .vyre/ and the processes.
+# /dev/fuse. What the files are after a kill is files_test.sh's: these
+# tests look at the mount, .vyre/ and the processes.
 # Kills at chosen points come from an LD_PRELOAD shim (killshim.c).
 . tests/fs/lib.sh
 SHIM=$PWD/$BUILD/tests/survive/killshim.so

@@ -346,6 +346,13 @@ static void config_fs_keys_and_defaults(void)
 	MUST_FAIL(VY_EINVAL, vy_config_set(&c, "survive", "maybe", E));
 	CHECK(c.survive);
 	MUST(vy_config_set(&c, "survive", "off", E));
+	CHECK_EQ(c.survive_log, 64ull << 20);
+	MUST(vy_config_set(&c, "survive_log", "64K", E));
+	CHECK_EQ(c.survive_log, 64u << 10);
+	MUST_FAIL(VY_EINVAL, vy_config_set(&c, "survive_log", "96K", E)); /* not a power of two */
+	MUST_FAIL(VY_EINVAL, vy_config_set(&c, "survive_log", "32K", E));
+	MUST_FAIL(VY_EINVAL, vy_config_set(&c, "survive_log", "2G", E));
+	CHECK_EQ(c.survive_log, 64u << 10);
 	MUST(vy_config_parse_list(&c, "max_write=128K,page_cache=off,allow_other=on,kernel_cache=0,readahead=off,idle_threads=4", E));
 	CHECK_EQ(c.max_write, 128u << 10);
 	CHECK(!c.readahead);
@@ -524,7 +531,7 @@ static void options_table_matches_the_settings(void)
 	free(text);
 	vy_error e;
 	CHECK_EQ(vy_config_set(&c, "bogus", "1", &e), VY_EINVAL);
-	CHECK(strstr(e.msg, "allow_other, vyre_dir, launch_timeout, kernel_cflags, xattr_budget, max_inodes, survive, config") != NULL); /* the list comes from the table */
+	CHECK(strstr(e.msg, "allow_other, vyre_dir, launch_timeout, kernel_cflags, xattr_budget, max_inodes, survive, survive_log, config") != NULL); /* the list comes from the table */
 }
 
 /* ---- errors ----------------------------------------------------------- */

@@ -1,0 +1,91 @@
+/* The records a daemon keeps its namespace in (persist/README.md): each is
+ * the whole present state of one thing, never a step, so replaying the last
+ * record of each thing gives the namespace, whatever came before it. They
+ * are the payloads of state/ log records (their state type is the record
+ * type) and, back to back, the sections of a checkpoint image.
+ *
+ * Host byte order, fixed-width fields, positions never pointers. A record's
+ * variable part (a name, a target, xattrs, pieces) follows its struct. */
+#ifndef VY_PERSIST_FORMAT_H
+#define VY_PERSIST_FORMAT_H
+
+#include <stdint.h>
+
+#include "core/store_keep.h"
+
+enum vy_p_type {
+	VY_P_NS = 1,     /* vy_p_ns: the mount's numbering */
+	VY_P_INODE = 2,  /* vy_p_inode + target: an inode's attributes */
+	VY_P_NAME = 3,   /* vy_p_name + name: an entry of a directory (ino 0: none) */
+	VY_P_GONE = 4,   /* vy_p_gone: an inode freed, with its xattrs and memory */
+	VY_P_XATTRS = 5, /* vy_p_xattrs + entries: every xattr of an inode (ACLs too) */
+	VY_P_LAYOUT = 6, /* vy_p_layout + pieces: a regular file's memory */
+};
+
+/* An image section holds records back to back, each a vy_p_head and its
+ * payload, the next at a multiple of 8. */
+#define VY_P_SECTION_RECORDS 1u
+
+typedef struct vy_p_head {
+	uint32_t len; /* of the payload */
+	uint16_t type;
+	uint16_t zero;
+} vy_p_head;
+
+typedef struct vy_p_ns {
+	uint64_t next_ino;   /* inode numbers are never reused within a mount */
+	uint32_t generation; /* the kernel's node generation of the mount */
+	uint32_t zero;
+} vy_p_ns;
+
+typedef struct vy_p_time {
+	int64_t sec, nsec;
+} vy_p_time;
+
+typedef struct vy_p_inode {
+	uint64_t ino;
+	uint64_t size;
+	uint64_t parent; /* a directory's */
+	uint64_t rdev;
+	vy_p_time atime, mtime, ctime, btime;
+	uint32_t kind; /* vy_kind: VY_DIR, VY_FILE, VY_SYMLINK or VY_SPECIAL */
+	uint32_t mode;
+	uint32_t uid, gid;
+	uint32_t attr_flags;
+	uint32_t nlink;
+	uint8_t dev, place, linkable, zero;
+	uint32_t target_len; /* a symlink's target follows */
+} vy_p_inode;
+
+typedef struct vy_p_name {
+	uint64_t parent;
+	uint64_t ino; /* 0: the name is gone */
+	uint32_t name_len; /* the name follows, no NUL */
+	uint32_t zero;
+} vy_p_name;
+
+typedef struct vy_p_gone {
+	uint64_t ino;
+} vy_p_gone;
+
+/* n entries follow, each {uint32 name_len, uint32 value_len, name, value}. */
+typedef struct vy_p_xattrs {
+	uint64_t ino;
+	uint32_t n;
+	uint32_t zero;
+} vy_p_xattrs;
+
+typedef struct vy_p_layout {
+	uint64_t ino;
+	uint64_t cap;   /* vy_inode.cap: the buffer's length, holes included */
+	uint64_t holes; /* vy_inode.holes */
+	uint16_t dev;   /* the mount's device index that holds it */
+	uint16_t lost;  /* 1: its memory is not with the keeper (a successor empties the file) */
+	uint32_t n;     /* pieces that follow (vy_keep_piece); 0 with cap 0: no buffer */
+} vy_p_layout;
+
+_Static_assert(sizeof(vy_p_head) == 8 && sizeof(vy_p_inode) == 128 && sizeof(vy_p_name) == 24 &&
+		       sizeof(vy_p_layout) == 32 && sizeof(vy_keep_piece) == 32,
+	       "persist/format.h: fixed layout");
+
+#endif

@@ -1,0 +1,318 @@
+/* Making the namespace again (replay.h). */
+#include "persist/replay.h"
+#include "daemon/log.h"
+#include "fs/fs.h"
+#include "persist/format.h"
+#include "state/state.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct load_ctx {
+	vy_shadow *shadow;
+	uint64_t records;
+} load_ctx;
+
+static vy_err on_section(void *ctx, uint32_t type, const void *p, uint64_t len, vy_error *e)
+{
+	load_ctx *c = ctx;
+	if (type != VY_P_SECTION_RECORDS)
+		return vy_fail(e, VY_EINVAL, "umount and mount again", "kept state: an image section of type %u", type);
+	const uint8_t *b = p;
+	for (uint64_t at = 0; at < len;) {
+		vy_p_head h;
+		if (len - at < sizeof(h))
+			return vy_fail(e, VY_EINVAL, "umount and mount again", "kept state: a torn image section");
+		memcpy(&h, b + at, sizeof(h));
+		uint64_t need = sizeof(h) + (((uint64_t)h.len + 7) & ~7ull);
+		if (need > len - at)
+			return vy_fail(e, VY_EINVAL, "umount and mount again", "kept state: a record past its section");
+		vy_err rc = vy_shadow_apply(c->shadow, h.type, b + at + sizeof(h), h.len, 0, e);
+		if (rc != VY_OK)
+			return rc;
+		c->records++;
+		at += need;
+	}
+	return VY_OK;
+}
+
+static vy_err on_record(void *ctx, const vy_state_rec *r, vy_error *e)
+{
+	load_ctx *c = ctx;
+	c->records++;
+	return vy_shadow_apply(c->shadow, r->type, r->payload, r->payload_len, r->seq, e);
+}
+
+static struct timespec ts(vy_p_time t)
+{
+	return (struct timespec){.tv_sec = t.sec, .tv_nsec = t.nsec};
+}
+
+/* An inode's attributes from its record. */
+static void set_attrs(vy_inode *in, const vy_p_inode *r)
+{
+	in->mode = (in->mode & S_IFMT) | (r->mode & 07777);
+	in->uid = r->uid;
+	in->gid = r->gid;
+	in->atime = ts(r->atime);
+	in->mtime = ts(r->mtime);
+	in->ctime = ts(r->ctime);
+	in->btime = ts(r->btime);
+	in->attr_flags = r->attr_flags;
+	in->place = r->place;
+}
+
+static vy_err make_inode(vy_fs *fs, const vy_p_inode *r, vy_error *e)
+{
+	mode_t type = r->mode & S_IFMT;
+	bool fits = (r->kind == VY_DIR && type == S_IFDIR) || (r->kind == VY_FILE && type == S_IFREG) ||
+		    (r->kind == VY_SYMLINK && type == S_IFLNK) ||
+		    (r->kind == VY_SPECIAL && (type == S_IFIFO || type == S_IFCHR || type == S_IFBLK || type == S_IFSOCK));
+	if (!fits || r->dev >= fs->ndev || r->place > fs->ndev)
+		return vy_fail(e, VY_EINVAL, "umount and mount again", "kept state: inode %" PRIu64 " has kind %u, mode %o, "
+			       "device %u", r->ino, r->kind, r->mode, r->dev);
+	vy_inode *in = vy_inode_new_at(vy_fs_ns(fs), r->ino, (vy_kind)r->kind, r->mode, r->uid, r->gid);
+	if (!in)
+		return vy_fail(e, vy_fs_inode(fs, r->ino) ? VY_EINVAL : VY_ENOMEM,
+			       "install the vyrefs that wrote the state, or umount and mount again",
+			       "kept state: cannot make inode %" PRIu64 " again (its number is taken, or no memory)", r->ino);
+	set_attrs(in, r);
+	in->rdev = (dev_t)r->rdev;
+	in->nlink = r->nlink;
+	in->size = r->kind == VY_FILE ? r->size : 0;
+	in->dev = r->dev;
+	in->parent = r->parent;
+	if (r->target_len) {
+		in->target = strndup((const char *)(r + 1), r->target_len);
+		if (!in->target || !vy_xattr_budget_take(&fs->xattr_budget, r->target_len + 1u))
+			return vy_fail(e, VY_ENOMEM, "raise xattr_budget", "kept state: no room for a symlink's target");
+	}
+	if (r->kind != VY_DIR && r->nlink > 1)
+		fs->extra_links += r->nlink - 1;
+	return VY_OK;
+}
+
+static vy_err give_xattrs(vy_inode *in, const uint8_t *p, uint32_t len, vy_error *e)
+{
+	const vy_p_xattrs *x = (const void *)p;
+	uint64_t at = sizeof(*x);
+	char name[256];
+	for (uint32_t i = 0; i < x->n && at + 8 <= len; i++) {
+		uint32_t nl, vl;
+		memcpy(&nl, p + at, 4);
+		memcpy(&vl, p + at + 4, 4);
+		memcpy(name, p + at + 8, nl); /* checked by the shadow: 1..255 bytes, no NUL */
+		name[nl] = 0;
+		int err = vy_xattrs_set(&in->xattrs, name, p + at + 8 + nl, vl, 0);
+		if (err)
+			return vy_fail(e, err == ENOSPC ? VY_ENOSPC : VY_ENOMEM, "raise xattr_budget",
+				       "kept state: inode %" PRIu64 "'s xattr %s: %s", in->ino, name, strerror(err));
+		at += 8 + (uint64_t)nl + vl;
+	}
+	return VY_OK;
+}
+
+/* One piece of memory a file claims, to find two files claiming the same. */
+typedef struct claim {
+	vy_keep_slot slot;
+	uint64_t at, end, seq, ino;
+} claim;
+
+static int by_place(const void *a, const void *b)
+{
+	const claim *x = a, *y = b;
+	if (x->slot != y->slot)
+		return x->slot < y->slot ? -1 : 1;
+	return x->at < y->at ? -1 : x->at > y->at;
+}
+
+/* Files whose layouts claim memory another file's newer layout claims:
+ * the older was mid-change at the death (its memory freed and taken by the
+ * other before its own record). Never hand one file another's bytes: the
+ * older loses its memory. Their inode numbers go into `losers`. */
+static vy_err find_conflicts(vy_fs *fs, vy_shadow *sh, vy_u64map *losers, vy_error *e)
+{
+	size_t n = 0, cap = 0;
+	claim *c = NULL;
+	uint64_t k;
+	void *v;
+	for (size_t i = 0; vy_u64map_next(&sh->nodes, &i, &k, &v);) {
+		vy_shadow_node *node = v;
+		vy_inode *in = node->layout ? vy_fs_inode(fs, node->ino) : NULL;
+		if (!in || in->kind != VY_FILE)
+			continue;
+		const vy_p_layout *l = (const void *)node->layout;
+		const vy_keep_piece *pc = (const void *)(l + 1);
+		for (uint32_t j = 0; j < l->n; j++) {
+			if (n == cap) {
+				cap = cap ? cap * 2 : 1024;
+				claim *g = realloc(c, cap * sizeof(*c));
+				if (!g) {
+					free(c);
+					return vy_fail(e, VY_ENOMEM, "free host memory", "kept state: no memory to check layouts");
+				}
+				c = g;
+			}
+			c[n++] = (claim){pc[j].slot, pc[j].at, pc[j].at + pc[j].bytes, node->layout_seq, node->ino};
+		}
+	}
+	qsort(c, n, sizeof(*c), by_place);
+	for (size_t i = 1; i < n; i++)
+		if (c[i].slot == c[i - 1].slot && c[i].at < c[i - 1].end && c[i].ino != c[i - 1].ino) {
+			uint64_t loser = c[i].seq < c[i - 1].seq ? c[i].ino : c[i - 1].ino;
+			if (!vy_u64map_put(losers, loser, (void *)1)) {
+				free(c);
+				return vy_fail(e, VY_ENOMEM, "free host memory", "kept state: no memory to check layouts");
+			}
+		}
+	free(c);
+	return VY_OK;
+}
+
+/* A file whose memory cannot be taken back is empty from now on, in the
+ * shadow too (so the next checkpoint keeps it so), never a file whose
+ * bytes look whole and are not. */
+static void lose_bytes(vy_shadow_node *node, vy_inode *in, vy_replay_counts *counts, const char *why)
+{
+	vy_log(LOG_ERR, "takeover: file inode %" PRIu64 " lost its bytes (%s); it is empty now (Fix: write it again)",
+	       in->ino, why);
+	in->size = in->cap = in->holes = 0;
+	in->buf = 0;
+	((vy_p_inode *)(void *)node->inode)->size = 0;
+	vy_p_layout *l = (void *)node->layout;
+	*l = (vy_p_layout){.ino = in->ino, .dev = l->dev};
+	node->layout_len = sizeof(*l);
+	counts->lost++;
+}
+
+static vy_err adopt_memory(vy_fs *fs, vy_shadow *sh, vy_keep_fds *mem, vy_replay_counts *counts, vy_error *e)
+{
+	vy_u64map losers;
+	vy_u64map_init(&losers);
+	vy_err rc = find_conflicts(fs, sh, &losers, e);
+	vy_keep_layout *l = rc == VY_OK ? malloc(sizeof(*l)) : NULL;
+	if (rc == VY_OK && !l)
+		rc = vy_fail(e, VY_ENOMEM, "free host memory", "kept state: no memory for a layout");
+	uint64_t k;
+	void *v;
+	for (size_t i = 0; rc == VY_OK && vy_u64map_next(&sh->nodes, &i, &k, &v);) {
+		vy_shadow_node *node = v;
+		vy_inode *in = node->inode ? vy_fs_inode(fs, node->ino) : NULL;
+		if (!in || in->kind != VY_FILE || !node->layout)
+			continue;
+		const vy_p_layout *r = (const void *)node->layout;
+		if (r->lost) {
+			lose_bytes(node, in, counts, "its memory was not with the keeper");
+			continue;
+		}
+		if (r->cap == 0)
+			continue; /* no buffer */
+		if (vy_u64map_get(&losers, in->ino)) {
+			lose_bytes(node, in, counts, "its memory was another file's by the time of the death");
+			continue;
+		}
+		memset(l, 0, sizeof(*l));
+		l->len = r->cap;
+		l->n = r->n;
+		memcpy(l->piece, r + 1, r->n * sizeof(vy_keep_piece));
+		vy_handle h;
+		vy_error why;
+		if (r->dev >= fs->ndev || vy_store_keep_adopt(fs->dev[r->dev].core->store, l, mem, &h, &why) != VY_OK) {
+			lose_bytes(node, in, counts, r->dev >= fs->ndev ? "its device is not in this mount" : why.msg);
+			continue;
+		}
+		in->buf = h;
+		in->cap = r->cap;
+		in->holes = r->holes;
+		in->dev = (uint8_t)r->dev;
+		counts->files++;
+	}
+	free(l);
+	vy_u64map_destroy(&losers);
+	return rc;
+}
+
+/* Inodes no name holds: nothing opens them again (handles do not survive
+ * yet), so they go, from the shadow too. */
+static void drop_nameless(vy_fs *fs, vy_shadow *sh, vy_replay_counts *counts)
+{
+	uint64_t k;
+	void *v;
+	for (size_t i = 0; vy_u64map_next(&sh->nodes, &i, &k, &v);) {
+		vy_shadow_node *node = v;
+		vy_inode *in = vy_fs_inode(fs, node->ino);
+		if (in && !in->fixed && in->nlink == 0) {
+			vy_ns_reap(vy_fs_ns(fs), in);
+			counts->dropped++;
+		}
+	}
+	/* The shadow keeps them until the next checkpoint drops them: their
+	 * records are the log's, and a GONE for each follows at start. */
+}
+
+vy_err vy_replay(struct vy_fs *fs, struct vy_state *st, vy_keep_fds *mem, vy_shadow *sh, vy_replay_counts *counts,
+		 vy_error *e)
+{
+	memset(counts, 0, sizeof(*counts));
+	vy_shadow_init(sh);
+	load_ctx c = {.shadow = sh};
+	vy_state_loaded loaded;
+	vy_err rc = vy_state_load(st, on_section, on_record, &c, &loaded, e);
+	counts->records = c.records;
+	if (rc != VY_OK)
+		return rc;
+	if (!sh->has_ns)
+		return vy_fail(e, VY_ENOENT, "nothing to do", "the state region keeps no namespace yet");
+	if (loaded.log.stopped)
+		vy_log(LOG_WARNING, "takeover: the kept log ends early: %s", loaded.log.why);
+	fs->generation = sh->generation;
+	uint64_t k;
+	void *v;
+	/* Inodes first, then the names between them, then what they hold. */
+	for (size_t i = 0; rc == VY_OK && vy_u64map_next(&sh->nodes, &i, &k, &v);) {
+		vy_shadow_node *node = v;
+		const vy_p_inode *r = (const void *)node->inode;
+		if (!r)
+			continue;
+		if (r->ino == VY_NS_ROOT) {
+			vy_inode *root = vy_fs_inode(fs, VY_NS_ROOT);
+			set_attrs(root, r);
+			root->nlink = r->nlink;
+			continue;
+		}
+		rc = make_inode(fs, r, e);
+		counts->inodes += rc == VY_OK;
+	}
+	for (size_t i = 0; rc == VY_OK && vy_u64map_next(&sh->nodes, &i, &k, &v);) {
+		vy_shadow_node *node = v;
+		vy_inode *dir = node->has_names ? vy_fs_inode(fs, node->ino) : NULL;
+		if (!dir || dir->kind != VY_DIR)
+			continue;
+		for (const vy_dirent *d = vy_dir_next(&node->names, 0); rc == VY_OK && d; d = vy_dir_next(&node->names, d->cookie)) {
+			vy_inode *child = vy_fs_inode(fs, d->ino);
+			if (!child || child->fixed || vy_dir_find(&dir->dir, d->name)) {
+				vy_log(LOG_WARNING, "takeover: kept name %s in directory inode %" PRIu64 " names %s; left out",
+				       d->name, dir->ino, child ? "a name taken already" : "no kept inode");
+				continue;
+			}
+			if (!vy_dir_add(&dir->dir, d->name, d->ino))
+				rc = vy_fail(e, VY_ENOMEM, "free host memory", "kept state: no memory for a name");
+			counts->names++;
+		}
+	}
+	for (size_t i = 0; rc == VY_OK && vy_u64map_next(&sh->nodes, &i, &k, &v);) {
+		vy_shadow_node *node = v;
+		vy_inode *in = node->xattrs ? vy_fs_inode(fs, node->ino) : NULL;
+		if (in)
+			rc = give_xattrs(in, node->xattrs, node->xattrs_len, e);
+	}
+	if (rc == VY_OK)
+		fs->next_ino = sh->next_ino > fs->next_ino ? sh->next_ino : fs->next_ino;
+	if (rc == VY_OK)
+		drop_nameless(fs, sh, counts);
+	if (rc == VY_OK)
+		rc = adopt_memory(fs, sh, mem, counts, e);
+	return rc;
+}

@@ -1,0 +1,33 @@
+/* A successor's side: the namespace made again from the kept state (the
+ * published image, then the log after it), with each regular file's buffer
+ * made of the same memory the keeper held (core/store_keep.h). */
+#ifndef VY_PERSIST_REPLAY_H
+#define VY_PERSIST_REPLAY_H
+
+#include <stdint.h>
+
+#include "core/err.h"
+#include "core/store_keep.h"
+#include "persist/shadow.h"
+
+struct vy_fs;
+struct vy_state;
+
+typedef struct vy_replay_counts {
+	uint64_t records;  /* from the image and the log */
+	uint64_t inodes;   /* made again (the root not counted) */
+	uint64_t names;
+	uint64_t files;    /* regular files whose memory was taken back */
+	uint64_t lost;     /* regular files whose memory could not be: emptied, logged */
+	uint64_t dropped;  /* inodes no name held (freed) */
+} vy_replay_counts;
+
+/* Into `fs` (fresh from vy_fs_init, nothing served yet) from `st`, taking
+ * memory from `mem`. *shadow is left matching fs, for vy_persist_start.
+ * VY_ENOENT: the region keeps no namespace yet (the first daemon died
+ * before it kept one): fs is untouched. Another error: fs may be partly
+ * made; the caller serves no such namespace. */
+vy_err vy_replay(struct vy_fs *fs, struct vy_state *st, vy_keep_fds *mem, vy_shadow *shadow, vy_replay_counts *counts,
+		 vy_error *e);
+
+#endif

@@ -1,0 +1,220 @@
+/* The kept namespace (shadow.h). */
+#include "persist/shadow.h"
+#include "persist/format.h"
+#include "ns/ns.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define NAME_MAX_BYTES 255u
+#define TARGET_MAX_BYTES 4096u
+
+void vy_shadow_init(vy_shadow *s)
+{
+	memset(s, 0, sizeof(*s));
+	vy_u64map_init(&s->nodes);
+	s->next_ino = VY_NS_ROOT + 1;
+}
+
+static void node_free(vy_shadow_node *n)
+{
+	free(n->inode);
+	free(n->xattrs);
+	free(n->layout);
+	if (n->has_names)
+		vy_dir_destroy(&n->names);
+	free(n);
+}
+
+void vy_shadow_destroy(vy_shadow *s)
+{
+	uint64_t k;
+	void *v;
+	for (size_t i = 0; vy_u64map_next(&s->nodes, &i, &k, &v);)
+		node_free(v);
+	vy_u64map_destroy(&s->nodes);
+}
+
+static vy_err bad(vy_error *e, uint16_t type, const char *what)
+{
+	return vy_fail(e, VY_EINVAL, "umount and mount again: the kept state is damaged",
+		       "kept state: a record of type %u %s", type, what);
+}
+
+static vy_shadow_node *node_of(vy_shadow *s, uint64_t ino)
+{
+	vy_shadow_node *n = vy_u64map_get(&s->nodes, ino);
+	if (n)
+		return n;
+	n = calloc(1, sizeof(*n));
+	if (!n)
+		return NULL;
+	n->ino = ino;
+	if (!vy_u64map_put(&s->nodes, ino, n)) {
+		free(n);
+		return NULL;
+	}
+	return n;
+}
+
+/* Replace *slot with a copy of p. */
+static bool keep(uint8_t **slot, uint32_t *slot_len, const void *p, uint32_t len)
+{
+	uint8_t *c = malloc(len ? len : 1);
+	if (!c)
+		return false;
+	memcpy(c, p, len);
+	free(*slot);
+	*slot = c;
+	*slot_len = len;
+	return true;
+}
+
+static bool good_name(const char *name, uint32_t len)
+{
+	if (len == 0 || len > NAME_MAX_BYTES || memchr(name, '/', len) || memchr(name, 0, len))
+		return false;
+	return !(len == 1 && name[0] == '.') && !(len == 2 && name[0] == '.' && name[1] == '.');
+}
+
+static bool good_xattrs(const uint8_t *p, uint32_t len)
+{
+	const vy_p_xattrs *x = (const void *)p;
+	uint64_t at = sizeof(*x);
+	for (uint32_t i = 0; i < x->n; i++) {
+		uint32_t nl, vl;
+		if (len - at < 8)
+			return false;
+		memcpy(&nl, p + at, 4);
+		memcpy(&vl, p + at + 4, 4);
+		at += 8;
+		if (nl == 0 || nl > NAME_MAX_BYTES || (uint64_t)nl + vl > len - at || memchr(p + at, 0, nl))
+			return false;
+		at += (uint64_t)nl + vl;
+	}
+	return at == len;
+}
+
+static vy_err apply_name(vy_shadow *s, const vy_p_name *r, const char *raw, vy_error *e)
+{
+	char name[NAME_MAX_BYTES + 1];
+	memcpy(name, raw, r->name_len);
+	name[r->name_len] = 0;
+	vy_shadow_node *p = node_of(s, r->parent);
+	if (!p)
+		return vy_fail(e, VY_ENOMEM, "free host memory", "kept state: no memory for a directory");
+	if (!p->has_names) {
+		vy_dir_init(&p->names);
+		p->has_names = true;
+	}
+	vy_dirent *d = vy_dir_find(&p->names, name);
+	if (d && r->ino)
+		d->ino = r->ino; /* as a rename over a name does: its place stays */
+	else if (d)
+		vy_dir_remove(&p->names, name);
+	else if (r->ino && !vy_dir_add(&p->names, name, r->ino))
+		return vy_fail(e, VY_ENOMEM, "free host memory", "kept state: no memory for a name");
+	return VY_OK;
+}
+
+vy_err vy_shadow_apply(vy_shadow *s, uint16_t type, const void *p, uint32_t len, uint64_t seq, vy_error *e)
+{
+	switch (type) {
+	case VY_P_NS: {
+		if (len != sizeof(vy_p_ns))
+			return bad(e, type, "has the wrong length");
+		const vy_p_ns *r = p;
+		if (r->next_ino > s->next_ino)
+			s->next_ino = r->next_ino;
+		s->generation = r->generation;
+		s->has_ns = true;
+		return VY_OK;
+	}
+	case VY_P_INODE: {
+		const vy_p_inode *r = p;
+		if (len < sizeof(*r) || len - sizeof(*r) != r->target_len || r->ino == 0 || r->ino == UINT64_MAX)
+			return bad(e, type, "has the wrong length or no inode number");
+		if (r->kind != VY_DIR && r->kind != VY_FILE && r->kind != VY_SYMLINK && r->kind != VY_SPECIAL)
+			return bad(e, type, "names a kind of inode that is not kept");
+		if ((r->kind == VY_SYMLINK) != (r->target_len > 0) || r->target_len > TARGET_MAX_BYTES ||
+		    memchr((const uint8_t *)p + sizeof(*r), 0, r->target_len))
+			return bad(e, type, "has a symlink target that is not one");
+		vy_shadow_node *n = node_of(s, r->ino);
+		if (!n || !keep(&n->inode, &n->inode_len, p, len))
+			return vy_fail(e, VY_ENOMEM, "free host memory", "kept state: no memory for an inode");
+		if (r->ino >= s->next_ino)
+			s->next_ino = r->ino + 1;
+		return VY_OK;
+	}
+	case VY_P_NAME: {
+		const vy_p_name *r = p;
+		if (len < sizeof(*r) || len - sizeof(*r) != r->name_len || r->parent == 0 ||
+		    !good_name((const char *)p + sizeof(*r), r->name_len))
+			return bad(e, type, "is not a name");
+		return apply_name(s, r, (const char *)p + sizeof(*r), e);
+	}
+	case VY_P_GONE: {
+		if (len != sizeof(vy_p_gone))
+			return bad(e, type, "has the wrong length");
+		vy_shadow_node *n = vy_u64map_remove(&s->nodes, ((const vy_p_gone *)p)->ino);
+		if (n)
+			node_free(n);
+		return VY_OK;
+	}
+	case VY_P_XATTRS: {
+		const vy_p_xattrs *r = p;
+		if (len < sizeof(*r) || r->ino == 0 || !good_xattrs(p, len))
+			return bad(e, type, "is not a list of xattrs");
+		vy_shadow_node *n = node_of(s, r->ino);
+		if (!n || !keep(&n->xattrs, &n->xattrs_len, p, len))
+			return vy_fail(e, VY_ENOMEM, "free host memory", "kept state: no memory for xattrs");
+		return VY_OK;
+	}
+	case VY_P_LAYOUT: {
+		const vy_p_layout *r = p;
+		if (len < sizeof(*r) || r->n > VY_CHUNKS_MAX || len - sizeof(*r) != (uint64_t)r->n * sizeof(vy_keep_piece) ||
+		    r->ino == 0 || r->holes > r->cap || r->lost > 1 || (r->lost && r->n))
+			return bad(e, type, "is not a layout");
+		vy_shadow_node *n = node_of(s, r->ino);
+		if (!n || !keep(&n->layout, &n->layout_len, p, len))
+			return vy_fail(e, VY_ENOMEM, "free host memory", "kept state: no memory for a layout");
+		n->layout_seq = seq;
+		return VY_OK;
+	}
+	default:
+		return bad(e, type, "is of a type this vyrefs does not know");
+	}
+}
+
+vy_err vy_shadow_dump(const vy_shadow *s, vy_shadow_emit_fn emit, void *ctx, vy_error *e)
+{
+	vy_p_ns ns = {.next_ino = s->next_ino, .generation = s->generation};
+	vy_err rc = emit(ctx, VY_P_NS, &ns, sizeof(ns), e);
+	uint64_t k;
+	void *v;
+	for (size_t i = 0; rc == VY_OK && vy_u64map_next(&s->nodes, &i, &k, &v);) {
+		const vy_shadow_node *n = v;
+		if (n->inode)
+			rc = emit(ctx, VY_P_INODE, n->inode, n->inode_len, e);
+		if (rc == VY_OK && n->xattrs)
+			rc = emit(ctx, VY_P_XATTRS, n->xattrs, n->xattrs_len, e);
+		if (rc == VY_OK && n->layout)
+			rc = emit(ctx, VY_P_LAYOUT, n->layout, n->layout_len, e);
+	}
+	struct {
+		vy_p_name h;
+		char name[NAME_MAX_BYTES];
+	} rec;
+	for (size_t i = 0; rc == VY_OK && vy_u64map_next(&s->nodes, &i, &k, &v);) {
+		const vy_shadow_node *n = v;
+		if (!n->has_names)
+			continue;
+		for (const vy_dirent *d = vy_dir_next(&n->names, 0); rc == VY_OK && d; d = vy_dir_next(&n->names, d->cookie)) {
+			size_t nl = strlen(d->name);
+			rec.h = (vy_p_name){.parent = n->ino, .ino = d->ino, .name_len = (uint32_t)nl};
+			memcpy(rec.name, d->name, nl);
+			rc = emit(ctx, VY_P_NAME, &rec, (uint32_t)(sizeof(rec.h) + nl), e);
+		}
+	}
+	return rc;
+}

@@ -1,0 +1,47 @@
+/* The kept namespace: the last record of each thing (persist/format.h),
+ * applied in order. The writer keeps one beside the live namespace so a
+ * checkpoint is a dump of it, never a walk of the live inodes under their
+ * locks; a successor builds one from the image and the log, then makes the
+ * live namespace from it (persist/replay.c) and writes on with it.
+ *
+ * Not locked: its owner holds the lock that orders its records. */
+#ifndef VY_PERSIST_SHADOW_H
+#define VY_PERSIST_SHADOW_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/err.h"
+#include "core/u64map.h"
+#include "ns/dir.h"
+
+typedef struct vy_shadow_node {
+	uint64_t ino;
+	uint8_t *inode, *xattrs, *layout; /* the last payload of each type, or NULL */
+	uint32_t inode_len, xattrs_len, layout_len;
+	uint64_t layout_seq; /* the log seq of the layout (0: from an image) */
+	bool has_names;
+	vy_dir names; /* a directory's entries (has_names) */
+} vy_shadow_node;
+
+typedef struct vy_shadow {
+	vy_u64map nodes; /* ino -> vy_shadow_node */
+	uint64_t next_ino;
+	uint32_t generation;
+	bool has_ns;
+} vy_shadow;
+
+void vy_shadow_init(vy_shadow *s);
+void vy_shadow_destroy(vy_shadow *s);
+
+/* Check one record and make it the last of its thing. VY_EINVAL (nothing
+ * changed) for a record that is not one; VY_ENOMEM. */
+vy_err vy_shadow_apply(vy_shadow *s, uint16_t type, const void *p, uint32_t len, uint64_t seq, vy_error *e);
+
+/* Every record of the state, for an image: the numbering, each node's
+ * inode, xattrs and layout, then every name (a name after both its
+ * inodes, so a replay never meets one it cannot place). */
+typedef vy_err (*vy_shadow_emit_fn)(void *ctx, uint16_t type, const void *p, uint32_t len, vy_error *e);
+vy_err vy_shadow_dump(const vy_shadow *s, vy_shadow_emit_fn emit, void *ctx, vy_error *e);
+
+#endif

@@ -1,0 +1,312 @@
+/* The writer (writer.h). */
+#include "persist/writer.h"
+#include "core/store_keep.h"
+#include "daemon/log.h"
+#include "fs/fs.h"
+#include "persist/format.h"
+#include "persist/shadow.h"
+#include "state/state.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* The scratch a record is built in: the largest is an inode's xattrs. */
+#define SCRATCH_BYTES (VY_XATTR_TOTAL_MAX + 64 * 1024)
+/* An image section's bytes at most (records are never split). */
+#define CHUNK_BYTES (4u << 20)
+
+typedef struct vy_persist {
+	pthread_mutex_t lock;
+	vy_state *st;
+	vy_shadow shadow;
+	uint8_t *scratch;
+	bool broken; /* a record was lost: the mount no longer survives */
+	bool said_lost; /* a file's memory the keeper does not hold, logged once */
+	vy_persist_counts counts;
+} vy_persist;
+
+/* An image being written: records gathered into sections. */
+typedef struct image_out {
+	vy_state_image_writer w;
+	uint8_t *chunk;
+	uint64_t used;
+} image_out;
+
+static vy_err flush_chunk(image_out *o, vy_error *e)
+{
+	vy_err rc = o->used ? vy_state_image_add(&o->w, VY_P_SECTION_RECORDS, o->chunk, o->used, e) : VY_OK;
+	o->used = 0;
+	return rc;
+}
+
+static vy_err emit(void *ctx, uint16_t type, const void *p, uint32_t len, vy_error *e)
+{
+	image_out *o = ctx;
+	uint64_t need = sizeof(vy_p_head) + (((uint64_t)len + 7) & ~7ull);
+	if (need > CHUNK_BYTES)
+		return vy_fail(e, VY_EINVAL, "report this bug", "a kept record of %u bytes", len);
+	if (o->used + need > CHUNK_BYTES) {
+		vy_err rc = flush_chunk(o, e);
+		if (rc != VY_OK)
+			return rc;
+	}
+	vy_p_head h = {.len = len, .type = type};
+	memcpy(o->chunk + o->used, &h, sizeof(h));
+	memcpy(o->chunk + o->used + sizeof(h), p, len);
+	memset(o->chunk + o->used + sizeof(h) + len, 0, need - sizeof(h) - len);
+	o->used += need;
+	return VY_OK;
+}
+
+/* Write the whole state as an image and drop the log it holds (lock held). */
+static vy_err checkpoint(vy_persist *p, vy_error *e)
+{
+	image_out o = {.chunk = malloc(CHUNK_BYTES)};
+	if (!o.chunk)
+		return vy_fail(e, VY_ENOMEM, "free host memory", "no memory for a checkpoint of the kept state");
+	vy_err rc = vy_state_image_begin(p->st, &o.w, e);
+	if (rc == VY_OK)
+		rc = vy_shadow_dump(&p->shadow, emit, &o, e);
+	if (rc == VY_OK)
+		rc = flush_chunk(&o, e);
+	if (rc == VY_OK)
+		rc = vy_state_image_publish(&o.w, e);
+	free(o.chunk);
+	if (rc == VY_OK)
+		p->counts.checkpoints++;
+	return rc;
+}
+
+static void lose(vy_persist *p, const vy_error *e)
+{
+	p->counts.failures++;
+	if (p->broken)
+		return;
+	p->broken = true;
+	vy_log(LOG_ERR, "cannot keep a change for a successor: %s; the files no longer survive this daemon's death "
+			"(Fix: umount and mount again)", e->msg);
+}
+
+/* Append one record and make it the shadow's (lock held). */
+static void append(vy_persist *p, uint16_t type, const void *payload, uint32_t len)
+{
+	if (p->broken)
+		return;
+	vy_error e;
+	vy_state_rec r = {.type = type, .payload = payload, .payload_len = len};
+	uint64_t seq = 0;
+	vy_err rc = vy_state_append(p->st, &r, &seq, &e);
+	if (rc == VY_ENOSPC && (rc = checkpoint(p, &e)) == VY_OK)
+		rc = vy_state_append(p->st, &r, &seq, &e);
+	if (rc == VY_OK)
+		rc = vy_shadow_apply(&p->shadow, type, payload, len, seq, &e);
+	if (rc != VY_OK) {
+		lose(p, &e);
+		return;
+	}
+	p->counts.records++;
+	if (vy_state_log_wants_checkpoint(p->st) && checkpoint(p, &e) != VY_OK)
+		lose(p, &e);
+}
+
+static vy_persist *writer_of(struct vy_fs *fs)
+{
+	return fs->persist;
+}
+
+/* Whether an inode is the namespace's to keep: .vyre/ and its files are
+ * made anew by every daemon. */
+static bool kept(const vy_fs *fs, const vy_inode *in)
+{
+	if (in->fixed)
+		return in->ino == VY_NS_ROOT;
+	return in->kind == VY_DIR || in->kind == VY_FILE || in->kind == VY_SYMLINK || in->kind == VY_SPECIAL;
+	(void)fs;
+}
+
+static vy_p_time ptime(struct timespec t)
+{
+	return (vy_p_time){.sec = t.tv_sec, .nsec = t.tv_nsec};
+}
+
+void vy_persist_inode(struct vy_fs *fs, struct vy_inode *in)
+{
+	vy_persist *p = writer_of(fs);
+	if (!p || !kept(fs, in))
+		return;
+	pthread_mutex_lock(&p->lock);
+	vy_p_inode *r = (void *)p->scratch;
+	memset(r, 0, sizeof(*r));
+	/* Fields other locks guard are read whole (never torn): a change
+	 * racing this one records itself after it, under this lock. */
+	r->ino = in->ino;
+	r->size = __atomic_load_n(&in->size, __ATOMIC_RELAXED);
+	r->parent = __atomic_load_n(&in->parent, __ATOMIC_RELAXED);
+	r->kind = in->kind;
+	r->nlink = atomic_load(&in->nlink);
+	r->dev = __atomic_load_n(&in->dev, __ATOMIC_RELAXED);
+	r->place = __atomic_load_n(&in->place, __ATOMIC_RELAXED);
+	r->linkable = __atomic_load_n(&in->linkable, __ATOMIC_RELAXED);
+	r->rdev = in->rdev;
+	pthread_mutex_lock(&in->meta);
+	r->mode = in->mode;
+	r->uid = in->uid;
+	r->gid = in->gid;
+	r->atime = ptime(in->atime);
+	r->mtime = ptime(in->mtime);
+	r->ctime = ptime(in->ctime);
+	r->btime = ptime(in->btime);
+	r->attr_flags = in->attr_flags;
+	pthread_mutex_unlock(&in->meta);
+	size_t tl = in->kind == VY_SYMLINK && in->target ? strlen(in->target) : 0;
+	r->target_len = (uint32_t)tl;
+	memcpy(p->scratch + sizeof(*r), in->target, tl);
+	append(p, VY_P_INODE, r, (uint32_t)(sizeof(*r) + tl));
+	pthread_mutex_unlock(&p->lock);
+}
+
+void vy_persist_name(struct vy_fs *fs, struct vy_inode *dir, const char *name)
+{
+	vy_persist *p = writer_of(fs);
+	if (!p || !kept(fs, dir) || dir->kind != VY_DIR)
+		return;
+	const vy_dirent *d = vy_dir_find(&dir->dir, name);
+	size_t nl = strlen(name);
+	pthread_mutex_lock(&p->lock);
+	vy_p_name *r = (void *)p->scratch;
+	*r = (vy_p_name){.parent = dir->ino, .ino = d ? d->ino : 0, .name_len = (uint32_t)nl};
+	memcpy(p->scratch + sizeof(*r), name, nl);
+	append(p, VY_P_NAME, r, (uint32_t)(sizeof(*r) + nl));
+	pthread_mutex_unlock(&p->lock);
+}
+
+void vy_persist_gone(struct vy_fs *fs, uint64_t ino)
+{
+	vy_persist *p = writer_of(fs);
+	if (!p)
+		return;
+	pthread_mutex_lock(&p->lock);
+	if (vy_u64map_get(&p->shadow.nodes, ino)) { /* never kept: nothing to forget */
+		vy_p_gone r = {.ino = ino};
+		append(p, VY_P_GONE, &r, sizeof(r));
+	}
+	pthread_mutex_unlock(&p->lock);
+}
+
+void vy_persist_xattrs(struct vy_fs *fs, struct vy_inode *in)
+{
+	vy_persist *p = writer_of(fs);
+	if (!p || !kept(fs, in))
+		return;
+	pthread_mutex_lock(&p->lock);
+	vy_p_xattrs *r = (void *)p->scratch;
+	*r = (vy_p_xattrs){.ino = in->ino, .n = (uint32_t)in->xattrs.n};
+	size_t at = sizeof(*r);
+	for (size_t i = 0; i < in->xattrs.n; i++) {
+		const vy_xattr *x = &in->xattrs.v[i];
+		uint32_t nl = (uint32_t)strlen(x->name), vl = (uint32_t)x->size;
+		if (at + 8 + (size_t)nl + vl > SCRATCH_BYTES) { /* past VY_XATTR_TOTAL_MAX: cannot be */
+			vy_error e;
+			vy_fail(&e, VY_EINVAL, "report this bug", "inode %llu's xattrs exceed their total",
+				(unsigned long long)in->ino);
+			lose(p, &e);
+			pthread_mutex_unlock(&p->lock);
+			return;
+		}
+		memcpy(p->scratch + at, &nl, 4);
+		memcpy(p->scratch + at + 4, &vl, 4);
+		memcpy(p->scratch + at + 8, x->name, nl);
+		memcpy(p->scratch + at + 8 + nl, x->value, vl);
+		at += 8 + (size_t)nl + vl;
+	}
+	append(p, VY_P_XATTRS, r, (uint32_t)at);
+	pthread_mutex_unlock(&p->lock);
+}
+
+void vy_persist_layout(struct vy_fs *fs, struct vy_inode *in)
+{
+	vy_persist *p = writer_of(fs);
+	if (!p || in->kind != VY_FILE)
+		return;
+	vy_keep_layout *l = malloc(sizeof(*l));
+	vy_error e;
+	vy_err rc = !l ? vy_fail(&e, VY_ENOMEM, "free host memory", "no memory for a file's layout")
+		    : in->buf ? vy_store_keep_layout(vy_fs_core(fs, in)->store, in->buf, l, &e)
+			      : VY_OK;
+	pthread_mutex_lock(&p->lock);
+	if (rc == VY_ENOTSUP && !p->said_lost) {
+		p->said_lost = true; /* once a mount: the rest of the namespace survives */
+		vy_log(LOG_WARNING, "inode %llu: %s; its bytes (and those of files like it) will not survive this daemon's "
+				    "death", (unsigned long long)in->ino, e.msg);
+	}
+	if (rc != VY_OK && rc != VY_ENOTSUP) {
+		lose(p, &e);
+	} else {
+		vy_p_layout *r = (void *)p->scratch;
+		bool lost = rc == VY_ENOTSUP;
+		uint32_t n = in->buf && !lost ? l->n : 0;
+		*r = (vy_p_layout){.ino = in->ino, .cap = in->buf ? in->cap : 0, .holes = in->buf ? in->holes : 0,
+				   .dev = in->dev, .lost = lost, .n = n};
+		memcpy(p->scratch + sizeof(*r), l->piece, n * sizeof(vy_keep_piece));
+		append(p, VY_P_LAYOUT, r, (uint32_t)(sizeof(*r) + n * sizeof(vy_keep_piece)));
+	}
+	pthread_mutex_unlock(&p->lock);
+	free(l);
+}
+
+vy_err vy_persist_start(struct vy_fs *fs, struct vy_state *st, struct vy_shadow *from, vy_error *e)
+{
+	vy_persist *p = calloc(1, sizeof(*p));
+	uint8_t *scratch = malloc(SCRATCH_BYTES);
+	if (!p || !scratch || pthread_mutex_init(&p->lock, NULL) != 0) {
+		free(p);
+		free(scratch);
+		return vy_fail(e, VY_ENOMEM, "free host memory, or mount with survive=off", "no memory for the kept state");
+	}
+	p->st = st;
+	p->scratch = scratch;
+	if (from) {
+		p->shadow = *from; /* taken */
+		memset(from, 0, sizeof(*from));
+	} else {
+		vy_shadow_init(&p->shadow);
+	}
+	fs->persist = p;
+	if (!from) {
+		pthread_mutex_lock(&p->lock);
+		vy_p_ns ns = {.next_ino = fs->next_ino, .generation = fs->generation};
+		append(p, VY_P_NS, &ns, sizeof(ns));
+		pthread_mutex_unlock(&p->lock);
+		vy_inode *root = vy_fs_inode(fs, VY_NS_ROOT);
+		vy_persist_inode(fs, root);
+		pthread_rwlock_rdlock(&root->lock);
+		vy_persist_xattrs(fs, root);
+		pthread_rwlock_unlock(&root->lock);
+		if (p->broken)
+			return vy_fail(e, VY_EINTERNAL, "mount with survive=off", "cannot start the kept state");
+	}
+	return VY_OK;
+}
+
+void vy_persist_stop(struct vy_fs *fs)
+{
+	vy_persist *p = writer_of(fs);
+	if (!p)
+		return;
+	fs->persist = NULL;
+	vy_shadow_destroy(&p->shadow);
+	pthread_mutex_destroy(&p->lock);
+	free(p->scratch);
+	free(p);
+}
+
+void vy_persist_counts_get(struct vy_fs *fs, vy_persist_counts *out)
+{
+	vy_persist *p = writer_of(fs);
+	memset(out, 0, sizeof(*out));
+	if (!p)
+		return;
+	pthread_mutex_lock(&p->lock);
+	*out = p->counts;
+	pthread_mutex_unlock(&p->lock);
+}

@@ -1,0 +1,46 @@
+/* The writer: every change of the namespace goes into the state region's
+ * log as the whole present state of what changed (persist/format.h), under
+ * one lock that orders the records, before the change is answered. fs/
+ * calls these after it changed something, holding the locks it changed it
+ * under (never an inode's meta mutex, which the writer takes to read).
+ * Lock order: ns, then inode rwlocks, then the writer's lock, then meta.
+ *
+ * With survive=off (fs->persist NULL) every call returns at once. */
+#ifndef VY_PERSIST_WRITER_H
+#define VY_PERSIST_WRITER_H
+
+#include <stdint.h>
+
+#include "core/err.h"
+
+struct vy_fs;
+struct vy_inode;
+struct vy_state;
+struct vy_shadow;
+
+/* Keep fs's namespace in `st` from now on. `from` NULL: a first daemon,
+ * whose namespace is its root alone (recorded now); else a successor's
+ * shadow, built by replay from `st` and matching fs (the writer takes it). */
+vy_err vy_persist_start(struct vy_fs *fs, struct vy_state *st, struct vy_shadow *from, vy_error *e);
+/* Stop keeping and free the writer (the region stays the caller's). */
+void vy_persist_stop(struct vy_fs *fs);
+
+/* An inode's attributes (a symlink's target with them). */
+void vy_persist_inode(struct vy_fs *fs, struct vy_inode *in);
+/* The entry `name` of directory `dir` as it is now (gone if absent). ns held. */
+void vy_persist_name(struct vy_fs *fs, struct vy_inode *dir, const char *name);
+/* Inode `ino` is freed. */
+void vy_persist_gone(struct vy_fs *fs, uint64_t ino);
+/* Every xattr of `in` (its ACLs among them). The inode's lock held. */
+void vy_persist_xattrs(struct vy_fs *fs, struct vy_inode *in);
+/* A regular file's memory (buffer, capacity, holes, device). Its write
+ * lock held. */
+void vy_persist_layout(struct vy_fs *fs, struct vy_inode *in);
+
+/* What the writer did, for .vyre/stats. */
+typedef struct vy_persist_counts {
+	uint64_t records, checkpoints, failures;
+} vy_persist_counts;
+void vy_persist_counts_get(struct vy_fs *fs, vy_persist_counts *out);
+
+#endif
