@@ -1,11 +1,14 @@
-/* A successor takes over a mount (adopt.h, docs/survive.md). Session 2:
- * the namespace is not in the state region yet, so the successor serves a
- * fresh one; the connection, the queued and the resent requests survive. */
+/* A successor takes over a mount (adopt.h, docs/survive.md): the
+ * connection, the queued and the resent requests, and the namespace with
+ * its files' memory, from the state region and the keeper's fds. */
 #include "daemon/adopt.h"
 #include "daemon/adopt_io.h"
 #include "daemon/keeper_link.h"
 #include "daemon/log.h"
-#include "daemon/region.h"
+#include "fs/fs.h"
+#include "persist/replay.h"
+#include "persist/writer.h"
+#include "state/state.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -55,31 +58,59 @@ int vy_adopt_run(const vy_mount_args *a)
 		vy_log(LOG_ERR, "cannot take over %s: %s", a->mountpoint, why);
 		return 1;
 	}
-	vy_region *r = NULL;
+	vy_state *st = NULL;
+	vy_state_fds fds = {ad.slot[VY_KEEPER_SLOT_REGION], {ad.slot[VY_KEEPER_SLOT_IMAGE_A], ad.slot[VY_KEEPER_SLOT_IMAGE_B]}};
+	vy_error e;
 	if (ad.slot[VY_KEEPER_SLOT_FUSE] < 0)
 		snprintf(why, sizeof(why), "the keeper handed no /dev/fuse");
-	else if (ad.slot[VY_KEEPER_SLOT_REGION] < 0)
+	else if (fds.region < 0 || fds.image[0] < 0 || fds.image[1] < 0)
 		snprintf(why, sizeof(why), "the keeper handed no state region");
-	else
-		r = vy_region_map(ad.slot[VY_KEEPER_SLOT_REGION], why, sizeof(why));
-	if (!r) {
+	else if (vy_state_adopt(&fds, &st, NULL, &e) != VY_OK)
+		snprintf(why, sizeof(why), "%s", e.msg); /* another format says its Fix */
+	if (!st) {
 		vy_log(LOG_ERR, "cannot take over %s: %s (Fix: umount %s and mount again)", a->mountpoint, why,
 		       a->mountpoint);
 		return 1;
 	}
 	/* Slots 2 and 3 (the listening socket, this binary) are the keeper's
-	 * to keep: nothing here uses them yet. */
-	for (int s = VY_KEEPER_SLOT_LISTEN; s < VY_KEEPER_SLOT_MEMORY; s++)
+	 * to keep: nothing here uses them yet. The region's are st's now. */
+	for (int s = VY_KEEPER_SLOT_LISTEN; s <= VY_KEEPER_SLOT_BINARY; s++)
 		if (ad.slot[s] >= 0)
 			close(ad.slot[s]);
-	close(ad.slot[VY_KEEPER_SLOT_REGION]); /* mapped */
 	char cause[64];
 	describe(&ad, cause, sizeof(cause));
 	death_ns = ad.death_ns;
 	takeover = ad.takeovers;
 	vy_adopt_on_first_answer(first_answer);
-	vy_log(LOG_WARNING, "takeover %" PRIu64 " of %s: the daemon was %s; serving a fresh, empty namespace (files do "
-			    "not survive yet: survive=on is for test mounts only)",
-	       ad.takeovers, a->mountpoint, cause);
-	return vy_mount_serve(a, &keeper, &ad, r);
+	vy_log(LOG_WARNING, "takeover %" PRIu64 " of %s: the daemon was %s", ad.takeovers, a->mountpoint, cause);
+	return vy_mount_serve(a, &keeper, &ad, st);
+}
+
+void vy_adopt_namespace(struct vy_fs *fs, struct vy_state *st, struct vy_keeper_adoption *ad)
+{
+	(void)ad;
+	vy_keep_fds mem = {0}; /* the keeper's memory slots: not taken yet */
+	vy_shadow sh;
+	vy_replay_counts n;
+	vy_error e;
+	vy_err rc = vy_replay(fs, st, &mem, &sh, &n, &e);
+	if (rc == VY_ENOENT) {
+		vy_shadow_destroy(&sh);
+		rc = vy_persist_start(fs, st, NULL, &e); /* the first daemon kept nothing yet */
+	} else if (rc == VY_OK) {
+		vy_log(LOG_NOTICE, "takeover: %" PRIu64 " records kept: %" PRIu64 " inodes, %" PRIu64 " names, %" PRIu64
+				   " files with their memory, %" PRIu64 " files lost their bytes, %" PRIu64 " nameless inodes freed",
+		       n.records, n.inodes, n.names, n.files, n.lost, n.dropped);
+		rc = vy_persist_start(fs, st, &sh, &e);
+		if (rc != VY_OK)
+			vy_shadow_destroy(&sh);
+	} else {
+		vy_shadow_destroy(&sh);
+		vy_log(LOG_ERR, "takeover: the kept namespace cannot be made again: %s; serving what was made of it, and "
+				"no longer keeping changes", e.msg);
+		return;
+	}
+	if (rc != VY_OK)
+		vy_log(LOG_ERR, "takeover: cannot keep the namespace on: %s; this mount no longer survives the daemon's "
+				"death (Fix: umount and mount again)", e.msg);
 }

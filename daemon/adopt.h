@@ -1,6 +1,7 @@
 /* A successor's start (survive=on): started by the keeper as `vyrefs
  * --adopt ARGS...` after its daemon died, it takes the keeper's fds, checks
- * the state region and serves the live /dev/fuse without mounting. */
+ * the state region, makes the namespace again from it and serves the live
+ * /dev/fuse without mounting. */
 #ifndef VY_ADOPT_H
 #define VY_ADOPT_H
 
@@ -8,5 +9,13 @@
 
 /* The process's exit status, as vy_mount_run's. */
 int vy_adopt_run(const vy_mount_args *a);
+
+/* The kept namespace and file memory into `fs` (fresh, nothing served
+ * yet), then keeping it on in `st`. What cannot be taken back is said in
+ * the log; the mount serves on either way. */
+struct vy_fs;
+struct vy_state;
+struct vy_keeper_adoption;
+void vy_adopt_namespace(struct vy_fs *fs, struct vy_state *st, struct vy_keeper_adoption *ad);
 
 #endif

@@ -55,7 +55,7 @@ int vy_keeper_link_env(vy_keeper_link *k, int *report_fd, char *why, size_t cap)
 	return 1;
 }
 
-int vy_keeper_hand(vy_keeper_link *k, int fuse_fd, int region_fd, char *why, size_t cap)
+int vy_keeper_hand(vy_keeper_link *k, int fuse_fd, const int state_fds[3], char *why, size_t cap)
 {
 	int self = open("/proc/self/exe", O_PATH | O_CLOEXEC);
 	if (self < 0) {
@@ -65,11 +65,13 @@ int vy_keeper_hand(vy_keeper_link *k, int fuse_fd, int region_fd, char *why, siz
 	}
 	vy_keeper_msg m;
 	vy_keeper_msg_init(&m, VY_KEEPER_ADD);
-	int fds[3] = {fuse_fd, region_fd, self};
+	int fds[6] = {fuse_fd, state_fds[0], self, state_fds[1], state_fds[2]};
 	m.slot[0] = VY_KEEPER_SLOT_FUSE;
 	m.slot[1] = VY_KEEPER_SLOT_REGION;
 	m.slot[2] = VY_KEEPER_SLOT_BINARY;
-	m.count = 3;
+	m.slot[3] = VY_KEEPER_SLOT_IMAGE_A;
+	m.slot[4] = VY_KEEPER_SLOT_IMAGE_B;
+	m.count = 5;
 	int rc = vy_keeper_send(k->sock, &m, fds);
 	close(self);
 	if (rc != 0)

@@ -37,9 +37,10 @@ typedef struct vy_keeper_adoption {
  * so launchers inherit neither. */
 int vy_keeper_link_env(vy_keeper_link *k, int *report_fd, char *why, size_t cap);
 
-/* The first daemon, once mounted: /dev/fuse, the region and this binary
- * (O_PATH) into slots 0, 1 and 3. 0, or -1 with `why`. */
-int vy_keeper_hand(vy_keeper_link *k, int fuse_fd, int region_fd, char *why, size_t cap);
+/* The first daemon, once mounted: /dev/fuse, the state region, this binary
+ * (O_PATH) and the state's images A and B (state_fds: region, A, B) into
+ * slots 0, 1, 3, 4 and 5. 0, or -1 with `why`. */
+int vy_keeper_hand(vy_keeper_link *k, int fuse_fd, const int state_fds[3], char *why, size_t cap);
 
 /* A successor: every slot and the takeover's facts. 0, or -1 with `why`. */
 int vy_keeper_take(vy_keeper_link *k, vy_keeper_adoption *ad, char *why, size_t cap);

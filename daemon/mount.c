@@ -8,7 +8,9 @@
 #include "fs/ops.h"
 #include "daemon/session.h"
 #include "daemon/keeper_link.h"
-#include "daemon/region.h"
+#include "daemon/adopt.h"
+#include "persist/writer.h"
+#include "state/state.h"
 
 #include <errno.h>
 #include <pwd.h>
@@ -233,11 +235,10 @@ static void unmount_adopted(const char *mountpoint)
 }
 
 #define SURVIVE_WARNING                                                                                        \
-	"survive=on is experimental: it keeps the mount and requests alive through a daemon's death; files do "  \
-	"not survive yet (a successor serves an empty namespace): test mounts only"
+	"survive=on is experimental: files, names, attributes and bytes survive a daemon's death; open handles, " \
+	"mappings and modules do not yet (docs/survive.md): test mounts only"
 
-int vy_mount_serve(const vy_mount_args *a, vy_keeper_link *keeper, const vy_keeper_adoption *adopt,
-		   vy_region *region)
+int vy_mount_serve(const vy_mount_args *a, vy_keeper_link *keeper, vy_keeper_adoption *adopt, vy_state *st)
 {
 	bool kept = keeper && keeper->sock >= 0;
 	set_kernel_cache(&a->cfg);
@@ -293,9 +294,10 @@ int vy_mount_serve(const vy_mount_args *a, vy_keeper_link *keeper, const vy_keep
 	char why[512];
 	if (adopt) {
 		/* The mount is there; its connection is the fd the keeper kept. */
-		if (vy_session_adopt(se, adopt->slot[VY_KEEPER_SLOT_FUSE], region->init_in,
-				     atomic_load(&region->init_in_len), region->init_out,
-				     atomic_load(&region->init_out_len)) != 0) {
+		const uint8_t *req, *rep;
+		uint32_t req_len, rep_len;
+		if (!vy_state_get_init(st, &req, &req_len, &rep, &rep_len) ||
+		    vy_session_adopt(se, adopt->slot[VY_KEEPER_SLOT_FUSE], req, req_len, rep, rep_len) != 0) {
 			vy_log(LOG_ERR, "cannot take over %s: the recorded INIT exchange is not one (Fix: umount %s and "
 					"mount again)", a->mountpoint, a->mountpoint);
 			fuse_remove_signal_handlers(se);
@@ -315,20 +317,24 @@ int vy_mount_serve(const vy_mount_args *a, vy_keeper_link *keeper, const vy_keep
 		goto out;
 	}
 	if (kept && !adopt) {
-		/* The keeper holds /dev/fuse, the region that will hold the INIT
-		 * exchange, and this binary. */
-		int rfd = -1;
-		region = vy_region_create(&rfd, why, sizeof(why));
-		if (!region || vy_keeper_hand(keeper, fuse_session_fd(se), rfd, why, sizeof(why)) != 0) {
+		/* The keeper holds /dev/fuse, the state region (the INIT
+		 * exchange, the namespace's log and images), and this binary. */
+		bool ok = vy_state_create(a->cfg.survive_log, &st, &e) == VY_OK;
+		if (!ok)
+			snprintf(why, sizeof(why), "%.400s (Fix: mount with survive=off)", e.msg);
+		int sfds[3] = {ok ? st->fds.region : -1, ok ? st->fds.image[0] : -1, ok ? st->fds.image[1] : -1};
+		ok = ok && vy_keeper_hand(keeper, fuse_session_fd(se), sfds, why, sizeof(why)) == 0;
+		if (ok && vy_persist_start(&fs, st, NULL, &e) != VY_OK) {
+			ok = false;
+			snprintf(why, sizeof(why), "%s", e.msg);
+		}
+		if (!ok) {
 			report('E', "%s", why);
-			if (rfd >= 0)
-				close(rfd);
 			fuse_session_unmount(se);
 			fuse_remove_signal_handlers(se);
 			goto out;
 		}
-		close(rfd); /* the keeper's copy holds it; the mapping stays */
-		vy_session_record_init(region);
+		vy_session_record_init(st);
 		if (report_fd >= 0)
 			report('N', "%s", SURVIVE_WARNING);
 	}
@@ -358,6 +364,7 @@ int vy_mount_serve(const vy_mount_args *a, vy_keeper_link *keeper, const vy_keep
 	if (adopt) {
 		fs.takeovers = adopt->takeovers;
 		fs.death_ns = adopt->death_ns;
+		vy_adopt_namespace(&fs, st, adopt);
 	}
 	/* Client programs map files through it; the mount works without. */
 	if (vy_mapsrv_start(&fs, a->mountpoint, &e) != VY_OK)
@@ -366,6 +373,7 @@ int vy_mount_serve(const vy_mount_args *a, vy_keeper_link *keeper, const vy_keep
 
 	int rc = vy_session_loop(se, a->cfg.idle_threads);
 	bool quiet = vy_mapsrv_stop(&fs);
+	vy_persist_stop(&fs); /* unmounted: what is freed now needs no successor */
 	fuse_session_unmount(se);
 	if (adopt)
 		unmount_adopted(a->mountpoint);
@@ -386,8 +394,11 @@ int vy_mount_serve(const vy_mount_args *a, vy_keeper_link *keeper, const vy_keep
 out:
 	if (se)
 		fuse_session_destroy(se);
-	if (fs_ready)
+	if (fs_ready) {
+		vy_persist_stop(&fs);
 		vy_fs_destroy(&fs);
+	}
+	vy_state_close(st);
 	for (unsigned d = 0; d < ncores && cores[d]; d++) {
 		if (vy_core_close(cores[d], &e) != VY_OK) {
 			vy_log(LOG_ERR, "releasing device %d's memory: %s", dev[d]->info.ordinal, e.msg);

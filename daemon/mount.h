@@ -24,13 +24,14 @@ typedef struct vy_mount_args {
  * the mount is ready), 1 on failure. */
 int vy_mount_run(const vy_mount_args *a);
 
-/* Serve a mount: the first daemon mounts (adopt NULL); a successor takes
- * over the live /dev/fuse fd it was handed (adopt.c). `keeper` NULL or
- * unlinked: no keeper. The exit status. */
+/* Serve a mount: the first daemon mounts (adopt NULL) and, with a
+ * keeper, makes the state region; a successor takes over the live
+ * /dev/fuse fd and the region `st` it was handed (adopt.c), which this
+ * closes. `keeper` NULL or unlinked: no keeper. The exit status. */
 struct vy_keeper_link;
 struct vy_keeper_adoption;
-struct vy_region;
-int vy_mount_serve(const vy_mount_args *a, struct vy_keeper_link *keeper, const struct vy_keeper_adoption *adopt,
-		   struct vy_region *region);
+struct vy_state;
+int vy_mount_serve(const vy_mount_args *a, struct vy_keeper_link *keeper, struct vy_keeper_adoption *adopt,
+		   struct vy_state *st);
 
 #endif

@@ -2,7 +2,8 @@
  * share (see session.h). */
 #include "daemon/session.h"
 #include "daemon/adopt_io.h"
-#include "daemon/region.h"
+#include "daemon/log.h"
+#include "state/state.h"
 #include "fs/statx.h"
 
 #include <errno.h>
@@ -31,12 +32,15 @@ void vy_session_conn(struct fuse_conn_info *conn, size_t max_write)
  * it. One session per process. */
 static _Atomic uint64_t init_unique;
 static atomic_bool init_offered, init_pending;
-/* survive=on: where the first daemon keeps the INIT exchange (region.h). */
-static struct vy_region *record;
+/* survive=on: where the first daemon keeps the INIT exchange (state/),
+ * and the kernel's request until its reply goes with it. */
+static struct vy_state *record;
+static uint8_t init_req[VY_STATE_INIT_MAX];
+static uint32_t init_req_len;
 
-void vy_session_record_init(struct vy_region *r)
+void vy_session_record_init(struct vy_state *st)
 {
-	record = r;
+	record = st;
 }
 
 static ssize_t io_read(int fd, void *buf, size_t len, void *userdata)
@@ -58,25 +62,29 @@ static ssize_t io_read(int fd, void *buf, size_t len, void *userdata)
 		atomic_store(&init_offered, (arg->flags & FUSE_HANDLE_KILLPRIV_V2) != 0);
 		atomic_store(&init_unique, in->unique);
 		atomic_store(&init_pending, true);
-		if (record && !vy_adopt_active() && (size_t)n <= sizeof(record->init_in)) {
-			memcpy(record->init_in, buf, (size_t)n);
-			atomic_store(&record->init_in_len, (uint32_t)n);
+		if (record && !vy_adopt_active() && (size_t)n <= sizeof(init_req)) {
+			memcpy(init_req, buf, (size_t)n);
+			init_req_len = (uint32_t)n; /* read before its reply is written: one thread */
 		}
 	}
 	return n;
 }
 
-/* The first daemon's INIT reply, as the kernel gets it, into the region. */
+/* The first daemon's INIT exchange, the reply as the kernel gets it, into
+ * the region. */
 static void keep_init_reply(const struct iovec *iov, int count)
 {
+	uint8_t out[VY_STATE_INIT_MAX];
 	size_t got = 0;
 	for (int i = 1; i < count; i++) {
-		if (iov[i].iov_len > sizeof(record->init_out) - got)
+		if (iov[i].iov_len > sizeof(out) - got)
 			return; /* larger than any INIT reply: not kept, a successor refuses */
-		memcpy(record->init_out + got, iov[i].iov_base, iov[i].iov_len);
+		memcpy(out + got, iov[i].iov_base, iov[i].iov_len);
 		got += iov[i].iov_len;
 	}
-	atomic_store(&record->init_out_len, (uint32_t)got);
+	vy_error e;
+	if (init_req_len && vy_state_set_init(record, init_req, init_req_len, out, (uint32_t)got, &e) != VY_OK)
+		vy_log(LOG_ERR, "cannot keep the INIT exchange for a successor: %s", e.msg);
 }
 
 static ssize_t io_writev(int fd, struct iovec *iov, int count, void *userdata)

@@ -21,9 +21,9 @@ void vy_session_conn(struct fuse_conn_info *conn, size_t max_write);
 int vy_session_mount(struct fuse_session *se, const char *mountpoint);
 
 /* survive=on: the kernel's INIT request and the INIT reply as sent (after
- * the KILLPRIV_V2 edit) go into this region when they pass (region.h). */
-struct vy_region;
-void vy_session_record_init(struct vy_region *r);
+ * the KILLPRIV_V2 edit) go into the state region when they pass (state/). */
+struct vy_state;
+void vy_session_record_init(struct vy_state *st);
 
 /* A successor's session on a live /dev/fuse fd, with no mount: replays
  * the recorded INIT, checks libfuse's reply against the recorded one, and
