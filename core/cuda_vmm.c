@@ -10,9 +10,9 @@
 #include <unistd.h>
 
 /* Reserve an address range for r's physical memory, map it and allow read
- * and write from this device; record it in `into`. On failure r's handle is
- * released and r freed. */
-static vy_err vmm_map(cuda_device *c, vmm_rec *r, vy_dptr *out, vy_error *e)
+ * and write from this device; record it in c->vmm. On failure r's handle
+ * is released and r freed. */
+vy_err vy_cuda_vmm_map(cuda_device *c, vmm_rec *r, vy_dptr *out, vy_error *e)
 {
 	CUdeviceptr p = 0;
 	const char *call = "cuMemAddressReserve";
@@ -83,7 +83,7 @@ static vy_err vmm_alloc(cuda_device *c, uint64_t bytes, vy_dptr *out, vy_error *
 		free(r);
 		return vy_cuda_fail(c, cr, "cuMemCreate", e);
 	}
-	return vmm_map(c, r, out, e);
+	return vy_cuda_vmm_map(c, r, out, e);
 }
 
 vy_err vy_cuda_alloc(vy_device *d, uint64_t bytes, vy_dptr *out, vy_error *e)
@@ -97,12 +97,17 @@ vy_err vy_cuda_alloc(vy_device *d, uint64_t bytes, vy_dptr *out, vy_error *e)
 			       (unsigned long long)bytes);
 	CU_CURRENT(c, e);
 	uint64_t g = c->base.info.share_granularity;
-	if (g && bytes >= g) {
+	/* Kept (d->whole_granules): small ones too, as only VMM memory has
+	 * an fd a keeper can hold. */
+	if (g && (bytes >= g || d->whole_granules)) {
 		uint64_t whole = vy_device_alloc_size(d, bytes); /* VMM takes whole granules */
 		if (!whole || whole > SIZE_MAX)
 			return vy_fail(e, VY_EOVERFLOW, "allocate less", "cuda backend: %llu bytes do not fit size_t",
 				       (unsigned long long)bytes);
-		return vmm_alloc(c, whole, out, e);
+		vy_err rc = vmm_alloc(c, whole, out, e);
+		if (rc == VY_OK)
+			vy_cuda_keep_made(c, *out);
+		return rc;
 	}
 	CU_CALL(c, e, MemAlloc, (&p, (size_t)bytes));
 	*out = (vy_dptr)p;
@@ -115,6 +120,8 @@ vy_err vy_cuda_free(vy_device *d, vy_dptr p, vy_error *e)
 	CU_CURRENT(c, e);
 	pthread_mutex_lock(&c->vmm_lock);
 	vmm_rec *r = c->base.info.share_granularity ? vy_u64map_remove(&c->vmm, p) : NULL;
+	if (r)
+		vy_cuda_keep_freed(c, r);
 	pthread_mutex_unlock(&c->vmm_lock);
 	if (r) {
 		vy_err rc = vmm_unmap(c, p, r, e);
