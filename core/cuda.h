@@ -163,11 +163,16 @@ extern const vy_device_share_ops vy_cuda_share;
  * failure r's handle is released and r freed. */
 vy_err vy_cuda_vmm_map(cuda_device *c, vmm_rec *r, vy_dptr *out, vy_error *e);
 
-/* cuda_keep.c: the keep sub-table; a new allocation handed to the sink
- * (the context current); a freed one's slot dropped (vmm_lock held). */
-extern const vy_device_keep_ops vy_cuda_keep;
+/* Keeping (cuda_vmm.c): a new fd for r's memory (-1: the driver would
+ * not); r at p handed to the sink, its slot (0: not kept) (vmm_lock
+ * held); a new allocation so handed once a sink is set (the context
+ * current); a freed one's slot dropped (vmm_lock held). */
+int vy_cuda_export(cuda_device *c, const vmm_rec *r);
+vy_keep_slot vy_cuda_keep_add(cuda_device *c, const vmm_rec *r, vy_dptr p);
 void vy_cuda_keep_made(cuda_device *c, vy_dptr p);
 void vy_cuda_keep_freed(cuda_device *c, vmm_rec *r);
+/* cuda_keep.c: the keep sub-table over those. */
+extern const vy_device_keep_ops vy_cuda_keep;
 
 #endif
 

@@ -11,49 +11,9 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+/* (cuda_vmm.c hands each new allocation to the sink and drops a freed
+ * one's slot: vy_cuda_keep_add, vy_cuda_keep_freed.) */
 #define FIX_LAYOUT "adopt only layouts vy_store_keep_layout wrote, with the fds the keeper handed; report this bug"
-
-/* A new fd for r's memory, or -1. */
-static int export_fd(cuda_device *c, const vmm_rec *r)
-{
-	int fd = -1;
-	CUresult cr = c->api.MemExportToShareableHandle(&fd, r->handle, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
-	return cr == CUDA_SUCCESS ? fd : -1;
-}
-
-/* Hand r (at p) to the sink: its slot, 0 when not kept. vmm_lock held. */
-static vy_keep_slot add(cuda_device *c, const vmm_rec *r, vy_dptr p)
-{
-	int fd = export_fd(c, r);
-	if (fd < 0)
-		return 0; /* the layout says this memory is not kept */
-	vy_keep_slot slot = c->sink->add(c->sink->ctx, fd);
-	close(fd); /* the keeper holds its own copy */
-	if (slot && !vy_u64map_put(&c->by_slot, slot, (void *)(uintptr_t)p)) {
-		c->sink->drop(c->sink->ctx, slot);
-		slot = 0;
-	}
-	return slot;
-}
-
-void vy_cuda_keep_made(cuda_device *c, vy_dptr p)
-{
-	pthread_mutex_lock(&c->vmm_lock);
-	vmm_rec *r = c->sink ? vy_u64map_get(&c->vmm, p) : NULL;
-	if (r && !r->slot)
-		r->slot = add(c, r, p);
-	pthread_mutex_unlock(&c->vmm_lock);
-}
-
-void vy_cuda_keep_freed(cuda_device *c, vmm_rec *r)
-{
-	if (!r->slot)
-		return;
-	vy_u64map_remove(&c->by_slot, r->slot);
-	if (c->sink)
-		c->sink->drop(c->sink->ctx, r->slot);
-	r->slot = 0;
-}
 
 static vy_err cuda_keep_start(vy_device *d, const vy_keep_sink *sink, vy_error *e)
 {
@@ -71,7 +31,7 @@ static vy_err cuda_keep_start(vy_device *d, const vy_keep_sink *sink, vy_error *
 	for (size_t i = 0; vy_u64map_next(&c->vmm, &i, &key, &value);) {
 		vmm_rec *r = value;
 		if (key != c->zrun && !r->slot) /* the zero run is no file's */
-			r->slot = add(c, r, key);
+			r->slot = vy_cuda_keep_add(c, r, key);
 	}
 	pthread_mutex_unlock(&c->vmm_lock);
 	return VY_OK;
@@ -156,7 +116,7 @@ static void cuda_keep_unadopt(vy_device *d, vy_dptr p, vy_keep_fds *fds)
 	vmm_rec *r = vy_u64map_get(&c->vmm, p);
 	vy_keep_slot slot = r ? r->slot : 0;
 	/* The same memory, a new fd: the keeper's copy in the slot is as before. */
-	int fd = r ? export_fd(c, r) : -1;
+	int fd = r ? vy_cuda_export(c, r) : -1;
 	if (r && slot) {
 		vy_u64map_remove(&c->by_slot, slot);
 		r->slot = 0; /* not dropped: the keeper keeps it for whoever settles the slots */

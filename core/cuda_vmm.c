@@ -86,6 +86,51 @@ static vy_err vmm_alloc(cuda_device *c, uint64_t bytes, vy_dptr *out, vy_error *
 	return vy_cuda_vmm_map(c, r, out, e);
 }
 
+/* Keeping (core/device_keep.h; cuda_keep.c has the sub-table): a new
+ * allocation's fd to the sink, a freed one's slot dropped. */
+
+/* A new fd for r's memory, or -1. */
+int vy_cuda_export(cuda_device *c, const vmm_rec *r)
+{
+	int fd = -1;
+	CUresult cr = c->api.MemExportToShareableHandle(&fd, r->handle, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+	return cr == CUDA_SUCCESS ? fd : -1;
+}
+
+/* Hand r (at p) to the sink: its slot, 0 when not kept. vmm_lock held. */
+vy_keep_slot vy_cuda_keep_add(cuda_device *c, const vmm_rec *r, vy_dptr p)
+{
+	int fd = vy_cuda_export(c, r);
+	if (fd < 0)
+		return 0; /* the layout says this memory is not kept */
+	vy_keep_slot slot = c->sink->add(c->sink->ctx, fd);
+	close(fd); /* the keeper holds its own copy */
+	if (slot && !vy_u64map_put(&c->by_slot, slot, (void *)(uintptr_t)p)) {
+		c->sink->drop(c->sink->ctx, slot);
+		slot = 0;
+	}
+	return slot;
+}
+
+void vy_cuda_keep_made(cuda_device *c, vy_dptr p)
+{
+	pthread_mutex_lock(&c->vmm_lock);
+	vmm_rec *r = c->sink ? vy_u64map_get(&c->vmm, p) : NULL;
+	if (r && !r->slot)
+		r->slot = vy_cuda_keep_add(c, r, p);
+	pthread_mutex_unlock(&c->vmm_lock);
+}
+
+void vy_cuda_keep_freed(cuda_device *c, vmm_rec *r)
+{
+	if (!r->slot)
+		return;
+	vy_u64map_remove(&c->by_slot, r->slot);
+	if (c->sink)
+		c->sink->drop(c->sink->ctx, r->slot);
+	r->slot = 0;
+}
+
 vy_err vy_cuda_alloc(vy_device *d, uint64_t bytes, vy_dptr *out, vy_error *e)
 {
 	cuda_device *c = cuda_of(d);
