@@ -58,7 +58,7 @@ CLIENT_OBJ := $(CLIENT_SRC:%.c=$(BUILD)/%.o)
 # libvyrefs.so, the client library (client/): its own code, and the core's
 # device backends and the channel it imports memory and talks with, built
 # position-independent with everything but client/vyrefs.h hidden.
-LIB_SRC    := client/libvyrefs.c client/fail.c client/daemon.c client/mountinfo.c client/copy.c core/device.c core/device_cuda.c core/cuda_driver.c core/cuda_vmm.c core/device_host.c core/host_slab.c core/err.c core/span.c core/u64map.c \
+LIB_SRC    := client/libvyrefs.c client/fail.c client/daemon.c client/mountinfo.c client/copy.c core/device.c core/device_cuda.c core/cuda_driver.c core/cuda_vmm.c core/device_host.c core/host_slab.c core/host_keep.c core/cuda_keep.c core/err.c core/span.c core/u64map.c \
 	      proto/channel.c
 LIB_OBJ    := $(LIB_SRC:%.c=$(BUILD)/pic/%.o)
 LIB        := $(BUILD)/libvyrefs.so
@@ -124,6 +124,11 @@ $(BUILD)/tests/unit/test_state_%: $(BUILD)/tests/unit/test_state_%.o $(UNIT_LIB)
 
 $(BUILD)/tests/unit/test_keeper: $(BUILD)/tests/unit/test_keeper.o $(UNIT_LIB) $(BUILD)/keeper/wire.o $(CORE_LIB) $(BUILD)/vyrefs-keeper
 	$(CC) $(CFLAGS) -o $@ $(filter %.o %.a,$^) $(PKG_LIBS) $(LDLIBS)
+
+# The keeper's memory sink (daemon/) against a fake keeper.
+$(BUILD)/tests/unit/test_keeper_memory: $(BUILD)/tests/unit/test_keeper_memory.o $(UNIT_LIB) $(BUILD)/daemon/keeper_memory.o \
+		$(BUILD)/daemon/log.o $(BUILD)/keeper/wire.o $(CORE_LIB)
+	$(CC) $(CFLAGS) -o $@ $^ $(PKG_LIBS) $(LDLIBS)
 
 $(BUILD)/tests/unit/test_statx: $(BUILD)/tests/unit/test_statx.o $(UNIT_LIB) $(BUILD)/fs/statx.o $(CORE_LIB)
 	$(CC) $(CFLAGS) -o $@ $^ $(PKG_LIBS) $(LDLIBS)

@@ -7,6 +7,7 @@
 #ifdef VY_HAVE_CUDA_H
 
 #include "core/device.h"
+#include "core/device_keep.h"
 #include "core/u64map.h"
 
 #include <cuda.h>
@@ -102,6 +103,10 @@ typedef struct cuda_device {
 	 * Set before any allocation, read without the lock after. */
 	int peers[VY_PEERS_MAX];
 	int npeers;
+	/* Keeping for a successor (cuda_keep.c; vmm_lock): the sink once
+	 * started, and each kept slot's allocation (slot -> pointer). */
+	const vy_keep_sink *sink;
+	vy_u64map by_slot;
 } cuda_device;
 
 /* What may read and write a mapping: this device and its peers. */
@@ -121,6 +126,7 @@ static inline int access_list(const cuda_device *c, CUmemAccessDesc *out)
 typedef struct vmm_rec {
 	CUmemGenericAllocationHandle handle;
 	uint64_t bytes;
+	vy_keep_slot slot; /* where a keeper holds its fd; 0: none */
 } vmm_rec;
 static inline cuda_device *cuda_of(vy_device *d)
 {
@@ -153,6 +159,20 @@ uint64_t vy_cuda_next_generation(void);
 vy_err vy_cuda_alloc(vy_device *d, uint64_t bytes, vy_dptr *out, vy_error *e);
 vy_err vy_cuda_free(vy_device *d, vy_dptr p, vy_error *e);
 extern const vy_device_share_ops vy_cuda_share;
+/* Reserve, map and allow access to r's memory, recorded in c->vmm; on
+ * failure r's handle is released and r freed. */
+vy_err vy_cuda_vmm_map(cuda_device *c, vmm_rec *r, vy_dptr *out, vy_error *e);
+
+/* Keeping (cuda_vmm.c): a new fd for r's memory (-1: the driver would
+ * not); r at p handed to the sink, its slot (0: not kept) (vmm_lock
+ * held); a new allocation so handed once a sink is set (the context
+ * current); a freed one's slot dropped (vmm_lock held). */
+int vy_cuda_export(cuda_device *c, const vmm_rec *r);
+vy_keep_slot vy_cuda_keep_add(cuda_device *c, const vmm_rec *r, vy_dptr p);
+void vy_cuda_keep_made(cuda_device *c, vy_dptr p);
+void vy_cuda_keep_freed(cuda_device *c, vmm_rec *r);
+/* cuda_keep.c: the keep sub-table over those. */
+extern const vy_device_keep_ops vy_cuda_keep;
 
 #endif
 

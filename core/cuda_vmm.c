@@ -10,9 +10,9 @@
 #include <unistd.h>
 
 /* Reserve an address range for r's physical memory, map it and allow read
- * and write from this device; record it in `into`. On failure r's handle is
- * released and r freed. */
-static vy_err vmm_map(cuda_device *c, vmm_rec *r, vy_dptr *out, vy_error *e)
+ * and write from this device; record it in c->vmm. On failure r's handle
+ * is released and r freed. */
+vy_err vy_cuda_vmm_map(cuda_device *c, vmm_rec *r, vy_dptr *out, vy_error *e)
 {
 	CUdeviceptr p = 0;
 	const char *call = "cuMemAddressReserve";
@@ -83,7 +83,52 @@ static vy_err vmm_alloc(cuda_device *c, uint64_t bytes, vy_dptr *out, vy_error *
 		free(r);
 		return vy_cuda_fail(c, cr, "cuMemCreate", e);
 	}
-	return vmm_map(c, r, out, e);
+	return vy_cuda_vmm_map(c, r, out, e);
+}
+
+/* Keeping (core/device_keep.h; cuda_keep.c has the sub-table): a new
+ * allocation's fd to the sink, a freed one's slot dropped. */
+
+/* A new fd for r's memory, or -1. */
+int vy_cuda_export(cuda_device *c, const vmm_rec *r)
+{
+	int fd = -1;
+	CUresult cr = c->api.MemExportToShareableHandle(&fd, r->handle, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+	return cr == CUDA_SUCCESS ? fd : -1;
+}
+
+/* Hand r (at p) to the sink: its slot, 0 when not kept. vmm_lock held. */
+vy_keep_slot vy_cuda_keep_add(cuda_device *c, const vmm_rec *r, vy_dptr p)
+{
+	int fd = vy_cuda_export(c, r);
+	if (fd < 0)
+		return 0; /* the layout says this memory is not kept */
+	vy_keep_slot slot = c->sink->add(c->sink->ctx, fd);
+	close(fd); /* the keeper holds its own copy */
+	if (slot && !vy_u64map_put(&c->by_slot, slot, (void *)(uintptr_t)p)) {
+		c->sink->drop(c->sink->ctx, slot);
+		slot = 0;
+	}
+	return slot;
+}
+
+void vy_cuda_keep_made(cuda_device *c, vy_dptr p)
+{
+	pthread_mutex_lock(&c->vmm_lock);
+	vmm_rec *r = c->sink ? vy_u64map_get(&c->vmm, p) : NULL;
+	if (r && !r->slot)
+		r->slot = vy_cuda_keep_add(c, r, p);
+	pthread_mutex_unlock(&c->vmm_lock);
+}
+
+void vy_cuda_keep_freed(cuda_device *c, vmm_rec *r)
+{
+	if (!r->slot)
+		return;
+	vy_u64map_remove(&c->by_slot, r->slot);
+	if (c->sink)
+		c->sink->drop(c->sink->ctx, r->slot);
+	r->slot = 0;
 }
 
 vy_err vy_cuda_alloc(vy_device *d, uint64_t bytes, vy_dptr *out, vy_error *e)
@@ -97,12 +142,17 @@ vy_err vy_cuda_alloc(vy_device *d, uint64_t bytes, vy_dptr *out, vy_error *e)
 			       (unsigned long long)bytes);
 	CU_CURRENT(c, e);
 	uint64_t g = c->base.info.share_granularity;
-	if (g && bytes >= g) {
+	/* Kept (d->whole_granules): small ones too, as only VMM memory has
+	 * an fd a keeper can hold. */
+	if (g && (bytes >= g || d->whole_granules)) {
 		uint64_t whole = vy_device_alloc_size(d, bytes); /* VMM takes whole granules */
 		if (!whole || whole > SIZE_MAX)
 			return vy_fail(e, VY_EOVERFLOW, "allocate less", "cuda backend: %llu bytes do not fit size_t",
 				       (unsigned long long)bytes);
-		return vmm_alloc(c, whole, out, e);
+		vy_err rc = vmm_alloc(c, whole, out, e);
+		if (rc == VY_OK)
+			vy_cuda_keep_made(c, *out);
+		return rc;
 	}
 	CU_CALL(c, e, MemAlloc, (&p, (size_t)bytes));
 	*out = (vy_dptr)p;
@@ -115,6 +165,8 @@ vy_err vy_cuda_free(vy_device *d, vy_dptr p, vy_error *e)
 	CU_CURRENT(c, e);
 	pthread_mutex_lock(&c->vmm_lock);
 	vmm_rec *r = c->base.info.share_granularity ? vy_u64map_remove(&c->vmm, p) : NULL;
+	if (r)
+		vy_cuda_keep_freed(c, r);
 	pthread_mutex_unlock(&c->vmm_lock);
 	if (r) {
 		vy_err rc = vmm_unmap(c, p, r, e);

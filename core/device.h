@@ -24,6 +24,7 @@ typedef struct vy_stream vy_stream; /* opaque, owned by the backend */
 typedef struct vy_event vy_event;   /* opaque, owned by the backend */
 typedef struct vy_module vy_module; /* a loaded PTX/cubin/fatbin image */
 typedef struct vy_function vy_function; /* a kernel entry of a module */
+typedef struct vy_device_keep_ops vy_device_keep_ops; /* core/device_keep.h */
 
 #define VY_PARAMS_MAX 256
 
@@ -154,6 +155,12 @@ struct vy_device {
 	const vy_device_ops *ops;
 	/* NULL when this device cannot share memory with another process. */
 	const vy_device_share_ops *share;
+	/* NULL when this device cannot keep its memory for a successor
+	 * daemon (core/device_keep.h). */
+	const vy_device_keep_ops *keep;
+	/* Every allocation is whole share granules, small ones too (cuda
+	 * while kept: only VMM memory has an fd). */
+	bool whole_granules;
 	vy_device_info info;
 };
 
@@ -173,7 +180,8 @@ void vy_device_close(vy_device *d);
 vy_err vy_device_warm_streams(vy_device *d, unsigned n, vy_error *e);
 
 /* The bytes an allocation of `len` really takes: rounded up to the share
- * granularity when it is shareable (0 on overflow). */
+ * granularity when it is shareable, or always with whole_granules (0 on
+ * overflow). */
 uint64_t vy_device_alloc_size(const vy_device *d, uint64_t len);
 
 /* Opening a device: the backends and the choice between them. */

@@ -62,6 +62,7 @@ static void cuda_close(vy_device *d)
 	vy_u64map_destroy(&c->reserved);
 	vy_u64map_destroy(&c->mapped);
 	vy_u64map_destroy(&c->zruns); /* the zero run itself is in vmm, freed above */
+	vy_u64map_destroy(&c->by_slot);
 	if (c->vmm_lock_made)
 		pthread_mutex_destroy(&c->vmm_lock);
 	if (c->ctx)
@@ -448,6 +449,7 @@ static vy_err cuda_fill_info(cuda_device *c, int ordinal, vy_error *e)
 		CU_CALL(c, e, MemGetAllocationGranularity, (&g, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
 		i->share_granularity = g;
 		c->base.share = &vy_cuda_share;
+		c->base.keep = &vy_cuda_keep;
 		/* The zero run: a power of two of granules near 1/1024 of the
 		 * device's memory, at most 64 MiB (its cost while holes are). */
 		for (c->zrun_bytes = g; c->zrun_bytes < ((uint64_t)64 << 20) && c->zrun_bytes * 2 <= i->total_bytes / 1024;)
@@ -467,6 +469,7 @@ vy_err vy_device_cuda_open(int ordinal, vy_device **out, vy_error *e)
 	vy_u64map_init(&c->reserved);
 	vy_u64map_init(&c->mapped);
 	vy_u64map_init(&c->zruns);
+	vy_u64map_init(&c->by_slot);
 	if (pthread_mutex_init(&c->vmm_lock, NULL) != 0) {
 		free(c);
 		return vy_fail(e, VY_ENOMEM, "free host memory", "cuda backend: cannot create a mutex");
@@ -522,6 +525,7 @@ fail:
 	vy_u64map_destroy(&c->reserved);
 	vy_u64map_destroy(&c->mapped);
 	vy_u64map_destroy(&c->zruns);
+	vy_u64map_destroy(&c->by_slot);
 	pthread_mutex_destroy(&c->vmm_lock);
 	free(c);
 	return rc;

@@ -13,10 +13,8 @@
  * Smaller ones are not shared: slots of memfd slabs (core/host_slab.h), or
  * from 1 MiB a memfd of their own; no file byte is in heap memory, so a
  * keeper holding the fds keeps every byte (docs/survive.md). */
-#include "core/device.h"
+#include "core/host_impl.h"
 #include "core/checked.h"
-#include "core/host_slab.h"
-#include "core/u64map.h"
 
 #include <errno.h>
 #include <stdbool.h>
@@ -32,24 +30,6 @@
 
 /* The GPU's VMM granularity, so the host backend shares as the GPU does. */
 #define HOST_SHARE_GRANULARITY (2ull << 20)
-
-/* A live allocation: a slab's slot (fd -1) or a memfd mapping of its own,
- * shareable from the share granularity on. */
-typedef struct host_alloc_rec {
-	uint64_t bytes;
-	int fd;
-} host_alloc_rec;
-
-typedef struct host_device {
-	vy_device base;
-	pthread_mutex_t lock;
-	uint64_t capacity;
-	uint64_t used;
-	vy_u64map live;     /* pointer -> host_alloc_rec */
-	vy_u64map reserved; /* pointer -> its bytes: spans' address ranges */
-	vy_u64map mapped;   /* pointer -> its bytes: what map_fd/map_own put there */
-	vy_host_slabs slabs; /* small allocations (lock) */
-} host_device;
 
 struct vy_stream {
 	int unused;
@@ -87,6 +67,7 @@ static void host_close(vy_device *d)
 	vy_u64map_destroy(&h->live);
 	vy_u64map_destroy(&h->reserved);
 	vy_u64map_destroy(&h->mapped);
+	vy_u64map_destroy(&h->by_slot);
 	pthread_mutex_destroy(&h->lock);
 	free(h);
 }
@@ -126,6 +107,7 @@ static vy_err host_alloc(vy_device *d, uint64_t bytes, vy_dptr *out, vy_error *e
 	if (r) {
 		r->bytes = bytes;
 		r->fd = -1;
+		r->slot = 0;
 		if (!vy_host_slabs_take(&h->slabs, bytes)) {
 			/* Sealed at its size before anyone else sees it: a client
 			 * given an fd (a mapping) cannot shrink it under the
@@ -156,6 +138,7 @@ static vy_err host_alloc(vy_device *d, uint64_t bytes, vy_dptr *out, vy_error *e
 		return vy_fail(e, VY_ENOMEM, "free host memory or lower host_memory",
 			       "host backend: the machine has no %llu bytes of memory left", (unsigned long long)bytes);
 	}
+	vy_host_keep_made(h, r, (vy_dptr)(uintptr_t)p);
 	pthread_mutex_unlock(&h->lock);
 	*out = (vy_dptr)(uintptr_t)p;
 	return VY_OK;
@@ -173,8 +156,10 @@ static vy_err host_free(vy_device *d, vy_dptr p, vy_error *e)
 	}
 	host_alloc_rec *r = value;
 	h->used -= r->bytes; /* counted in at alloc, under this lock */
+	vy_keep_slot gone = 0;
 	if (r->fd < 0)
-		vy_host_slabs_free(&h->slabs, (void *)(uintptr_t)p);
+		vy_host_slabs_free_tagged(&h->slabs, (void *)(uintptr_t)p, &gone);
+	vy_host_keep_freed(h, r, gone);
 	pthread_mutex_unlock(&h->lock);
 	if (r->fd >= 0) {
 		munmap((void *)(uintptr_t)p, (size_t)r->bytes);
@@ -630,9 +615,11 @@ vy_err vy_device_host_open(uint64_t capacity, vy_device **out, vy_error *e)
 	vy_u64map_init(&h->live);
 	vy_u64map_init(&h->reserved);
 	vy_u64map_init(&h->mapped);
+	vy_u64map_init(&h->by_slot);
 	vy_host_slabs_init(&h->slabs, HOST_SHARE_GRANULARITY); /* true: 2 MiB holds 1 MiB twice */
 	h->base.ops = &host_ops;
 	h->base.share = &host_share;
+	h->base.keep = &vy_host_keep;
 	vy_device_info *i = &h->base.info;
 	i->backend = "host";
 	snprintf(i->name, sizeof(i->name), "host memory");

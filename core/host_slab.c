@@ -13,6 +13,7 @@ struct vy_slab {
 	uint32_t slots, used;
 	vy_slab *prev, *next; /* in partial[cls] while a slot is free */
 	bool listed;
+	uint32_t tag;         /* the owner's (a keeper slot), 0 at first */
 	uint64_t taken[];     /* a bit a slot, and the bits past the last set */
 };
 
@@ -69,9 +70,10 @@ static void list_remove(vy_host_slabs *s, vy_slab *b)
 	b->listed = false;
 }
 
-/* A new slab of class `cls`: a memfd mapped at an address aligned to its
+/* A new slab of class `cls`: a memfd (a new one when `fd` is -1, else
+ * `fd`, the slab's from now on) mapped at an address aligned to its
  * size, so a slot's slab is its address rounded down. */
-static vy_slab *slab_new(vy_host_slabs *s, unsigned cls)
+static vy_slab *slab_new(vy_host_slabs *s, unsigned cls, int fd)
 {
 	uint32_t slots = (uint32_t)(s->slab_bytes / ((uint64_t)VY_SLAB_MIN << cls));
 	size_t words = (slots + 63) / 64;
@@ -84,9 +86,9 @@ static vy_slab *slab_new(vy_host_slabs *s, unsigned cls)
 		b->taken[i / 64] |= 1ull << (i % 64);
 	size_t n = (size_t)s->slab_bytes;
 	int err = 0;
-	b->fd = memfd_create("vyrefs-small", MFD_CLOEXEC);
+	b->fd = fd >= 0 ? fd : memfd_create("vyrefs-small", MFD_CLOEXEC);
 	void *room = MAP_FAILED;
-	if (b->fd < 0 || ftruncate(b->fd, (off_t)n) != 0 ||
+	if (b->fd < 0 || (fd < 0 && ftruncate(b->fd, (off_t)n) != 0) ||
 	    (room = mmap(NULL, 2 * n, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0)) == MAP_FAILED) {
 		err = errno;
 	} else {
@@ -109,7 +111,7 @@ static vy_slab *slab_new(vy_host_slabs *s, unsigned cls)
 		err = ENOMEM;
 	}
 	if (err) {
-		if (b->fd >= 0)
+		if (b->fd >= 0 && fd < 0)
 			close(b->fd);
 		free(b);
 		errno = err;
@@ -119,18 +121,25 @@ static vy_slab *slab_new(vy_host_slabs *s, unsigned cls)
 	return b;
 }
 
+/* The class of `bytes` (vy_host_slabs_take said yes). */
+static unsigned class_of(uint64_t bytes)
+{
+	unsigned cls = 0;
+	while (((uint64_t)VY_SLAB_MIN << cls) < bytes)
+		cls++;
+	return cls;
+}
+
 void *vy_host_slabs_alloc(vy_host_slabs *s, uint64_t bytes)
 {
 	if (!vy_host_slabs_take(s, bytes)) {
 		errno = EINVAL;
 		return NULL;
 	}
-	unsigned cls = 0;
-	while (((uint64_t)VY_SLAB_MIN << cls) < bytes)
-		cls++;
+	unsigned cls = class_of(bytes);
 	vy_slab *b = s->partial[cls];
 	if (!b) {
-		b = slab_new(s, cls);
+		b = slab_new(s, cls, -1);
 		if (!b)
 			return NULL;
 		list_add(s, b);
@@ -147,28 +156,108 @@ void *vy_host_slabs_alloc(vy_host_slabs *s, uint64_t bytes)
 	}
 }
 
-bool vy_host_slabs_free(vy_host_slabs *s, void *p)
+/* The slab holding `p`, and p's slot in it when p is a live slot. */
+static vy_slab *slab_of(const vy_host_slabs *s, uint64_t at, uint64_t *slot)
 {
-	uint64_t at = (uint64_t)(uintptr_t)p, base = at & ~(s->slab_bytes - 1);
+	uint64_t base = at & ~(s->slab_bytes - 1);
 	vy_slab *b = s->slab_bytes ? vy_u64map_get(&s->by_base, base) : NULL;
 	if (!b)
-		return false;
+		return NULL;
 	uint64_t size = (uint64_t)VY_SLAB_MIN << b->cls, off = at - base;
-	uint64_t slot = off / size;
-	if (off % size || slot >= b->slots || !(b->taken[slot / 64] & (1ull << (slot % 64))))
-		return false;
+	*slot = off / size;
+	if (off % size || *slot >= b->slots || !(b->taken[*slot / 64] & (1ull << (*slot % 64))))
+		return NULL;
+	return b;
+}
+
+/* Give back live slot `slot` of b; an empty slab goes when `always`, or
+ * when it is not its class's only one with room. The slab that went:
+ * its tag in *gone, and its fd, still open, returned; else -1. */
+static int slot_free(vy_host_slabs *s, vy_slab *b, uint64_t slot, bool always, uint32_t *gone)
+{
 	b->taken[slot / 64] &= ~(1ull << (slot % 64));
 	b->used--;
 	if (!b->listed)
 		list_add(s, b);
-	/* An empty slab goes, unless it is its class's only one with room:
-	 * a loop that makes and removes one small file keeps its slab. */
-	if (b->used == 0 && (b->prev || b->next)) {
-		list_remove(s, b);
-		vy_u64map_remove(&s->by_base, base);
-		drop(s, b);
-	}
+	/* A loop that makes and removes one small file keeps its slab. */
+	if (b->used > 0 || (!always && !b->prev && !b->next))
+		return -1;
+	list_remove(s, b);
+	vy_u64map_remove(&s->by_base, b->base);
+	munmap((void *)(uintptr_t)b->base, (size_t)s->slab_bytes);
+	int fd = b->fd;
+	if (gone)
+		*gone = b->tag;
+	s->slabs--;
+	free(b);
+	return fd;
+}
+
+bool vy_host_slabs_free(vy_host_slabs *s, void *p)
+{
+	return vy_host_slabs_free_tagged(s, p, NULL);
+}
+
+bool vy_host_slabs_free_tagged(vy_host_slabs *s, void *p, uint32_t *gone)
+{
+	uint64_t slot;
+	vy_slab *b = slab_of(s, (uint64_t)(uintptr_t)p, &slot);
+	if (gone)
+		*gone = 0;
+	if (!b)
+		return false;
+	int fd = slot_free(s, b, slot, false, gone);
+	if (fd >= 0)
+		close(fd);
 	return true;
+}
+
+uint32_t *vy_host_slabs_tag(vy_host_slabs *s, uint64_t p, int *fd, uint64_t *base)
+{
+	vy_slab *b = s->slab_bytes ? vy_u64map_get(&s->by_base, p & ~(s->slab_bytes - 1)) : NULL;
+	if (!b)
+		return NULL;
+	*fd = b->fd;
+	*base = b->base;
+	return &b->tag;
+}
+
+void *vy_host_slabs_adopt(vy_host_slabs *s, int fd, uint64_t *base, uint32_t tag, uint64_t at, uint64_t bytes)
+{
+	if (!vy_host_slabs_take(s, bytes)) {
+		errno = EINVAL;
+		return NULL;
+	}
+	unsigned cls = class_of(bytes);
+	uint64_t size = (uint64_t)VY_SLAB_MIN << cls;
+	vy_slab *b = *base ? vy_u64map_get(&s->by_base, *base) : NULL;
+	/* A slab's slots are of one class, aligned to it, each taken once. */
+	if ((*base && (!b || b->cls != cls)) || at % size || at / size >= s->slab_bytes / size ||
+	    (b && (b->taken[at / size / 64] & (1ull << (at / size % 64))))) {
+		errno = EINVAL;
+		return NULL;
+	}
+	bool made = !b;
+	if (made) {
+		b = slab_new(s, cls, fd);
+		if (!b)
+			return NULL;
+		b->tag = tag;
+		list_add(s, b);
+	}
+	uint64_t slot = at / size;
+	b->taken[slot / 64] |= 1ull << (slot % 64);
+	if (++b->used == b->slots)
+		list_remove(s, b);
+	*base = b->base;
+	return (void *)(uintptr_t)(b->base + at);
+}
+
+int vy_host_slabs_unadopt(vy_host_slabs *s, void *p)
+{
+	uint64_t slot;
+	vy_slab *b = slab_of(s, (uint64_t)(uintptr_t)p, &slot);
+	return b ? slot_free(s, b, slot, true, NULL) : -1;
 }
 
 bool vy_host_slabs_next(const vy_host_slabs *s, size_t *cursor, int *fd, uint64_t *base)

@@ -45,6 +45,23 @@ void *vy_host_slabs_alloc(vy_host_slabs *s, uint64_t bytes);
  * for any other pointer or a second free. An empty slab goes. */
 bool vy_host_slabs_free(vy_host_slabs *s, void *p);
 
+/* The same; the tag of a slab that went with it in *gone (0: none went). */
+bool vy_host_slabs_free_tagged(vy_host_slabs *s, void *p, uint32_t *gone);
+
+/* Keeping slabs for a successor (core/host_keep.c). A slab carries a tag
+ * of its owner's (a keeper slot, 0 at first): where the slab holding
+ * address `p` keeps it, with its fd and base; NULL: no slab holds p. */
+uint32_t *vy_host_slabs_tag(vy_host_slabs *s, uint64_t p, int *fd, uint64_t *base);
+/* A successor: the slot at offset `at` of `bytes` (its class's) in the
+ * slab at *base, or, with *base 0, in a new slab made of memfd `fd`
+ * (slab_bytes of it; the slab's fd on success) tagged `tag`, *base set.
+ * NULL with errno EINVAL (not a free slot of that class there) or
+ * ENOMEM; nothing taken then. */
+void *vy_host_slabs_adopt(vy_host_slabs *s, int fd, uint64_t *base, uint32_t tag, uint64_t at, uint64_t bytes);
+/* Undo one adopt: the slot is free again; when that empties its slab,
+ * the slab goes and its fd, still open, is returned; else -1. */
+int vy_host_slabs_unadopt(vy_host_slabs *s, void *p);
+
 /* Each slab's memfd and base, for whoever keeps them (a keeper); false
  * past the last. for (size_t i = 0; vy_host_slabs_next(s, &i, &fd, &base);) */
 bool vy_host_slabs_next(const vy_host_slabs *s, size_t *cursor, int *fd, uint64_t *base);

@@ -40,6 +40,8 @@ vy_err vy_store_zeros_ready(vy_store *s, vy_error *e)
 		s->dev->ops->free(s->dev, p, NULL);
 		return rc;
 	}
+	if (s->kept) /* zeros are no file's bytes: a successor maps its own */
+		s->dev->keep->forget(s->dev, p);
 	s->zeros.p = p;
 	return VY_OK;
 }

@@ -5,6 +5,7 @@
 #define VY_STORE_IMPL_H
 
 #include "core/store.h"
+#include "core/device_keep.h"
 #include "core/pool.h"
 #include "core/u64map.h"
 #include "core/view.h"
@@ -45,6 +46,7 @@ struct vy_store {
 	uint64_t resident;
 	uint64_t live;
 	vy_zeros zeros; /* the granule every hole maps */
+	bool kept;      /* vy_store_keep was called (store_keep.c) */
 };
 
 /* A buffer's pieces: those of its view once it has one (the view's
@@ -70,5 +72,8 @@ vy_err vy_store_unknown(vy_error *e, vy_handle h);
 vy_buffer_view vy_store_view_of(const store_buffer *b);
 void vy_store_zeros_idle(vy_store *s);
 vy_err vy_store_zeros_ready(vy_store *s, vy_error *e);
+/* store_shape.c's: a view with room for `len` bytes (made from the one
+ * allocation the buffer was, or moved to a range twice `len`). */
+vy_err vy_store_view_room(vy_store *s, store_buffer *b, uint64_t len, vy_error *e);
 
 #endif

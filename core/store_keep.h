@@ -14,23 +14,11 @@
 
 #include <stdint.h>
 
+#include "core/device_keep.h"
 #include "core/store.h"
 
-/* Where the keeper holds an allocation: a slot number >= 6
- * (keeper/keeper.h VY_KEEPER_SLOT_MEMORY); 0 means none. */
-typedef uint32_t vy_keep_slot;
-
-/* Who keeps the fds (daemon/keeper_link.c gives one). Called with the
- * store's and device's locks held: it must not call back into either. */
-typedef struct vy_keep_sink {
-	void *ctx;
-	/* Hold a copy of `fd` (the caller keeps and later closes its own):
-	 * the slot it is held in, or 0 when it cannot be (then that memory
-	 * does not survive the daemon; the sink logs why). */
-	vy_keep_slot (*add)(void *ctx, int fd);
-	/* The allocation kept in `slot` is freed: its copy goes. */
-	void (*drop)(void *ctx, vy_keep_slot slot);
-} vy_keep_sink;
+/* vy_keep_slot, vy_keep_sink and vy_keep_fds are core/device_keep.h's
+ * (the device keeps its allocations' fds; the store, its buffers' layouts). */
 
 /* One piece of a buffer: `bytes` at offset `off` of the buffer are bytes
  * [at, at + bytes) of the allocation kept in `slot` (at is non-zero for a
@@ -49,14 +37,6 @@ typedef struct vy_keep_layout {
 	uint32_t zero; /* 0 */
 	vy_keep_piece piece[VY_CHUNKS_MAX];
 } vy_keep_layout;
-
-/* The fds a successor was handed, by slot: fd[slot] (-1: none), n slots.
- * vy_store_keep_adopt takes the fds it uses (leaving -1); the caller
- * drops and closes what no layout took once every file is adopted. */
-typedef struct vy_keep_fds {
-	int *fd;
-	uint32_t n;
-} vy_keep_fds;
 
 /* From now on, hand every allocation of this store's device to `sink`
  * (those made before it too); the sink must outlive the store. */

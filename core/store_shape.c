@@ -18,7 +18,7 @@ static uint64_t granules(vy_store *s, uint64_t v)
 /* A view with room for `len` bytes: made from the one allocation the
  * buffer was, or moved to a range twice `len` (most growths then keep the
  * address). Lock held. */
-static vy_err view_room(vy_store *s, store_buffer *b, uint64_t len, vy_error *e)
+vy_err vy_store_view_room(vy_store *s, store_buffer *b, uint64_t len, vy_error *e)
 {
 	if (b->view.ptr && len <= b->view.reserved)
 		return VY_OK;
@@ -109,7 +109,7 @@ static vy_err too_many_pieces(vy_error *e, vy_handle h)
 static vy_err add_piece(vy_store *s, store_buffer *b, vy_piece pc, vy_error *e)
 {
 	uint64_t end;
-	vy_err rc = vy_add_u64(pc.off, pc.bytes, &end) ? view_room(s, b, end, e)
+	vy_err rc = vy_add_u64(pc.off, pc.bytes, &end) ? vy_store_view_room(s, b, end, e)
 						    : vy_fail(e, VY_EOVERFLOW, "allocate less", "a buffer's size would overflow");
 	if (rc == VY_OK && pc.off > span_of(b))
 		rc = vy_store_zeros_ready(s, e);
@@ -180,7 +180,7 @@ vy_err vy_store_alloc_holes(vy_store *s, uint64_t len, vy_handle *out, vy_error 
 	if (rc == VY_OK)
 		rc = vy_store_zeros_ready(s, e);
 	if (rc == VY_OK)
-		rc = view_room(s, b, want, e);
+		rc = vy_store_view_room(s, b, want, e);
 	if (rc == VY_OK)
 		rc = vy_view_extend(s->dev, &b->view, &s->zeros, want, e);
 	if (rc == VY_OK) {
@@ -214,7 +214,7 @@ vy_err vy_store_extend(vy_store *s, vy_handle h, uint64_t len, vy_buffer_view *o
 	if (rc == VY_OK && want > span_of(b)) {
 		rc = vy_store_zeros_ready(s, e);
 		if (rc == VY_OK)
-			rc = view_room(s, b, want, e);
+			rc = vy_store_view_room(s, b, want, e);
 		if (rc == VY_OK)
 			rc = vy_view_extend(s->dev, &b->view, &s->zeros, want, e);
 		if (rc == VY_OK)

@@ -80,6 +80,28 @@ int vy_keeper_hand(vy_keeper_link *k, int fuse_fd, const int state_fds[3], char 
 	return rc;
 }
 
+/* fd into slot s of the memory table, grown to hold it; -1 when it
+ * cannot be (no memory, or a slot handed twice). */
+static int put_memory(vy_keep_fds *t, uint32_t s, int fd)
+{
+	if (fd < 0 || s >= (1u << 20) || (s < t->n && t->fd[s] >= 0))
+		return -1;
+	if (s >= t->n) {
+		uint32_t n = t->n ? t->n : 64;
+		while (n <= s)
+			n *= 2;
+		int *grown = realloc(t->fd, (size_t)n * sizeof(*grown));
+		if (!grown)
+			return -1;
+		for (uint32_t i = t->n; i < n; i++)
+			grown[i] = -1;
+		t->fd = grown;
+		t->n = n;
+	}
+	t->fd[s] = fd;
+	return 0;
+}
+
 int vy_keeper_take(vy_keeper_link *k, vy_keeper_adoption *ad, char *why, size_t cap)
 {
 	memset(ad, 0, sizeof(*ad));
@@ -107,9 +129,11 @@ int vy_keeper_take(vy_keeper_link *k, vy_keeper_adoption *ad, char *why, size_t 
 				ad->slot[s] = fds[i];
 				continue;
 			}
-			/* Memory slots: nothing uses them yet (session 5 imports them);
-			 * the keeper keeps its copies. */
-			ad->memory_fds += m.op == VY_KEEPER_ADOPT;
+			/* Memory slots: for the store to adopt (keeper_memory.h). */
+			if (m.op == VY_KEEPER_ADOPT && s >= VY_KEEPER_SLOT_MEMORY && put_memory(&ad->memory, s, fds[i]) == 0) {
+				ad->memory_fds++;
+				continue;
+			}
 			if (fds[i] >= 0)
 				close(fds[i]);
 		}

@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "core/device_keep.h"
 #include "keeper/keeper.h"
 
 typedef struct vy_keeper_link {
@@ -26,7 +27,11 @@ typedef struct vy_keeper_link {
 /* What a successor is handed. */
 typedef struct vy_keeper_adoption {
 	int slot[VY_KEEPER_SLOT_MEMORY]; /* fds of slots 0..5, -1 where none */
-	unsigned memory_fds;             /* memory slots handed (closed: the keeper keeps them) */
+	unsigned memory_fds;             /* memory slots handed */
+	/* Their fds by slot (sized to the highest handed + 1; -1 where none):
+	 * the store adopts from it (core/store_keep.h), then
+	 * vy_keeper_memory_settle drops what is left and frees it. */
+	vy_keep_fds memory;
 	uint64_t takeovers, death_ns;
 	int cause_signal, cause_status;
 } vy_keeper_adoption;

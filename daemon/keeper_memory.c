@@ -1,0 +1,204 @@
+/* The store's memory to the keeper (keeper_memory.h). */
+#include "daemon/keeper_memory.h"
+#include "daemon/log.h"
+#include "keeper/keeper.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+/* The keeper's own fds (its socketpair, signalfd, syslog, stdio) beside
+ * its table: a slot past limit - MARGIN could not be received. */
+#define MARGIN 64u
+#define TABLE_MAX (1u << 20)
+
+static bool is_used(const vy_keeper_memory *m, uint32_t s)
+{
+	return m->used[s / 8] & (1u << (s % 8));
+}
+
+static void set_used(vy_keeper_memory *m, uint32_t s, bool on)
+{
+	if (on)
+		m->used[s / 8] |= (uint8_t)(1u << (s % 8));
+	else
+		m->used[s / 8] &= (uint8_t)~(1u << (s % 8));
+}
+
+static void failed(vy_keeper_memory *m, const char *what, int err)
+{
+	atomic_fetch_add(&m->failures, 1);
+	if (!atomic_exchange(&m->failed, true))
+		vy_log(LOG_WARNING, "cannot %s the keeper (pid %d): %s; files written from now on may not survive this "
+				    "daemon's death (Fix: see the keeper's log; umount and mount again to have a keeper)",
+		       what, (int)m->pid, strerror(err));
+}
+
+/* A slot to hand out, marked used; 0 when none is left. Lock held. */
+static uint32_t take_slot(vy_keeper_memory *m)
+{
+	uint32_t s = 0;
+	if (m->nfree)
+		s = m->free[--m->nfree];
+	else if (m->next < m->limit)
+		s = m->next++;
+	if (s)
+		set_used(m, s, true);
+	return s;
+}
+
+/* Slot s is free again (DROP sent, or never held). Lock held. */
+static void give_slot(vy_keeper_memory *m, uint32_t s)
+{
+	set_used(m, s, false);
+	if (m->nfree == m->cap) {
+		uint32_t cap = m->cap ? m->cap * 2 : 64;
+		uint32_t *f = realloc(m->free, (size_t)cap * sizeof(*f));
+		if (!f)
+			return; /* that slot is not used again: a bounded loss */
+		m->free = f;
+		m->cap = cap;
+	}
+	m->free[m->nfree++] = s;
+}
+
+static vy_keep_slot sink_add(void *ctx, int fd)
+{
+	vy_keeper_memory *m = ctx;
+	if (atomic_load(&m->failed))
+		return 0; /* a keeper that failed once is not waited on again */
+	pthread_mutex_lock(&m->lock);
+	uint32_t s = take_slot(m);
+	pthread_mutex_unlock(&m->lock);
+	if (!s) {
+		failed(m, "hand memory to", EMFILE);
+		return 0;
+	}
+	vy_keeper_msg msg;
+	vy_keeper_msg_init(&msg, VY_KEEPER_ADD);
+	msg.count = 1;
+	msg.slot[0] = s;
+	if (vy_keeper_send(m->sock, &msg, &fd) != 0) {
+		int err = errno;
+		pthread_mutex_lock(&m->lock);
+		give_slot(m, s); /* nothing was sent: the keeper holds nothing there */
+		pthread_mutex_unlock(&m->lock);
+		failed(m, "hand memory to", err);
+		return 0;
+	}
+	atomic_fetch_add(&m->adds, 1);
+	return s;
+}
+
+/* DROP slot s; the slot is free once the message is out (a later ADD of
+ * it then follows it on the socket). Lock held. */
+static void drop_locked(vy_keeper_memory *m, uint32_t s)
+{
+	if (s < VY_KEEPER_SLOT_MEMORY || s >= m->limit || !is_used(m, s)) {
+		vy_log(LOG_ERR, "keeper slot %u dropped but not held (Fix: report this bug)", s);
+		return;
+	}
+	vy_keeper_msg msg;
+	vy_keeper_msg_init(&msg, VY_KEEPER_DROP);
+	msg.count = 1;
+	msg.slot[0] = s;
+	/* A keeper written to no more (or that this send fails) may still
+	 * hold the slot: it is never used again. */
+	if (atomic_load(&m->failed) || vy_keeper_send(m->sock, &msg, NULL) != 0) {
+		if (!atomic_load(&m->failed))
+			failed(m, "drop memory at", errno);
+		set_used(m, s, false);
+		return;
+	}
+	atomic_fetch_add(&m->drops, 1);
+	give_slot(m, s);
+}
+
+static void sink_drop(void *ctx, vy_keep_slot s)
+{
+	vy_keeper_memory *m = ctx;
+	pthread_mutex_lock(&m->lock);
+	drop_locked(m, s);
+	pthread_mutex_unlock(&m->lock);
+}
+
+int vy_keeper_memory_init(vy_keeper_memory *m, int sock, pid_t pid, const vy_keep_fds *handed, char *why, size_t cap)
+{
+	memset(m, 0, sizeof(*m));
+	m->sock = sock;
+	m->pid = pid;
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0) {
+		snprintf(why, cap, "cannot read the open-file limit: %s (Fix: mount with survive=off)", strerror(errno));
+		return -1;
+	}
+	uint64_t table = rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur > TABLE_MAX ? TABLE_MAX : rl.rlim_cur;
+	m->limit = table > VY_KEEPER_SLOT_MEMORY + MARGIN ? (uint32_t)(table - MARGIN) : VY_KEEPER_SLOT_MEMORY;
+	m->next = VY_KEEPER_SLOT_MEMORY;
+	/* Blocking sends, bounded: a keeper that stops reading fails them
+	 * after a while instead of holding every allocation forever. */
+	struct timeval tv = {.tv_sec = VY_KEEPER_MEMORY_SEND_S};
+	int fl = fcntl(sock, F_GETFL);
+	m->used = calloc(m->limit / 8 + 1, 1);
+	if (!m->used || fl < 0 || (fl & O_NONBLOCK && fcntl(sock, F_SETFL, fl & ~O_NONBLOCK) != 0) ||
+	    setsockopt(sock, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) != 0 || pthread_mutex_init(&m->lock, NULL) != 0) {
+		snprintf(why, cap, "cannot set up the keeper's memory slots: %s (Fix: mount with survive=off)",
+			 m->used ? strerror(errno) : "out of memory");
+		free(m->used);
+		m->used = NULL;
+		return -1;
+	}
+	for (uint32_t s = 0; handed && s < handed->n; s++) {
+		if (handed->fd[s] < 0)
+			continue;
+		if (s >= m->limit) { /* a keeper with a larger table: never reached then */
+			snprintf(why, cap, "the keeper handed slot %u, past the %u this daemon may use (Fix: give the successor "
+					   "the keeper's open-file limit)", s, m->limit);
+			vy_keeper_memory_destroy(m);
+			return -1;
+		}
+		if (s >= VY_KEEPER_SLOT_MEMORY)
+			set_used(m, s, true);
+		if (s >= m->next)
+			m->next = s + 1;
+	}
+	/* Slots under next that were not handed are free. */
+	for (uint32_t s = m->next; s-- > VY_KEEPER_SLOT_MEMORY;)
+		if (!is_used(m, s))
+			give_slot(m, s);
+	m->sink = (vy_keep_sink){.ctx = m, .add = sink_add, .drop = sink_drop};
+	return 0;
+}
+
+void vy_keeper_memory_settle(vy_keeper_memory *m, vy_keep_fds *fds)
+{
+	pthread_mutex_lock(&m->lock);
+	for (uint32_t s = 0; s < fds->n; s++) {
+		if (fds->fd[s] < 0)
+			continue;
+		close(fds->fd[s]);
+		fds->fd[s] = -1;
+		if (s >= VY_KEEPER_SLOT_MEMORY && s < m->limit && is_used(m, s))
+			drop_locked(m, s);
+	}
+	pthread_mutex_unlock(&m->lock);
+	free(fds->fd);
+	fds->fd = NULL;
+	fds->n = 0;
+}
+
+void vy_keeper_memory_destroy(vy_keeper_memory *m)
+{
+	if (!m->used)
+		return;
+	pthread_mutex_destroy(&m->lock);
+	free(m->used);
+	free(m->free);
+	m->used = NULL;
+	m->free = NULL;
+}

@@ -1,0 +1,56 @@
+/* The store's memory to the keeper (issue "survive", docs/survive.md
+ * "Memory"): the sink core/store_keep.h's vy_store_keep hands every
+ * allocation to. Each allocation's fd goes to the keeper in an ADD on the
+ * daemon's socketpair (keeper/keeper.h) under a slot number of its own;
+ * a freed one's slot goes in a DROP and is used again later.
+ *
+ * Slots: VY_KEEPER_SLOT_MEMORY up to the keeper's table (its open-file
+ * limit, which the daemon inherits, at most 1 << 20), less a margin for
+ * the keeper's own fds. Sends are synchronous: once add returns a slot,
+ * the keeper has the fd even if this daemon dies the next instant (the
+ * keeper reads every message left on the socketpair before it starts a
+ * successor). A send that fails (a dead keeper, or one that took none for
+ * VY_KEEPER_MEMORY_SEND_S seconds) gives slot 0: that memory does not
+ * survive; the first such failure is logged. Thread-safe. */
+#ifndef VY_KEEPER_MEMORY_H
+#define VY_KEEPER_MEMORY_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "core/device_keep.h"
+
+#define VY_KEEPER_MEMORY_SEND_S 10
+
+typedef struct vy_keeper_memory {
+	pthread_mutex_t lock;
+	int sock;        /* the link's socketpair (not ours to close) */
+	pid_t pid;       /* the keeper, for the log */
+	uint32_t limit;  /* slots are below it */
+	uint32_t next;   /* the lowest slot never handed out */
+	uint32_t *free;  /* slots dropped, to use again (a stack) */
+	uint32_t nfree, cap;
+	uint8_t *used;   /* a bit a slot: held by the keeper for us */
+	_Atomic bool failed; /* logged once */
+	_Atomic uint64_t adds, drops, failures;
+	vy_keep_sink sink;
+} vy_keeper_memory;
+
+/* The sink over socket `sock` to keeper `pid` (vy_keeper_link's). In a
+ * successor, `handed` is vy_keeper_adoption.memory: every slot handed
+ * counts as in use until vy_keeper_memory_settle (NULL in a first
+ * daemon). Makes sends on `sock` blocking with a bound. 0, or -1 with
+ * `why`. */
+int vy_keeper_memory_init(vy_keeper_memory *m, int sock, pid_t pid, const vy_keep_fds *handed, char *why, size_t cap);
+void vy_keeper_memory_destroy(vy_keeper_memory *m);
+
+/* A successor, once every layout is adopted: DROP and close every slot
+ * still in `fds` (memory no file holds: idle memory of the dead daemon's
+ * pool, a slab no file uses) and make those slots free; then free fds's
+ * table. The slots adopted stay in use. */
+void vy_keeper_memory_settle(vy_keeper_memory *m, vy_keep_fds *fds);
+
+#endif
