@@ -4,6 +4,8 @@
 #include "daemon/adopt.h"
 #include "daemon/adopt_io.h"
 #include "daemon/keeper_link.h"
+#include "daemon/keeper_memory.h"
+#include "core/store_keep.h"
 #include "daemon/log.h"
 #include "fs/fs.h"
 #include "persist/replay.h"
@@ -86,14 +88,28 @@ int vy_adopt_run(const vy_mount_args *a)
 	return vy_mount_serve(a, &keeper, &ad, st);
 }
 
-void vy_adopt_namespace(struct vy_fs *fs, struct vy_state *st, struct vy_keeper_adoption *ad)
+bool vy_adopt_namespace(struct vy_fs *fs, struct vy_state *st, struct vy_keeper_adoption *ad,
+			struct vy_keeper_link *link, struct vy_keeper_memory *km)
 {
-	(void)ad;
-	vy_keep_fds mem = {0}; /* the keeper's memory slots: not taken yet */
+	char why[256];
+	vy_error e;
+	if (vy_keeper_memory_init(km, link->sock, link->pid, &ad->memory, why, sizeof(why)) != 0) {
+		vy_log(LOG_ERR, "takeover: %s; serving an empty namespace (the kept memory stays with the keeper; Fix: "
+				"umount and mount again)", why);
+		return false;
+	}
+	vy_err rc = VY_OK;
+	for (unsigned d = 0; rc == VY_OK && d < fs->ndev; d++)
+		rc = vy_store_keep(fs->dev[d].core->store, &km->sink, &e);
+	if (rc != VY_OK) {
+		vy_log(LOG_ERR, "takeover: %s; serving an empty namespace", e.msg);
+		vy_keeper_memory_settle(km, &ad->memory);
+		return true;
+	}
 	vy_shadow sh;
 	vy_replay_counts n;
-	vy_error e;
-	vy_err rc = vy_replay(fs, st, &mem, &sh, &n, &e);
+	rc = vy_replay(fs, st, &ad->memory, &sh, &n, &e);
+	vy_keeper_memory_settle(km, &ad->memory); /* what no file took goes */
 	if (rc == VY_ENOENT) {
 		vy_shadow_destroy(&sh);
 		rc = vy_persist_start(fs, st, NULL, &e); /* the first daemon kept nothing yet */
@@ -108,9 +124,10 @@ void vy_adopt_namespace(struct vy_fs *fs, struct vy_state *st, struct vy_keeper_
 		vy_shadow_destroy(&sh);
 		vy_log(LOG_ERR, "takeover: the kept namespace cannot be made again: %s; serving what was made of it, and "
 				"no longer keeping changes", e.msg);
-		return;
+		return true;
 	}
 	if (rc != VY_OK)
 		vy_log(LOG_ERR, "takeover: cannot keep the namespace on: %s; this mount no longer survives the daemon's "
 				"death (Fix: umount and mount again)", e.msg);
+	return true;
 }

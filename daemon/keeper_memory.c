@@ -202,3 +202,8 @@ void vy_keeper_memory_destroy(vy_keeper_memory *m)
 	m->used = NULL;
 	m->free = NULL;
 }
+
+void vy_keeper_memory_quiet(vy_keeper_memory *m)
+{
+	atomic_store(&m->failed, true); /* as after a failure, without its log line */
+}

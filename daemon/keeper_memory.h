@@ -46,6 +46,9 @@ typedef struct vy_keeper_memory {
  * `why`. */
 int vy_keeper_memory_init(vy_keeper_memory *m, int sock, pid_t pid, const vy_keep_fds *handed, char *why, size_t cap);
 void vy_keeper_memory_destroy(vy_keeper_memory *m);
+/* Unmounting: send the keeper nothing more (it closes every slot once
+ * the daemon exits 0); frees from now on only free. */
+void vy_keeper_memory_quiet(vy_keeper_memory *m);
 
 /* A successor, once every layout is adopted: DROP and close every slot
  * still in `fds` (memory no file holds: idle memory of the dead daemon's

@@ -9,6 +9,8 @@
 #include "daemon/session.h"
 #include "daemon/keeper_link.h"
 #include "daemon/adopt.h"
+#include "daemon/keeper_memory.h"
+#include "core/store_keep.h"
 #include "persist/writer.h"
 #include "state/state.h"
 
@@ -251,6 +253,8 @@ int vy_mount_serve(const vy_mount_args *a, vy_keeper_link *keeper, vy_keeper_ado
 	char note[VY_NOTE_MAX];
 	vy_fs fs;
 	bool fs_ready = false;
+	vy_keeper_memory km; /* survive=on: file memory to the keeper */
+	bool km_ready = false;
 	struct fuse_session *se = NULL;
 	int status = 1;
 	bool mounted = false; /* a failed mount says only why, with its Fix */
@@ -324,6 +328,13 @@ int vy_mount_serve(const vy_mount_args *a, vy_keeper_link *keeper, vy_keeper_ado
 			snprintf(why, sizeof(why), "%.400s (Fix: mount with survive=off)", e.msg);
 		int sfds[3] = {ok ? st->fds.region : -1, ok ? st->fds.image[0] : -1, ok ? st->fds.image[1] : -1};
 		ok = ok && vy_keeper_hand(keeper, fuse_session_fd(se), sfds, why, sizeof(why)) == 0;
+		ok = ok && vy_keeper_memory_init(&km, keeper->sock, keeper->pid, NULL, why, sizeof(why)) == 0;
+		km_ready = ok;
+		for (unsigned d = 0; ok && d < ndev; d++)
+			if (vy_store_keep(cores[d]->store, &km.sink, &e) != VY_OK) {
+				ok = false;
+				snprintf(why, sizeof(why), "%s", e.msg);
+			}
 		if (ok && vy_persist_start(&fs, st, NULL, &e) != VY_OK) {
 			ok = false;
 			snprintf(why, sizeof(why), "%s", e.msg);
@@ -364,7 +375,7 @@ int vy_mount_serve(const vy_mount_args *a, vy_keeper_link *keeper, vy_keeper_ado
 	if (adopt) {
 		fs.takeovers = adopt->takeovers;
 		fs.death_ns = adopt->death_ns;
-		vy_adopt_namespace(&fs, st, adopt);
+		km_ready = vy_adopt_namespace(&fs, st, adopt, keeper, &km);
 	}
 	/* Client programs map files through it; the mount works without. */
 	if (vy_mapsrv_start(&fs, a->mountpoint, &e) != VY_OK)
@@ -377,6 +388,8 @@ int vy_mount_serve(const vy_mount_args *a, vy_keeper_link *keeper, vy_keeper_ado
 	fuse_session_unmount(se);
 	if (adopt)
 		unmount_adopted(a->mountpoint);
+	if (km_ready)
+		vy_keeper_memory_quiet(&km); /* what teardown frees, the keeper closes itself */
 	if (kept)
 		vy_keeper_unwatch(keeper); /* the keeper ends once we exit 0 */
 	if (!quiet) {
@@ -417,6 +430,8 @@ out:
 	}
 	for (unsigned d = 0; d < ndev; d++)
 		vy_device_close(dev[d]);
+	if (km_ready)
+		vy_keeper_memory_destroy(&km); /* after the stores: their frees went through it */
 	if (report_fd >= 0)
 		report('E', "the mount failed before it was ready (Fix: run with -f to see why)");
 	return status;
