@@ -8,7 +8,7 @@
 #include "fs/ops.h"
 #include "daemon/session.h"
 #include "daemon/keeper_link.h"
-#include "daemon/adopt.h"
+#include "daemon/adopt_ns.h"
 #include "daemon/keeper_memory.h"
 #include "core/store_keep.h"
 #include "persist/writer.h"

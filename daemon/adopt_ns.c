@@ -1,0 +1,56 @@
+/* A successor's namespace (adopt_ns.h). */
+#include "daemon/adopt_ns.h"
+#include "core/store_keep.h"
+#include "daemon/keeper_link.h"
+#include "daemon/keeper_memory.h"
+#include "daemon/log.h"
+#include "fs/fs.h"
+#include "persist/replay.h"
+#include "persist/writer.h"
+#include "state/state.h"
+
+#include <inttypes.h>
+
+bool vy_adopt_namespace(struct vy_fs *fs, struct vy_state *st, struct vy_keeper_adoption *ad,
+			struct vy_keeper_link *link, struct vy_keeper_memory *km)
+{
+	char why[256];
+	vy_error e;
+	if (vy_keeper_memory_init(km, link->sock, link->pid, &ad->memory, why, sizeof(why)) != 0) {
+		vy_log(LOG_ERR, "takeover: %s; serving an empty namespace (the kept memory stays with the keeper; Fix: "
+				"umount and mount again)", why);
+		return false;
+	}
+	vy_err rc = VY_OK;
+	for (unsigned d = 0; rc == VY_OK && d < fs->ndev; d++)
+		rc = vy_store_keep(fs->dev[d].core->store, &km->sink, &e);
+	if (rc != VY_OK) {
+		vy_log(LOG_ERR, "takeover: %s; serving an empty namespace", e.msg);
+		vy_keeper_memory_settle(km, &ad->memory);
+		return true;
+	}
+	vy_shadow sh;
+	vy_replay_counts n;
+	rc = vy_replay(fs, st, &ad->memory, &sh, &n, &e);
+	vy_keeper_memory_settle(km, &ad->memory); /* what no file took goes */
+	if (rc == VY_ENOENT) {
+		vy_shadow_destroy(&sh);
+		rc = vy_persist_start(fs, st, NULL, &e); /* the first daemon kept nothing yet */
+	} else if (rc == VY_OK) {
+		vy_log(LOG_NOTICE, "takeover: %" PRIu64 " records kept: %" PRIu64 " inodes, %" PRIu64 " names, %" PRIu64
+				   " files with their memory, %" PRIu64 " files lost their bytes, %" PRIu64 " nameless inodes freed",
+		       n.records, n.inodes, n.names, n.files, n.lost, n.dropped);
+		rc = vy_persist_start(fs, st, &sh, &e);
+		if (rc != VY_OK)
+			vy_shadow_destroy(&sh);
+	} else {
+		vy_shadow_destroy(&sh);
+		vy_log(LOG_ERR, "takeover: the kept namespace cannot be made again: %s; serving what was made of it, and "
+				"no longer keeping changes", e.msg);
+		return true;
+	}
+	if (rc != VY_OK)
+		vy_log(LOG_ERR, "takeover: cannot keep the namespace on: %s; this mount no longer survives the daemon's "
+				"death (Fix: umount and mount again)", e.msg);
+	return true;
+}
