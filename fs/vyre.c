@@ -220,6 +220,15 @@ static void render_metrics(vy_fs *fs, text *t)
 		    "# HELP vyrefs_takeover_seconds the last takeover: from the daemon's death to the first answer\n"
 		    "# TYPE vyrefs_takeover_seconds gauge\nvyrefs_takeover_seconds %" PRIu64 ".%06" PRIu64 "\n",
 		 (int)getpid(), atomic_load(&fs->keeper_pid), fs->takeovers, us / 1000000, us % 1000000);
+	vy_persist_counts kept;
+	vy_persist_counts_get(fs, &kept);
+	add_text(t, "# HELP vyrefs_kept_records_total records this daemon kept for a successor (survive=on)\n"
+		    "# TYPE vyrefs_kept_records_total counter\nvyrefs_kept_records_total %" PRIu64 "\n"
+		    "# HELP vyrefs_kept_checkpoints_total checkpoints of the namespace this daemon wrote (survive=on)\n"
+		    "# TYPE vyrefs_kept_checkpoints_total counter\nvyrefs_kept_checkpoints_total %" PRIu64 "\n"
+		    "# HELP vyrefs_kept_failures_total changes that could not be kept for a successor (survive=on)\n"
+		    "# TYPE vyrefs_kept_failures_total counter\nvyrefs_kept_failures_total %" PRIu64 "\n",
+		 kept.records, kept.checkpoints, kept.failures);
 	add_text(t, "# HELP vyrefs_device_memory_total_bytes the device's memory\n"
 		    "# TYPE vyrefs_device_memory_total_bytes gauge\n");
 	memory_series(fs, t, false);
