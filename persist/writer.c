@@ -116,12 +116,11 @@ static vy_persist *writer_of(struct vy_fs *fs)
 
 /* Whether an inode is the namespace's to keep: .vyre/ and its files are
  * made anew by every daemon. */
-static bool kept(const vy_fs *fs, const vy_inode *in)
+static bool kept(const vy_inode *in)
 {
 	if (in->fixed)
 		return in->ino == VY_NS_ROOT;
 	return in->kind == VY_DIR || in->kind == VY_FILE || in->kind == VY_SYMLINK || in->kind == VY_SPECIAL;
-	(void)fs;
 }
 
 static vy_p_time ptime(struct timespec t)
@@ -132,7 +131,7 @@ static vy_p_time ptime(struct timespec t)
 void vy_persist_inode(struct vy_fs *fs, struct vy_inode *in)
 {
 	vy_persist *p = writer_of(fs);
-	if (!p || !kept(fs, in))
+	if (!p || !kept(in))
 		return;
 	pthread_mutex_lock(&p->lock);
 	vy_p_inode *r = (void *)p->scratch;
@@ -168,7 +167,7 @@ void vy_persist_inode(struct vy_fs *fs, struct vy_inode *in)
 void vy_persist_name(struct vy_fs *fs, struct vy_inode *dir, const char *name)
 {
 	vy_persist *p = writer_of(fs);
-	if (!p || !kept(fs, dir) || dir->kind != VY_DIR)
+	if (!p || !kept(dir) || dir->kind != VY_DIR)
 		return;
 	const vy_dirent *d = vy_dir_find(&dir->dir, name);
 	size_t nl = strlen(name);
@@ -196,7 +195,7 @@ void vy_persist_gone(struct vy_fs *fs, uint64_t ino)
 void vy_persist_xattrs(struct vy_fs *fs, struct vy_inode *in)
 {
 	vy_persist *p = writer_of(fs);
-	if (!p || !kept(fs, in))
+	if (!p || !kept(in))
 		return;
 	pthread_mutex_lock(&p->lock);
 	vy_p_xattrs *r = (void *)p->scratch;
