@@ -68,7 +68,23 @@ static void compact(vy_dir *d)
 	d->holes = 0;
 }
 
-bool vy_dir_add(vy_dir *d, const char *name, uint64_t ino)
+/* The first slot whose cookie is >= cookie. */
+static size_t lower_bound(const vy_dir *d, uint64_t cookie)
+{
+	size_t lo = 0, hi = d->norder;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (d->order[mid].cookie < cookie)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/* Add name -> ino at `cookie` (>= 1, not a live entry's): at the end when
+ * it is past every slot, else in its place in the order. */
+static bool add_at(vy_dir *d, const char *name, uint64_t ino, uint64_t cookie)
 {
 	if ((d->count + 1) * 2 > d->nbuckets && !rehash(d, d->nbuckets ? d->nbuckets * 2 : 16))
 		return false;
@@ -84,6 +100,14 @@ bool vy_dir_add(vy_dir *d, const char *name, uint64_t ino)
 			d->cap_order = cap;
 		}
 	}
+	size_t at = lower_bound(d, cookie);
+	if (at < d->norder && d->order[at].cookie == cookie) {
+		if (d->order[at].e)
+			return false; /* a live entry's cookie */
+		memmove(&d->order[at], &d->order[at + 1], (d->norder - at - 1) * sizeof(*d->order));
+		d->norder--; /* a removed entry's slot: taken over below */
+		d->holes--;
+	}
 	vy_dirent *e = calloc(1, sizeof(*e));
 	char *copy = strdup(name);
 	if (!e || !copy) {
@@ -93,27 +117,29 @@ bool vy_dir_add(vy_dir *d, const char *name, uint64_t ino)
 	}
 	e->name = copy;
 	e->ino = ino;
-	e->cookie = d->next_cookie++;
+	e->cookie = cookie;
+	if (cookie >= d->next_cookie)
+		d->next_cookie = cookie + 1;
 	size_t k = bucket_of(d, name);
 	e->next_in_bucket = d->buckets[k];
 	d->buckets[k] = e;
-	d->order[d->norder++] = (vy_dirslot){e->cookie, e};
+	memmove(&d->order[at + 1], &d->order[at], (d->norder - at) * sizeof(*d->order));
+	d->order[at] = (vy_dirslot){e->cookie, e};
+	d->norder++;
 	d->count++;
 	return true;
 }
 
-/* The first slot whose cookie is >= cookie. */
-static size_t lower_bound(const vy_dir *d, uint64_t cookie)
+bool vy_dir_add(vy_dir *d, const char *name, uint64_t ino)
 {
-	size_t lo = 0, hi = d->norder;
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (d->order[mid].cookie < cookie)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo;
+	return add_at(d, name, ino, d->next_cookie);
+}
+
+bool vy_dir_add_at(vy_dir *d, const char *name, uint64_t ino, uint64_t cookie)
+{
+	if (cookie == 0 || cookie == UINT64_MAX || vy_dir_find(d, name))
+		return false;
+	return add_at(d, name, ino, cookie);
 }
 
 bool vy_dir_remove(vy_dir *d, const char *name)

@@ -38,6 +38,10 @@ void vy_dir_destroy(vy_dir *d);
 vy_dirent *vy_dir_find(const vy_dir *d, const char *name);
 /* Add name -> ino (the name must be absent). False when memory runs out. */
 bool vy_dir_add(vy_dir *d, const char *name, uint64_t ino);
+/* The same at `cookie` (a successor making a kept directory again, so a
+ * readdir resumed at an offset goes on where it was): false also when the
+ * name is there, or a live entry has that cookie, or it is 0. */
+bool vy_dir_add_at(vy_dir *d, const char *name, uint64_t ino, uint64_t cookie);
 /* Remove name; false if absent. */
 bool vy_dir_remove(vy_dir *d, const char *name);
 /* The first entry with cookie > after, or NULL. */

@@ -132,6 +132,33 @@ int vy_handles_add_dir(vy_handles *t, uint64_t ino, uint64_t limit, uint64_t *id
 	return add(t, VY_HANDLE_DIR, NULL, ino, limit, id);
 }
 
+int vy_handles_add_at(vy_handles *t, uint64_t id, vy_handle_kind kind, struct vy_open *o, uint64_t ino,
+		      uint64_t limit)
+{
+	uint32_t gen = (uint32_t)(id >> 32), index = (uint32_t)id;
+	if (gen == 0 || index == NO_INDEX || index < t->used || (kind != VY_HANDLE_FILE && kind != VY_HANDLE_DIR))
+		return EINVAL;
+	if (t->live >= t->max)
+		return ENFILE;
+	while (t->made <= index)
+		if (!grow(t))
+			return ENOMEM;
+	for (; t->used < index; t->used++) { /* never given out here: free */
+		vy_handle_slot *f = slot_at(t, (uint32_t)t->used);
+		f->next_free = t->free_head;
+		t->free_head = (uint32_t)t->used;
+	}
+	t->used = (uint64_t)index + 1;
+	vy_handle_slot *s = slot_at(t, index);
+	atomic_store_explicit(&s->gen, gen, memory_order_relaxed);
+	s->dir.ino = ino;
+	s->dir.limit = limit;
+	atomic_store_explicit(&s->file, o, memory_order_relaxed);
+	atomic_store_explicit(&s->kind, kind, memory_order_release);
+	t->live++;
+	return 0;
+}
+
 /* The slot of a live id of `kind`, or NULL. */
 static vy_handle_slot *live_slot(const vy_handles *t, uint64_t id, vy_handle_kind kind)
 {

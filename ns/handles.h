@@ -70,6 +70,14 @@ void vy_handles_destroy(vy_handles *t);
 int vy_handles_add_file(vy_handles *t, struct vy_open *o, uint64_t *id);
 int vy_handles_add_dir(vy_handles *t, uint64_t ino, uint64_t limit, uint64_t *id);
 
+/* A successor takes back an id a dead daemon gave out (docs/survive.md):
+ * the same index and generation, for `o` (a file) or {ino, limit} (a
+ * directory). Ids go back in ascending order of index; the indexes
+ * skipped go on the free list. 0; EINVAL (not an id, not past the last
+ * taken back, or kind neither), ENFILE at the cap, ENOMEM. */
+int vy_handles_add_at(vy_handles *t, uint64_t id, vy_handle_kind kind, struct vy_open *o, uint64_t ino,
+		      uint64_t limit);
+
 /* The open file of a live file id, or NULL. No lock (above). */
 struct vy_open *vy_handles_file(const vy_handles *t, uint64_t id);
 /* The state of a live directory id, or NULL; it stays where it is until

@@ -93,6 +93,33 @@ static void dir_cookies_survive_removals_and_compaction(void)
 	vy_dir_destroy(&d);
 }
 
+/* A successor makes a directory again with each name at its kept cookie:
+ * the order is the cookies', a removed entry's cookie may be taken, a live
+ * one's may not, nor a name twice; new names come after the largest. */
+static void dir_names_at_their_cookies(void)
+{
+	vy_dir d;
+	vy_dir_init(&d);
+	CHECK(vy_dir_add_at(&d, "c", 3, 30));
+	CHECK(vy_dir_add_at(&d, "a", 1, 10));
+	CHECK(vy_dir_add_at(&d, "b", 2, 20));
+	CHECK(!vy_dir_add_at(&d, "x", 9, 20)); /* a live entry's cookie */
+	CHECK(!vy_dir_add_at(&d, "a", 9, 40)); /* a name twice */
+	CHECK(!vy_dir_add_at(&d, "y", 9, 0));
+	CHECK(vy_dir_remove(&d, "b"));
+	CHECK(vy_dir_add_at(&d, "b2", 4, 20)); /* a removed entry's place */
+	CHECK(vy_dir_add(&d, "d", 5));
+	const char *want[] = {"a", "b2", "c", "d"};
+	uint64_t cookies[] = {10, 20, 30, 31};
+	int i = 0;
+	for (const vy_dirent *e = vy_dir_next(&d, 0); e; e = vy_dir_next(&d, e->cookie), i++) {
+		CHECK(i < 4 && !strcmp(e->name, want[i]) && e->cookie == cookies[i]);
+	}
+	CHECK_EQ(i, 4);
+	CHECK(vy_dir_next(&d, 15) && vy_dir_next(&d, 15)->cookie == 20); /* a readdir resumed after a */
+	vy_dir_destroy(&d);
+}
+
 static void xattrs_set_get_flags_and_limits(void)
 {
 	vy_xattrs x = {0};
@@ -244,6 +271,7 @@ int main(void)
 	static const vy_test_case cases[] = {
 		TEST_CASE(dir_finds_adds_and_removes),
 		TEST_CASE(dir_cookies_survive_removals_and_compaction),
+		TEST_CASE(dir_names_at_their_cookies),
 		TEST_CASE(xattrs_set_get_flags_and_limits),
 		TEST_CASE(acl_validation_as_the_kernel),
 		TEST_CASE(acl_mode_chmod_and_inheritance),

@@ -333,10 +333,45 @@ static void lookups_while_changing(void)
 	vy_handles_destroy(&r.t);
 }
 
+/* A successor takes ids back as they were (docs/survive.md): same index
+ * and generation, live at once; the indexes between go on the free list;
+ * out of order, garbage and kinds neither are refused; new ids come after. */
+static void ids_taken_back(void)
+{
+	vy_handles t;
+	vy_handles_init(&t, 1000);
+	uint64_t a = (uint64_t)7 << 32 | 3, b = (uint64_t)2 << 32 | 200;
+	CHECK_EQ(vy_handles_add_at(&t, a, VY_HANDLE_FILE, fake(1), 0, 0), 0);
+	CHECK_EQ(vy_handles_add_at(&t, b, VY_HANDLE_DIR, NULL, 9, 44), 0);
+	CHECK(vy_handles_file(&t, a) == fake(1));
+	CHECK(vy_handles_dir(&t, b) && vy_handles_dir(&t, b)->ino == 9 && vy_handles_dir(&t, b)->limit == 44);
+	CHECK(vy_handles_file(&t, (uint64_t)6 << 32 | 3) == NULL); /* another generation */
+	CHECK_EQ(t.live, 2);
+	CHECK_EQ(vy_handles_add_at(&t, (uint64_t)1 << 32 | 100, VY_HANDLE_FILE, fake(2), 0, 0), EINVAL); /* out of order */
+	CHECK_EQ(vy_handles_add_at(&t, 500, VY_HANDLE_FILE, fake(2), 0, 0), EINVAL); /* generation 0 */
+	CHECK_EQ(vy_handles_add_at(&t, (uint64_t)1 << 32 | 300, VY_HANDLE_FREE, NULL, 0, 0), EINVAL);
+	CHECK_EQ(t.live, 2);
+	/* 199 indexes were skipped (0..2, 4..199): new ids take them, then 201. */
+	bool seen[202] = {false};
+	for (int i = 0; i < 199; i++) {
+		uint64_t id;
+		CHECK_EQ(vy_handles_add_file(&t, fake(10), &id), 0);
+		CHECK(index_of(id) < 200 && index_of(id) != 3 && !seen[index_of(id)]);
+		seen[index_of(id) < 200 ? index_of(id) : 0] = true;
+	}
+	uint64_t next;
+	CHECK_EQ(vy_handles_add_file(&t, fake(11), &next), 0);
+	CHECK_EQ(index_of(next), 201);
+	CHECK(vy_handles_free(&t, a, VY_HANDLE_FILE));
+	CHECK_EQ(t.live, 201); /* b, the 199 and the next */
+	vy_handles_destroy(&t);
+}
+
 int main(void)
 {
 	static const vy_test_case cases[] = {
 		TEST_CASE(alloc_free_reuse),
+		TEST_CASE(ids_taken_back),
 		TEST_CASE(garbage_ids_refused),
 		TEST_CASE(directories_keep_their_limit),
 		TEST_CASE(growth_by_doubling),
