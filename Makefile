@@ -165,7 +165,7 @@ $(BUILD)/tests/%.so: tests/%.c
 	$(CC) $(CFLAGS) -U_FORTIFY_SOURCE -D_FORTIFY_SOURCE=0 -shared -fPIC -o $@ $< -ldl
 
 $(BUILD)/bench/nullfs: $(BUILD)/bench/nullfs.o $(BUILD)/daemon/session.o $(BUILD)/daemon/session_loop.o $(BUILD)/fs/statx.o \
-		$(BUILD)/daemon/adopt_io.o $(BUILD)/daemon/fhguard.o $(BUILD)/daemon/log.o $(BUILD)/core/u64map.o \
+		$(BUILD)/daemon/adopt_io.o $(BUILD)/daemon/log.o $(BUILD)/core/u64map.o \
 		$(STATE_OBJ) $(BUILD)/core/err.o
 	$(CC) $(CFLAGS) -o $@ $^ $(PKG_LIBS) $(LDLIBS)
 

@@ -1,6 +1,5 @@
 /* The adopted session's io (adopt_io.h). One session per process. */
 #include "daemon/adopt_io.h"
-#include "daemon/fhguard.h"
 #include "daemon/log.h"
 
 #include <errno.h>
@@ -46,7 +45,6 @@ int vy_adopt_io_start(const void *init_req, size_t req_len, const void *init_rep
 	a.req_len = req_len;
 	a.reply_len = reply_len;
 	((struct fuse_in_header *)a.req)->unique = REPLAY_UNIQUE;
-	vy_fhguard_start();
 	atomic_store(&a.on, true);
 	return 0;
 }
@@ -130,23 +128,12 @@ ssize_t vy_adopt_io_read(int fd, void *buf, size_t len)
 	ssize_t n;
 	if (atomic_load(&a.stage) != SERVING && before_serving(fd, buf, len, &n))
 		return n;
-	for (;;) {
-		n = read(fd, buf, len);
-		int err;
-		if (n < (ssize_t)sizeof(struct fuse_in_header) || !vy_fhguard_request(buf, (size_t)n, &err))
-			return n;
-		/* A request on a handle of the dead daemon: answered here.
-		 * (A resent request, unique | FUSE_UNIQUE_RESEND, otherwise runs
-		 * anew: with no outcome log yet there is nothing to look it up
-		 * in; session 6 of docs/survive.md answers it from there.) */
-		struct fuse_out_header oh = {
-			.len = sizeof(oh), .error = -err, .unique = ((const struct fuse_in_header *)buf)->unique};
-		ssize_t w;
-		do
-			w = write(fd, &oh, sizeof(oh));
-		while (w < 0 && errno == EINTR);
-		answered();
-	}
+	/* Handles the dead daemon gave out are this one's too (ids taken
+	 * back by persist/replay_kernel.c); one it could not take back is an
+	 * id no slot holds, answered EBADF by the operation itself. A resent
+	 * request (unique | FUSE_UNIQUE_RESEND) runs anew: no outcome log yet
+	 * (docs/survive.md). */
+	return read(fd, buf, len);
 }
 
 #define SAME(field, fmt)                                                                                       \
@@ -197,11 +184,10 @@ ssize_t vy_adopt_init_reply(const struct iovec *iov, int count)
 	return (ssize_t)total;
 }
 
-void vy_adopt_io_reply(const struct iovec *iov, int count)
+void vy_adopt_io_reply(void)
 {
 	if (!atomic_load(&a.on))
 		return;
-	vy_fhguard_reply(iov, count);
 	if (atomic_load(&a.stage) == SERVING)
 		answered();
 }

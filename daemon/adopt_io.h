@@ -25,7 +25,7 @@ ssize_t vy_adopt_io_read(int fd, void *buf, size_t len);
  * differs, never written. Returns the bytes "written". */
 ssize_t vy_adopt_init_reply(const struct iovec *iov, int count);
 /* A reply on its way out (not the INIT's). */
-void vy_adopt_io_reply(const struct iovec *iov, int count);
+void vy_adopt_io_reply(void);
 
 /* CLOCK_MONOTONIC of the adopted session's first answer, 0 before it;
  * `fn` (if set) is called once with it, from the worker that answered. */

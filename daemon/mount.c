@@ -237,8 +237,8 @@ static void unmount_adopted(const char *mountpoint)
 }
 
 #define SURVIVE_WARNING                                                                                        \
-	"survive=on is experimental: files, names, attributes and bytes survive a daemon's death; open handles, " \
-	"mappings and modules do not yet (docs/survive.md): test mounts only"
+	"survive=on is experimental: files, names, attributes, bytes and open files survive a daemon's death; "   \
+	"mappings, modules and a request caught mid-way do not yet (docs/survive.md): test mounts only"
 
 int vy_mount_serve(const vy_mount_args *a, vy_keeper_link *keeper, vy_keeper_adoption *adopt, vy_state *st)
 {

@@ -105,7 +105,7 @@ static ssize_t io_writev(int fd, struct iovec *iov, int count, void *userdata)
 	}
 	if (iov[0].iov_len >= sizeof(*out) && out->unique != 0) { /* a reply, not a notification */
 		vy_session_replying();
-		vy_adopt_io_reply(iov, count);
+		vy_adopt_io_reply();
 	}
 	ssize_t res;
 	if (vy_statx_reply(fd, iov, count, &res))

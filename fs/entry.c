@@ -3,6 +3,7 @@
  * its table (kind.h). */
 #include "fs/op.h"
 #include "fs/kind.h"
+#include "persist/writer.h"
 
 #include <string.h>
 
@@ -36,7 +37,8 @@ void vy_op_reply_entry(fuse_req_t req, vy_fs *fs, vy_inode *in)
 {
 	struct fuse_entry_param ep;
 	memset(&ep, 0, sizeof(ep));
-	in->nlookup++;
+	vy_ns_looked_up(vy_fs_ns(fs), in);
+	vy_persist_lookup(fs, in); /* before the kernel holds it */
 	pthread_rwlock_rdlock(&in->lock);
 	vy_op_stat(fs, in, &ep.attr);
 	pthread_rwlock_unlock(&in->lock);
@@ -44,6 +46,8 @@ void vy_op_reply_entry(fuse_req_t req, vy_fs *fs, vy_inode *in)
 	ep.generation = fs->generation;
 	ep.attr_timeout = vy_op_attr_timeout(in);
 	ep.entry_timeout = VY_ATTR_TIMEOUT;
-	if (fuse_reply_entry(req, &ep) != 0)
-		in->nlookup--; /* the kernel did not take it */
+	if (fuse_reply_entry(req, &ep) != 0) {
+		vy_ns_not_looked_up(vy_fs_ns(fs), in); /* the kernel did not take it */
+		vy_persist_lookup(fs, in);
+	}
 }

@@ -5,6 +5,7 @@
 #include "fs/op.h"
 #include "fs/file.h"
 #include "fs/kind.h"
+#include "persist/writer.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -44,8 +45,10 @@ void vy_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	}
 	pthread_mutex_lock(&fs->ns);
 	int err = vy_open_add(vy_fs_ns(fs), h);
-	if (!err)
+	if (!err) {
 		in->opens++;
+		vy_persist_handle(fs, h->fh, in->ino, VY_HANDLE_FILE, 0); /* before the kernel holds it */
+	}
 	pthread_mutex_unlock(&fs->ns);
 	if (err) {
 		vy_open_discard(h);
@@ -56,6 +59,7 @@ void vy_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	if (fuse_reply_open(req, fi) != 0) {
 		pthread_mutex_lock(&fs->ns);
 		in->opens--;
+		vy_persist_handle(fs, h->fh, 0, VY_HANDLE_FILE, 0);
 		vy_open_free(vy_fs_ns(fs), h);
 		vy_inode_reap(fs, in);
 		pthread_mutex_unlock(&fs->ns);
@@ -115,6 +119,7 @@ void vy_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	if (last && named && ko->closed)
 		ko->closed(fs, in); /* outside ns: a file's fitting copies it on the device */
 	pthread_mutex_lock(&fs->ns);
+	vy_persist_handle(fs, h->fh, 0, VY_HANDLE_FILE, 0);
 	vy_open_free(vy_fs_ns(fs), h);
 	vy_inode_reap(fs, in);
 	pthread_mutex_unlock(&fs->ns);

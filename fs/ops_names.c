@@ -46,8 +46,10 @@ void vy_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 static void forget_one(vy_fs *fs, fuse_ino_t ino, uint64_t n)
 {
 	vy_inode *in = vy_ns_forget(vy_fs_ns(fs), ino, n);
-	if (in)
+	if (in) {
+		vy_persist_lookup(fs, in);
 		vy_inode_reap(fs, in);
+	}
 }
 
 void vy_op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
@@ -189,7 +191,9 @@ static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name, vy_ki
 		fi->keep_cache = fs->cfg.page_cache;
 		struct fuse_entry_param ep;
 		memset(&ep, 0, sizeof(ep));
-		in->nlookup++;
+		vy_ns_looked_up(vy_fs_ns(fs), in);
+		vy_persist_lookup(fs, in);
+		vy_persist_handle(fs, h->fh, in->ino, VY_HANDLE_FILE, 0);
 		vy_op_stat(fs, in, &ep.attr);
 		if (tmpfile)
 			ep.attr.st_nlink = 1; /* the kernel's d_tmpfile takes it to 0 */
@@ -197,8 +201,10 @@ static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name, vy_ki
 		ep.generation = fs->generation;
 		ep.attr_timeout = ep.entry_timeout = VY_ATTR_TIMEOUT;
 		if (fuse_reply_create(req, &ep, fi) != 0) {
-			in->nlookup--;
+			vy_ns_not_looked_up(vy_fs_ns(fs), in);
+			vy_persist_lookup(fs, in);
 			in->opens--;
+			vy_persist_handle(fs, h->fh, 0, VY_HANDLE_FILE, 0);
 			vy_open_free(vy_fs_ns(fs), h);
 			vy_inode_reap(fs, in); /* an O_TMPFILE's: nothing names it */
 		}
@@ -529,6 +535,8 @@ void vy_op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	int err = !in ? ENOENT : in->kind != VY_DIR ? ENOTDIR : 0;
 	uint64_t fh = 0;
 	int herr = err ? 0 : vy_handles_add_dir(&fs->handles, ino, in->dir.next_cookie, &fh);
+	if (!err && !herr)
+		vy_persist_handle(fs, fh, ino, VY_HANDLE_DIR, in->dir.next_cookie);
 	pthread_mutex_unlock(&fs->ns);
 	if (err || herr) {
 		if (herr)
@@ -541,6 +549,7 @@ void vy_op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	if (fuse_reply_open(req, fi) != 0) {
 		pthread_mutex_lock(&fs->ns);
 		vy_handles_free(&fs->handles, fh, VY_HANDLE_DIR);
+		vy_persist_handle(fs, fh, 0, VY_HANDLE_DIR, 0);
 		pthread_mutex_unlock(&fs->ns);
 	}
 }
@@ -580,8 +589,10 @@ void vy_op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struc
 		fuse_reply_err(req, err);
 		return;
 	}
-	if (off <= 0)
+	if (off <= 0 && od->limit != d->dir.next_cookie) {
 		od->limit = d->dir.next_cookie; /* a rewind sees the directory anew */
+		vy_persist_handle(fs, fi->fh, ino, VY_HANDLE_DIR, od->limit);
+	}
 	bool room = true;
 	if (off < 1)
 		room = add_dirent(req, buf, size, &used, ".", d->ino, S_IFDIR, 1);
@@ -606,6 +617,8 @@ void vy_op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	pthread_mutex_lock(&fs->ns);
 	vy_handle_dir *od = vy_handles_dir(&fs->handles, fi->fh);
 	bool ours = od && od->ino == ino && vy_handles_free(&fs->handles, fi->fh, VY_HANDLE_DIR);
+	if (ours)
+		vy_persist_handle(fs, fi->fh, 0, VY_HANDLE_DIR, 0);
 	pthread_mutex_unlock(&fs->ns);
 	fuse_reply_err(req, ours ? 0 : EBADF);
 }

@@ -123,6 +123,20 @@ static void add_snapshot(text *t, const vy_telemetry_snapshot *s, const char *pr
 	free(body);
 }
 
+/* What the kernel holds, as this daemon counts it (survive=on takes it
+ * over: docs/survive.md). */
+typedef struct held {
+	uint64_t handles, lookups, unmatched;
+} held;
+
+/* Read whole, without ns: a stat of .vyre/stats renders it, and an entry
+ * reply stats under ns. */
+static void held_now(vy_fs *fs, held *h)
+{
+	*h = (held){__atomic_load_n(&fs->handles.live, __ATOMIC_RELAXED), __atomic_load_n(&fs->lookups, __ATOMIC_RELAXED),
+		    __atomic_load_n(&fs->forgets_unmatched, __ATOMIC_RELAXED)};
+}
+
 /* The mount's totals; over several devices each device's own keys too,
  * as devN.KEY (N: the device's ordinal). */
 /* Who serves (survive=on, docs/survive.md): microseconds from the last
@@ -147,6 +161,10 @@ static void render_stats(vy_fs *fs, text *t)
 	vy_persist_counts_get(fs, &kept);
 	add_text(t, "kept_records %" PRIu64 "\nkept_checkpoints %" PRIu64 "\nkept_failures %" PRIu64 "\n", kept.records,
 		 kept.checkpoints, kept.failures);
+	held h;
+	held_now(fs, &h);
+	add_text(t, "open_handles %" PRIu64 "\nkernel_lookups %" PRIu64 "\nforgets_unmatched %" PRIu64 "\n", h.handles,
+		 h.lookups, h.unmatched);
 	if (fs->ndev < 2)
 		return;
 	for (unsigned d = 0; d < fs->ndev; d++) {
@@ -229,6 +247,15 @@ static void render_metrics(vy_fs *fs, text *t)
 		    "# HELP vyrefs_kept_failures_total changes that could not be kept for a successor (survive=on)\n"
 		    "# TYPE vyrefs_kept_failures_total counter\nvyrefs_kept_failures_total %" PRIu64 "\n",
 		 kept.records, kept.checkpoints, kept.failures);
+	held h;
+	held_now(fs, &h);
+	add_text(t, "# HELP vyrefs_open_handles open files and directories the kernel holds\n"
+		    "# TYPE vyrefs_open_handles gauge\nvyrefs_open_handles %" PRIu64 "\n"
+		    "# HELP vyrefs_kernel_lookups references the kernel holds on inodes (entry replies not yet forgotten)\n"
+		    "# TYPE vyrefs_kernel_lookups gauge\nvyrefs_kernel_lookups %" PRIu64 "\n"
+		    "# HELP vyrefs_forgets_unmatched_total references the kernel forgot that were never counted\n"
+		    "# TYPE vyrefs_forgets_unmatched_total counter\nvyrefs_forgets_unmatched_total %" PRIu64 "\n",
+		 h.handles, h.lookups, h.unmatched);
 	add_text(t, "# HELP vyrefs_device_memory_total_bytes the device's memory\n"
 		    "# TYPE vyrefs_device_memory_total_bytes gauge\n");
 	memory_series(fs, t, false);

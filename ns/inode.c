@@ -109,11 +109,26 @@ void vy_ns_reap(vy_ns *ns, vy_inode *in)
 	inode_free(in);
 }
 
+void vy_ns_looked_up(vy_ns *ns, vy_inode *in)
+{
+	in->nlookup++;
+	ns->lookups++;
+}
+
+void vy_ns_not_looked_up(vy_ns *ns, vy_inode *in)
+{
+	in->nlookup--;
+	ns->lookups--;
+}
+
 vy_inode *vy_ns_forget(vy_ns *ns, uint64_t ino, uint64_t n)
 {
 	vy_inode *in = vy_u64map_get(&ns->inodes, ino);
+	uint64_t had = in ? in->nlookup : 0, gone = n > had ? had : n;
 	if (in)
-		in->nlookup = n > in->nlookup ? 0 : in->nlookup - n;
+		in->nlookup -= gone;
+	ns->lookups -= gone;
+	ns->forgets_unmatched += n - gone;
 	return in;
 }
 

@@ -125,6 +125,10 @@ typedef struct vy_ns {
 	gid_t group;
 	vy_xattr_budget xattr_budget; /* every inode's xattrs and symlink targets count here */
 	uint64_t extra_links; /* names of files past each one's first: they count against max_inodes, as on tmpfs (ns) */
+	uint64_t lookups;     /* ns: every inode's nlookup, summed (.vyre/stats kernel_lookups) */
+	/* ns: references the kernel forgot that were never counted here (a
+	 * bookkeeping fault, or counts a successor could not take back) */
+	uint64_t forgets_unmatched;
 } vy_ns;
 
 /* An empty table whose first inode will be VY_NS_ROOT, xattrs capped at
@@ -147,6 +151,10 @@ bool vy_inode_unreachable(const vy_inode *in);
  * inode is unreachable, the inode once the kernel forgot it too. Its
  * bytes must be gone first (fs/file.h: vy_inode_reap). */
 void vy_ns_reap(vy_ns *ns, vy_inode *in);
+/* The kernel took (an entry reply) or did not take (its reply failed)
+ * one more reference to `in` (ns held). */
+void vy_ns_looked_up(vy_ns *ns, vy_inode *in);
+void vy_ns_not_looked_up(vy_ns *ns, vy_inode *in);
 /* The kernel forgets `n` references to `ino` (FORGET, BATCH_FORGET; ns
  * held): its count goes down, to 0 at least. The inode, for the caller to
  * reap (fs/file.h: vy_inode_reap), or NULL when there is none. */

@@ -20,6 +20,8 @@ enum vy_p_type {
 	VY_P_GONE = 4,   /* vy_p_gone: an inode freed, with its xattrs and memory */
 	VY_P_XATTRS = 5, /* vy_p_xattrs + entries: every xattr of an inode (ACLs too) */
 	VY_P_LAYOUT = 6, /* vy_p_layout + pieces: a regular file's memory */
+	VY_P_HANDLE = 7, /* vy_p_handle: an open file or directory the kernel holds (ino 0: released) */
+	VY_P_LOOKUP = 8, /* vy_p_lookup: the kernel's references to an inode */
 };
 
 /* An image section holds records back to back, each a vy_p_head and its
@@ -59,7 +61,8 @@ typedef struct vy_p_inode {
 
 typedef struct vy_p_name {
 	uint64_t parent;
-	uint64_t ino; /* 0: the name is gone */
+	uint64_t ino;    /* 0: the name is gone */
+	uint64_t cookie; /* its place in readdir order (ns/dir.h), so an open directory reads on */
 	uint32_t name_len; /* the name follows, no NUL */
 	uint32_t zero;
 } vy_p_name;
@@ -84,7 +87,23 @@ typedef struct vy_p_layout {
 	uint32_t n;     /* pieces that follow (vy_keep_piece); 0 with cap 0: no buffer */
 } vy_p_layout;
 
-_Static_assert(sizeof(vy_p_head) == 8 && sizeof(vy_p_inode) == 128 && sizeof(vy_p_name) == 24 &&
+/* The kernel's `fh`: a handle id (ns/handles.h), taken back as it is. */
+typedef struct vy_p_handle {
+	uint64_t id;
+	uint64_t ino;   /* 0: released */
+	uint64_t limit; /* a directory's: readdir shows entries with a cookie below it */
+	uint32_t kind;  /* VY_HANDLE_FILE or VY_HANDLE_DIR */
+	uint32_t zero;
+} vy_p_handle;
+
+/* How many references (entry replies not yet forgotten) the kernel holds. */
+typedef struct vy_p_lookup {
+	uint64_t ino;
+	uint64_t nlookup;
+} vy_p_lookup;
+
+_Static_assert(sizeof(vy_p_head) == 8 && sizeof(vy_p_inode) == 128 && sizeof(vy_p_name) == 32 &&
+		       sizeof(vy_p_handle) == 32 && sizeof(vy_p_lookup) == 16 &&
 		       sizeof(vy_p_layout) == 32 && sizeof(vy_keep_piece) == 32,
 	       "persist/format.h: fixed layout");
 

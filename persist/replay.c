@@ -3,6 +3,7 @@
 #include "daemon/log.h"
 #include "fs/fs.h"
 #include "persist/format.h"
+#include "persist/replay_kernel.h"
 #include "state/state.h"
 
 #include <errno.h>
@@ -234,22 +235,29 @@ static vy_err adopt_memory(vy_fs *fs, vy_shadow *sh, vy_keep_fds *mem, vy_replay
 	return rc;
 }
 
-/* Inodes no name holds: nothing opens them again (handles do not survive
- * yet), so they go, from the shadow too. */
-static void drop_nameless(vy_fs *fs, vy_shadow *sh, vy_replay_counts *counts)
+/* Inodes nothing holds (no name, no open handle, no reference of the
+ * kernel's: their last release or FORGET came as the daemon died) go, from
+ * the shadow too. An unlinked file a program holds open stays until its
+ * last close, as it would have. */
+static vy_err drop_unheld(vy_fs *fs, vy_shadow *sh, vy_replay_counts *counts, vy_error *e)
 {
-	uint64_t k;
+	uint64_t k, *gone = malloc((sh->nodes.count ? sh->nodes.count : 1) * sizeof(*gone));
+	size_t n = 0;
 	void *v;
+	if (!gone)
+		return vy_fail(e, VY_ENOMEM, "free host memory", "kept state: no memory to drop freed inodes");
 	for (size_t i = 0; vy_u64map_next(&sh->nodes, &i, &k, &v);) {
-		vy_shadow_node *node = v;
-		vy_inode *in = vy_fs_inode(fs, node->ino);
-		if (in && !in->fixed && in->nlink == 0) {
-			vy_ns_reap(vy_fs_ns(fs), in);
-			counts->dropped++;
-		}
+		vy_inode *in = vy_fs_inode(fs, k);
+		if (in && !in->fixed && in->nlink == 0 && in->opens == 0 && in->nlookup == 0)
+			gone[n++] = k;
 	}
-	/* The shadow keeps them until the next checkpoint drops them: their
-	 * records are the log's, and a GONE for each follows at start. */
+	for (size_t i = 0; i < n; i++) { /* no removal while walking the map */
+		vy_ns_reap(vy_fs_ns(fs), vy_fs_inode(fs, gone[i]));
+		vy_shadow_forget(sh, gone[i]);
+		counts->dropped++;
+	}
+	free(gone);
+	return VY_OK;
 }
 
 vy_err vy_replay(struct vy_fs *fs, struct vy_state *st, vy_keep_fds *mem, vy_shadow *sh, vy_replay_counts *counts,
@@ -297,7 +305,9 @@ vy_err vy_replay(struct vy_fs *fs, struct vy_state *st, vy_keep_fds *mem, vy_sha
 				       d->name, dir->ino, child ? "a name taken already" : "no kept inode");
 				continue;
 			}
-			if (!vy_dir_add(&dir->dir, d->name, d->ino))
+			/* Its place (readdir cookie) as it was; another if this
+			 * daemon's own entries took it. */
+			if (!vy_dir_add_at(&dir->dir, d->name, d->ino, d->cookie) && !vy_dir_add(&dir->dir, d->name, d->ino))
 				rc = vy_fail(e, VY_ENOMEM, "free host memory", "kept state: no memory for a name");
 			counts->names++;
 		}
@@ -311,7 +321,9 @@ vy_err vy_replay(struct vy_fs *fs, struct vy_state *st, vy_keep_fds *mem, vy_sha
 	if (rc == VY_OK)
 		fs->next_ino = sh->next_ino > fs->next_ino ? sh->next_ino : fs->next_ino;
 	if (rc == VY_OK)
-		drop_nameless(fs, sh, counts);
+		rc = vy_replay_kernel_refs(fs, sh, counts, e);
+	if (rc == VY_OK)
+		rc = drop_unheld(fs, sh, counts, e);
 	if (rc == VY_OK)
 		rc = adopt_memory(fs, sh, mem, counts, e);
 	return rc;

@@ -19,7 +19,10 @@ typedef struct vy_replay_counts {
 	uint64_t names;
 	uint64_t files;    /* regular files whose memory was taken back */
 	uint64_t lost;     /* regular files whose memory could not be: emptied, logged */
-	uint64_t dropped;  /* inodes no name held (freed) */
+	uint64_t dropped;  /* inodes nothing held: no name, no handle, no kernel reference (freed) */
+	uint64_t handles;  /* open files and directories taken back */
+	uint64_t handles_lost; /* that could not be (their programs get EBADF) */
+	uint64_t lookups_lost; /* kernel references to inodes not made again (modules) */
 } vy_replay_counts;
 
 /* Into `fs` (fresh from vy_fs_init, nothing served yet) from `st`, taking

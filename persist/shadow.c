@@ -13,6 +13,7 @@ void vy_shadow_init(vy_shadow *s)
 {
 	memset(s, 0, sizeof(*s));
 	vy_u64map_init(&s->nodes);
+	vy_u64map_init(&s->handles);
 	s->next_ino = VY_NS_ROOT + 1;
 }
 
@@ -33,6 +34,32 @@ void vy_shadow_destroy(vy_shadow *s)
 	for (size_t i = 0; vy_u64map_next(&s->nodes, &i, &k, &v);)
 		node_free(v);
 	vy_u64map_destroy(&s->nodes);
+	for (size_t i = 0; vy_u64map_next(&s->handles, &i, &k, &v);)
+		free(v);
+	vy_u64map_destroy(&s->handles);
+}
+
+void vy_shadow_forget_handle(vy_shadow *s, uint64_t id)
+{
+	free(vy_u64map_remove(&s->handles, id));
+}
+
+void vy_shadow_forget(vy_shadow *s, uint64_t ino)
+{
+	vy_shadow_node *n = vy_u64map_remove(&s->nodes, ino);
+	if (n)
+		node_free(n);
+	uint64_t k;
+	void *v;
+	for (bool again = true; again;) { /* no removal while iterating: one at a time */
+		again = false;
+		for (size_t i = 0; vy_u64map_next(&s->handles, &i, &k, &v);)
+			if (((vy_p_handle *)v)->ino == ino) {
+				vy_shadow_forget_handle(s, k);
+				again = true;
+				break;
+			}
+	}
 }
 
 static vy_err bad(vy_error *e, uint16_t type, const char *what)
@@ -108,11 +135,18 @@ static vy_err apply_name(vy_shadow *s, const vy_p_name *r, const char *raw, vy_e
 		p->has_names = true;
 	}
 	vy_dirent *d = vy_dir_find(&p->names, name);
-	if (d && r->ino)
+	if (d && r->ino && d->cookie == r->cookie) {
 		d->ino = r->ino; /* as a rename over a name does: its place stays */
-	else if (d)
+		return VY_OK;
+	}
+	if (d)
 		vy_dir_remove(&p->names, name);
-	else if (r->ino && !vy_dir_add(&p->names, name, r->ino))
+	if (!r->ino)
+		return VY_OK;
+	const vy_dirent *at = vy_dir_next(&p->names, r->cookie - 1);
+	if (at && at->cookie == r->cookie)
+		return bad(e, VY_P_NAME, "takes the place of another name");
+	if (!vy_dir_add_at(&p->names, name, r->ino, r->cookie))
 		return vy_fail(e, VY_ENOMEM, "free host memory", "kept state: no memory for a name");
 	return VY_OK;
 }
@@ -149,7 +183,7 @@ vy_err vy_shadow_apply(vy_shadow *s, uint16_t type, const void *p, uint32_t len,
 	case VY_P_NAME: {
 		const vy_p_name *r = p;
 		if (len < sizeof(*r) || len - sizeof(*r) != r->name_len || r->parent == 0 ||
-		    !good_name((const char *)p + sizeof(*r), r->name_len))
+		    (r->ino && (r->cookie == 0 || r->cookie == UINT64_MAX)) || !good_name((const char *)p + sizeof(*r), r->name_len))
 			return bad(e, type, "is not a name");
 		return apply_name(s, r, (const char *)p + sizeof(*r), e);
 	}
@@ -181,6 +215,36 @@ vy_err vy_shadow_apply(vy_shadow *s, uint16_t type, const void *p, uint32_t len,
 		n->layout_seq = seq;
 		return VY_OK;
 	}
+	case VY_P_HANDLE: {
+		const vy_p_handle *r = p;
+		if (len != sizeof(*r) || (uint32_t)(r->id >> 32) == 0 || (uint32_t)r->id == UINT32_MAX ||
+		    (r->kind != VY_HANDLE_FILE && r->kind != VY_HANDLE_DIR))
+			return bad(e, type, "is not a handle");
+		if (r->ino == 0) {
+			vy_shadow_forget_handle(s, r->id);
+			return VY_OK;
+		}
+		vy_p_handle *c = vy_u64map_get(&s->handles, r->id);
+		if (!c && (c = malloc(sizeof(*c))) && !vy_u64map_put(&s->handles, r->id, c)) {
+			free(c);
+			c = NULL;
+		}
+		if (!c)
+			return vy_fail(e, VY_ENOMEM, "free host memory", "kept state: no memory for a handle");
+		*c = *r;
+		return VY_OK;
+	}
+	case VY_P_LOOKUP: {
+		const vy_p_lookup *r = p;
+		if (len != sizeof(*r) || r->ino == 0)
+			return bad(e, type, "is not a lookup count");
+		vy_shadow_node *n = vy_u64map_get(&s->nodes, r->ino);
+		if (!n && r->nlookup && !(n = node_of(s, r->ino)))
+			return vy_fail(e, VY_ENOMEM, "free host memory", "kept state: no memory for an inode");
+		if (n)
+			n->nlookup = r->nlookup;
+		return VY_OK;
+	}
 	default:
 		return bad(e, type, "is of a type this vyrefs does not know");
 	}
@@ -200,6 +264,10 @@ vy_err vy_shadow_dump(const vy_shadow *s, vy_shadow_emit_fn emit, void *ctx, vy_
 			rc = emit(ctx, VY_P_XATTRS, n->xattrs, n->xattrs_len, e);
 		if (rc == VY_OK && n->layout)
 			rc = emit(ctx, VY_P_LAYOUT, n->layout, n->layout_len, e);
+		if (rc == VY_OK && n->nlookup) {
+			vy_p_lookup l = {.ino = n->ino, .nlookup = n->nlookup};
+			rc = emit(ctx, VY_P_LOOKUP, &l, sizeof(l), e);
+		}
 	}
 	struct {
 		vy_p_name h;
@@ -211,10 +279,12 @@ vy_err vy_shadow_dump(const vy_shadow *s, vy_shadow_emit_fn emit, void *ctx, vy_
 			continue;
 		for (const vy_dirent *d = vy_dir_next(&n->names, 0); rc == VY_OK && d; d = vy_dir_next(&n->names, d->cookie)) {
 			size_t nl = strlen(d->name);
-			rec.h = (vy_p_name){.parent = n->ino, .ino = d->ino, .name_len = (uint32_t)nl};
+			rec.h = (vy_p_name){.parent = n->ino, .ino = d->ino, .cookie = d->cookie, .name_len = (uint32_t)nl};
 			memcpy(rec.name, d->name, nl);
 			rc = emit(ctx, VY_P_NAME, &rec, (uint32_t)(sizeof(rec.h) + nl), e);
 		}
 	}
+	for (size_t i = 0; rc == VY_OK && vy_u64map_next(&s->handles, &i, &k, &v);)
+		rc = emit(ctx, VY_P_HANDLE, v, sizeof(vy_p_handle), e);
 	return rc;
 }

@@ -20,12 +20,14 @@ typedef struct vy_shadow_node {
 	uint8_t *inode, *xattrs, *layout; /* the last payload of each type, or NULL */
 	uint32_t inode_len, xattrs_len, layout_len;
 	uint64_t layout_seq; /* the log seq of the layout (0: from an image) */
+	uint64_t nlookup;    /* the kernel's references (VY_P_LOOKUP) */
 	bool has_names;
 	vy_dir names; /* a directory's entries (has_names) */
 } vy_shadow_node;
 
 typedef struct vy_shadow {
-	vy_u64map nodes; /* ino -> vy_shadow_node */
+	vy_u64map nodes;   /* ino -> vy_shadow_node */
+	vy_u64map handles; /* handle id -> vy_p_handle (a copy): the live ones */
 	uint64_t next_ino;
 	uint32_t generation;
 	bool has_ns;
@@ -38,9 +40,15 @@ void vy_shadow_destroy(vy_shadow *s);
  * changed) for a record that is not one; VY_ENOMEM. */
 vy_err vy_shadow_apply(vy_shadow *s, uint16_t type, const void *p, uint32_t len, uint64_t seq, vy_error *e);
 
+/* Forget inode `ino` and every handle on it (a successor freed it). */
+void vy_shadow_forget(vy_shadow *s, uint64_t ino);
+/* Forget handle `id` (a successor could not take it back). */
+void vy_shadow_forget_handle(vy_shadow *s, uint64_t id);
+
 /* Every record of the state, for an image: the numbering, each node's
- * inode, xattrs and layout, then every name (a name after both its
- * inodes, so a replay never meets one it cannot place). */
+ * inode, xattrs, layout and lookups, then every name (a name after both
+ * its inodes, so a replay never meets one it cannot place), then every
+ * handle. */
 typedef vy_err (*vy_shadow_emit_fn)(void *ctx, uint16_t type, const void *p, uint32_t len, vy_error *e);
 vy_err vy_shadow_dump(const vy_shadow *s, vy_shadow_emit_fn emit, void *ctx, vy_error *e);
 

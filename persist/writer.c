@@ -123,6 +123,44 @@ static bool kept(const vy_inode *in)
 	return in->kind == VY_DIR || in->kind == VY_FILE || in->kind == VY_SYMLINK || in->kind == VY_SPECIAL;
 }
 
+/* Whether the kernel's references to an inode and handles on it are kept:
+ * the kept inodes', and .vyre's fixed files (every daemon makes them with
+ * the same numbers). Modules are not kept yet. */
+static bool counted(const vy_inode *in)
+{
+	return in->fixed || kept(in);
+}
+
+void vy_persist_handle(struct vy_fs *fs, uint64_t id, uint64_t ino, unsigned kind, uint64_t limit)
+{
+	vy_persist *p = writer_of(fs);
+	if (!p)
+		return;
+	if (ino) {
+		vy_inode *in = vy_u64map_get(&fs->inodes, ino);
+		if (!in || !counted(in))
+			return;
+	}
+	pthread_mutex_lock(&p->lock);
+	/* A release of a handle never kept has nothing to undo. */
+	if (ino || vy_u64map_get(&p->shadow.handles, id)) {
+		vy_p_handle r = {.id = id, .ino = ino, .limit = limit, .kind = kind};
+		append(p, VY_P_HANDLE, &r, sizeof(r));
+	}
+	pthread_mutex_unlock(&p->lock);
+}
+
+void vy_persist_lookup(struct vy_fs *fs, struct vy_inode *in)
+{
+	vy_persist *p = writer_of(fs);
+	if (!p || !counted(in))
+		return;
+	pthread_mutex_lock(&p->lock);
+	vy_p_lookup r = {.ino = in->ino, .nlookup = in->nlookup};
+	append(p, VY_P_LOOKUP, &r, sizeof(r));
+	pthread_mutex_unlock(&p->lock);
+}
+
 static vy_p_time ptime(struct timespec t)
 {
 	return (vy_p_time){.sec = t.tv_sec, .nsec = t.tv_nsec};
@@ -173,7 +211,7 @@ void vy_persist_name(struct vy_fs *fs, struct vy_inode *dir, const char *name)
 	size_t nl = strlen(name);
 	pthread_mutex_lock(&p->lock);
 	vy_p_name *r = (void *)p->scratch;
-	*r = (vy_p_name){.parent = dir->ino, .ino = d ? d->ino : 0, .name_len = (uint32_t)nl};
+	*r = (vy_p_name){.parent = dir->ino, .ino = d ? d->ino : 0, .cookie = d ? d->cookie : 0, .name_len = (uint32_t)nl};
 	memcpy(p->scratch + sizeof(*r), name, nl);
 	append(p, VY_P_NAME, r, (uint32_t)(sizeof(*r) + nl));
 	pthread_mutex_unlock(&p->lock);

@@ -81,7 +81,7 @@ static void poke(int fd, size_t off, const void *v, size_t n)
  * not a byte of the region or its images written. */
 static void other_format_refused_untouched(void)
 {
-	static const uint32_t formats[] = {0, VY_STATE_FORMAT + 1, 0xffffffffu};
+	static const uint32_t formats[] = {0, VY_STATE_FORMAT_MIN - 1, VY_STATE_FORMAT + 1, 0xffffffffu};
 	for (size_t i = 0; i < sizeof(formats) / sizeof(*formats); i++) {
 		vy_state *s;
 		MUST(vy_state_create(4096, &s, E));

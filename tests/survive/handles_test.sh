@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# survive=on (docs/survive.md): what the kernel holds survives the daemon.
+# A program's open files and directories read and write on through a
+# SIGKILL of the daemon (their `fh` ids are taken back), an unlinked file
+# held open lives until its last close, and the kernel's lookup counts are
+# the successor's: dropping the kernel's caches forgets each one exactly.
+. tests/fs/lib.sh
+HOLDER="python3 $PWD/tests/survive/holder.py"
+T=""
+
+setUp() {
+	T=$(mktemp -d /tmp/vyrefs-handles.XXXXXX) || return 1
+}
+
+tearDown() {
+	[ -n "$HPID" ] && kill "$HPID" 2>/dev/null
+	HPID=""
+	unmount_vyrefs
+	drop_log
+	rm -rf "$T"
+}
+
+serving_pid_not() { [ "$(stat_of pid)" != "$1" ] && [ -n "$(stat_of pid)" ]; }
+ready() { [ -e "$T/ready" ] || ! kill -0 "$HPID" 2>/dev/null; }
+stat_is() { [ "$(stat_of "$1")" = "$2" ]; }
+
+# hold MODE: start the holder (tests/survive/holder.py) and wait until it
+# holds what it opens.
+hold() {
+	$HOLDER "$1" "$MNT" "$T" > "$T/holder.out" 2>&1 &
+	HPID=$!
+	wait_for "the holder opens its files" ready || return 1
+	[ -e "$T/ready" ] || { fail "the holder: $(cat "$T/holder.out")"; return 1; }
+}
+
+# let_go: the holder goes on; its verdict.
+let_go() {
+	touch "$T/go"
+	wait "$HPID"
+	local rc=$?
+	HPID=""
+	assertEquals "the holder: $(cat "$T/holder.out")" 0 "$rc"
+	assertEquals "the holder's verdict" ok "$(cat "$T/holder.out")"
+}
+
+# kill_daemon: SIGKILL the serving daemon; wait for its successor.
+kill_daemon() {
+	local old
+	old=$(stat_of pid)
+	kill -9 "$old"
+	wait_for "a successor serves" serving_pid_not "$old"
+}
+
+test_open_files_and_directories_read_and_write_on() {
+	mount_vyrefs "survive=on" || { fail "mount"; return; }
+	hold files || return
+	local handles
+	handles=$(stat_of open_handles)
+	assertTrue "the holder's file and directory are open" "[ $handles -ge 2 ]"
+	kill_daemon || return
+	[ "$(id -u)" = 0 ] && echo 3 > /proc/sys/vm/drop_caches # what is read next comes from the successor
+	assertEquals "the same handles are open" "$handles" "$(stat_of open_handles)"
+	let_go
+	assertEquals "the holder's handles are released" 0 "$(stat_of open_handles)"
+	assertEquals "the write landed" "after the death" "$(dd if="$MNT/f" bs=1 skip=100 count=15 status=none)"
+	assertEquals "takeovers" 1 "$(stat_of takeovers)"
+	assertNotContains "no handle was lost" "$(cat "$VY_LOG")" "cannot be taken back"
+}
+
+test_unlinked_open_file_lives_until_its_last_close() {
+	mount_vyrefs "survive=on" || { fail "mount"; return; }
+	assertEquals "empty to begin with" 0 "$(stat_of resident_bytes)"
+	hold unlinked || return
+	local resident used
+	resident=$(stat_of resident_bytes) used=$(stat -f -c '%f' "$MNT")
+	assertTrue "the unlinked file's bytes are resident" "[ $resident -ge $((3 << 20)) ]"
+	kill_daemon || return
+	assertEquals "its bytes are still resident after the kill" "$resident" "$(stat_of resident_bytes)"
+	assertEquals "df: its blocks still used" "$used" "$(stat -f -c '%f' "$MNT")"
+	assertContains "the successor freed no inode" "$(cat "$VY_LOG")" "0 nameless inodes freed"
+	let_go
+	wait_for "its memory is freed at its last close" stat_is resident_bytes 0
+	assertEquals "no handle is open" 0 "$(stat_of open_handles)"
+}
+
+# Every reference the kernel holds was counted by the daemon that gave it;
+# the successor takes the counts over, so dropping the kernel's caches
+# brings each inode's count to 0, with no FORGET for a reference it did not
+# count. (Read through .vyre/stats, which the kernel looks up afresh after
+# each drop: 2 references, .vyre and stats, once the forgets are in.)
+forgotten_all() {
+	echo 3 > /proc/sys/vm/drop_caches
+	stat_is kernel_lookups 2
+}
+
+test_drop_caches_forgets_every_reference_after_a_kill() {
+	mount_vyrefs "survive=on" || { fail "mount"; return; }
+	mkdir -p "$MNT/a/b" && for i in $(seq 1 300); do : > "$MNT/a/b/f$i"; done || { fail "make files"; return; }
+	ls -l "$MNT/a/b" > /dev/null
+	local before
+	before=$(stat_of kernel_lookups)
+	assertTrue "the kernel holds the 302 inodes (and .vyre's): $before" "[ $before -ge 304 ]"
+	kill_daemon || return
+	assertTrue "the successor counts them too" "[ $(stat_of kernel_lookups) -ge 304 ]"
+	wait_for "every count comes to 0 after drop_caches" forgotten_all
+	assertEquals "no FORGET found a reference it did not count" 0 "$(stat_of forgets_unmatched)"
+	assertEquals "the files are all there" 300 "$(ls "$MNT/a/b" | wc -l)"
+}
+
+only_as_root_here() {
+	[ "$(id -u)" = 0 ] || eval 'test_drop_caches_forgets_every_reference_after_a_kill() { need_root "drop_caches"; }'
+}
+only_as_root_here
+
+. tests/shunit.sh
