@@ -109,16 +109,30 @@ void vy_ns_reap(vy_ns *ns, vy_inode *in)
 	inode_free(in);
 }
 
+/* Whether an inode's references count in ns->lookups: the namespace's own
+ * inodes, not .vyre's (reading .vyre/stats would change what it says). */
+static bool summed(const vy_inode *in)
+{
+	return !in->fixed && in->kind != VY_VIRTUAL && in->kind != VY_MODULE;
+}
+
 void vy_ns_looked_up(vy_ns *ns, vy_inode *in)
 {
 	in->nlookup++;
-	ns->lookups++;
+	ns->lookups += summed(in);
 }
 
 void vy_ns_not_looked_up(vy_ns *ns, vy_inode *in)
 {
 	in->nlookup--;
-	ns->lookups--;
+	ns->lookups -= summed(in);
+}
+
+void vy_ns_lookups_set(vy_ns *ns, vy_inode *in, uint64_t n)
+{
+	if (summed(in))
+		ns->lookups = ns->lookups - in->nlookup + n;
+	in->nlookup = n;
 }
 
 vy_inode *vy_ns_forget(vy_ns *ns, uint64_t ino, uint64_t n)
@@ -127,7 +141,8 @@ vy_inode *vy_ns_forget(vy_ns *ns, uint64_t ino, uint64_t n)
 	uint64_t had = in ? in->nlookup : 0, gone = n > had ? had : n;
 	if (in)
 		in->nlookup -= gone;
-	ns->lookups -= gone;
+	if (in && summed(in))
+		ns->lookups -= gone;
 	ns->forgets_unmatched += n - gone;
 	return in;
 }

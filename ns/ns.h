@@ -125,7 +125,7 @@ typedef struct vy_ns {
 	gid_t group;
 	vy_xattr_budget xattr_budget; /* every inode's xattrs and symlink targets count here */
 	uint64_t extra_links; /* names of files past each one's first: they count against max_inodes, as on tmpfs (ns) */
-	uint64_t lookups;     /* ns: every inode's nlookup, summed (.vyre/stats kernel_lookups) */
+	uint64_t lookups;     /* ns: the nlookup of every inode outside .vyre/, summed (.vyre/stats kernel_lookups) */
 	/* ns: references the kernel forgot that were never counted here (a
 	 * bookkeeping fault, or counts a successor could not take back) */
 	uint64_t forgets_unmatched;
@@ -155,6 +155,9 @@ void vy_ns_reap(vy_ns *ns, vy_inode *in);
  * one more reference to `in` (ns held). */
 void vy_ns_looked_up(vy_ns *ns, vy_inode *in);
 void vy_ns_not_looked_up(vy_ns *ns, vy_inode *in);
+/* Its count is `n` (a successor taking the counts over; ns held or not
+ * serving yet). */
+void vy_ns_lookups_set(vy_ns *ns, vy_inode *in, uint64_t n);
 /* The kernel forgets `n` references to `ino` (FORGET, BATCH_FORGET; ns
  * held): its count goes down, to 0 at least. The inode, for the caller to
  * reap (fs/file.h: vy_inode_reap), or NULL when there is none. */

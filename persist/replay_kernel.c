@@ -88,10 +88,9 @@ vy_err vy_replay_kernel_refs(struct vy_fs *fs, vy_shadow *sh, vy_replay_counts *
 	for (size_t i = 0; vy_u64map_next(&sh->nodes, &i, &k, &v);) {
 		vy_shadow_node *node = v;
 		vy_inode *in = node->nlookup ? vy_fs_inode(fs, node->ino) : NULL;
-		if (in) {
-			in->nlookup = node->nlookup;
-			fs->lookups += node->nlookup;
-		} else if (node->nlookup) {
+		if (in)
+			vy_ns_lookups_set(vy_fs_ns(fs), in, node->nlookup);
+		else if (node->nlookup) {
 			counts->lookups_lost += node->nlookup; /* a module's: its FORGET finds nothing */
 		}
 	}
