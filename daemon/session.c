@@ -32,6 +32,24 @@ void vy_session_conn(struct fuse_conn_info *conn, size_t max_write)
  * it. One session per process. */
 static _Atomic uint64_t init_unique;
 static atomic_bool init_offered, init_pending;
+#ifndef FUSE_HAS_RESEND
+#define FUSE_HAS_RESEND (1ULL << 39) /* Linux 6.9, protocol 7.40 */
+#endif
+
+/* survive=on: a kernel without FUSE_NOTIFY_RESEND cannot hand a successor
+ * the requests the dead daemon had read; their programs would wait until
+ * the mount ends. Said once, at the first daemon's INIT. */
+static void check_resend(const struct fuse_init_in *arg)
+{
+	uint64_t flags = arg->flags;
+	if (arg->flags & FUSE_INIT_EXT)
+		flags |= (uint64_t)arg->flags2 << 32;
+	if (!(flags & FUSE_HAS_RESEND))
+		vy_log(LOG_WARNING, "survive=on: this kernel (FUSE %u.%u) cannot resend the requests a dead daemon had read; "
+				    "a program caught in one at a death waits until the mount ends (Fix: Linux 6.9 or later)",
+		       arg->major, arg->minor);
+}
+
 /* survive=on: where the first daemon keeps the INIT exchange (state/),
  * and the kernel's request until its reply goes with it. */
 static struct vy_state *record;
@@ -63,6 +81,7 @@ static ssize_t io_read(int fd, void *buf, size_t len, void *userdata)
 		atomic_store(&init_unique, in->unique);
 		atomic_store(&init_pending, true);
 		if (record && !vy_adopt_active() && (size_t)n <= sizeof(init_req)) {
+			check_resend(arg);
 			memcpy(init_req, buf, (size_t)n);
 			init_req_len = (uint32_t)n; /* read before its reply is written: one thread */
 		}
