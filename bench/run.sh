@@ -6,7 +6,7 @@
 #             bench/report.py writes bench/out/BENCHMARKS.md and the plot.
 # BENCH_BACKEND=cuda|host (default: cuda when nvidia-smi sees a GPU).
 # BENCH_QUICK=1 shrinks every size for a smoke check (any backend).
-# BENCH_PHASES=dd,fio,...: only these (raw state dd fio rand ctl std map ingest cp handles churn
+# BENCH_PHASES=dd,fio,...: only these (raw state dd fio rand ctl std map ingest cp handles churn survive
 # grow loop devices), adding to results.txt; the report covers whatever it holds. The
 # default is all of them, with devices (one mount over two GPUs) only where
 # nvidia-smi lists two or more; on the host backend devices is a smoke check
@@ -30,7 +30,7 @@ FIO=${FIO:-$(command -v fio || echo .device/tools/fio)}
 RES=$OUT/results.txt
 # How many GPUs nvidia-smi lists (0 without it).
 gpu_count() { nvidia-smi -L 2>/dev/null | grep -c '^GPU ' || true; }
-DEFAULT_PHASES=raw,state,dd,fio,rand,ctl,std,map,ingest,cp,handles,churn,grow,loop
+DEFAULT_PHASES=raw,state,dd,fio,rand,ctl,std,map,ingest,cp,handles,churn,grow,loop,survive
 if [ "$(gpu_count)" -ge 2 ]; then DEFAULT_PHASES+=,devices; fi
 PHASES=${BENCH_PHASES:-$DEFAULT_PHASES}
 REPS=${BENCH_REPS:-3}
@@ -580,6 +580,54 @@ devices_figures() {
 	put devices.move_over_staged "$(ratio_of "$(last_of devices.move_gbps)" "$(last_of devices.move_staged_gbps)")"
 }
 
+# survive=on against survive=off (docs/survive.md): what keeping the state
+# region current costs, the same binary and workload in turn on two mounts,
+# each figure the median of REPS. A tree of small files untarred and
+# removed (every create, write, chmod and unlink is kept), opens and closes
+# (each keeps its handle) and a large write and read.
+ns_of() { date +%s%N; }
+survive_figures() {
+	local files=$((QUICK == 1 ? 1000 : 20000)) tar=$ROOT/survive.tar t rep a b
+	python3 - "$tar" "$files" <<'PY'
+import io, sys, tarfile
+path, n = sys.argv[1], int(sys.argv[2])
+with tarfile.open(path, "w") as t:
+    for i in range(n):
+        info = tarfile.TarInfo("tree/d%d/f%d" % (i // 100, i))
+        info.size, info.mode = 1000, 0o644
+        t.addfile(info, io.BytesIO(b"x" * 1000))
+PY
+	mount_target survive_off
+	mount_target survive_on survive=on
+	local -A untar rm opens
+	for rep in $(seq "$REPS"); do
+		for t in survive_off survive_on; do
+			a=$(ns_of)
+			tar -xf "$tar" -C "${MNT[$t]}" || { echo "bench: untar into $t failed" >&2; return 1; }
+			b=$(ns_of)
+			rm -r "${MNT[$t]}/tree"
+			untar[$t]+=" $(((b - a) / 1000))" rm[$t]+=" $((($(ns_of) - b) / 1000))"
+			: >"${MNT[$t]}/opened"
+			opens[$t]+=" $("$BIN/vybench" opens "${MNT[$t]}/opened" $((N * 4)))"
+		done
+	done
+	for t in survive_off survive_on; do
+		put "survive.${t#survive_}.untar_${files}_us" "$(median ${untar[$t]})"
+		put "survive.${t#survive_}.rm_${files}_us" "$(median ${rm[$t]})"
+		put "survive.${t#survive_}.open_us" "$(median ${opens[$t]})"
+		dd_write_read "survive_${t#survive_}" "survive_${t#survive_}" "${MNT[$t]}/seq" "$SEQ" 1M
+	done
+	put survive.untar_on_over_off "$(ratio_of "$(last_of "survive.on.untar_${files}_us")" "$(last_of "survive.off.untar_${files}_us")")"
+	put survive.rm_on_over_off "$(ratio_of "$(last_of "survive.on.rm_${files}_us")" "$(last_of "survive.off.rm_${files}_us")")"
+	put survive.open_on_over_off "$(ratio_of "$(last_of survive.on.open_us)" "$(last_of survive.off.open_us)")"
+	put survive.write_on_over_off "$(ratio_of "$(last_of dd.survive_on.write.1M)" "$(last_of dd.survive_off.write.1M)")"
+	put survive.on.kept_records "$(stat_of survive_on kept_records)"
+	put survive.on.kept_checkpoints "$(stat_of survive_on kept_checkpoints)"
+	unmount_target survive_on
+	unmount_target survive_off
+	rm -f "$tar"
+}
+
 main() {
 	if has raw; then
 		meta
@@ -652,6 +700,7 @@ main() {
 	if has grow; then grow_figures; fi
 	if has loop && [ -x "$FIO" ]; then loops_ab; fi
 	if has devices; then devices_figures; fi
+	if has survive; then survive_figures; fi
 	python3 bench/report.py "$RES" "$OUT"
 }
 main
