@@ -49,17 +49,6 @@ void vy_shadow_forget(vy_shadow *s, uint64_t ino)
 	vy_shadow_node *n = vy_u64map_remove(&s->nodes, ino);
 	if (n)
 		node_free(n);
-	uint64_t k;
-	void *v;
-	for (bool again = true; again;) { /* no removal while iterating: one at a time */
-		again = false;
-		for (size_t i = 0; vy_u64map_next(&s->handles, &i, &k, &v);)
-			if (((vy_p_handle *)v)->ino == ino) {
-				vy_shadow_forget_handle(s, k);
-				again = true;
-				break;
-			}
-	}
 }
 
 static vy_err bad(vy_error *e, uint16_t type, const char *what)

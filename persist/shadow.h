@@ -40,7 +40,7 @@ void vy_shadow_destroy(vy_shadow *s);
  * changed) for a record that is not one; VY_ENOMEM. */
 vy_err vy_shadow_apply(vy_shadow *s, uint16_t type, const void *p, uint32_t len, uint64_t seq, vy_error *e);
 
-/* Forget inode `ino` and every handle on it (a successor freed it). */
+/* Forget inode `ino` (a successor freed it: no handle is on it). */
 void vy_shadow_forget(vy_shadow *s, uint64_t ino);
 /* Forget handle `id` (a successor could not take it back). */
 void vy_shadow_forget_handle(vy_shadow *s, uint64_t id);
