@@ -47,7 +47,7 @@ void vy_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	int err = vy_open_add(vy_fs_ns(fs), h);
 	if (!err) {
 		in->opens++;
-		vy_persist_handle(fs, h->fh, in->ino, VY_HANDLE_FILE, 0); /* before the kernel holds it */
+		vy_persist_handle(fs, h->fh, in, VY_HANDLE_FILE, 0); /* before the kernel holds it */
 	}
 	pthread_mutex_unlock(&fs->ns);
 	if (err) {
@@ -59,7 +59,7 @@ void vy_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	if (fuse_reply_open(req, fi) != 0) {
 		pthread_mutex_lock(&fs->ns);
 		in->opens--;
-		vy_persist_handle(fs, h->fh, 0, VY_HANDLE_FILE, 0);
+		vy_persist_handle(fs, h->fh, NULL, VY_HANDLE_FILE, 0);
 		vy_open_free(vy_fs_ns(fs), h);
 		vy_inode_reap(fs, in);
 		pthread_mutex_unlock(&fs->ns);
@@ -119,7 +119,7 @@ void vy_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	if (last && named && ko->closed)
 		ko->closed(fs, in); /* outside ns: a file's fitting copies it on the device */
 	pthread_mutex_lock(&fs->ns);
-	vy_persist_handle(fs, h->fh, 0, VY_HANDLE_FILE, 0);
+	vy_persist_handle(fs, h->fh, NULL, VY_HANDLE_FILE, 0);
 	vy_open_free(vy_fs_ns(fs), h);
 	vy_inode_reap(fs, in);
 	pthread_mutex_unlock(&fs->ns);

@@ -193,7 +193,7 @@ static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name, vy_ki
 		memset(&ep, 0, sizeof(ep));
 		vy_ns_looked_up(vy_fs_ns(fs), in);
 		vy_persist_lookup(fs, in);
-		vy_persist_handle(fs, h->fh, in->ino, VY_HANDLE_FILE, 0);
+		vy_persist_handle(fs, h->fh, in, VY_HANDLE_FILE, 0);
 		vy_op_stat(fs, in, &ep.attr);
 		if (tmpfile)
 			ep.attr.st_nlink = 1; /* the kernel's d_tmpfile takes it to 0 */
@@ -204,7 +204,7 @@ static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name, vy_ki
 			vy_ns_not_looked_up(vy_fs_ns(fs), in);
 			vy_persist_lookup(fs, in);
 			in->opens--;
-			vy_persist_handle(fs, h->fh, 0, VY_HANDLE_FILE, 0);
+			vy_persist_handle(fs, h->fh, NULL, VY_HANDLE_FILE, 0);
 			vy_open_free(vy_fs_ns(fs), h);
 			vy_inode_reap(fs, in); /* an O_TMPFILE's: nothing names it */
 		}
@@ -536,7 +536,7 @@ void vy_op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	uint64_t fh = 0;
 	int herr = err ? 0 : vy_handles_add_dir(&fs->handles, ino, in->dir.next_cookie, &fh);
 	if (!err && !herr)
-		vy_persist_handle(fs, fh, ino, VY_HANDLE_DIR, in->dir.next_cookie);
+		vy_persist_handle(fs, fh, in, VY_HANDLE_DIR, in->dir.next_cookie);
 	pthread_mutex_unlock(&fs->ns);
 	if (err || herr) {
 		if (herr)
@@ -549,7 +549,7 @@ void vy_op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	if (fuse_reply_open(req, fi) != 0) {
 		pthread_mutex_lock(&fs->ns);
 		vy_handles_free(&fs->handles, fh, VY_HANDLE_DIR);
-		vy_persist_handle(fs, fh, 0, VY_HANDLE_DIR, 0);
+		vy_persist_handle(fs, fh, NULL, VY_HANDLE_DIR, 0);
 		pthread_mutex_unlock(&fs->ns);
 	}
 }
@@ -591,7 +591,7 @@ void vy_op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struc
 	}
 	if (off <= 0 && od->limit != d->dir.next_cookie) {
 		od->limit = d->dir.next_cookie; /* a rewind sees the directory anew */
-		vy_persist_handle(fs, fi->fh, ino, VY_HANDLE_DIR, od->limit);
+		vy_persist_handle(fs, fi->fh, d, VY_HANDLE_DIR, od->limit);
 	}
 	bool room = true;
 	if (off < 1)
@@ -618,7 +618,7 @@ void vy_op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	vy_handle_dir *od = vy_handles_dir(&fs->handles, fi->fh);
 	bool ours = od && od->ino == ino && vy_handles_free(&fs->handles, fi->fh, VY_HANDLE_DIR);
 	if (ours)
-		vy_persist_handle(fs, fi->fh, 0, VY_HANDLE_DIR, 0);
+		vy_persist_handle(fs, fi->fh, NULL, VY_HANDLE_DIR, 0);
 	pthread_mutex_unlock(&fs->ns);
 	fuse_reply_err(req, ours ? 0 : EBADF);
 }

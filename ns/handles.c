@@ -106,19 +106,25 @@ static int take(vy_handles *t, uint32_t *index)
 	return 0;
 }
 
-static int add(vy_handles *t, vy_handle_kind kind, struct vy_open *o, uint64_t ino, uint64_t limit, uint64_t *id)
+/* Slot `index` (taken, its generation set) is live for what it holds. */
+static void fill(vy_handles *t, uint32_t index, vy_handle_kind kind, struct vy_open *o, uint64_t ino, uint64_t limit)
 {
-	uint32_t index;
-	int err = take(t, &index);
-	if (err)
-		return err;
 	vy_handle_slot *s = slot_at(t, index);
 	s->dir.ino = ino;
 	s->dir.limit = limit;
 	atomic_store_explicit(&s->file, o, memory_order_relaxed);
 	atomic_store_explicit(&s->kind, kind, memory_order_release);
 	t->live++;
-	*id = id_of(atomic_load_explicit(&s->gen, memory_order_relaxed), index);
+}
+
+static int add(vy_handles *t, vy_handle_kind kind, struct vy_open *o, uint64_t ino, uint64_t limit, uint64_t *id)
+{
+	uint32_t index;
+	int err = take(t, &index);
+	if (err)
+		return err;
+	*id = id_of(atomic_load_explicit(&slot_at(t, index)->gen, memory_order_relaxed), index);
+	fill(t, index, kind, o, ino, limit);
 	return 0;
 }
 
@@ -149,13 +155,8 @@ int vy_handles_add_at(vy_handles *t, uint64_t id, vy_handle_kind kind, struct vy
 		t->free_head = (uint32_t)t->used;
 	}
 	t->used = (uint64_t)index + 1;
-	vy_handle_slot *s = slot_at(t, index);
-	atomic_store_explicit(&s->gen, gen, memory_order_relaxed);
-	s->dir.ino = ino;
-	s->dir.limit = limit;
-	atomic_store_explicit(&s->file, o, memory_order_relaxed);
-	atomic_store_explicit(&s->kind, kind, memory_order_release);
-	t->live++;
+	atomic_store_explicit(&slot_at(t, index)->gen, gen, memory_order_relaxed);
+	fill(t, index, kind, o, ino, limit);
 	return 0;
 }
 

@@ -37,6 +37,24 @@ static bool fits(const vy_p_handle *r, const vy_inode *in)
 	return in->kind == VY_FILE || (in->kind == VY_VIRTUAL && in->fixed);
 }
 
+/* Handle `r` on `in` (it fits) live again with its id: 0, or an errno. */
+static int take_back(vy_fs *fs, const vy_p_handle *r, vy_inode *in)
+{
+	if (r->kind == VY_HANDLE_DIR)
+		return vy_handles_add_at(&fs->handles, r->id, VY_HANDLE_DIR, NULL, r->ino, r->limit);
+	vy_open *o = reopen(fs, in);
+	if (!o)
+		return ENOMEM;
+	int err = vy_handles_add_at(&fs->handles, r->id, VY_HANDLE_FILE, o, 0, 0);
+	if (err) {
+		vy_open_discard(o);
+		return err;
+	}
+	o->fh = r->id;
+	in->opens++;
+	return 0;
+}
+
 static vy_err give_handles(vy_fs *fs, vy_shadow *sh, vy_replay_counts *counts, vy_error *e)
 {
 	size_t n = sh->handles.count, k = 0;
@@ -52,30 +70,20 @@ static vy_err give_handles(vy_fs *fs, vy_shadow *sh, vy_replay_counts *counts, v
 	for (size_t i = 0; i < k && rc == VY_OK; i++) {
 		vy_p_handle *r = all[i];
 		vy_inode *in = vy_fs_inode(fs, r->ino);
-		vy_open *o = fits(r, in) && r->kind == VY_HANDLE_FILE ? reopen(fs, in) : NULL;
-		int err = !fits(r, in) ? EINVAL
-			  : r->kind == VY_HANDLE_FILE ? (o ? vy_handles_add_at(&fs->handles, r->id, VY_HANDLE_FILE, o, 0, 0) : ENOMEM)
-						       : vy_handles_add_at(&fs->handles, r->id, VY_HANDLE_DIR, NULL, r->ino, r->limit);
+		int err = fits(r, in) ? take_back(fs, r, in) : EINVAL;
+		if (!err) {
+			counts->handles++;
+			continue;
+		}
 		if (err == ENOMEM) {
 			rc = vy_fail(e, VY_ENOMEM, "free host memory", "kept state: no memory for a handle");
-		} else if (err) {
+		} else {
 			vy_log(LOG_WARNING, "takeover: handle %#" PRIx64 " on inode %" PRIu64 " cannot be taken back (%s); the "
 					    "program holding it gets EBADF (Fix: open the file again)",
 			       r->id, r->ino, !in ? "the inode is not kept" : "not one this vyrefs takes back");
 			counts->handles_lost++;
-		} else {
-			counts->handles++;
 		}
-		if (err) {
-			if (o)
-				vy_open_discard(o);
-			vy_shadow_forget_handle(sh, r->id); /* all[] holds no other pointer into it */
-			continue;
-		}
-		if (o) {
-			o->fh = r->id;
-			in->opens++;
-		}
+		vy_shadow_forget_handle(sh, r->id); /* frees *r: all[] holds no other pointer into it */
 	}
 	free(all);
 	return rc;

@@ -131,20 +131,15 @@ static bool counted(const vy_inode *in)
 	return in->fixed || kept(in);
 }
 
-void vy_persist_handle(struct vy_fs *fs, uint64_t id, uint64_t ino, unsigned kind, uint64_t limit)
+void vy_persist_handle(struct vy_fs *fs, uint64_t id, struct vy_inode *in, unsigned kind, uint64_t limit)
 {
 	vy_persist *p = writer_of(fs);
-	if (!p)
+	if (!p || (in && !counted(in)))
 		return;
-	if (ino) {
-		vy_inode *in = vy_u64map_get(&fs->inodes, ino);
-		if (!in || !counted(in))
-			return;
-	}
 	pthread_mutex_lock(&p->lock);
 	/* A release of a handle never kept has nothing to undo. */
-	if (ino || vy_u64map_get(&p->shadow.handles, id)) {
-		vy_p_handle r = {.id = id, .ino = ino, .limit = limit, .kind = kind};
+	if (in || vy_u64map_get(&p->shadow.handles, id)) {
+		vy_p_handle r = {.id = id, .ino = in ? in->ino : 0, .limit = limit, .kind = kind};
 		append(p, VY_P_HANDLE, &r, sizeof(r));
 	}
 	pthread_mutex_unlock(&p->lock);

@@ -37,9 +37,9 @@ void vy_persist_xattrs(struct vy_fs *fs, struct vy_inode *in);
  * lock held. */
 void vy_persist_layout(struct vy_fs *fs, struct vy_inode *in);
 
-/* Handle `id` (the kernel's fh) is open on inode `ino` (0: released), a
+/* Handle `id` (the kernel's fh) is open on `in` (NULL: released), a
  * VY_HANDLE_FILE or VY_HANDLE_DIR with readdir's `limit`. ns held. */
-void vy_persist_handle(struct vy_fs *fs, uint64_t id, uint64_t ino, unsigned kind, uint64_t limit);
+void vy_persist_handle(struct vy_fs *fs, uint64_t id, struct vy_inode *in, unsigned kind, uint64_t limit);
 /* The kernel's references to `in` (its nlookup) as they are now. ns held. */
 void vy_persist_lookup(struct vy_fs *fs, struct vy_inode *in);
 

@@ -133,6 +133,9 @@ stat_of() {
 	awk -v k="$1" '$1 == k { print $2 }' "$MNT/.vyre/stats"
 }
 
+# survive=on: a daemon other than pid $1 serves the mount (its successor).
+serving_pid_not() { [ "$(stat_of pid)" != "$1" ] && [ -n "$(stat_of pid)" ]; }
+
 # The pid of the mount's launcher process (its child), or nothing. Pure
 # bash: a fork per process would take seconds on a busy machine.
 launcher_pid() {

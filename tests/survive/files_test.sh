@@ -19,7 +19,6 @@ tearDown() {
 	rm -rf "$T"
 }
 
-serving_pid_not() { [ "$(stat_of pid)" != "$1" ] && [ -n "$(stat_of pid)" ]; }
 
 # snap FILE: the tree's snapshot, .vyre/ left out.
 snap() { $SNAP "$MNT" .vyre > "$1"; }

@@ -20,7 +20,6 @@ tearDown() {
 	rm -rf "$T"
 }
 
-serving_pid_not() { [ "$(stat_of pid)" != "$1" ] && [ -n "$(stat_of pid)" ]; }
 ready() { [ -e "$T/ready" ] || ! kill -0 "$HPID" 2>/dev/null; }
 stat_is() { [ "$(stat_of "$1")" = "$2" ]; }
 

@@ -34,7 +34,6 @@ mount_with_shim() {
 }
 
 gone() { ! kill -0 "$1" 2>/dev/null; }
-serving_pid_not() { [ "$(stat_of pid)" != "$1" ] && [ -n "$(stat_of pid)" ]; }
 keeper_pid_is() { [ "$(stat_of keeper_pid)" = "$1" ]; }
 
 test_keeper_and_daemon_are_separate_processes() {
