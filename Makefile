@@ -130,6 +130,11 @@ $(BUILD)/tests/unit/test_keeper_memory: $(BUILD)/tests/unit/test_keeper_memory.o
 		$(BUILD)/daemon/log.o $(BUILD)/keeper/wire.o $(CORE_LIB)
 	$(CC) $(CFLAGS) -o $@ $^ $(PKG_LIBS) $(LDLIBS)
 
+# The kept namespace's groups and answers (persist/).
+$(BUILD)/tests/unit/test_shadow: $(BUILD)/tests/unit/test_shadow.o $(UNIT_LIB) $(BUILD)/persist/shadow.o \
+		$(BUILD)/persist/answers.o $(CORE_LIB)
+	$(CC) $(CFLAGS) -o $@ $^ $(PKG_LIBS) $(LDLIBS)
+
 $(BUILD)/tests/unit/test_statx: $(BUILD)/tests/unit/test_statx.o $(UNIT_LIB) $(BUILD)/fs/statx.o $(CORE_LIB)
 	$(CC) $(CFLAGS) -o $@ $^ $(PKG_LIBS) $(LDLIBS)
 

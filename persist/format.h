@@ -22,6 +22,7 @@ enum vy_p_type {
 	VY_P_LAYOUT = 6, /* vy_p_layout + pieces: a regular file's memory */
 	VY_P_HANDLE = 7, /* vy_p_handle: an open file or directory the kernel holds (ino 0: released) */
 	VY_P_LOOKUP = 8, /* vy_p_lookup: the kernel's references to an inode */
+	VY_P_GROUP = 9,  /* vy_p_group + reply + records: one request's changes and its answer */
 };
 
 /* An image section holds records back to back, each a vy_p_head and its
@@ -102,7 +103,22 @@ typedef struct vy_p_lookup {
 	uint64_t nlookup;
 } vy_p_lookup;
 
-_Static_assert(sizeof(vy_p_head) == 8 && sizeof(vy_p_inode) == 128 && sizeof(vy_p_name) == 32 &&
+/* A request's records, kept together (one log record: all of them or none)
+ * with the reply the daemon gave it, so a successor answers the kernel's
+ * resend of it with that reply instead of running it again. The reply (its
+ * fuse_out_header first, `reply_len` bytes, padded to 8) follows, then
+ * `records` records, each a vy_p_head and its payload padded to 8. An image
+ * keeps groups of no records: the answers not yet known to be received. */
+#define VY_P_REPLY_MAX 512u
+typedef struct vy_p_group {
+	uint64_t unique;    /* the kernel's request id (bit 63 clear) */
+	uint32_t thread;    /* the answering thread's id: its next group says this answer was sent */
+	uint32_t takeover;  /* the daemon's place in the mount's line (0: the first) */
+	uint32_t reply_len; /* 0: no answer kept (a resend runs again) */
+	uint32_t records;
+} vy_p_group;
+
+_Static_assert(sizeof(vy_p_head) == 8 && sizeof(vy_p_group) == 24 && sizeof(vy_p_inode) == 128 && sizeof(vy_p_name) == 32 &&
 		       sizeof(vy_p_handle) == 32 && sizeof(vy_p_lookup) == 16 &&
 		       sizeof(vy_p_layout) == 32 && sizeof(vy_keep_piece) == 32,
 	       "persist/format.h: fixed layout");

@@ -1,5 +1,6 @@
 /* The kept namespace (shadow.h). */
 #include "persist/shadow.h"
+#include "persist/answers.h"
 #include "persist/format.h"
 #include "ns/ns.h"
 
@@ -14,6 +15,7 @@ void vy_shadow_init(vy_shadow *s)
 	memset(s, 0, sizeof(*s));
 	vy_u64map_init(&s->nodes);
 	vy_u64map_init(&s->handles);
+	vy_u64map_init(&s->answers);
 	s->next_ino = VY_NS_ROOT + 1;
 }
 
@@ -37,6 +39,7 @@ void vy_shadow_destroy(vy_shadow *s)
 	for (size_t i = 0; vy_u64map_next(&s->handles, &i, &k, &v);)
 		free(v);
 	vy_u64map_destroy(&s->handles);
+	vy_answers_destroy(&s->answers);
 }
 
 void vy_shadow_forget_handle(vy_shadow *s, uint64_t id)
@@ -140,9 +143,13 @@ static vy_err apply_name(vy_shadow *s, const vy_p_name *r, const char *raw, vy_e
 	return VY_OK;
 }
 
+static vy_err apply_group(vy_shadow *s, const uint8_t *p, uint32_t len, uint64_t seq, vy_error *e);
+
 vy_err vy_shadow_apply(vy_shadow *s, uint16_t type, const void *p, uint32_t len, uint64_t seq, vy_error *e)
 {
 	switch (type) {
+	case VY_P_GROUP:
+		return apply_group(s, p, len, seq, e);
 	case VY_P_NS: {
 		if (len != sizeof(vy_p_ns))
 			return bad(e, type, "has the wrong length");
@@ -239,6 +246,61 @@ vy_err vy_shadow_apply(vy_shadow *s, uint16_t type, const void *p, uint32_t len,
 	}
 }
 
+/* A reply starts with the kernel's 16-byte fuse_out_header. */
+#define REPLY_HEADER_BYTES 16u
+
+static uint64_t pad8(uint64_t n)
+{
+	return (n + 7) & ~7ull;
+}
+
+/* Every record of a group in place, before any is applied: a group is
+ * applied whole or refused whole. */
+static bool group_framed(const uint8_t *p, uint32_t len, const vy_p_group *g)
+{
+	/* The reply is padded to 8 when records follow it. */
+	uint64_t at = sizeof(*g) + (g->records ? pad8(g->reply_len) : g->reply_len);
+	for (uint32_t i = 0; i < g->records; i++) {
+		vy_p_head h;
+		if (at > len || len - at < sizeof(h))
+			return false;
+		memcpy(&h, p + at, sizeof(h));
+		if (h.type == VY_P_GROUP || sizeof(h) + pad8(h.len) > len - at)
+			return false;
+		at += sizeof(h) + pad8(h.len);
+	}
+	return at == len;
+}
+
+static vy_err apply_group(vy_shadow *s, const uint8_t *p, uint32_t len, uint64_t seq, vy_error *e)
+{
+	vy_p_group g;
+	if (len < sizeof(g))
+		return bad(e, VY_P_GROUP, "has the wrong length");
+	memcpy(&g, p, sizeof(g));
+	if (g.unique == 0 || (g.unique >> 63) || g.thread == 0 || g.reply_len > VY_P_REPLY_MAX ||
+	    (g.reply_len && g.reply_len < REPLY_HEADER_BYTES) || !group_framed(p, len, &g))
+		return bad(e, VY_P_GROUP, "is not a request's group");
+	uint64_t at = sizeof(g) + pad8(g.reply_len);
+	for (uint32_t i = 0; i < g.records; i++) {
+		vy_p_head h;
+		memcpy(&h, p + at, sizeof(h));
+		vy_err rc = vy_shadow_apply(s, h.type, p + at + sizeof(h), h.len, seq, e);
+		if (rc != VY_OK)
+			return rc;
+		at += sizeof(h) + pad8(h.len);
+	}
+	/* Only the answer's bytes: the copy is aligned for its header. */
+	uint8_t *a = malloc(sizeof(g) + g.reply_len);
+	if (!a)
+		return vy_fail(e, VY_ENOMEM, "free host memory", "kept state: no memory for an answer");
+	memcpy(a, &g, sizeof(g));
+	memcpy(a + sizeof(g), p + sizeof(g), g.reply_len);
+	bool ok = vy_answers_set(&s->answers, (const vy_p_group *)(void *)a);
+	free(a);
+	return ok ? VY_OK : vy_fail(e, VY_ENOMEM, "free host memory", "kept state: no memory for an answer");
+}
+
 vy_err vy_shadow_dump(const vy_shadow *s, vy_shadow_emit_fn emit, void *ctx, vy_error *e)
 {
 	vy_p_ns ns = {.next_ino = s->next_ino, .generation = s->generation};
@@ -275,5 +337,7 @@ vy_err vy_shadow_dump(const vy_shadow *s, vy_shadow_emit_fn emit, void *ctx, vy_
 	}
 	for (size_t i = 0; rc == VY_OK && vy_u64map_next(&s->handles, &i, &k, &v);)
 		rc = emit(ctx, VY_P_HANDLE, v, sizeof(vy_p_handle), e);
+	for (size_t i = 0; rc == VY_OK && vy_u64map_next(&s->answers, &i, &k, &v);)
+		rc = emit(ctx, VY_P_GROUP, v, (uint32_t)vy_answer_bytes(v), e);
 	return rc;
 }

@@ -28,6 +28,7 @@ typedef struct vy_shadow_node {
 typedef struct vy_shadow {
 	vy_u64map nodes;   /* ino -> vy_shadow_node */
 	vy_u64map handles; /* handle id -> vy_p_handle (a copy): the live ones */
+	vy_u64map answers; /* the answers kept for resends (persist/answers.h) */
 	uint64_t next_ino;
 	uint32_t generation;
 	bool has_ns;
@@ -36,8 +37,9 @@ typedef struct vy_shadow {
 void vy_shadow_init(vy_shadow *s);
 void vy_shadow_destroy(vy_shadow *s);
 
-/* Check one record and make it the last of its thing. VY_EINVAL (nothing
- * changed) for a record that is not one; VY_ENOMEM. */
+/* Check one record and make it the last of its thing (a group: each of its
+ * records, then its answer). VY_EINVAL (nothing changed, for a group: its
+ * framing checked first) for a record that is not one; VY_ENOMEM. */
 vy_err vy_shadow_apply(vy_shadow *s, uint16_t type, const void *p, uint32_t len, uint64_t seq, vy_error *e);
 
 /* Forget inode `ino` (a successor freed it: no handle is on it). */
@@ -48,7 +50,7 @@ void vy_shadow_forget_handle(vy_shadow *s, uint64_t id);
 /* Every record of the state, for an image: the numbering, each node's
  * inode, xattrs, layout and lookups, then every name (a name after both
  * its inodes, so a replay never meets one it cannot place), then every
- * handle. */
+ * handle, then every kept answer (a group of no records). */
 typedef vy_err (*vy_shadow_emit_fn)(void *ctx, uint16_t type, const void *p, uint32_t len, vy_error *e);
 vy_err vy_shadow_dump(const vy_shadow *s, vy_shadow_emit_fn emit, void *ctx, vy_error *e);
 

@@ -3,27 +3,17 @@
 #include "core/store_keep.h"
 #include "daemon/log.h"
 #include "fs/fs.h"
+#include "persist/answers.h"
 #include "persist/format.h"
 #include "persist/shadow.h"
+#include "persist/writer_parts.h"
 #include "state/state.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-/* The scratch a record is built in: the largest is an inode's xattrs. */
-#define SCRATCH_BYTES (VY_XATTR_TOTAL_MAX + 64 * 1024)
 /* An image section's bytes at most (records are never split). */
 #define CHUNK_BYTES (4u << 20)
-
-typedef struct vy_persist {
-	pthread_mutex_t lock;
-	vy_state *st;
-	vy_shadow shadow;
-	uint8_t *scratch;
-	bool broken; /* a record was lost: the mount no longer survives */
-	bool said_lost; /* a file's memory the keeper does not hold, logged once */
-	vy_persist_counts counts;
-} vy_persist;
 
 /* An image being written: records gathered into sections. */
 typedef struct image_out {
@@ -77,7 +67,7 @@ static vy_err checkpoint(vy_persist *p, vy_error *e)
 	return rc;
 }
 
-static void lose(vy_persist *p, const vy_error *e)
+void vy_persist_lose(vy_persist *p, const vy_error *e)
 {
 	p->counts.failures++;
 	if (p->broken)
@@ -87,8 +77,7 @@ static void lose(vy_persist *p, const vy_error *e)
 			"(Fix: umount and mount again)", e->msg);
 }
 
-/* Append one record and make it the shadow's (lock held). */
-static void append(vy_persist *p, uint16_t type, const void *payload, uint32_t len)
+void vy_persist_commit(vy_persist *p, uint16_t type, const void *payload, uint32_t len)
 {
 	if (p->broken)
 		return;
@@ -101,12 +90,21 @@ static void append(vy_persist *p, uint16_t type, const void *payload, uint32_t l
 	if (rc == VY_OK)
 		rc = vy_shadow_apply(&p->shadow, type, payload, len, seq, &e);
 	if (rc != VY_OK) {
-		lose(p, &e);
+		vy_persist_lose(p, &e);
 		return;
 	}
 	p->counts.records++;
 	if (vy_state_log_wants_checkpoint(p->st) && checkpoint(p, &e) != VY_OK)
-		lose(p, &e);
+		vy_persist_lose(p, &e);
+}
+
+/* Append one record, or keep it with the request this thread serves. */
+static void append(vy_persist *p, uint16_t type, const void *payload, uint32_t len)
+{
+	if (vy_group_on(p))
+		vy_group_add(p, type, payload, len);
+	else
+		vy_persist_commit(p, type, payload, len);
 }
 
 static vy_persist *writer_of(struct vy_fs *fs)
@@ -137,8 +135,9 @@ void vy_persist_handle(struct vy_fs *fs, uint64_t id, struct vy_inode *in, unsig
 	if (!p || (in && !counted(in)))
 		return;
 	pthread_mutex_lock(&p->lock);
-	/* A release of a handle never kept has nothing to undo. */
-	if (in || vy_u64map_get(&p->shadow.handles, id)) {
+	/* A release of a handle never kept has nothing to undo (one this
+	 * request opened is not in the shadow yet). */
+	if (in || vy_group_on(p) || vy_u64map_get(&p->shadow.handles, id)) {
 		vy_p_handle r = {.id = id, .ino = in ? in->ino : 0, .limit = limit, .kind = kind};
 		append(p, VY_P_HANDLE, &r, sizeof(r));
 	}
@@ -150,9 +149,14 @@ void vy_persist_lookup(struct vy_fs *fs, struct vy_inode *in)
 	vy_persist *p = writer_of(fs);
 	if (!p || !counted(in))
 		return;
+	if (vy_group_on(p)) { /* counted as it is when the group is kept */
+		vy_group_add_live(p, VY_P_LOOKUP, in);
+		return;
+	}
 	pthread_mutex_lock(&p->lock);
-	vy_p_lookup r = {.ino = in->ino, .nlookup = in->nlookup};
-	append(p, VY_P_LOOKUP, &r, sizeof(r));
+	uint8_t r[sizeof(vy_p_lookup)];
+	vy_persist_lookup_record(in, r);
+	vy_persist_commit(p, VY_P_LOOKUP, r, sizeof(r));
 	pthread_mutex_unlock(&p->lock);
 }
 
@@ -161,16 +165,18 @@ static vy_p_time ptime(struct timespec t)
 	return (vy_p_time){.sec = t.tv_sec, .nsec = t.tv_nsec};
 }
 
-void vy_persist_inode(struct vy_fs *fs, struct vy_inode *in)
+void vy_persist_lookup_record(const vy_inode *in, uint8_t *out)
 {
-	vy_persist *p = writer_of(fs);
-	if (!p || !kept(in))
-		return;
-	pthread_mutex_lock(&p->lock);
-	vy_p_inode *r = (void *)p->scratch;
+	vy_p_lookup r = {.ino = in->ino, .nlookup = __atomic_load_n(&in->nlookup, __ATOMIC_RELAXED)};
+	memcpy(out, &r, sizeof(r));
+}
+
+uint32_t vy_persist_inode_record(vy_inode *in, uint8_t *out)
+{
+	vy_p_inode *r = (void *)out;
 	memset(r, 0, sizeof(*r));
 	/* Fields other locks guard are read whole (never torn): a change
-	 * racing this one records itself after it, under this lock. */
+	 * racing this one records itself after it, under the writer's lock. */
 	r->ino = in->ino;
 	r->size = __atomic_load_n(&in->size, __ATOMIC_RELAXED);
 	r->parent = __atomic_load_n(&in->parent, __ATOMIC_RELAXED);
@@ -192,8 +198,22 @@ void vy_persist_inode(struct vy_fs *fs, struct vy_inode *in)
 	pthread_mutex_unlock(&in->meta);
 	size_t tl = in->kind == VY_SYMLINK && in->target ? strlen(in->target) : 0;
 	r->target_len = (uint32_t)tl;
-	memcpy(p->scratch + sizeof(*r), in->target, tl);
-	append(p, VY_P_INODE, r, (uint32_t)(sizeof(*r) + tl));
+	memcpy(out + sizeof(*r), in->target, tl);
+	return (uint32_t)(sizeof(*r) + tl);
+}
+
+void vy_persist_inode(struct vy_fs *fs, struct vy_inode *in)
+{
+	vy_persist *p = writer_of(fs);
+	if (!p || !kept(in))
+		return;
+	if (vy_group_on(p)) { /* read as it is when the group is kept */
+		vy_group_add_live(p, VY_P_INODE, in);
+		return;
+	}
+	pthread_mutex_lock(&p->lock);
+	uint32_t len = vy_persist_inode_record(in, p->scratch);
+	vy_persist_commit(p, VY_P_INODE, p->scratch, len);
 	pthread_mutex_unlock(&p->lock);
 }
 
@@ -218,9 +238,11 @@ void vy_persist_gone(struct vy_fs *fs, uint64_t ino)
 	if (!p)
 		return;
 	pthread_mutex_lock(&p->lock);
-	if (vy_u64map_get(&p->shadow.nodes, ino)) { /* never kept: nothing to forget */
+	if (vy_group_on(p)) {
+		vy_group_gone(p, ino); /* what the group read of it goes */
+	} else if (vy_u64map_get(&p->shadow.nodes, ino)) { /* never kept: nothing to forget */
 		vy_p_gone r = {.ino = ino};
-		append(p, VY_P_GONE, &r, sizeof(r));
+		vy_persist_commit(p, VY_P_GONE, &r, sizeof(r));
 	}
 	pthread_mutex_unlock(&p->lock);
 }
@@ -241,7 +263,7 @@ void vy_persist_xattrs(struct vy_fs *fs, struct vy_inode *in)
 			vy_error e;
 			vy_fail(&e, VY_EINVAL, "report this bug", "inode %llu's xattrs exceed their total",
 				(unsigned long long)in->ino);
-			lose(p, &e);
+			vy_persist_lose(p, &e);
 			pthread_mutex_unlock(&p->lock);
 			return;
 		}
@@ -272,7 +294,7 @@ void vy_persist_layout(struct vy_fs *fs, struct vy_inode *in)
 				    "death", (unsigned long long)in->ino, e.msg);
 	}
 	if (rc != VY_OK && rc != VY_ENOTSUP) {
-		lose(p, &e);
+		vy_persist_lose(p, &e);
 	} else {
 		vy_p_layout *r = (void *)p->scratch;
 		bool lost = rc == VY_ENOTSUP;
@@ -280,7 +302,9 @@ void vy_persist_layout(struct vy_fs *fs, struct vy_inode *in)
 		*r = (vy_p_layout){.ino = in->ino, .cap = in->buf ? in->cap : 0, .holes = in->buf ? in->holes : 0,
 				   .dev = in->dev, .lost = lost, .n = n};
 		memcpy(p->scratch + sizeof(*r), l->piece, n * sizeof(vy_keep_piece));
-		append(p, VY_P_LAYOUT, r, (uint32_t)(sizeof(*r) + n * sizeof(vy_keep_piece)));
+		/* Never held for a request: the memory a layout drops is dropped
+		 * from the keeper now, so no older layout may outlive it. */
+		vy_persist_commit(p, VY_P_LAYOUT, r, (uint32_t)(sizeof(*r) + n * sizeof(vy_keep_piece)));
 	}
 	pthread_mutex_unlock(&p->lock);
 	free(l);
@@ -297,9 +321,11 @@ vy_err vy_persist_start(struct vy_fs *fs, struct vy_state *st, struct vy_shadow 
 	}
 	p->st = st;
 	p->scratch = scratch;
+	p->takeover = (uint32_t)fs->takeovers;
 	if (from) {
 		p->shadow = *from; /* taken */
 		memset(from, 0, sizeof(*from));
+		vy_answers_prune(&p->shadow.answers, p->takeover);
 	} else {
 		vy_shadow_init(&p->shadow);
 	}
@@ -307,7 +333,7 @@ vy_err vy_persist_start(struct vy_fs *fs, struct vy_state *st, struct vy_shadow 
 	if (!from) {
 		pthread_mutex_lock(&p->lock);
 		vy_p_ns ns = {.next_ino = fs->next_ino, .generation = fs->generation};
-		append(p, VY_P_NS, &ns, sizeof(ns));
+		vy_persist_commit(p, VY_P_NS, &ns, sizeof(ns));
 		pthread_mutex_unlock(&p->lock);
 		vy_inode *root = vy_fs_inode(fs, VY_NS_ROOT);
 		vy_persist_inode(fs, root);

@@ -46,6 +46,7 @@ void vy_persist_lookup(struct vy_fs *fs, struct vy_inode *in);
 /* What the writer did, for .vyre/stats. */
 typedef struct vy_persist_counts {
 	uint64_t records, checkpoints, failures;
+	uint64_t resends_answered; /* resent requests answered with the dead daemon's kept reply */
 } vy_persist_counts;
 void vy_persist_counts_get(struct vy_fs *fs, vy_persist_counts *out);
 

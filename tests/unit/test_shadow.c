@@ -1,0 +1,151 @@
+/* The kept namespace's request groups (persist/shadow.c, persist/answers.c):
+ * a group's records applied whole or refused whole, its answer kept by
+ * thread and replaced by the thread's next, forgotten when sent, pruned
+ * after VY_ANSWERS_TAKEOVERS takeovers, and carried through a dump. */
+#include "ns/ns.h"
+#include "persist/answers.h"
+#include "persist/format.h"
+#include "persist/shadow.h"
+#include "tests/unit/support.h"
+
+#include <string.h>
+
+typedef struct built {
+	uint8_t b[1024];
+	uint32_t len;
+} built;
+
+static void put(built *g, const void *p, size_t n)
+{
+	memcpy(g->b + g->len, p, n);
+	g->len += (uint32_t)((n + 7) & ~(size_t)7);
+}
+
+/* A group for request `unique` of `thread`, with a reply of `reply_len`
+ * bytes (byte i is `fill`), then an inode record and a lookup count for
+ * inode `ino`. */
+static built group(uint64_t unique, uint32_t thread, uint32_t takeover, uint32_t reply_len, uint8_t fill, uint64_t ino)
+{
+	built g = {0};
+	vy_p_group h = {.unique = unique, .thread = thread, .takeover = takeover, .reply_len = reply_len, .records = 2};
+	put(&g, &h, sizeof(h));
+	uint8_t reply[64];
+	memset(reply, fill, sizeof(reply));
+	put(&g, reply, reply_len);
+	vy_p_inode in = {.ino = ino, .kind = VY_FILE, .mode = 0100640, .nlink = 1};
+	vy_p_head rh = {.len = sizeof(in), .type = VY_P_INODE};
+	put(&g, &rh, sizeof(rh));
+	put(&g, &in, sizeof(in));
+	vy_p_lookup l = {.ino = ino, .nlookup = 2};
+	rh = (vy_p_head){.len = sizeof(l), .type = VY_P_LOOKUP};
+	put(&g, &rh, sizeof(rh));
+	put(&g, &l, sizeof(l));
+	return g;
+}
+
+static vy_err apply(vy_shadow *s, const built *g)
+{
+	vy_error e;
+	return vy_shadow_apply(s, VY_P_GROUP, g->b, g->len, 9, &e);
+}
+
+static void group_applies_whole_with_its_answer(void)
+{
+	vy_shadow s;
+	vy_shadow_init(&s);
+	built g = group(7, 100, 0, 32, 0xab, 5);
+	CHECK_EQ(apply(&s, &g), VY_OK);
+	vy_shadow_node *n = vy_u64map_get(&s.nodes, 5);
+	CHECK(n && n->inode && n->nlookup == 2);
+	const vy_p_group *a = vy_answers_find(&s.answers, 7);
+	CHECK(a && a->reply_len == 32 && a->records == 0 && ((const uint8_t *)(a + 1))[31] == 0xab);
+	CHECK(vy_answers_find(&s.answers, 8) == NULL);
+	vy_shadow_destroy(&s);
+}
+
+static void bad_group_refused_whole(void)
+{
+	vy_shadow s;
+	vy_shadow_init(&s);
+	built g = group(7, 100, 0, 32, 0xab, 5);
+	vy_p_head rh;
+	uint32_t second = (uint32_t)(sizeof(vy_p_group) + 32 + sizeof(rh) + sizeof(vy_p_inode));
+	memcpy(&rh, g.b + second, sizeof(rh));
+	rh.len = 4096; /* past the group's end */
+	memcpy(g.b + second, &rh, sizeof(rh));
+	CHECK_EQ(apply(&s, &g), VY_EINVAL);
+	CHECK(vy_u64map_get(&s.nodes, 5) == NULL); /* the first record was not applied either */
+	CHECK(vy_answers_find(&s.answers, 7) == NULL);
+	built nested = group(7, 100, 0, 32, 0xab, 5);
+	rh = (vy_p_head){.len = sizeof(vy_p_inode), .type = VY_P_GROUP};
+	memcpy(nested.b + sizeof(vy_p_group) + 32, &rh, sizeof(rh));
+	CHECK_EQ(apply(&s, &nested), VY_EINVAL);
+	built resent = group(7ull | 1ull << 63, 100, 0, 32, 0xab, 5); /* the kernel's resend bit is never kept */
+	CHECK_EQ(apply(&s, &resent), VY_EINVAL);
+	built shortreply = group(7, 100, 0, 8, 0xab, 5); /* less than a fuse_out_header */
+	CHECK_EQ(apply(&s, &shortreply), VY_EINVAL);
+	CHECK_EQ(s.nodes.count, 0u);
+	vy_shadow_destroy(&s);
+}
+
+static void answers_by_thread_sent_and_pruned(void)
+{
+	vy_shadow s;
+	vy_shadow_init(&s);
+	built a = group(7, 100, 0, 16, 1, 5), b = group(8, 100, 0, 16, 2, 6), c = group(9, 200, 1, 16, 3, 7);
+	CHECK_EQ(apply(&s, &a), VY_OK);
+	CHECK_EQ(apply(&s, &b), VY_OK); /* thread 100's next answer: 7's was sent */
+	CHECK_EQ(apply(&s, &c), VY_OK);
+	CHECK(vy_answers_find(&s.answers, 7) == NULL);
+	CHECK(vy_answers_find(&s.answers, 8) != NULL);
+	CHECK_EQ(s.answers.count, 2u);
+	vy_answers_sent(&s.answers, 8);
+	CHECK(vy_answers_find(&s.answers, 8) == NULL);
+	vy_answers_prune(&s.answers, 1 + VY_ANSWERS_TAKEOVERS); /* takeover 1 is kept that long */
+	CHECK(vy_answers_find(&s.answers, 9) != NULL);
+	vy_answers_prune(&s.answers, 2 + VY_ANSWERS_TAKEOVERS);
+	CHECK_EQ(s.answers.count, 0u);
+	vy_shadow_destroy(&s);
+}
+
+typedef struct dumped {
+	vy_shadow *to;
+	unsigned groups;
+} dumped;
+
+static vy_err reapply(void *ctx, uint16_t type, const void *p, uint32_t len, vy_error *e)
+{
+	dumped *d = ctx;
+	d->groups += type == VY_P_GROUP;
+	return vy_shadow_apply(d->to, type, p, len, 0, e);
+}
+
+static void answers_carried_through_a_dump(void)
+{
+	vy_shadow s, t;
+	vy_shadow_init(&s);
+	vy_shadow_init(&t);
+	built g = group(7, 100, 0, 20, 0x5a, 5); /* a reply not a multiple of 8 */
+	CHECK_EQ(apply(&s, &g), VY_OK);
+	dumped d = {.to = &t};
+	vy_error e;
+	CHECK_EQ(vy_shadow_dump(&s, reapply, &d, &e), VY_OK);
+	CHECK_EQ(d.groups, 1u);
+	const vy_p_group *a = vy_answers_find(&t.answers, 7);
+	CHECK(a && a->reply_len == 20 && ((const uint8_t *)(a + 1))[19] == 0x5a && a->thread == 100);
+	vy_shadow_node *n = vy_u64map_get(&t.nodes, 5);
+	CHECK(n && n->nlookup == 2);
+	vy_shadow_destroy(&s);
+	vy_shadow_destroy(&t);
+}
+
+int main(void)
+{
+	static const vy_test_case cases[] = {
+		TEST_CASE(group_applies_whole_with_its_answer),
+		TEST_CASE(bad_group_refused_whole),
+		TEST_CASE(answers_by_thread_sent_and_pruned),
+		TEST_CASE(answers_carried_through_a_dump),
+	};
+	return vy_test_main("shadow", cases, sizeof(cases) / sizeof(cases[0]));
+}
