@@ -9,6 +9,7 @@
 #include "daemon/session.h"
 #include "daemon/keeper_link.h"
 #include "daemon/adopt_ns.h"
+#include "daemon/resend.h"
 #include "daemon/keeper_memory.h"
 #include "core/store_keep.h"
 #include "persist/writer.h"
@@ -382,6 +383,8 @@ int vy_mount_serve(const vy_mount_args *a, vy_keeper_link *keeper, vy_keeper_ado
 		vy_log(LOG_WARNING, "files cannot be mapped by programs: %s", e.msg);
 	fs.socket_name = vy_mapsrv_name; /* what .vyre/socket shows */
 
+	if (fs.persist)
+		vy_resend_hook(&fs); /* requests keep their changes with their answers */
 	int rc = vy_session_loop(se, a->cfg.idle_threads);
 	bool quiet = vy_mapsrv_stop(&fs);
 	vy_persist_stop(&fs); /* unmounted: what is freed now needs no successor */

@@ -61,10 +61,51 @@ void vy_session_record_init(struct vy_state *st)
 	record = st;
 }
 
+static const vy_session_hooks *hooks;
+
+void vy_session_hook(const vy_session_hooks *h)
+{
+	hooks = h;
+}
+
+#ifndef FUSE_UNIQUE_RESEND
+#define FUSE_UNIQUE_RESEND (1ULL << 63)
+#endif
+
+/* A resent request the dead daemon had answered (its reply kept with its
+ * changes): the kept reply goes to the kernel under the resent unique,
+ * and the request is not run again. */
+static bool answered_again(int fd, const struct fuse_in_header *in, ssize_t n)
+{
+	if (!hooks || n < (ssize_t)sizeof(*in) || !(in->unique & FUSE_UNIQUE_RESEND))
+		return false;
+	uint8_t reply[1024];
+	size_t got = hooks->resent(in->unique & ~FUSE_UNIQUE_RESEND, reply, sizeof(reply));
+	struct fuse_out_header oh;
+	if (got < sizeof(oh))
+		return false;
+	memcpy(&oh, reply, sizeof(oh));
+	oh.unique = in->unique; /* the kernel finds the request by it, bit 63 included */
+	oh.len = (uint32_t)got;
+	memcpy(reply, &oh, sizeof(oh));
+	ssize_t w;
+	do
+		w = write(fd, reply, got);
+	while (w < 0 && errno == EINTR);
+	if (w != (ssize_t)got) /* ENOENT: the caller is gone (interrupted); nothing waits */
+		vy_log(LOG_NOTICE, "takeover: the kept answer to resent request %llu did not reach the kernel: %s",
+		       (unsigned long long)(in->unique & ~FUSE_UNIQUE_RESEND), w < 0 ? strerror(errno) : "short write");
+	vy_adopt_io_reply();
+	return true;
+}
+
 static ssize_t io_read(int fd, void *buf, size_t len, void *userdata)
 {
 	(void)userdata;
-	ssize_t n = vy_adopt_io_read(fd, buf, len);
+	ssize_t n;
+	do
+		n = vy_adopt_io_read(fd, buf, len);
+	while (answered_again(fd, buf, n));
 	const struct fuse_in_header *in = buf;
 	if (n >= (ssize_t)sizeof(*in) && in->opcode == FUSE_TMPFILE) {
 		/* O_TMPFILE: libfuse 3.14 has no operation for it and would
@@ -75,6 +116,8 @@ static ssize_t io_read(int fd, void *buf, size_t len, void *userdata)
 		((struct fuse_in_header *)buf)->opcode = FUSE_CREATE;
 	}
 	vy_statx_request(buf, n); /* FUSE_STATX: a GETATTR whose reply gets btime (statx.h) */
+	if (hooks && n >= (ssize_t)sizeof(*in))
+		hooks->read(in);
 	if (n >= (ssize_t)(sizeof(*in) + sizeof(struct fuse_init_in)) && in->opcode == FUSE_INIT) {
 		const struct fuse_init_in *arg = (const void *)(in + 1);
 		atomic_store(&init_offered, (arg->flags & FUSE_HANDLE_KILLPRIV_V2) != 0);
@@ -122,14 +165,20 @@ static ssize_t io_writev(int fd, struct iovec *iov, int count, void *userdata)
 		if (record)
 			keep_init_reply(iov, count);
 	}
-	if (iov[0].iov_len >= sizeof(*out) && out->unique != 0) { /* a reply, not a notification */
+	bool reply = iov[0].iov_len >= sizeof(*out) && out->unique != 0; /* not a notification */
+	if (reply) {
 		vy_session_replying();
 		vy_adopt_io_reply();
+		if (hooks)
+			hooks->reply(out->unique, iov, count);
 	}
+	uint64_t unique = reply ? out->unique : 0;
 	ssize_t res;
-	if (vy_statx_reply(fd, iov, count, &res))
-		return res;
-	return writev(fd, iov, count);
+	if (!vy_statx_reply(fd, iov, count, &res))
+		res = writev(fd, iov, count);
+	if (reply && hooks)
+		hooks->sent(unique);
+	return res;
 }
 
 static const struct fuse_custom_io session_io = {.read = io_read, .writev = io_writev};

@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <sys/uio.h>
 
 /* At INIT: largest write, no kernel write-back cache (a write reaches the
  * store before it is acknowledged). */
@@ -24,6 +25,20 @@ int vy_session_mount(struct fuse_session *se, const char *mountpoint);
  * the KILLPRIV_V2 edit) go into the state region when they pass (state/). */
 struct vy_state;
 void vy_session_record_init(struct vy_state *st);
+
+/* survive=on (daemon/resend.c): told of each request a worker reads (a
+ * resent one with FUSE_UNIQUE_RESEND still set) and each reply it writes,
+ * before and after the write; asked for the kept reply to a resent request
+ * (bit 63 cleared), which the session then writes in place of running it
+ * (0: none kept). Set before the session serves; NULL: none. */
+struct fuse_in_header;
+typedef struct vy_session_hooks {
+	void (*read)(const struct fuse_in_header *in);
+	void (*reply)(uint64_t unique, const struct iovec *iov, int count);
+	void (*sent)(uint64_t unique);
+	size_t (*resent)(uint64_t unique, void *buf, size_t cap);
+} vy_session_hooks;
+void vy_session_hook(const vy_session_hooks *h);
 
 /* A successor's session on a live /dev/fuse fd, with no mount: replays
  * the recorded INIT, checks libfuse's reply against the recorded one, and

@@ -159,8 +159,9 @@ static void render_stats(vy_fs *fs, text *t)
 		 atomic_load(&fs->keeper_pid), fs->takeovers, us);
 	vy_persist_counts kept; /* this daemon's records for its successor */
 	vy_persist_counts_get(fs, &kept);
-	add_text(t, "kept_records %" PRIu64 "\nkept_checkpoints %" PRIu64 "\nkept_failures %" PRIu64 "\n", kept.records,
-		 kept.checkpoints, kept.failures);
+	add_text(t, "kept_records %" PRIu64 "\nkept_checkpoints %" PRIu64 "\nkept_failures %" PRIu64
+		    "\nresends_answered %" PRIu64 "\n",
+		 kept.records, kept.checkpoints, kept.failures, kept.resends_answered);
 	held h;
 	held_now(fs, &h);
 	add_text(t, "open_handles %" PRIu64 "\nkernel_lookups %" PRIu64 "\nforgets_unmatched %" PRIu64 "\n", h.handles,
@@ -245,8 +246,10 @@ static void render_metrics(vy_fs *fs, text *t)
 		    "# HELP vyrefs_kept_checkpoints_total checkpoints of the namespace this daemon wrote (survive=on)\n"
 		    "# TYPE vyrefs_kept_checkpoints_total counter\nvyrefs_kept_checkpoints_total %" PRIu64 "\n"
 		    "# HELP vyrefs_kept_failures_total changes that could not be kept for a successor (survive=on)\n"
-		    "# TYPE vyrefs_kept_failures_total counter\nvyrefs_kept_failures_total %" PRIu64 "\n",
-		 kept.records, kept.checkpoints, kept.failures);
+		    "# TYPE vyrefs_kept_failures_total counter\nvyrefs_kept_failures_total %" PRIu64 "\n"
+		    "# HELP vyrefs_resends_answered_total resent requests answered with the reply the dead daemon kept\n"
+		    "# TYPE vyrefs_resends_answered_total counter\nvyrefs_resends_answered_total %" PRIu64 "\n",
+		 kept.records, kept.checkpoints, kept.failures, kept.resends_answered);
 	held h;
 	held_now(fs, &h);
 	add_text(t, "# HELP vyrefs_open_handles open files and directories the kernel holds\n"

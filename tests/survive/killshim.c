@@ -3,8 +3,10 @@
  * of the mount (the keeper passes its environment on); each part acts only
  * where it matches.
  *  KILLSHIM_OPCODE=N KILLSHIM_NAME=S KILLSHIM_ARM=FILE: a daemon that has
- *    just read a FUSE request of opcode N whose first name is S SIGKILLs
- *    itself, once FILE exists; it removes FILE first, so only one dies.
+ *    just read a FUSE request of opcode N that carries the name S (empty:
+ *    any) SIGKILLs itself, once FILE exists; it removes FILE first, so only
+ *    one dies. With KILLSHIM_AT=reply it dies instead as it is about to
+ *    write that request's reply: the change made and kept, not answered.
  *  KILLSHIM_ADOPT=1: every successor (vyrefs --adopt) SIGKILLs itself as
  *    it starts. */
 #define _GNU_SOURCE
@@ -15,6 +17,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 __attribute__((constructor)) static void at_start(void)
@@ -35,6 +38,20 @@ __attribute__((constructor)) static void at_start(void)
 		kill(getpid(), SIGKILL);
 }
 
+/* KILLSHIM_AT=reply: the request this thread read, to die at its reply. */
+static __thread uint64_t doomed;
+
+ssize_t writev(int fd, const struct iovec *iov, int count)
+{
+	static ssize_t (*real)(int, const struct iovec *, int);
+	if (!real)
+		real = (ssize_t (*)(int, const struct iovec *, int))dlsym(RTLD_NEXT, "writev");
+	if (doomed && count > 0 && iov[0].iov_len >= sizeof(struct fuse_out_header) &&
+	    ((const struct fuse_out_header *)iov[0].iov_base)->unique == doomed)
+		kill(getpid(), SIGKILL);
+	return real(fd, iov, count);
+}
+
 ssize_t read(int fd, void *buf, size_t len)
 {
 	static ssize_t (*real)(int, void *, size_t);
@@ -47,9 +64,14 @@ ssize_t read(int fd, void *buf, size_t len)
 	const struct fuse_in_header *in = buf;
 	size_t nlen = strlen(name);
 	if (in->len != (uint32_t)n || in->opcode != (uint32_t)atoi(op) ||
-	    (size_t)n < sizeof(*in) + nlen + 1 || memcmp((const char *)(in + 1), name, nlen + 1) != 0)
+	    (nlen && !memmem(in + 1, (size_t)n - sizeof(*in), name, nlen + 1)))
 		return n;
-	if (unlink(arm) == 0) /* armed, and now disarmed: this daemon dies holding the request */
-		kill(getpid(), SIGKILL);
+	if (unlink(arm) != 0) /* not armed, or another took it */
+		return n;
+	const char *at = getenv("KILLSHIM_AT");
+	if (at && !strcmp(at, "reply"))
+		doomed = in->unique; /* dies at the reply */
+	else
+		kill(getpid(), SIGKILL); /* dies holding the request */
 	return n;
 }
