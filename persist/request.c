@@ -27,23 +27,66 @@ typedef struct live_ref {
 /* The largest record a live entry becomes: an inode and a symlink's target. */
 #define LIVE_MAX (sizeof(vy_p_inode) + 4096u)
 
+/* A thread's two buffers: the entries waiting, and the group built from
+ * them. Made at its first group, grown as needed, freed with the thread. */
+typedef struct bufs {
+	uint8_t *buf, *out;
+	size_t cap, out_cap;
+} bufs;
+
 static __thread struct {
 	vy_persist *p;   /* the writer the request's records are for */
 	uint64_t unique; /* 0: none waits for a reply */
 	uint32_t thread; /* gettid(): answers are kept by thread */
-	uint8_t *buf;
-	size_t used, cap;
+	bufs *b;
+	size_t used;
 	uint32_t n, live;
 	uint64_t answered; /* the request whose answer this thread kept last, until it is sent */
 } tg;
 
-/* A thread's buffer goes with the thread. */
-static pthread_key_t buf_key;
-static pthread_once_t buf_once = PTHREAD_ONCE_INIT;
+static pthread_key_t bufs_key;
+static pthread_once_t bufs_once = PTHREAD_ONCE_INIT;
 
-static void buf_key_make(void)
+static void bufs_free(void *v)
 {
-	(void)pthread_key_create(&buf_key, free);
+	bufs *b = v;
+	free(b->buf);
+	free(b->out);
+	free(b);
+}
+
+static void bufs_key_make(void)
+{
+	(void)pthread_key_create(&bufs_key, bufs_free);
+}
+
+/* `*p` holds at least `need` bytes (its contents kept). */
+static bool grow(uint8_t **p, size_t *cap, size_t need)
+{
+	if (*cap >= need)
+		return true;
+	size_t c = *cap ? *cap : 4096;
+	while (c < need)
+		c *= 2;
+	uint8_t *n = realloc(*p, c);
+	if (!n)
+		return false;
+	*p = n;
+	*cap = c;
+	return true;
+}
+
+static bool have_bufs(void)
+{
+	if (tg.b)
+		return true;
+	pthread_once(&bufs_once, bufs_key_make);
+	tg.b = calloc(1, sizeof(*tg.b));
+	if (tg.b && pthread_setspecific(bufs_key, tg.b) != 0) {
+		free(tg.b);
+		tg.b = NULL;
+	}
+	return tg.b != NULL;
 }
 
 static size_t pad8(size_t n)
@@ -56,30 +99,18 @@ bool vy_group_on(const vy_persist *p)
 	return tg.unique && tg.p == p;
 }
 
-/* Room for `more` bytes; false (the change is lost for a successor) when
- * host memory is out. */
+/* Room for `more` bytes of entries; false (the change is lost for a
+ * successor) when host memory is out. */
 static bool room(size_t more)
 {
-	if (tg.cap - tg.used >= more)
-		return true;
-	size_t cap = tg.cap ? tg.cap : 4096;
-	while (cap - tg.used < more)
-		cap *= 2;
-	uint8_t *b = realloc(tg.buf, cap);
-	if (!b)
-		return false;
-	pthread_once(&buf_once, buf_key_make);
-	(void)pthread_setspecific(buf_key, b);
-	tg.buf = b;
-	tg.cap = cap;
-	return true;
+	return have_bufs() && grow(&tg.b->buf, &tg.b->cap, tg.used + more);
 }
 
 static void push(const entry *h, const void *bytes)
 {
-	memcpy(tg.buf + tg.used, h, sizeof(*h));
-	memcpy(tg.buf + tg.used + sizeof(*h), bytes, h->len);
-	memset(tg.buf + tg.used + sizeof(*h) + h->len, 0, pad8(h->len) - h->len);
+	memcpy(tg.b->buf + tg.used, h, sizeof(*h));
+	memcpy(tg.b->buf + tg.used + sizeof(*h), bytes, h->len);
+	memset(tg.b->buf + tg.used + sizeof(*h) + h->len, 0, pad8(h->len) - h->len);
 	tg.used += sizeof(*h) + pad8(h->len);
 	tg.n++;
 }
@@ -107,7 +138,7 @@ void vy_group_add(vy_persist *p, uint16_t type, const void *payload, uint32_t le
 void vy_group_add_live(vy_persist *p, uint16_t type, vy_inode *in)
 {
 	for (size_t at = 0; at < tg.used;) { /* read once, when kept */
-		const entry *h = (const void *)(tg.buf + at);
+		const entry *h = (const void *)(tg.b->buf + at);
 		if (h->live && h->type == type && ((const live_ref *)(h + 1))->in == in)
 			return;
 		at += sizeof(*h) + pad8(h->len);
@@ -124,7 +155,7 @@ void vy_group_add_live(vy_persist *p, uint16_t type, vy_inode *in)
 void vy_group_gone(vy_persist *p, uint64_t ino)
 {
 	for (size_t at = 0; at < tg.used;) {
-		entry *h = (void *)(tg.buf + at);
+		entry *h = (void *)(tg.b->buf + at);
 		if (h->live && ((const live_ref *)(h + 1))->ino == ino)
 			h->type = 0; /* freed: nothing to read */
 		at += sizeof(*h) + pad8(h->len);
@@ -140,11 +171,11 @@ static void keep(vy_persist *p, const void *reply, size_t reply_len)
 	if (reply_len > VY_P_REPLY_MAX)
 		reply_len = 0; /* no such reply to a request kept in groups: run again if resent */
 	size_t cap = sizeof(vy_p_group) + pad8(reply_len) + tg.used + (size_t)tg.live * LIVE_MAX;
-	uint8_t *out = malloc(cap);
-	if (!out) {
+	if (!grow(&tg.b->out, &tg.b->out_cap, cap)) {
 		lost(p, true);
 		return;
 	}
+	uint8_t *out = tg.b->out;
 	vy_p_group g = {.unique = tg.unique, .thread = tg.thread, .takeover = p->takeover,
 			.reply_len = reply ? (uint32_t)reply_len : 0};
 	size_t at = sizeof(g);
@@ -152,7 +183,7 @@ static void keep(vy_persist *p, const void *reply, size_t reply_len)
 	memset(out + at + g.reply_len, 0, pad8(g.reply_len) - g.reply_len);
 	at += pad8(g.reply_len);
 	for (size_t in = 0; in < tg.used;) {
-		const entry *h = (const void *)(tg.buf + in);
+		const entry *h = (const void *)(tg.b->buf + in);
 		in += sizeof(*h) + pad8(h->len);
 		if (!h->type)
 			continue;
@@ -182,7 +213,6 @@ static void keep(vy_persist *p, const void *reply, size_t reply_len)
 	vy_persist_commit(p, VY_P_GROUP, out, (uint32_t)at);
 	if (p->counts.records > before) /* a group counts as the records it holds */
 		p->counts.records += g.records - 1;
-	free(out);
 }
 
 static void reset(void)
@@ -242,7 +272,7 @@ void vy_persist_sent(struct vy_fs *fs, uint64_t unique)
 		return;
 	tg.answered = 0;
 	pthread_mutex_lock(&p->lock);
-	vy_answers_sent(&p->shadow.answers, unique);
+	vy_answers_sent(&p->shadow.answers, p->takeover, tg.thread, unique);
 	pthread_mutex_unlock(&p->lock);
 }
 
@@ -258,7 +288,7 @@ size_t vy_persist_resent(struct vy_fs *fs, uint64_t unique, void *buf, size_t ca
 		memcpy(buf, g + 1, len);
 		p->counts.resends_answered++;
 	}
-	vy_answers_sent(&p->shadow.answers, unique); /* answered now, or never */
+	vy_answers_forget(&p->shadow.answers, unique); /* answered now, or never */
 	pthread_mutex_unlock(&p->lock);
 	return len;
 }

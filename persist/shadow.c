@@ -290,15 +290,9 @@ static vy_err apply_group(vy_shadow *s, const uint8_t *p, uint32_t len, uint64_t
 			return rc;
 		at += sizeof(h) + pad8(h.len);
 	}
-	/* Only the answer's bytes: the copy is aligned for its header. */
-	uint8_t *a = malloc(sizeof(g) + g.reply_len);
-	if (!a)
+	if (!vy_answers_set(&s->answers, &g, p + sizeof(g)))
 		return vy_fail(e, VY_ENOMEM, "free host memory", "kept state: no memory for an answer");
-	memcpy(a, &g, sizeof(g));
-	memcpy(a + sizeof(g), p + sizeof(g), g.reply_len);
-	bool ok = vy_answers_set(&s->answers, (const vy_p_group *)(void *)a);
-	free(a);
-	return ok ? VY_OK : vy_fail(e, VY_ENOMEM, "free host memory", "kept state: no memory for an answer");
+	return VY_OK;
 }
 
 vy_err vy_shadow_dump(const vy_shadow *s, vy_shadow_emit_fn emit, void *ctx, vy_error *e)
@@ -338,6 +332,7 @@ vy_err vy_shadow_dump(const vy_shadow *s, vy_shadow_emit_fn emit, void *ctx, vy_
 	for (size_t i = 0; rc == VY_OK && vy_u64map_next(&s->handles, &i, &k, &v);)
 		rc = emit(ctx, VY_P_HANDLE, v, sizeof(vy_p_handle), e);
 	for (size_t i = 0; rc == VY_OK && vy_u64map_next(&s->answers, &i, &k, &v);)
-		rc = emit(ctx, VY_P_GROUP, v, (uint32_t)vy_answer_bytes(v), e);
+		if (vy_answer_held(v))
+			rc = emit(ctx, VY_P_GROUP, v, (uint32_t)vy_answer_bytes(v), e);
 	return rc;
 }

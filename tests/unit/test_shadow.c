@@ -99,10 +99,16 @@ static void answers_by_thread_sent_and_pruned(void)
 	CHECK(vy_answers_find(&s.answers, 7) == NULL);
 	CHECK(vy_answers_find(&s.answers, 8) != NULL);
 	CHECK_EQ(s.answers.count, 2u);
-	vy_answers_sent(&s.answers, 8);
+	vy_answers_sent(&s.answers, 0, 200, 8); /* another thread's: stays */
+	CHECK(vy_answers_find(&s.answers, 8) != NULL);
+	vy_answers_sent(&s.answers, 0, 100, 8);
 	CHECK(vy_answers_find(&s.answers, 8) == NULL);
+	vy_answers_forget(&s.answers, 9);
+	CHECK(vy_answers_find(&s.answers, 9) == NULL);
+	built d = group(10, 200, 1, 16, 4, 8);
+	CHECK_EQ(apply(&s, &d), VY_OK); /* thread 200's entry holds an answer again */
 	vy_answers_prune(&s.answers, 1 + VY_ANSWERS_TAKEOVERS); /* takeover 1 is kept that long */
-	CHECK(vy_answers_find(&s.answers, 9) != NULL);
+	CHECK(vy_answers_find(&s.answers, 10) != NULL);
 	vy_answers_prune(&s.answers, 2 + VY_ANSWERS_TAKEOVERS);
 	CHECK_EQ(s.answers.count, 0u);
 	vy_shadow_destroy(&s);
