@@ -5,6 +5,7 @@
 #include "fs/fs.h"
 #include "persist/answers.h"
 #include "persist/format.h"
+#include "persist/group.h"
 #include "persist/shadow.h"
 #include "persist/writer_parts.h"
 #include "state/state.h"
@@ -98,13 +99,30 @@ void vy_persist_commit(vy_persist *p, uint16_t type, const void *payload, uint32
 		vy_persist_lose(p, &e);
 }
 
+void vy_persist_no_memory(vy_persist *p)
+{
+	vy_error e;
+	vy_fail(&e, VY_ENOMEM, "free host memory", "no memory to keep a request's changes");
+	vy_persist_lose(p, &e);
+}
+
+/* A request's inode to read a record from when its group is kept. */
+static void add_live(vy_persist *p, uint16_t type, vy_inode *in)
+{
+	if (vy_group_add_live(type, in))
+		return;
+	pthread_mutex_lock(&p->lock);
+	vy_persist_no_memory(p);
+	pthread_mutex_unlock(&p->lock);
+}
+
 /* Append one record, or keep it with the request this thread serves. */
 static void append(vy_persist *p, uint16_t type, const void *payload, uint32_t len)
 {
-	if (vy_group_on(p))
-		vy_group_add(p, type, payload, len);
-	else
+	if (!vy_group_on(p))
 		vy_persist_commit(p, type, payload, len);
+	else if (!vy_group_add(type, payload, len))
+		vy_persist_no_memory(p);
 }
 
 static vy_persist *writer_of(struct vy_fs *fs)
@@ -150,7 +168,7 @@ void vy_persist_lookup(struct vy_fs *fs, struct vy_inode *in)
 	if (!p || !counted(in))
 		return;
 	if (vy_group_on(p)) { /* counted as it is when the group is kept */
-		vy_group_add_live(p, VY_P_LOOKUP, in);
+		add_live(p, VY_P_LOOKUP, in);
 		return;
 	}
 	pthread_mutex_lock(&p->lock);
@@ -208,7 +226,7 @@ void vy_persist_inode(struct vy_fs *fs, struct vy_inode *in)
 	if (!p || !kept(in))
 		return;
 	if (vy_group_on(p)) { /* read as it is when the group is kept */
-		vy_group_add_live(p, VY_P_INODE, in);
+		add_live(p, VY_P_INODE, in);
 		return;
 	}
 	pthread_mutex_lock(&p->lock);
@@ -239,7 +257,8 @@ void vy_persist_gone(struct vy_fs *fs, uint64_t ino)
 		return;
 	pthread_mutex_lock(&p->lock);
 	if (vy_group_on(p)) {
-		vy_group_gone(p, ino); /* what the group read of it goes */
+		if (!vy_group_gone(ino)) /* and what the group would read of it goes */
+			vy_persist_no_memory(p);
 	} else if (vy_u64map_get(&p->shadow.nodes, ino)) { /* never kept: nothing to forget */
 		vy_p_gone r = {.ino = ino};
 		vy_persist_commit(p, VY_P_GONE, &r, sizeof(r));

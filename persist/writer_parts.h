@@ -32,21 +32,13 @@ typedef struct vy_persist {
 void vy_persist_commit(vy_persist *p, uint16_t type, const void *payload, uint32_t len);
 /* A record could not be kept: the mount no longer survives (logged once). Lock held. */
 void vy_persist_lose(vy_persist *p, const vy_error *e);
+/* The same, for a request's records that host memory could not hold. */
+void vy_persist_no_memory(vy_persist *p);
 
 /* The records read from a live inode (persist/format.h), into `out`: an
  * inode's (sizeof(vy_p_inode) + its target, at most 4096) and its lookup
  * count (sizeof(vy_p_lookup)). */
 uint32_t vy_persist_inode_record(struct vy_inode *in, uint8_t *out);
 void vy_persist_lookup_record(const struct vy_inode *in, uint8_t *out);
-
-/* request.c: whether this thread serves a request whose records wait for
- * its reply; keep a record's bytes (lock held), or the inode to read one
- * from when the group is kept (an inode's attributes or its lookup count,
- * read then so no other request's record of it is older), or forget what
- * the group read of an inode freed (lock held). */
-bool vy_group_on(const vy_persist *p);
-void vy_group_add(vy_persist *p, uint16_t type, const void *payload, uint32_t len);
-void vy_group_add_live(vy_persist *p, uint16_t type, struct vy_inode *in);
-void vy_group_gone(vy_persist *p, uint64_t ino);
 
 #endif
