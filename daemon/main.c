@@ -12,6 +12,7 @@
 #include "daemon/mount.h"
 #include "keeper/keeper.h"
 #include "daemon/remount.h"
+#include "daemon/upgrade_cli.h"
 #include "daemon/version.h"
 #include "daemon/mountflags.h"
 #include "launcher/launcher.h"
@@ -46,6 +47,7 @@ static void usage(FILE *to)
 {
 	fputs("usage: vyrefs [-f] [-d] [-o opt[,opt...]] [SOURCE] MOUNTPOINT\n"
 	      "       vyrefs --self-check [-o opt[,opt...]]\n"
+	      "       vyrefs --upgrade MOUNTPOINT    survive=on: hand the mount to the binary now installed\n"
 	      "       vyrefs --help | --version | --build-info\n"
 	      "       vyrefs cp [-rpfnv] [--threads=N] SRC... DST   copy into and out of a mount\n"
 	      "                 around FUSE, at the speed of the other side (vyrefs cp --help)\n"
@@ -191,6 +193,13 @@ int main(int argc, char **argv)
 		return vy_launcher_main(VY_LAUNCHER_FD);
 	if (argc >= 2 && !strcmp(argv[1], "cp"))
 		return vy_cp_main(argc - 1, argv + 1);
+	if (argc >= 2 && !strcmp(argv[1], "--upgrade")) {
+		if (argc != 3) {
+			fprintf(stderr, "vyrefs: --upgrade takes one mountpoint (Fix: vyrefs --upgrade MOUNTPOINT)\n");
+			return 2;
+		}
+		return vy_upgrade_cli(argv[2]);
+	}
 	/* survive=on: a successor the keeper started (daemon/adopt.c). */
 	bool adopt = argc >= 2 && !strcmp(argv[1], VY_KEEPER_ADOPT_ARG);
 	cli c;

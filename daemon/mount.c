@@ -10,6 +10,7 @@
 #include "daemon/keeper_link.h"
 #include "daemon/adopt_ns.h"
 #include "daemon/resend.h"
+#include "daemon/upgrade.h"
 #include "daemon/keeper_memory.h"
 #include "core/store_keep.h"
 #include "persist/writer.h"
@@ -239,7 +240,7 @@ static void unmount_adopted(const char *mountpoint)
 
 #define SURVIVE_WARNING                                                                                        \
 	"survive=on is experimental: files, names, attributes, bytes and open files survive a daemon's death; "   \
-	"mappings, modules and a request caught mid-way do not yet (docs/survive.md): test mounts only"
+	"mappings, modules and an unfinished ctl statement do not yet (docs/survive.md): test mounts only"
 
 int vy_mount_serve(const vy_mount_args *a, vy_keeper_link *keeper, vy_keeper_adoption *adopt, vy_state *st)
 {
@@ -385,6 +386,8 @@ int vy_mount_serve(const vy_mount_args *a, vy_keeper_link *keeper, vy_keeper_ado
 
 	if (fs.persist)
 		vy_resend_hook(&fs); /* requests keep their changes with their answers */
+	if (kept)
+		vy_upgrade_offer(&fs); /* .vyre/upgrade hands over to the binary now installed */
 	int rc = vy_session_loop(se, a->cfg.idle_threads);
 	bool quiet = vy_mapsrv_stop(&fs);
 	vy_persist_stop(&fs); /* unmounted: what is freed now needs no successor */

@@ -7,6 +7,8 @@
 #include "fs/statx.h"
 
 #include <errno.h>
+#include <pthread.h>
+#include <time.h>
 #include <linux/fuse.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -63,6 +65,60 @@ void vy_session_record_init(struct vy_state *st)
 
 static const vy_session_hooks *hooks;
 
+/* Requests read and not yet answered, and a quiesce waiting for none
+ * (vy_session_quiesce). */
+static _Atomic long inflight;
+static atomic_bool stopping;
+static pthread_mutex_t quiet_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t quiet_cond = PTHREAD_COND_INITIALIZER;
+
+/* Requests the kernel expects no reply to (and INIT, whose reply an
+ * adopted session swallows). */
+static bool gets_reply(uint32_t opcode)
+{
+	return opcode != FUSE_FORGET && opcode != FUSE_BATCH_FORGET && opcode != FUSE_INTERRUPT &&
+	       opcode != FUSE_NOTIFY_REPLY && opcode != FUSE_INIT;
+}
+
+/* A worker of a quiesced session reads nothing more. */
+static void park_if_stopping(void)
+{
+	if (!atomic_load(&stopping))
+		return;
+	pthread_mutex_lock(&quiet_lock);
+	for (;;)
+		pthread_cond_wait(&quiet_cond, &quiet_lock); /* the process exits under it */
+}
+
+long vy_session_quiesce(unsigned ms)
+{
+	struct timespec until;
+	if (clock_gettime(CLOCK_REALTIME, &until) != 0)
+		return atomic_load(&inflight);
+	until.tv_sec += ms / 1000;
+	until.tv_nsec += (long)(ms % 1000) * 1000000L;
+	if (until.tv_nsec >= 1000000000L) {
+		until.tv_sec++;
+		until.tv_nsec -= 1000000000L;
+	}
+	pthread_mutex_lock(&quiet_lock);
+	atomic_store(&stopping, true);
+	while (atomic_load(&inflight) > 0 && pthread_cond_timedwait(&quiet_cond, &quiet_lock, &until) == 0)
+		;
+	long left = atomic_load(&inflight);
+	pthread_mutex_unlock(&quiet_lock);
+	return left;
+}
+
+static void answered_one(void)
+{
+	if (atomic_fetch_sub(&inflight, 1) == 1 && atomic_load(&stopping)) {
+		pthread_mutex_lock(&quiet_lock);
+		pthread_cond_broadcast(&quiet_cond);
+		pthread_mutex_unlock(&quiet_lock);
+	}
+}
+
 void vy_session_hook(const vy_session_hooks *h)
 {
 	hooks = h;
@@ -103,10 +159,13 @@ static ssize_t io_read(int fd, void *buf, size_t len, void *userdata)
 {
 	(void)userdata;
 	ssize_t n;
+	park_if_stopping();
 	do
 		n = vy_adopt_io_read(fd, buf, len);
 	while (answered_again(fd, buf, n));
 	const struct fuse_in_header *in = buf;
+	if (n >= (ssize_t)sizeof(*in) && gets_reply(in->opcode))
+		atomic_fetch_add(&inflight, 1);
 	if (n >= (ssize_t)sizeof(*in) && in->opcode == FUSE_TMPFILE) {
 		/* O_TMPFILE: libfuse 3.14 has no operation for it and would
 		 * answer ENOSYS. Its body is CREATE's (fuse_create_in, then the
@@ -153,8 +212,10 @@ static ssize_t io_writev(int fd, struct iovec *iov, int count, void *userdata)
 {
 	(void)userdata;
 	const struct fuse_out_header *out = iov[0].iov_base;
+	bool init = false;
 	if (atomic_load(&init_pending) && iov[0].iov_len >= sizeof(*out) && out->unique == atomic_load(&init_unique)) {
 		atomic_store(&init_pending, false);
+		init = true;
 		if (atomic_load(&init_offered) && count >= 2 && out->error == 0 &&
 		    iov[1].iov_len >= offsetof(struct fuse_init_out, flags) + sizeof(uint32_t)) {
 			struct fuse_init_out *arg = iov[1].iov_base;
@@ -165,7 +226,8 @@ static ssize_t io_writev(int fd, struct iovec *iov, int count, void *userdata)
 		if (record)
 			keep_init_reply(iov, count);
 	}
-	bool reply = iov[0].iov_len >= sizeof(*out) && out->unique != 0; /* not a notification */
+	/* Not a notification (unique 0); INIT's is not counted. */
+	bool reply = iov[0].iov_len >= sizeof(*out) && out->unique != 0;
 	if (reply) {
 		vy_session_replying();
 		vy_adopt_io_reply();
@@ -178,6 +240,8 @@ static ssize_t io_writev(int fd, struct iovec *iov, int count, void *userdata)
 		res = writev(fd, iov, count);
 	if (reply && hooks)
 		hooks->sent(unique);
+	if (reply && !init)
+		answered_one();
 	return res;
 }
 

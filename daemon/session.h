@@ -40,6 +40,12 @@ typedef struct vy_session_hooks {
 } vy_session_hooks;
 void vy_session_hook(const vy_session_hooks *h);
 
+/* Stop reading requests (a worker that asks for the next one waits for
+ * ever: the caller is about to exit) and wait, at most `ms`, until every
+ * request read has been answered. Returns how many are still unanswered
+ * (the kernel resends them to a successor). */
+long vy_session_quiesce(unsigned ms);
+
 /* A successor's session on a live /dev/fuse fd, with no mount: replays
  * the recorded INIT, checks libfuse's reply against the recorded one, and
  * asks the kernel to resend what the dead daemon had read (adopt_io.h).

@@ -59,6 +59,10 @@ typedef struct vy_fs {
 	 * time of the last daemon's death. */
 	_Atomic int keeper_pid;
 	uint64_t takeovers, death_ns;
+	/* survive=on with a keeper: hand the mount to a successor at a quiet
+	 * point (.vyre/upgrade, daemon/upgrade.c); 0 or an errno. NULL: this
+	 * mount cannot. */
+	int (*upgrade)(struct vy_fs *fs);
 	/* survive=on: the namespace's writer into the state region
 	 * (persist/writer.h); NULL: nothing is kept. */
 	struct vy_persist *persist;

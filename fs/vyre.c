@@ -45,7 +45,9 @@ vy_err vy_vyre_build(vy_fs *fs, vy_inode *root, vy_error *e)
 	    !add(fs, v, "metrics", VY_VIRTUAL, VY_V_METRICS, S_IFREG | 0444) ||
 	    !add(fs, v, "device", VY_VIRTUAL, VY_V_DEVICE, S_IFREG | 0444) ||
 	    !add(fs, v, "config", VY_VIRTUAL, VY_V_CONFIG, S_IFREG | 0444) ||
-	    !add(fs, v, "socket", VY_VIRTUAL, VY_V_SOCKET, S_IFREG | 0444))
+	    !add(fs, v, "socket", VY_VIRTUAL, VY_V_SOCKET, S_IFREG | 0444) ||
+	    /* the mounting user's: a write hands the mount to a new daemon */
+	    !add(fs, v, "upgrade", VY_VIRTUAL, VY_V_UPGRADE, S_IFREG | 0200))
 		return vy_fail(e, VY_ENOMEM, "free host memory", "cannot build the .vyre directory");
 	fs->vyre_ino = v->ino;
 	fs->modules_ino = m->ino;
@@ -319,10 +321,15 @@ char *vy_vyre_render(vy_fs *fs, vy_inode *in, size_t *len)
 		render_device(fs, &t);
 		break;
 	case VY_V_CONFIG: {
+		/* Which binary serves: after `vyrefs --upgrade`, the new one's. */
+		char head[64];
+		int hl = snprintf(head, sizeof(head), "# served by vyrefs %s\n", VY_VERSION);
 		size_t need = vy_config_format_ini(&fs->cfg, NULL, 0);
-		t.buf = malloc(need + 1);
-		if (t.buf)
-			t.len = vy_config_format_ini(&fs->cfg, t.buf, need + 1);
+		t.buf = hl > 0 && (size_t)hl < sizeof(head) ? malloc((size_t)hl + need + 1) : NULL;
+		if (t.buf) {
+			memcpy(t.buf, head, (size_t)hl);
+			t.len = (size_t)hl + vy_config_format_ini(&fs->cfg, t.buf + hl, need + 1);
+		}
 		t.failed = !t.buf;
 		break;
 	}
@@ -339,6 +346,7 @@ char *vy_vyre_render(vy_fs *fs, vy_inode *in, size_t *len)
 			add_text(&t, "%s\n", fs->socket_name(fs));
 		break;
 	case VY_V_CTL: /* read per open file: vy_ctlfile_read */
+	case VY_V_UPGRADE: /* written only */
 	case VY_V_NONE:
 		break;
 	}

@@ -230,6 +230,8 @@ static void describe(int st, char *out, size_t cap)
 {
 	if (WIFSIGNALED(st))
 		snprintf(out, cap, "killed by SIG%s", sigabbrev_np(WTERMSIG(st)) ? sigabbrev_np(WTERMSIG(st)) : "?");
+	else if (WEXITSTATUS(st) == VY_EXIT_TAKEOVER)
+		snprintf(out, cap, "handing over (vyrefs --upgrade)");
 	else
 		snprintf(out, cap, "exited with status %d", WEXITSTATUS(st));
 }

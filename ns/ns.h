@@ -41,6 +41,7 @@ typedef enum vy_virtual {
 	VY_V_NONE, VY_V_CTL, VY_V_LOG, VY_V_STATS, VY_V_METRICS, VY_V_DEVICE, VY_V_CONFIG,
 	VY_V_MODLOG, /* modules/NAME.log: the JIT log of module NAME (target) */
 	VY_V_SOCKET, /* the name of the socket client programs map files through */
+	VY_V_UPGRADE, /* a write hands the mount to the binary now installed (survive=on) */
 } vy_virtual;
 
 typedef struct vy_inode {

@@ -197,7 +197,7 @@ test_user_xattrs_and_vyre_xattrs() {
 
 test_vyre_directory_is_protected() {
 	V="$MNT/.vyre"
-	assertEquals "config ctl device log metrics modules socket stats" "$(ls "$V" | tr '\n' ' ' | sed 's/ $//')"
+	assertEquals "config ctl device log metrics modules socket stats upgrade" "$(ls "$V" | tr '\n' ' ' | sed 's/ $//')"
 	assertEquals "600 600 444 444 444 444 444 700 755" \
 		"$(stat -c %a "$V/ctl" "$V/log" "$V/stats" "$V/metrics" "$V/socket" "$V/device" "$V/config" "$V/modules" "$V" | tr '\n' ' ' | sed 's/ $//')"
 	rm -f "$V/stats" "$V/metrics" 2>/dev/null

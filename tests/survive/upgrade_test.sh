@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# survive=on (docs/survive.md, "Upgrade"): `vyrefs --upgrade MOUNTPOINT`
+# hands the mount to the binary now installed at the daemon's path, while
+# a program works in it, and the program sees no error. The mount runs
+# from a copy of the binaries in the test's own directory; the copy is
+# replaced by one whose version string differs (the same bytes, the
+# version patched), and .vyre/config then names the new version.
+. tests/fs/lib.sh
+T=""
+WPID=""
+
+setUp() {
+	T=$(mktemp -d /tmp/vyrefs-upgrade.XXXXXX) || return 1
+	mkdir "$T/bin" && cp "$VYREFS" "$(dirname "$VYREFS")/vyrefs-keeper" "$T/bin/" || return 1
+}
+
+tearDown() {
+	[ -n "$WPID" ] && kill "$WPID" 2>/dev/null
+	WPID=""
+	unmount_vyrefs
+	drop_log
+	rm -rf "$T"
+}
+
+version_of() { "$1" --version | awk '{ print $2 }'; }
+served_version() { head -1 "$MNT/.vyre/config" | sed -n 's/^# served by vyrefs //p'; }
+
+# install_other_version: the copy at $T/bin/vyrefs becomes a binary whose
+# version string is its own with the last character changed (renamed into
+# place, as a package manager installs: the running daemon keeps the old).
+install_other_version() {
+	python3 - "$T/bin/vyrefs" "$T/bin/vyrefs.new" <<'PY' || return 1
+import sys
+b = open(sys.argv[1], "rb").read()
+import subprocess
+v = subprocess.run([sys.argv[1], "--version"], capture_output=True, text=True).stdout.split()[1].encode()
+w = v[:-1] + (b"9" if v[-1:] != b"9" else b"8")
+old, new = b"\0" + v + b"\0", b"\0" + w + b"\0"
+assert b.count(old) == 1, b.count(old)
+open(sys.argv[2], "wb").write(b.replace(old, new))
+PY
+	chmod 755 "$T/bin/vyrefs.new" && mv "$T/bin/vyrefs.new" "$T/bin/vyrefs"
+}
+
+# A program that works in the mount until told to stop: every error it
+# meets goes to $T/errors; its count of rounds to $T/rounds.
+start_worker() {
+	python3 - "$MNT" "$T" <<'PY' &
+import os, sys
+mnt, t = sys.argv[1], sys.argv[2]
+rounds, errors = 0, []
+keep = open(os.path.join(mnt, "held"), "r+b")  # a file held open across the handovers
+while not os.path.exists(os.path.join(t, "stop")) and len(errors) < 10:
+    try:
+        d = os.path.join(mnt, "w%d" % rounds)
+        os.mkdir(d)
+        with open(os.path.join(d, "f"), "wb") as f:
+            f.write(b"%d" % rounds * 100)
+        os.rename(os.path.join(d, "f"), os.path.join(d, "g"))
+        with open(os.path.join(d, "g"), "rb") as f:
+            if f.read() != b"%d" % rounds * 100:
+                errors.append("round %d: bytes differ" % rounds)
+        os.unlink(os.path.join(d, "g"))
+        os.rmdir(d)
+        keep.seek(0)
+        if keep.read(5) != b"held\n":
+            errors.append("round %d: the held file reads wrong" % rounds)
+        rounds += 1
+    except OSError as e:
+        errors.append("round %d: %s" % (rounds, e))
+open(os.path.join(t, "errors"), "w").write("\n".join(errors))
+open(os.path.join(t, "rounds"), "w").write(str(rounds))
+PY
+	WPID=$!
+}
+
+test_upgrade_under_load_to_another_version() {
+	VYREFS=$T/bin/vyrefs mount_vyrefs "survive=on" || { fail "mount"; return; }
+	echo held > "$MNT/held"
+	local first out rc i
+	first=$(version_of "$T/bin/vyrefs")
+	assertEquals "config names the version serving" "$first" "$(served_version)"
+	start_worker
+	for i in 1 2 3; do
+		[ $i = 2 ] && { install_other_version || { fail "patch the version"; return; }; }
+		out=$("$T/bin/vyrefs" --upgrade "$MNT" 2>&1)
+		rc=$?
+		assertEquals "upgrade $i: $out" 0 "$rc"
+		assertContains "upgrade $i says so" "$out" "handed over"
+		assertEquals "takeovers after upgrade $i" "$i" "$(stat_of takeovers)"
+	done
+	touch "$T/stop"
+	wait "$WPID"
+	WPID=""
+	assertEquals "the program saw no error" "" "$(cat "$T/errors")"
+	assertTrue "the program worked" "[ $(cat "$T/rounds") -gt 0 ]"
+	assertNotEquals "another version" "$first" "$(version_of "$T/bin/vyrefs")"
+	assertEquals "the new version serves" "$(version_of "$T/bin/vyrefs")" "$(served_version)"
+	assertContains "the log names the handover" "$(cat "$VY_LOG")" "was handing over (vyrefs --upgrade)"
+	assertEquals "nothing left of the rounds" "held" "$(ls "$MNT")"
+}
+
+test_upgrade_refused_without_survive() {
+	mount_vyrefs "" || { fail "mount"; return; }
+	local out rc
+	out=$("$VYREFS" --upgrade "$MNT" 2>&1)
+	rc=$?
+	assertEquals "exit status" 1 "$rc"
+	assertContains "$out" "Fix: mount with -o survive=on"
+	assertEquals "the same daemon serves" "$VY_PID" "$(stat_of pid)"
+}
+
+test_upgrade_of_no_mount() {
+	local out rc
+	out=$("$VYREFS" --upgrade "$T" 2>&1)
+	rc=$?
+	assertEquals "exit status" 1 "$rc"
+	assertContains "$out" "not a vyrefs mount"
+}
+
+. tests/shunit.sh
