@@ -363,6 +363,16 @@ static void ctl_flush(fuse_req_t req, vy_fs *fs, vy_open *h)
 
 /* The control file takes no change (it is fixed) but one: `echo ... >
  * .vyre/ctl` truncates it to nothing, which is nothing to do. */
+bool vy_ctl_truncated_only(fuse_req_t req, vy_fs *fs, vy_inode *in, off_t size, bool *resized)
+{
+	(void)fs;
+	(void)in;
+	*resized = false;
+	if (size != 0)
+		fuse_reply_err(req, EPERM);
+	return size == 0;
+}
+
 const vy_kind_ops vy_ctl_kind = {
 	.no_data = EINVAL,
 	.uncached = true,
@@ -370,5 +380,5 @@ const vy_kind_ops vy_ctl_kind = {
 	.read = ctl_read,
 	.write = ctl_write,
 	.flush = ctl_flush,
-	.resize = vy_kind_truncated_only,
+	.resize = vy_ctl_truncated_only,
 };

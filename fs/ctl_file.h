@@ -16,4 +16,8 @@ int vy_ctlfile_flush(vy_fs *fs, vy_open *h, pid_t pid);
 /* Read the reply of the last sequence written through `h`, once. */
 size_t vy_ctlfile_read(vy_open *h, char *buf, size_t size);
 
+/* A .vyre file written only (ctl, upgrade): a truncate to 0 (the shell's
+ * `>`) passes as nothing, any other size is EPERM (vy_kind_ops.resize). */
+bool vy_ctl_truncated_only(fuse_req_t req, vy_fs *fs, vy_inode *in, off_t size, bool *resized);
+
 #endif

@@ -26,16 +26,6 @@ const vy_kind_ops *vy_kind_ops_of(const vy_inode *in)
 	return &vy_special_kind; /* no other kind is made (ns/ns.h) */
 }
 
-bool vy_kind_truncated_only(fuse_req_t req, vy_fs *fs, vy_inode *in, off_t size, bool *resized)
-{
-	(void)fs;
-	(void)in;
-	*resized = false;
-	if (size != 0)
-		fuse_reply_err(req, EPERM);
-	return size == 0;
-}
-
 static void dir_stat(vy_fs *fs, vy_inode *in, struct stat *st)
 {
 	(void)fs;

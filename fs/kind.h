@@ -81,10 +81,6 @@ const vy_kind_ops *vy_kind_ops_of(const vy_inode *in);
 
 extern const vy_kind_ops vy_dir_kind, vy_symlink_kind, vy_special_kind; /* fs/kind.c */
 extern const vy_kind_ops vy_file_kind;                                  /* fs/file_kind.c */
-/* A .vyre file written only (ctl, upgrade): a truncate to 0 (the shell's
- * `>`) passes as nothing, any other size is EPERM. */
-bool vy_kind_truncated_only(fuse_req_t req, vy_fs *fs, vy_inode *in, off_t size, bool *resized);
-
 extern const vy_kind_ops vy_vyre_kind;                                  /* fs/vyre.c */
 extern const vy_kind_ops vy_ctl_kind;                                   /* fs/ctl_file.c */
 extern const vy_kind_ops vy_upgrade_kind;                               /* fs/upgrade_file.c */

@@ -3,6 +3,7 @@
  * the binary now installed at its path, once the requests in flight are
  * answered; the write is answered first. `vyrefs --upgrade MOUNTPOINT`
  * writes it. The kernel checks who may open it; the daemon trusts that. */
+#include "fs/ctl_file.h"
 #include "fs/fs.h"
 #include "fs/kind.h"
 #include "daemon/log.h"
@@ -47,5 +48,5 @@ const vy_kind_ops vy_upgrade_kind = {
 	.uncached = true,
 	.open = upgrade_open,
 	.write = upgrade_write,
-	.resize = vy_kind_truncated_only, /* `echo now > .vyre/upgrade` truncates first */
+	.resize = vy_ctl_truncated_only, /* `echo now > .vyre/upgrade` truncates first, as for ctl */
 };
