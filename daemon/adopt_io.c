@@ -13,9 +13,6 @@
 #ifndef FUSE_NOTIFY_RESEND
 #define FUSE_NOTIFY_RESEND 7 /* Linux 6.9, protocol 7.40; older headers stop before it */
 #endif
-#ifndef FUSE_UNIQUE_RESEND
-#define FUSE_UNIQUE_RESEND (1ULL << 63)
-#endif
 /* The replayed INIT's unique: bit 63 clear (no resent request has it) and
  * far above any count the kernel reaches. */
 #define REPLAY_UNIQUE 0x5e5e5e5e5e5e5e5eULL
@@ -131,8 +128,8 @@ ssize_t vy_adopt_io_read(int fd, void *buf, size_t len)
 	/* Handles the dead daemon gave out are this one's too (ids taken
 	 * back by persist/replay_kernel.c); one it could not take back is an
 	 * id no slot holds, answered EBADF by the operation itself. A resent
-	 * request (unique | FUSE_UNIQUE_RESEND) runs anew: no outcome log yet
-	 * (docs/survive.md). */
+	 * request is answered from its kept reply, or runs anew (session.c,
+	 * persist/request.h). */
 	return read(fd, buf, len);
 }
 

@@ -7,9 +7,6 @@
 #include <linux/fuse.h>
 #include <stdbool.h>
 
-#ifndef FUSE_UNIQUE_RESEND
-#define FUSE_UNIQUE_RESEND (1ULL << 63)
-#endif
 
 static struct vy_fs *kept;
 

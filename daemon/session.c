@@ -124,9 +124,6 @@ void vy_session_hook(const vy_session_hooks *h)
 	hooks = h;
 }
 
-#ifndef FUSE_UNIQUE_RESEND
-#define FUSE_UNIQUE_RESEND (1ULL << 63)
-#endif
 
 /* A resent request the dead daemon had answered (its reply kept with its
  * changes): the kept reply goes to the kernel under the resent unique,

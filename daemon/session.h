@@ -32,6 +32,9 @@ void vy_session_record_init(struct vy_state *st);
  * (bit 63 cleared), which the session then writes in place of running it
  * (0: none kept). Set before the session serves; NULL: none. */
 struct fuse_in_header;
+#ifndef FUSE_UNIQUE_RESEND
+#define FUSE_UNIQUE_RESEND (1ULL << 63) /* a resent request's unique (Linux 6.9; older headers lack it) */
+#endif
 typedef struct vy_session_hooks {
 	void (*read)(const struct fuse_in_header *in);
 	void (*reply)(uint64_t unique, const struct iovec *iov, int count);
