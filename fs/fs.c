@@ -69,6 +69,11 @@ vy_err vy_fs_init(vy_fs *fs, vy_core *const *cores, unsigned n, const vy_config 
 	if (n < 1 || n > VY_DEVICES_MAX)
 		return vy_fail(e, VY_EINVAL, "mount 1 to 16 devices", "%u devices", n);
 	fs->cfg = *cfg;
+	/* survive=on: a write is acknowledged only once its bytes are in memory
+	 * the keeper holds. Write-behind's slots are this process's pinned
+	 * memory: a write gathered there dies with the daemon. */
+	if (fs->cfg.survive)
+		fs->cfg.write_behind = false;
 	_Static_assert(VY_NS_ROOT == FUSE_ROOT_ID, "the namespace's root is the kernel's");
 	if (!vy_ns_init(vy_fs_ns(fs), cfg->xattr_budget))
 		return vy_fail(e, VY_ENOMEM, "free host memory", "cannot create the namespace lock");

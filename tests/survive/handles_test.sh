@@ -106,6 +106,21 @@ test_drop_caches_forgets_every_reference_after_a_kill() {
 	assertEquals "the files are all there" 300 "$(ls "$MNT/a/b" | wc -l)"
 }
 
+# A write acknowledged before the kill is in the file after it: with
+# survive=on no write waits in the daemon's own memory (write-behind is off).
+test_acknowledged_write_survives_a_kill() {
+	mount_vyrefs "survive=on" || { fail "mount"; return; }
+	assertContains "write-behind is off" "$(cat "$MNT/.vyre/config")" "write_behind = off"
+	exec 3>"$MNT/f"
+	printf 'acknowledged before the kill' >&3 # no close, no fsync: nothing settles it
+	kill_daemon || { exec 3>&-; return; }
+	# O_DIRECT: the daemon's bytes, not the kernel's page cache of the write.
+	assertEquals "its bytes" "acknowledged before the kill" "$(dd if="$MNT/f" iflag=direct bs=4096 status=none)"
+	exec 3>&-
+	assertEquals "and after the close" "acknowledged before the kill" \
+		"$(dd if="$MNT/f" iflag=direct bs=4096 status=none)"
+}
+
 only_as_root_here() {
 	[ "$(id -u)" = 0 ] || eval 'test_drop_caches_forgets_every_reference_after_a_kill() { need_root "drop_caches" || return 0; }'
 }
