@@ -58,11 +58,13 @@ vy_err vy_store_keep_layout(vy_store *s, vy_handle h, vy_keep_layout *out, vy_er
 	return rc;
 }
 
-/* Whether `l` is one allocation as vy_store_alloc makes it (no view). */
+/* Whether `l` is one allocation (no view): as vy_store_alloc makes it, or
+ * as vy_store_share moves a buffer of a granule or less (the granule). */
 static bool is_plain(vy_store *s, const vy_keep_layout *l)
 {
-	return l->n == 1 && l->piece[0].off == 0 && l->len <= l->piece[0].bytes &&
-	       l->piece[0].bytes == vy_device_alloc_size(s->dev, l->len);
+	uint64_t g = s->dev->share ? s->dev->info.share_granularity : 0, bytes = l->piece[0].bytes;
+	return l->n == 1 && l->piece[0].off == 0 && l->len <= bytes &&
+	       (bytes == vy_device_alloc_size(s->dev, l->len) || (g && bytes == g));
 }
 
 /* The layout's shape, before anything is taken: pieces sorted, apart,

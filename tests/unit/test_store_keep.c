@@ -119,12 +119,20 @@ static vy_buffer_view view(side *x, vy_handle h)
 	return v;
 }
 
+static vy_err host_copy(void *ctx, vy_dptr dst, vy_dptr src, uint64_t len, vy_error *e)
+{
+	(void)ctx;
+	(void)e;
+	memcpy((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, (size_t)len);
+	return VY_OK;
+}
+
 static void fill(side *x, vy_handle h, uint64_t off, uint64_t n, unsigned seed)
 {
 	vy_test_fill_pattern((char *)(uintptr_t)view(x, h).ptr + off, (size_t)n, seed);
 }
 
-enum { TINY_A, TINY_B, TINY_C, SMALL, ONE_MIB, MEMFD, TWO_MIB, GROWN, HOLED, PUNCHED, BEFORE, NBUF };
+enum { TINY_A, TINY_B, TINY_C, SMALL, ONE_MIB, MEMFD, TWO_MIB, GROWN, HOLED, PUNCHED, SHARED, BEFORE, NBUF };
 
 /* Buffers of every shape; their bytes written. */
 static bool make_all(side *x, vy_handle *h)
@@ -150,7 +158,15 @@ static bool make_all(side *x, vy_handle *h)
 	    vy_store_grow(x->s, h[PUNCHED], 6 * MiB, &v, NULL) != VY_OK)
 		return false;
 	fill(x, h[PUNCHED], 0, v.len, 22);
-	return vy_store_punch(x->s, h[PUNCHED], 2 * MiB, 2 * MiB, &v, NULL) == VY_OK;
+	if (vy_store_punch(x->s, h[PUNCHED], 2 * MiB, 2 * MiB, &v, NULL) != VY_OK)
+		return false;
+	/* Moved to memory of its own (a mapping, a sequence): one granule
+	 * for 900 bytes, which a successor must take as it is. (Its first
+	 * slot was in the tiny ones' slab, which lives on.) */
+	if (vy_store_alloc(x->s, 900, &h[SHARED], NULL) != VY_OK)
+		return false;
+	fill(x, h[SHARED], 0, 900, 23);
+	return vy_store_share(x->s, h[SHARED], host_copy, NULL, NULL) == VY_OK;
 }
 
 static void *copy_of(side *x, vy_handle h)
@@ -202,6 +218,9 @@ static void successor_gets_the_same_memory(void)
 	CHECK_EQ(l[HOLED].piece[0].off, 2 * MiB);
 	CHECK_EQ(l[PUNCHED].n, 2);
 	CHECK_EQ(l[PUNCHED].piece[1].off, 4 * MiB);
+	CHECK_EQ(l[SHARED].n, 1);
+	CHECK_EQ(l[SHARED].len, 900);
+	CHECK_EQ(l[SHARED].piece[0].bytes, 2 * MiB);
 	/* The keeper holds exactly the live files' memory: every slot a
 	 * layout names, nothing else (the zero granule and the punched piece
 	 * were dropped). */
