@@ -9,6 +9,10 @@
 #include "proto/channel.h"
 #include "proto/seq.h"
 
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -293,6 +297,23 @@ static const op_fn ops[] = {
 	[VY_OP_MAP] = op_map,     [VY_OP_UNMAP] = op_unmap, [VY_OP_RUN] = op_run,
 };
 
+/* The daemon gone (killed: its end of the channel closed), a sequence
+ * still running here would go on writing files that its successor serves:
+ * the launcher ends at once, in the middle of any step, as it would when
+ * killed. Polling the channel for its hang-up takes nothing from it. */
+static void *watch_daemon(void *arg)
+{
+	int sock = (int)(intptr_t)arg;
+	for (;;) {
+		struct pollfd p = {.fd = sock, .events = POLLRDHUP};
+		int n = poll(&p, 1, -1);
+		if (n > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)))
+			_exit(0); /* as the main loop ends when the daemon closes the channel */
+		if (n < 0 && errno != EINTR)
+			return NULL; /* cannot watch: the channel's end still ends it between messages */
+	}
+}
+
 int vy_launcher_main(int sock)
 {
 	/* Nothing of the daemon's but the channel: the mount's /dev/fuse fd
@@ -304,6 +325,13 @@ int vy_launcher_main(int sock)
 			close((int)fd);
 	launcher l = {.ch = {.sock = sock, .mb_fd = -1}};
 	vy_u64map_init(&l.maps);
+	pthread_t watcher;
+	int err = pthread_create(&watcher, NULL, watch_daemon, (void *)(intptr_t)sock);
+	if (err == 0)
+		pthread_detach(watcher);
+	else
+		fprintf(stderr, "vyrefs launcher: cannot watch the daemon (%s): a sequence runs on past its death\n",
+			strerror(err));
 	int status = 0;
 	for (;;) {
 		vy_msg m;
