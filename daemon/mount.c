@@ -240,7 +240,7 @@ static void unmount_adopted(const char *mountpoint)
 
 #define SURVIVE_WARNING                                                                                        \
 	"survive=on is experimental: files, names, attributes, bytes and open files survive a daemon's death; "   \
-	"mappings, modules and an unfinished ctl statement do not yet (docs/survive.md): test mounts only"
+	"mappings and modules do not yet (docs/survive.md): test mounts only"
 
 int vy_mount_serve(const vy_mount_args *a, vy_keeper_link *keeper, vy_keeper_adoption *adopt, vy_state *st)
 {

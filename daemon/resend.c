@@ -41,7 +41,7 @@ static bool kept_with_answer(uint32_t opcode)
 
 static void on_read(const struct fuse_in_header *in)
 {
-	vy_persist_request(kept, kept_with_answer(in->opcode) ? in->unique & ~FUSE_UNIQUE_RESEND : 0);
+	vy_persist_request(kept, in->unique & ~FUSE_UNIQUE_RESEND, kept_with_answer(in->opcode));
 }
 
 static void on_reply(uint64_t unique, const struct iovec *iov, int count)

@@ -7,6 +7,7 @@
 #include "fs/wbehind.h"
 #include "ctl/exec.h"
 #include "daemon/log.h"
+#include "persist/request.h"
 #include "persist/writer.h"
 
 #include <errno.h>
@@ -207,10 +208,45 @@ static void drop_pending(vy_open *h, size_t used)
 	h->plen -= used;
 }
 
+/* In a successor (vy_ctlfile_adopt): the resend of the write whose
+ * sequence the dead daemon was running is refused, not run twice, and so is
+ * the first write after an unfinished statement it lost (with the rest of
+ * its line). True: this write is answered, *result its errno. */
+static bool refused_after_restart(vy_fs *fs, vy_open *h, const char *buf, size_t size, pid_t pid, int *result)
+{
+	vy_ctl_error err = {.line = h->next_line};
+	uint64_t seq = 0;
+	if (h->interrupted && h->interrupted == vy_persist_serving()) {
+		h->interrupted = 0;
+		seq = h->interrupted_seq; /* its own number: it is that sequence's answer */
+		vy_fail(&err.e, VY_EDEVICE, "check the files it writes, and run it again if that is safe",
+			"the daemon restarted while this sequence ran (a crash, a kill or vyrefs --upgrade): some of its "
+			"steps may have run");
+	} else if (h->lost_text) {
+		vy_fail(&err.e, VY_EDEVICE, "write the statement again, whole",
+			"the daemon restarted (a crash, a kill or vyrefs --upgrade) and lost the unfinished statement this "
+			"file held (%u bytes): nothing of it ran, and this write is refused up to its first newline",
+			h->lost_text);
+		h->lost_text = 0;
+		h->discard = !memchr(buf, '\n', size);
+	} else {
+		return false;
+	}
+	answer(fs, h, seq ? seq : vy_seqlog_next(&fs->seqlog), pid, VY_EDEVICE, &err, NULL);
+	*result = EIO;
+	return true;
+}
+
 int vy_ctlfile_write(vy_fs *fs, vy_open *h, const char *buf, size_t size, pid_t pid, const _Atomic uint32_t *stop)
 {
 	pthread_mutex_lock(&h->ctl);
+	/* survive=on: what this write leaves goes with its answer, so the
+	 * kernel's resend of it is answered, never run again. */
+	vy_persist_with_answer(fs);
 	int result = 0;
+	uint64_t seq = 0;
+	if (refused_after_restart(fs, h, buf, size, pid, &result))
+		goto out;
 	if (h->discard) {
 		/* The rest of a line refused for its length is not statements. */
 		const char *nl = memchr(buf, '\n', size);
@@ -253,9 +289,11 @@ int vy_ctlfile_write(vy_fs *fs, vy_open *h, const char *buf, size_t size, pid_t 
 		vy_ctl_plan_free(&plan);
 		goto out;
 	}
-	uint64_t seq = vy_seqlog_next(&fs->seqlog);
+	seq = vy_seqlog_next(&fs->seqlog);
 	vy_ctl_result res = {0};
 	if (rc == VY_OK) {
+		/* Kept before it runs: a successor refuses this write's resend. */
+		vy_persist_ctl(fs, h, vy_persist_serving(), seq, (uint32_t)(h->plen - used));
 		vy_ctl_files files = {.ctx = fs,
 				      .lookup = files_lookup,
 				      .share = files_share,
@@ -271,13 +309,16 @@ int vy_ctlfile_write(vy_fs *fs, vy_open *h, const char *buf, size_t size, pid_t 
 			dev[d] = (vy_ctl_device){fs->dev[d].core, fs->dev[d].modules, fs->dev[d].runner};
 		vy_ctl_devices devs = {.dev = dev, .n = fs->ndev, .direct = fs->direct,
 				       .move_hint = "setfattr -n user.vyre.device -v"};
+		atomic_fetch_add(&fs->seqlog.running, 1);
 		rc = vy_ctl_run(&devs, &files, &plan, &res, &err);
+		atomic_fetch_sub(&fs->seqlog.running, 1);
 	}
 	vy_ctl_plan_free(&plan);
 	answer(fs, h, seq, pid, rc, &err, &res);
 	drop_pending(h, used);
 	result = errno_of(rc);
 out:
+	vy_persist_ctl(fs, h, 0, seq, (uint32_t)h->plen);
 	pthread_mutex_unlock(&h->ctl);
 	return result;
 }
@@ -294,9 +335,36 @@ int vy_ctlfile_flush(vy_fs *fs, vy_open *h, pid_t pid)
 			result = errno_of(rc);
 		}
 		drop_pending(h, h->plen);
+		vy_persist_ctl(fs, h, 0, 0, 0);
 	}
 	pthread_mutex_unlock(&h->ctl);
 	return result;
+}
+
+void vy_ctlfile_adopt(vy_fs *fs, vy_open *h, uint64_t running, uint64_t seq, uint32_t pending, int next_line,
+		      const char *reply, size_t reply_len)
+{
+	pthread_mutex_lock(&h->ctl);
+	vy_seqlog_after(&fs->seqlog, seq);
+	h->next_line = next_line;
+	h->interrupted = running;
+	h->interrupted_seq = seq;
+	h->lost_text = pending;
+	char *text = NULL;
+	int n = -1;
+	if (running) /* its writer may read before the resend comes */
+		n = asprintf(&text, "error seq=%" PRIu64 " line %d: the daemon restarted while this sequence ran (a crash, a "
+				    "kill or vyrefs --upgrade): some of its steps may have run\n",
+			     seq, next_line);
+	else if (reply_len && (text = malloc(reply_len)))
+		memcpy(text, reply, (size_t)(n = (int)reply_len));
+	if (n >= 0) {
+		free(h->reply);
+		h->reply = text;
+		h->reply_len = (size_t)n;
+		h->reply_pos = 0;
+	}
+	pthread_mutex_unlock(&h->ctl);
 }
 
 size_t vy_ctlfile_read(vy_open *h, char *buf, size_t size)

@@ -31,6 +31,14 @@ uint64_t vy_seqlog_next(vy_seqlog *log)
 	return seq;
 }
 
+void vy_seqlog_after(vy_seqlog *log, uint64_t seq)
+{
+	pthread_mutex_lock(&log->lock);
+	if (log->next_seq < seq)
+		log->next_seq = seq;
+	pthread_mutex_unlock(&log->lock);
+}
+
 void vy_seqlog_add(vy_seqlog *log, uint64_t seq, pid_t pid, const char *outcome)
 {
 	char when[32];

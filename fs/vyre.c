@@ -168,6 +168,7 @@ static void render_stats(vy_fs *fs, text *t)
 	held_now(fs, &h);
 	add_text(t, "open_handles %" PRIu64 "\nkernel_lookups %" PRIu64 "\nforgets_unmatched %" PRIu64 "\n", h.handles,
 		 h.lookups, h.unmatched);
+	add_text(t, "sequences_running %" PRIu64 "\n", atomic_load(&fs->seqlog.running));
 	if (fs->ndev < 2)
 		return;
 	for (unsigned d = 0; d < fs->ndev; d++) {
@@ -259,8 +260,10 @@ static void render_metrics(vy_fs *fs, text *t)
 		    "# HELP vyrefs_kernel_lookups references the kernel holds on inodes (entry replies not yet forgotten)\n"
 		    "# TYPE vyrefs_kernel_lookups gauge\nvyrefs_kernel_lookups %" PRIu64 "\n"
 		    "# HELP vyrefs_forgets_unmatched_total references the kernel forgot that were never counted\n"
-		    "# TYPE vyrefs_forgets_unmatched_total counter\nvyrefs_forgets_unmatched_total %" PRIu64 "\n",
-		 h.handles, h.lookups, h.unmatched);
+		    "# TYPE vyrefs_forgets_unmatched_total counter\nvyrefs_forgets_unmatched_total %" PRIu64 "\n"
+		    "# HELP vyrefs_sequences_running control sequences running now\n"
+		    "# TYPE vyrefs_sequences_running gauge\nvyrefs_sequences_running %" PRIu64 "\n",
+		 h.handles, h.lookups, h.unmatched, atomic_load(&fs->seqlog.running));
 	add_text(t, "# HELP vyrefs_device_memory_total_bytes the device's memory\n"
 		    "# TYPE vyrefs_device_memory_total_bytes gauge\n");
 	memory_series(fs, t, false);

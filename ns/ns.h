@@ -111,6 +111,11 @@ typedef struct vy_open {
 	size_t reply_len, reply_pos;
 	bool written; /* a module written through this handle: load at flush */
 	bool discard; /* ctl: the rest of a refused over-long line is dropped */
+	/* ctl, in a successor: the write whose sequence the dead daemon was
+	 * running (its resend is refused, not run twice), and the bytes of an
+	 * unfinished statement it held (the next write is refused) */
+	uint64_t interrupted, interrupted_seq;
+	uint32_t lost_text;
 	pthread_mutex_t ctl; /* one sequence at a time through one open file */
 } vy_open;
 

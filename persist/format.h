@@ -23,6 +23,7 @@ enum vy_p_type {
 	VY_P_HANDLE = 7, /* vy_p_handle: an open file or directory the kernel holds (ino 0: released) */
 	VY_P_LOOKUP = 8, /* vy_p_lookup: the kernel's references to an inode */
 	VY_P_GROUP = 9,  /* vy_p_group + reply + records: one request's changes and its answer */
+	VY_P_CTL = 10,   /* vy_p_ctl + reply: an open .vyre/ctl (its handle's) reply and whether a sequence runs */
 };
 
 /* An image section holds records back to back, each a vy_p_head and its
@@ -39,7 +40,9 @@ typedef struct vy_p_ns {
 	uint64_t next_ino;   /* inode numbers are never reused within a mount */
 	uint32_t generation; /* the kernel's node generation of the mount */
 	uint32_t zero;
+	uint64_t sequences; /* the last .vyre/ctl sequence's number (format 4; format 3's record ends before it) */
 } vy_p_ns;
+#define VY_P_NS_V3_BYTES 16u
 
 typedef struct vy_p_time {
 	int64_t sec, nsec;
@@ -103,6 +106,23 @@ typedef struct vy_p_lookup {
 	uint64_t nlookup;
 } vy_p_lookup;
 
+/* An open file of .vyre/ctl, as its writer would find it: the reply of its
+ * last sequence (read once: the text follows), the unfinished statement it
+ * holds (kept as a length: a successor refuses its rest), and the write
+ * whose sequence runs now (a successor answers that write's resend with an
+ * error that says the daemon restarted, never with a second run). Forgotten
+ * with its handle. */
+#define VY_P_CTL_REPLY_MAX 2048u
+typedef struct vy_p_ctl {
+	uint64_t id;      /* the handle's (vy_p_handle.id) */
+	uint64_t running; /* the kernel's unique of the write running a sequence now (0: none) */
+	uint64_t seq;     /* the number of its last sequence (.vyre/log); the mount's numbering goes on after the largest */
+	uint32_t pending; /* bytes of an unfinished statement held */
+	int32_t next_line;
+	uint32_t reply_len; /* the reply text follows */
+	uint32_t zero;
+} vy_p_ctl;
+
 /* A request's records, kept together (one log record: all of them or none)
  * with the reply the daemon gave it, so a successor answers the kernel's
  * resend of it with that reply instead of running it again. The reply (its
@@ -118,8 +138,8 @@ typedef struct vy_p_group {
 	uint32_t records;
 } vy_p_group;
 
-_Static_assert(sizeof(vy_p_head) == 8 && sizeof(vy_p_group) == 24 && sizeof(vy_p_inode) == 128 && sizeof(vy_p_name) == 32 &&
-		       sizeof(vy_p_handle) == 32 && sizeof(vy_p_lookup) == 16 &&
+_Static_assert(sizeof(vy_p_head) == 8 && sizeof(vy_p_ns) == 24 && sizeof(vy_p_group) == 24 && sizeof(vy_p_inode) == 128 && sizeof(vy_p_name) == 32 &&
+		       sizeof(vy_p_handle) == 32 && sizeof(vy_p_lookup) == 16 && sizeof(vy_p_ctl) == 40 &&
 		       sizeof(vy_p_layout) == 32 && sizeof(vy_keep_piece) == 32,
 	       "persist/format.h: fixed layout");
 

@@ -2,6 +2,7 @@
 #include "persist/replay_kernel.h"
 #include "daemon/log.h"
 #include "fs/fs.h"
+#include "fs/ctl_file.h"
 #include "fs/vyre.h"
 #include "persist/format.h"
 
@@ -37,8 +38,9 @@ static bool fits(const vy_p_handle *r, const vy_inode *in)
 	return in->kind == VY_FILE || (in->kind == VY_VIRTUAL && in->fixed);
 }
 
-/* Handle `r` on `in` (it fits) live again with its id: 0, or an errno. */
-static int take_back(vy_fs *fs, const vy_p_handle *r, vy_inode *in)
+/* Handle `r` on `in` (it fits) live again with its id, an open control
+ * file with its state `ctl` (or none): 0, or an errno. */
+static int take_back(vy_fs *fs, const vy_p_handle *r, vy_inode *in, const vy_p_ctl *ctl)
 {
 	if (r->kind == VY_HANDLE_DIR)
 		return vy_handles_add_at(&fs->handles, r->id, VY_HANDLE_DIR, NULL, r->ino, r->limit);
@@ -52,6 +54,9 @@ static int take_back(vy_fs *fs, const vy_p_handle *r, vy_inode *in)
 	}
 	o->fh = r->id;
 	in->opens++;
+	if (ctl && in->kind == VY_VIRTUAL && in->virt == VY_V_CTL)
+		vy_ctlfile_adopt(fs, o, ctl->running, ctl->seq, ctl->pending, ctl->next_line, (const char *)(ctl + 1),
+				 ctl->reply_len);
 	return 0;
 }
 
@@ -70,7 +75,7 @@ static vy_err give_handles(vy_fs *fs, vy_shadow *sh, vy_replay_counts *counts, v
 	for (size_t i = 0; i < k && rc == VY_OK; i++) {
 		vy_p_handle *r = all[i];
 		vy_inode *in = vy_fs_inode(fs, r->ino);
-		int err = fits(r, in) ? take_back(fs, r, in) : EINVAL;
+		int err = fits(r, in) ? take_back(fs, r, in, vy_u64map_get(&sh->ctls, r->id)) : EINVAL;
 		if (!err) {
 			counts->handles++;
 			continue;
@@ -102,5 +107,6 @@ vy_err vy_replay_kernel_refs(struct vy_fs *fs, vy_shadow *sh, vy_replay_counts *
 			counts->lookups_lost += node->nlookup; /* a module's: its FORGET finds nothing */
 		}
 	}
+	vy_seqlog_after(&fs->seqlog, sh->sequences); /* sequences number on after the dead daemon's */
 	return give_handles(fs, sh, counts, e);
 }

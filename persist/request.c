@@ -11,6 +11,8 @@
 
 /* The request whose answer this thread kept last, until it is sent. */
 static __thread uint64_t answered;
+/* The request this thread serves. */
+static __thread uint64_t serving;
 
 static size_t pad8(size_t n)
 {
@@ -64,7 +66,7 @@ static void keep(vy_persist *p, const void *reply, size_t reply_len)
 		p->counts.records += g.records - 1;
 }
 
-void vy_persist_request(struct vy_fs *fs, uint64_t unique)
+void vy_persist_request(struct vy_fs *fs, uint64_t unique, bool with_answer)
 {
 	vy_persist *p = fs->persist;
 	if (p && vy_group_on(p) && vy_group_records()) { /* an earlier request of this thread went unanswered */
@@ -72,7 +74,20 @@ void vy_persist_request(struct vy_fs *fs, uint64_t unique)
 		keep(p, NULL, 0);
 		pthread_mutex_unlock(&p->lock);
 	}
-	vy_group_begin(p, p ? unique : 0);
+	serving = unique;
+	vy_group_begin(p, p && with_answer ? unique : 0);
+}
+
+uint64_t vy_persist_serving(void)
+{
+	return serving;
+}
+
+void vy_persist_with_answer(struct vy_fs *fs)
+{
+	vy_persist *p = fs->persist;
+	if (p && serving && !vy_group_on(p))
+		vy_group_begin(p, serving);
 }
 
 void vy_persist_reply(struct vy_fs *fs, uint64_t unique, const struct iovec *iov, int count)

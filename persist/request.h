@@ -13,16 +13,24 @@
 #ifndef VY_PERSIST_REQUEST_H
 #define VY_PERSIST_REQUEST_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/uio.h>
 
 struct vy_fs;
 
-/* This thread now serves request `unique`; 0: one whose records are kept
- * at once (a write, a setattr: run again, they give the same result). What
- * an earlier request of this thread left unanswered is kept first. */
-void vy_persist_request(struct vy_fs *fs, uint64_t unique);
+/* This thread now serves request `unique` (bit 63 clear); `with_answer`:
+ * its records wait for its reply, else they are kept at once (a write, a
+ * setattr: run again, they give the same result). What an earlier request
+ * of this thread left unanswered is kept first. */
+void vy_persist_request(struct vy_fs *fs, uint64_t unique, bool with_answer);
+/* The request this thread serves (0: none). */
+uint64_t vy_persist_serving(void);
+/* From now on the records of the request this thread serves wait for its
+ * reply, as if it had been read `with_answer` (a write to .vyre/ctl, which
+ * must not run its sequence twice). */
+void vy_persist_with_answer(struct vy_fs *fs);
 /* A reply (the fuse_out_header first) is about to be written: keep the
  * request's records with it. A reply of another request (or larger than
  * VY_P_REPLY_MAX) keeps them with no answer. */

@@ -15,6 +15,7 @@ void vy_shadow_init(vy_shadow *s)
 	memset(s, 0, sizeof(*s));
 	vy_u64map_init(&s->nodes);
 	vy_u64map_init(&s->handles);
+	vy_u64map_init(&s->ctls);
 	vy_u64map_init(&s->answers);
 	s->next_ino = VY_NS_ROOT + 1;
 }
@@ -39,12 +40,16 @@ void vy_shadow_destroy(vy_shadow *s)
 	for (size_t i = 0; vy_u64map_next(&s->handles, &i, &k, &v);)
 		free(v);
 	vy_u64map_destroy(&s->handles);
+	for (size_t i = 0; vy_u64map_next(&s->ctls, &i, &k, &v);)
+		free(v);
+	vy_u64map_destroy(&s->ctls);
 	vy_answers_destroy(&s->answers);
 }
 
 void vy_shadow_forget_handle(vy_shadow *s, uint64_t id)
 {
 	free(vy_u64map_remove(&s->handles, id));
+	free(vy_u64map_remove(&s->ctls, id));
 }
 
 void vy_shadow_forget(vy_shadow *s, uint64_t ino)
@@ -151,11 +156,14 @@ vy_err vy_shadow_apply(vy_shadow *s, uint16_t type, const void *p, uint32_t len,
 	case VY_P_GROUP:
 		return apply_group(s, p, len, seq, e);
 	case VY_P_NS: {
-		if (len != sizeof(vy_p_ns))
+		if (len != sizeof(vy_p_ns) && len != VY_P_NS_V3_BYTES)
 			return bad(e, type, "has the wrong length");
-		const vy_p_ns *r = p;
+		vy_p_ns r0 = {0}, *r = &r0;
+		memcpy(r, p, len);
 		if (r->next_ino > s->next_ino)
 			s->next_ino = r->next_ino;
+		if (r->sequences > s->sequences)
+			s->sequences = r->sequences;
 		s->generation = r->generation;
 		s->has_ns = true;
 		return VY_OK;
@@ -230,6 +238,26 @@ vy_err vy_shadow_apply(vy_shadow *s, uint16_t type, const void *p, uint32_t len,
 		*c = *r;
 		return VY_OK;
 	}
+	case VY_P_CTL: {
+		const vy_p_ctl *r = p;
+		if (len < sizeof(*r) || len - sizeof(*r) != r->reply_len || r->reply_len > VY_P_CTL_REPLY_MAX ||
+		    (r->running >> 63) || r->next_line < 1)
+			return bad(e, type, "is not a control file's state");
+		if (!vy_u64map_get(&s->handles, r->id))
+			return bad(e, type, "names no open handle");
+		if (r->seq > s->sequences)
+			s->sequences = r->seq;
+		vy_p_ctl *c = malloc(len), *old = vy_u64map_get(&s->ctls, r->id);
+		if (c && !vy_u64map_put(&s->ctls, r->id, c)) {
+			free(c);
+			c = NULL;
+		}
+		if (!c)
+			return vy_fail(e, VY_ENOMEM, "free host memory", "kept state: no memory for a control file");
+		memcpy(c, p, len);
+		free(old);
+		return VY_OK;
+	}
 	case VY_P_LOOKUP: {
 		const vy_p_lookup *r = p;
 		if (len != sizeof(*r) || r->ino == 0)
@@ -297,7 +325,7 @@ static vy_err apply_group(vy_shadow *s, const uint8_t *p, uint32_t len, uint64_t
 
 vy_err vy_shadow_dump(const vy_shadow *s, vy_shadow_emit_fn emit, void *ctx, vy_error *e)
 {
-	vy_p_ns ns = {.next_ino = s->next_ino, .generation = s->generation};
+	vy_p_ns ns = {.next_ino = s->next_ino, .generation = s->generation, .sequences = s->sequences};
 	vy_err rc = emit(ctx, VY_P_NS, &ns, sizeof(ns), e);
 	uint64_t k;
 	void *v;
@@ -331,6 +359,8 @@ vy_err vy_shadow_dump(const vy_shadow *s, vy_shadow_emit_fn emit, void *ctx, vy_
 	}
 	for (size_t i = 0; rc == VY_OK && vy_u64map_next(&s->handles, &i, &k, &v);)
 		rc = emit(ctx, VY_P_HANDLE, v, sizeof(vy_p_handle), e);
+	for (size_t i = 0; rc == VY_OK && vy_u64map_next(&s->ctls, &i, &k, &v);)
+		rc = emit(ctx, VY_P_CTL, v, (uint32_t)(sizeof(vy_p_ctl) + ((const vy_p_ctl *)v)->reply_len), e);
 	for (size_t i = 0; rc == VY_OK && vy_u64map_next(&s->answers, &i, &k, &v);)
 		if (vy_answer_held(v))
 			rc = emit(ctx, VY_P_GROUP, v, (uint32_t)vy_answer_bytes(v), e);

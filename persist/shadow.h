@@ -28,8 +28,10 @@ typedef struct vy_shadow_node {
 typedef struct vy_shadow {
 	vy_u64map nodes;   /* ino -> vy_shadow_node */
 	vy_u64map handles; /* handle id -> vy_p_handle (a copy): the live ones */
+	vy_u64map ctls;    /* handle id -> vy_p_ctl and its reply (a copy): the open .vyre/ctl files */
 	vy_u64map answers; /* the answers kept for resends (persist/answers.h) */
 	uint64_t next_ino;
+	uint64_t sequences; /* the largest .vyre/ctl sequence number kept */
 	uint32_t generation;
 	bool has_ns;
 } vy_shadow;
@@ -44,13 +46,14 @@ vy_err vy_shadow_apply(vy_shadow *s, uint16_t type, const void *p, uint32_t len,
 
 /* Forget inode `ino` (a successor freed it: no handle is on it). */
 void vy_shadow_forget(vy_shadow *s, uint64_t ino);
-/* Forget handle `id` (a successor could not take it back). */
+/* Forget handle `id` (a successor could not take it back), with its
+ * control file's state. */
 void vy_shadow_forget_handle(vy_shadow *s, uint64_t id);
 
 /* Every record of the state, for an image: the numbering, each node's
  * inode, xattrs, layout and lookups, then every name (a name after both
  * its inodes, so a replay never meets one it cannot place), then every
- * handle, then every kept answer (a group of no records). */
+ * handle, each open control file's state, then every kept answer (a group of no records). */
 typedef vy_err (*vy_shadow_emit_fn)(void *ctx, uint16_t type, const void *p, uint32_t len, vy_error *e);
 vy_err vy_shadow_dump(const vy_shadow *s, vy_shadow_emit_fn emit, void *ctx, vy_error *e);
 

@@ -178,6 +178,30 @@ void vy_persist_lookup(struct vy_fs *fs, struct vy_inode *in)
 	pthread_mutex_unlock(&p->lock);
 }
 
+void vy_persist_ctl(struct vy_fs *fs, const struct vy_open *h, uint64_t running, uint64_t seq, uint32_t pending)
+{
+	vy_persist *p = writer_of(fs);
+	if (!p || !h->fh)
+		return;
+	struct {
+		vy_p_ctl r;
+		char reply[VY_P_CTL_REPLY_MAX];
+	} rec = {.r = {.id = h->fh, .running = running, .seq = seq, .next_line = h->next_line}};
+	size_t left = h->reply && h->reply_pos < h->reply_len ? h->reply_len - h->reply_pos : 0;
+	rec.r.reply_len = (uint32_t)(left < VY_P_CTL_REPLY_MAX ? left : VY_P_CTL_REPLY_MAX);
+	memcpy(rec.reply, h->reply ? h->reply + h->reply_pos : "", rec.r.reply_len);
+	rec.r.pending = pending;
+	uint32_t len = (uint32_t)(sizeof(rec.r) + rec.r.reply_len);
+	pthread_mutex_lock(&p->lock);
+	if (vy_u64map_get(&p->shadow.handles, h->fh)) { /* a handle kept (its open answered) */
+		if (running)
+			vy_persist_commit(p, VY_P_CTL, &rec, len); /* before the sequence runs: a resend must see it */
+		else
+			append(p, VY_P_CTL, &rec, len);
+	}
+	pthread_mutex_unlock(&p->lock);
+}
+
 static vy_p_time ptime(struct timespec t)
 {
 	return (vy_p_time){.sec = t.tv_sec, .nsec = t.tv_nsec};
@@ -351,7 +375,7 @@ vy_err vy_persist_start(struct vy_fs *fs, struct vy_state *st, struct vy_shadow 
 	fs->persist = p;
 	if (!from) {
 		pthread_mutex_lock(&p->lock);
-		vy_p_ns ns = {.next_ino = fs->next_ino, .generation = fs->generation};
+		vy_p_ns ns = {.next_ino = fs->next_ino, .generation = fs->generation, .sequences = p->shadow.sequences};
 		vy_persist_commit(p, VY_P_NS, &ns, sizeof(ns));
 		pthread_mutex_unlock(&p->lock);
 		vy_inode *root = vy_fs_inode(fs, VY_NS_ROOT);

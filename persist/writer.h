@@ -42,6 +42,14 @@ void vy_persist_layout(struct vy_fs *fs, struct vy_inode *in);
 void vy_persist_handle(struct vy_fs *fs, uint64_t id, struct vy_inode *in, unsigned kind, uint64_t limit);
 /* The kernel's references to `in` (its nlookup) as they are now. ns held. */
 void vy_persist_lookup(struct vy_fs *fs, struct vy_inode *in);
+/* The open .vyre/ctl file `h` as its writer would find it (vy_p_ctl): its
+ * reply, the `pending` bytes of unfinished text it holds, its last
+ * sequence `seq`, and
+ * `running`: the unique of the write whose sequence starts now, kept at
+ * once (0: none; kept with the request's answer when it waits for one).
+ * h->ctl held. */
+struct vy_open;
+void vy_persist_ctl(struct vy_fs *fs, const struct vy_open *h, uint64_t running, uint64_t seq, uint32_t pending);
 
 /* What the writer did, for .vyre/stats. */
 typedef struct vy_persist_counts {

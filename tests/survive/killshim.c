@@ -4,7 +4,7 @@
  * where it matches.
  *  KILLSHIM_OPCODE=N KILLSHIM_NAME=S KILLSHIM_ARM=FILE: a daemon that has
  *    just read a FUSE request of opcode N that carries the name S (empty:
- *    any) SIGKILLs itself, once FILE exists; it removes FILE first, so only
+ *    any; in a WRITE: the written text, with no NUL) SIGKILLs itself, once FILE exists; it removes FILE first, so only
  *    one dies. With KILLSHIM_AT=reply it dies instead as it is about to
  *    write that request's reply: the change made and kept, not answered.
  *  KILLSHIM_ADOPT=1: every successor (vyrefs --adopt) SIGKILLs itself as
@@ -62,9 +62,9 @@ ssize_t read(int fd, void *buf, size_t len)
 	if (!op || !name || !arm || n < (ssize_t)sizeof(struct fuse_in_header))
 		return n;
 	const struct fuse_in_header *in = buf;
-	size_t nlen = strlen(name);
+	size_t nlen = strlen(name), with_nul = nlen + (in->opcode != FUSE_WRITE);
 	if (in->len != (uint32_t)n || in->opcode != (uint32_t)atoi(op) ||
-	    (nlen && !memmem(in + 1, (size_t)n - sizeof(*in), name, nlen + 1)))
+	    (nlen && !memmem(in + 1, (size_t)n - sizeof(*in), name, with_nul)))
 		return n;
 	if (unlink(arm) != 0) /* not armed, or another took it */
 		return n;
