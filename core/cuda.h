@@ -127,7 +127,14 @@ typedef struct vmm_rec {
 	CUmemGenericAllocationHandle handle;
 	uint64_t bytes;
 	vy_keep_slot slot; /* where a keeper holds its fd; 0: none */
+	/* Taken back from a dead daemon's fd (cuMemImportFromShareableHandle):
+	 * the driver will not export an imported handle again, so its exports
+	 * (a mapping, a launcher, the keeper) are copies of this fd. */
+	bool imported;
+	int fd;
 } vmm_rec;
+/* Free r, and an imported one's fd. */
+void vy_cuda_rec_free(vmm_rec *r);
 static inline cuda_device *cuda_of(vy_device *d)
 {
 	return (cuda_device *)d;
@@ -163,8 +170,8 @@ extern const vy_device_share_ops vy_cuda_share;
  * failure r's handle is released and r freed. */
 vy_err vy_cuda_vmm_map(cuda_device *c, vmm_rec *r, vy_dptr *out, vy_error *e);
 
-/* Keeping (cuda_vmm.c): a new fd for r's memory (-1: the driver would
- * not); r at p handed to the sink, its slot (0: not kept) (vmm_lock
+/* Keeping (cuda_vmm.c): a new fd for r's memory (an imported one's: a
+ * copy of its fd; -1: the driver would not); r at p handed to the sink, its slot (0: not kept) (vmm_lock
  * held); a new allocation so handed once a sink is set (the context
  * current); a freed one's slot dropped (vmm_lock held). */
 int vy_cuda_export(cuda_device *c, const vmm_rec *r);

@@ -80,16 +80,19 @@ static vy_err cuda_keep_adopt(vy_device *d, vy_keep_slot slot, uint64_t at, uint
 	if (!r)
 		return vy_fail(e, VY_ENOMEM, "free host memory", "cuda backend: cannot record an allocation");
 	r->bytes = bytes;
-	/* The fd stays ours after the import (the driver holds its own
-	 * reference); cuMemMap fails if the memory is smaller than `bytes`. */
+	/* The fd is kept with the record: the driver exports no imported
+	 * handle again, so a mapping or a launcher gets a copy of it.
+	 * cuMemMap fails if the memory is smaller than `bytes`. */
 	CUresult cr = c->api.MemImportFromShareableHandle(&r->handle, (void *)(uintptr_t)fd,
 							  CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
 	if (cr != CUDA_SUCCESS) {
 		free(r);
 		return vy_cuda_fail(c, cr, "cuMemImportFromShareableHandle", e);
 	}
+	r->imported = true;
+	r->fd = fd;
 	vy_dptr p;
-	vy_err rc = vy_cuda_vmm_map(c, r, &p, e); /* frees r on failure */
+	vy_err rc = vy_cuda_vmm_map(c, r, &p, e); /* frees r on failure (not the fd) */
 	if (rc != VY_OK)
 		return rc;
 	pthread_mutex_lock(&c->vmm_lock);
@@ -98,11 +101,11 @@ static vy_err cuda_keep_adopt(vy_device *d, vy_keep_slot slot, uint64_t at, uint
 		r->slot = slot;
 	pthread_mutex_unlock(&c->vmm_lock);
 	if (!put) {
+		r->imported = false; /* the fd stays the caller's */
 		vy_cuda_free(d, p, NULL);
 		return vy_fail(e, VY_ENOMEM, "free host memory", "cuda backend: cannot record a kept slot");
 	}
-	close(fd);
-	fds->fd[slot] = -1;
+	fds->fd[slot] = -1; /* the record's now */
 	*out = p;
 	return VY_OK;
 }

@@ -6,7 +6,10 @@
 
 #ifdef VY_HAVE_CUDA_H
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 /* Reserve an address range for r's physical memory, map it and allow read
@@ -46,6 +49,7 @@ vy_err vy_cuda_vmm_map(cuda_device *c, vmm_rec *r, vy_dptr *out, vy_error *e)
 	if (reserved)
 		c->api.MemAddressFree(p, (size_t)r->bytes);
 	c->api.MemRelease(r->handle);
+	r->imported = false; /* the fd is still the caller's (vy_cuda_vmm_map failed) */
 	free(r);
 	return rc;
 }
@@ -90,8 +94,17 @@ static vy_err vmm_alloc(cuda_device *c, uint64_t bytes, vy_dptr *out, vy_error *
  * allocation's fd to the sink, a freed one's slot dropped. */
 
 /* A new fd for r's memory, or -1. */
+void vy_cuda_rec_free(vmm_rec *r)
+{
+	if (r && r->imported)
+		close(r->fd);
+	free(r);
+}
+
 int vy_cuda_export(cuda_device *c, const vmm_rec *r)
 {
+	if (r->imported)
+		return fcntl(r->fd, F_DUPFD_CLOEXEC, 0);
 	int fd = -1;
 	CUresult cr = c->api.MemExportToShareableHandle(&fd, r->handle, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
 	return cr == CUDA_SUCCESS ? fd : -1;
@@ -170,7 +183,7 @@ vy_err vy_cuda_free(vy_device *d, vy_dptr p, vy_error *e)
 	pthread_mutex_unlock(&c->vmm_lock);
 	if (r) {
 		vy_err rc = vmm_unmap(c, p, r, e);
-		free(r);
+		vy_cuda_rec_free(r);
 		return rc;
 	}
 	CU_CALL(c, e, MemFree, ((CUdeviceptr)p));
@@ -183,10 +196,21 @@ static vy_err cuda_export_fd(vy_device *d, vy_dptr p, int *fd, vy_error *e)
 	pthread_mutex_lock(&c->vmm_lock);
 	vmm_rec *r = vy_u64map_get(&c->vmm, p);
 	CUmemGenericAllocationHandle h = r ? r->handle : 0;
+	int copy = r && r->imported ? fcntl(r->fd, F_DUPFD_CLOEXEC, 0) : -1;
+	int copy_err = errno;
+	bool imported = r && r->imported;
 	pthread_mutex_unlock(&c->vmm_lock);
 	if (!r)
 		return vy_fail(e, VY_EINVAL, "share only allocations of the share granularity or more",
 			       "cuda backend: 0x%llx is not a shareable allocation", (unsigned long long)p);
+	if (imported) { /* taken back from a dead daemon: the driver will not export it again */
+		if (copy < 0)
+			return vy_fail(e, copy_err == EMFILE || copy_err == ENFILE ? VY_EMFILE : VY_ENOMEM,
+				       "raise the open-file limit", "cuda backend: cannot copy an allocation's fd: %s",
+				       strerror(copy_err));
+		*fd = copy;
+		return VY_OK;
+	}
 	int out = -1;
 	CU_CURRENT(c, e);
 	CU_CALL(c, e, MemExportToShareableHandle, (&out, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));

@@ -56,7 +56,7 @@ static void cuda_close(vy_device *d)
 		c->api.MemUnmap((CUdeviceptr)key, (size_t)r->bytes);
 		c->api.MemAddressFree((CUdeviceptr)key, (size_t)r->bytes);
 		c->api.MemRelease(r->handle);
-		free(r);
+		vy_cuda_rec_free(r);
 	}
 	vy_u64map_destroy(&c->vmm);
 	vy_u64map_destroy(&c->reserved);
