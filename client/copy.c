@@ -20,21 +20,24 @@
 
 #define API __attribute__((visibility("default")))
 #define THREADS_MAX 16
-/* The daemon copies: between the mount's file (fd 0) and the other (fd 1),
- * with its threads, pinned memory and streams; progress comes meanwhile.
- * *asked is false when the daemon was not asked (an old mount, or one
- * whose daemon is not to be given this process's file). */
-static int daemon_copy(const char *mount_path, int mount_fd, int other_fd, bool into, uint64_t size, int threads,
-		       void (*progress)(uint64_t, uint64_t, void *), void *ctx, bool *asked)
+#define TAKEOVERS_MAX 8 /* daemons that may die under one copy (survive=on) before it fails */
+
+/* One try of daemon_copy; *pid the daemon reached (0: none). A daemon of
+ * pid `not` is not asked (-ECONNRESET). */
+static int daemon_copy_once(const char *mount_path, dev_t dev, int mount_fd, int other_fd, bool into, uint64_t size,
+			    int threads, void (*progress)(uint64_t, uint64_t, void *), void *ctx, bool *asked, pid_t *pid,
+			    pid_t not)
 {
-	struct stat st;
 	vy_client_conn c;
-	*asked = false;
-	if (fstat(mount_fd, &st) != 0)
-		return vy_client_fail(errno, "vyrefs: fstat: %s", strerror(errno));
-	int rc = vy_client_connect(mount_path, st.st_dev, &c);
+	*pid = 0;
+	int rc = vy_client_connect(mount_path, dev, &c);
 	if (rc)
 		return rc;
+	*pid = c.pid;
+	if (not && c.pid == not) {
+		vy_client_close(&c);
+		return -ECONNRESET;
+	}
 	/* The other file is this process's, not the mount's: only a daemon
 	 * with no less than our authority over it (root's, or our own uid's)
 	 * gets its fd. A mount another user made is copied the plain way. */
@@ -68,6 +71,39 @@ static int daemon_copy(const char *mount_path, int mount_fd, int other_fd, bool 
 		}
 	}
 	vy_client_close(&c);
+	return rc;
+}
+
+/* The daemon copies: between the mount's file (fd 0) and the other (fd 1),
+ * with its threads, pinned memory and streams; progress comes meanwhile.
+ * *asked is false when the daemon was not asked (an old mount, or one
+ * whose daemon is not to be given this process's file). A daemon that dies
+ * under the copy and has a successor (survive=on): the copy starts again,
+ * whole, with the successor (every byte is written again: no part of the
+ * file is trusted to a daemon that did not answer for it). */
+static int daemon_copy(const char *mount_path, int mount_fd, int other_fd, bool into, uint64_t size, int threads,
+		       void (*progress)(uint64_t, uint64_t, void *), void *ctx, bool *asked)
+{
+	struct stat st;
+	*asked = false;
+	if (fstat(mount_fd, &st) != 0)
+		return vy_client_fail(errno, "vyrefs: fstat: %s", strerror(errno));
+	pid_t before = 0, now = 0;
+	int rc = daemon_copy_once(mount_path, st.st_dev, mount_fd, other_fd, into, size, threads, progress, ctx, asked,
+				  &before, 0);
+	for (int takeovers = 0; rc == -ECONNRESET && *asked && takeovers < TAKEOVERS_MAX; takeovers++) {
+		char why[VY_ERROR_MSG_MAX + 128];
+		snprintf(why, sizeof(why), "%s", vy_last_error());
+		bool again = false;
+		int rc2 = daemon_copy_once(mount_path, st.st_dev, mount_fd, other_fd, into, size, threads, progress, ctx,
+					   &again, &now, before);
+		if (now == 0 || now == before) { /* no successor: what happened first is the answer */
+			vy_client_fail(ECONNRESET, "%s", why);
+			break;
+		}
+		rc = rc2;
+		before = now;
+	}
 	return rc;
 }
 
@@ -213,7 +249,14 @@ API int vy_copy_file(const char *src, const char *dst, int threads, void (*progr
 					 threads, progress, ctx, &asked);
 		if (!rc) {
 			way = VY_COPY_DAEMON;
-		} else if (!asked) {
+		} else if (asked) {
+			/* Part of the bytes at the whole size would look
+			 * complete; empty, it does not. */
+			char why[VY_ERROR_MSG_MAX + 128];
+			snprintf(why, sizeof(why), "%s", vy_last_error());
+			if (ftruncate(out, 0) != 0)
+				vy_client_fail(-rc, "%s; '%s' holds part of its bytes (Fix: remove it)", why, dst);
+		} else {
 			/* No daemon to ask (an old mount): the plain way, and
 			 * vy_last_error says why. */
 			char why[VY_ERROR_MSG_MAX + 128];

@@ -8,7 +8,9 @@
  *    one dies. With KILLSHIM_AT=reply it dies instead as it is about to
  *    write that request's reply: the change made and kept, not answered.
  *  KILLSHIM_ADOPT=1: every successor (vyrefs --adopt) SIGKILLs itself as
- *    it starts. */
+ *    it starts.
+ *  KILLSHIM_IO=FILE: a daemon SIGKILLs itself at its first pread or pwrite
+ *    once FILE exists (removed first): `vyrefs cp`'s copy, half done. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <fcntl.h>
@@ -36,6 +38,32 @@ __attribute__((constructor)) static void at_start(void)
 	size_t first = strlen(cmd) + 1; /* argv[1] follows argv[0]'s NUL */
 	if (first < (size_t)n && !strcmp(cmd + first, "--adopt"))
 		kill(getpid(), SIGKILL);
+}
+
+/* KILLSHIM_IO: die now if armed (the arm removed, so one dies). */
+static void io_armed(void)
+{
+	const char *arm = getenv("KILLSHIM_IO");
+	if (arm && unlink(arm) == 0)
+		kill(getpid(), SIGKILL);
+}
+
+ssize_t pread(int fd, void *buf, size_t len, off_t off)
+{
+	static ssize_t (*real)(int, void *, size_t, off_t);
+	if (!real)
+		real = (ssize_t (*)(int, void *, size_t, off_t))dlsym(RTLD_NEXT, "pread");
+	io_armed();
+	return real(fd, buf, len, off);
+}
+
+ssize_t pwrite(int fd, const void *buf, size_t len, off_t off)
+{
+	static ssize_t (*real)(int, const void *, size_t, off_t);
+	if (!real)
+		real = (ssize_t (*)(int, const void *, size_t, off_t))dlsym(RTLD_NEXT, "pwrite");
+	io_armed();
+	return real(fd, buf, len, off);
 }
 
 /* KILLSHIM_AT=reply: the request this thread read, to die at its reply. */
