@@ -49,8 +49,7 @@ vy_err vy_cuda_vmm_map(cuda_device *c, vmm_rec *r, vy_dptr *out, vy_error *e)
 	if (reserved)
 		c->api.MemAddressFree(p, (size_t)r->bytes);
 	c->api.MemRelease(r->handle);
-	r->imported = false; /* the fd is still the caller's (vy_cuda_vmm_map failed) */
-	free(r);
+	free(r); /* an imported one's fd stays the caller's */
 	return rc;
 }
 
@@ -93,7 +92,6 @@ static vy_err vmm_alloc(cuda_device *c, uint64_t bytes, vy_dptr *out, vy_error *
 /* Keeping (core/device_keep.h; cuda_keep.c has the sub-table): a new
  * allocation's fd to the sink, a freed one's slot dropped. */
 
-/* A new fd for r's memory, or -1. */
 void vy_cuda_rec_free(vmm_rec *r)
 {
 	if (r && r->imported)
@@ -101,6 +99,7 @@ void vy_cuda_rec_free(vmm_rec *r)
 	free(r);
 }
 
+/* A new fd for r's memory, or -1. */
 int vy_cuda_export(cuda_device *c, const vmm_rec *r)
 {
 	if (r->imported)
@@ -196,9 +195,8 @@ static vy_err cuda_export_fd(vy_device *d, vy_dptr p, int *fd, vy_error *e)
 	pthread_mutex_lock(&c->vmm_lock);
 	vmm_rec *r = vy_u64map_get(&c->vmm, p);
 	CUmemGenericAllocationHandle h = r ? r->handle : 0;
-	int copy = r && r->imported ? fcntl(r->fd, F_DUPFD_CLOEXEC, 0) : -1;
-	int copy_err = errno;
 	bool imported = r && r->imported;
+	int copy = imported ? vy_cuda_export(c, r) : -1, copy_err = errno;
 	pthread_mutex_unlock(&c->vmm_lock);
 	if (!r)
 		return vy_fail(e, VY_EINVAL, "share only allocations of the share granularity or more",

@@ -5,7 +5,7 @@
 # complete. The daemon dies at its first read or write of the copy's other
 # file (killshim.c, KILLSHIM_IO), the copy half done.
 . tests/fs/lib.sh
-SHIM=$PWD/$BUILD/tests/survive/killshim.so
+. tests/survive/lib.sh
 T=""
 
 setUp() {
@@ -15,7 +15,6 @@ setUp() {
 }
 
 tearDown() {
-	unset LD_PRELOAD KILLSHIM_IO KILLSHIM_ADOPT
 	unmount_vyrefs
 	drop_log
 	rm -rf "$T"
@@ -24,12 +23,11 @@ tearDown() {
 # mount_killing [ADOPT]: a survive=on mount whose daemon dies at its first
 # pread or pwrite once $T/arm exists; ADOPT: every successor dies too.
 mount_killing() {
-	export LD_PRELOAD=$SHIM KILLSHIM_IO=$T/arm
-	[ -n "$1" ] && export KILLSHIM_ADOPT=1
-	mount_vyrefs "survive=on"
-	local rc=$?
-	unset LD_PRELOAD KILLSHIM_IO KILLSHIM_ADOPT
-	return $rc
+	if [ -n "$1" ]; then
+		mount_shimmed KILLSHIM_IO="$T/arm" KILLSHIM_ADOPT=1
+	else
+		mount_shimmed KILLSHIM_IO="$T/arm"
+	fi
 }
 
 # copied FROM TO: vyrefs cp -v, its status, and what it said.

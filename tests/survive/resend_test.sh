@@ -8,7 +8,7 @@
 # the daemon did before), a mkdir would get EEXIST, an unlink ENOENT, and
 # an open one handle too many.
 . tests/fs/lib.sh
-SHIM=$PWD/$BUILD/tests/survive/killshim.so
+. tests/survive/lib.sh
 T=""
 OLD=""
 
@@ -18,7 +18,6 @@ setUp() {
 }
 
 tearDown() {
-	unset LD_PRELOAD KILLSHIM_OPCODE KILLSHIM_NAME KILLSHIM_ARM KILLSHIM_AT
 	unmount_vyrefs
 	drop_log
 	rm -rf "$T"
@@ -28,11 +27,7 @@ tearDown() {
 # about to answer the next request OPCODE carrying NAME (empty: any) once
 # armed (arm).
 mount_killing() {
-	export LD_PRELOAD=$SHIM KILLSHIM_OPCODE=$1 KILLSHIM_NAME=$2 KILLSHIM_ARM=$T/arm KILLSHIM_AT=reply
-	mount_vyrefs "survive=on"
-	local rc=$?
-	unset LD_PRELOAD KILLSHIM_OPCODE KILLSHIM_NAME KILLSHIM_ARM KILLSHIM_AT
-	return $rc
+	mount_shimmed KILLSHIM_OPCODE="$1" KILLSHIM_NAME="$2" KILLSHIM_ARM="$T/arm" KILLSHIM_AT=reply
 }
 
 arm() {
@@ -71,11 +66,7 @@ test_mkdir() {
 # Killed as it read the request, before anything was kept: the resend runs
 # it anew, once.
 test_mkdir_killed_before_kept_runs_anew() {
-	export LD_PRELOAD=$SHIM KILLSHIM_OPCODE=9 KILLSHIM_NAME=rs_d KILLSHIM_ARM=$T/arm
-	mount_vyrefs "survive=on"
-	local rc=$?
-	unset LD_PRELOAD KILLSHIM_OPCODE KILLSHIM_NAME KILLSHIM_ARM
-	[ $rc = 0 ] || { fail "mount"; return; }
+	mount_shimmed KILLSHIM_OPCODE=9 KILLSHIM_NAME=rs_d KILLSHIM_ARM="$T/arm" || { fail "mount"; return; }
 	arm
 	run mkdir "$MNT/rs_d"
 	assertFalse "the shim fired" "[ -e '$T/arm' ]"

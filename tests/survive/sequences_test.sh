@@ -6,7 +6,7 @@
 # (ctlclient.py) holds the control file open, as a script does to read its
 # replies.
 . tests/fs/lib.sh
-SHIM=$PWD/$BUILD/tests/survive/killshim.so
+. tests/survive/lib.sh
 FUSE_WRITE=16
 FOREVER=10000000 # a sequence's most steps, a 1 MiB fill each: runs until the daemon dies
 CLIENT="timeout 300 python3 $PWD/tests/survive/ctlclient.py"
@@ -18,7 +18,6 @@ setUp() {
 }
 
 tearDown() {
-	unset LD_PRELOAD KILLSHIM_OPCODE KILLSHIM_NAME KILLSHIM_ARM KILLSHIM_AT
 	unmount_vyrefs
 	drop_log
 	rm -rf "$T"
@@ -28,11 +27,7 @@ tearDown() {
 # holding the request; "reply", about to answer it) at the next write of
 # TEXT to the control file once armed.
 mount_killing() {
-	export LD_PRELOAD=$SHIM KILLSHIM_OPCODE=$FUSE_WRITE KILLSHIM_NAME=$2 KILLSHIM_ARM=$T/arm KILLSHIM_AT=$1
-	mount_vyrefs "survive=on"
-	local rc=$?
-	unset LD_PRELOAD KILLSHIM_OPCODE KILLSHIM_NAME KILLSHIM_ARM KILLSHIM_AT
-	return $rc
+	mount_shimmed KILLSHIM_OPCODE=$FUSE_WRITE KILLSHIM_NAME="$2" KILLSHIM_ARM="$T/arm" KILLSHIM_AT="$1"
 }
 
 # A 1 MiB file f of byte 0x05.

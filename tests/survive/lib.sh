@@ -1,0 +1,14 @@
+# The survive suites' kill shim (killshim.c): sourced after tests/fs/lib.sh.
+SHIM=$PWD/$BUILD/tests/survive/killshim.so
+
+# mount_shimmed VAR=VALUE...: a survive=on mount whose processes load the
+# kill shim with those settings (killshim.c says what each does); the test
+# process itself does not keep them.
+mount_shimmed() {
+	local kv rc
+	for kv in "LD_PRELOAD=$SHIM" "$@"; do export "${kv?}"; done
+	mount_vyrefs "survive=on"
+	rc=$?
+	for kv in "LD_PRELOAD=$SHIM" "$@"; do unset "${kv%%=*}"; done
+	return $rc
+}
