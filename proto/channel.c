@@ -136,7 +136,7 @@ static vy_err read_all(const vy_chan *c, void *buf, size_t n, uint64_t until_ns,
  * once: the sender wrote it before it said so). The control buffer has
  * room for max_fds: the kernel closes any fd past it (MSG_CTRUNC), so a
  * peer cannot fill this process's fd table. */
-static vy_err sock_recv(const vy_chan *ch, vy_msg *m, vy_error *e)
+static vy_err sock_recv(const vy_chan *ch, const vy_msg_header *known, vy_msg *m, vy_error *e)
 {
 	int sock = ch->sock;
 	uint32_t max_len = ch->max_len;
@@ -146,22 +146,31 @@ static vy_err sock_recv(const vy_chan *ch, vy_msg *m, vy_error *e)
 		char buf[CMSG_SPACE(sizeof(int) * VY_PROTO_FDS_MAX)];
 		struct cmsghdr align;
 	} ctrl;
-	struct iovec iov = {.iov_base = &m->h, .iov_len = sizeof(m->h)};
-	struct msghdr mh = {.msg_iov = &iov,
-			    .msg_iovlen = 1,
+	/* A message seen whole (vy_chan_peek) is taken in one call: a process
+	 * killed around it has taken all of it or none. */
+	size_t limit = max_len ? max_len : VY_PROTO_MSG_MAX;
+	struct iovec iov[2] = {{.iov_base = &m->h, .iov_len = sizeof(m->h)}};
+	if (known && known->len > sizeof(m->h) && known->len <= limit) {
+		m->body = malloc(known->len - sizeof(m->h));
+		if (!m->body)
+			return vy_fail(e, VY_ENOMEM, "free host memory", "cannot receive a message of %u bytes", known->len);
+		iov[1] = (struct iovec){.iov_base = m->body, .iov_len = known->len - sizeof(m->h)};
+	}
+	struct msghdr mh = {.msg_iov = iov,
+			    .msg_iovlen = m->body ? 2 : 1,
 			    .msg_control = ctrl.buf,
 			    .msg_controllen = CMSG_SPACE(sizeof(int) * max_fds)};
 	ssize_t n;
 	do
 		n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC);
 	while (n < 0 && errno == EINTR);
-	if (n == 0) {
+	if (n <= 0) {
 		char what[96];
 		snprintf(what, sizeof(what), "closed (%s exited or hung up)", peer_of(ch));
-		return broken(ch, e, what);
+		vy_err rc = broken(ch, e, n == 0 ? what : strerror(errno));
+		vy_msg_free(m);
+		return rc;
 	}
-	if (n < 0)
-		return broken(ch, e, strerror(errno));
 	uint64_t until = ch->msg_ms > 0 ? now_ns() + (uint64_t)ch->msg_ms * 1000000u : 0;
 	/* Take every fd that came, whatever the header says, so none leaks. */
 	for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
@@ -180,22 +189,79 @@ static vy_err sock_recv(const vy_chan *ch, vy_msg *m, vy_error *e)
 	vy_err rc = VY_OK;
 	if (mh.msg_flags & MSG_CTRUNC)
 		rc = broken(ch, e, "carried more descriptors than a message may");
+	size_t body_got = (size_t)n > sizeof(m->h) ? (size_t)n - sizeof(m->h) : 0;
 	if (rc == VY_OK && (size_t)n < sizeof(m->h))
 		rc = read_all(ch, (char *)&m->h + n, sizeof(m->h) - (size_t)n, until, e);
-	if (rc == VY_OK && (m->h.len < sizeof(m->h) || m->h.len > (max_len ? max_len : VY_PROTO_MSG_MAX) ||
-			    m->h.nfds != m->nfds))
+	if (rc == VY_OK && (m->h.len < sizeof(m->h) || m->h.len > limit || m->h.nfds != m->nfds ||
+			    (known && memcmp(known, &m->h, sizeof(m->h)) != 0)))
 		rc = broken(ch, e, "sent a malformed header");
 	if (rc == VY_OK) {
 		m->len = m->h.len - sizeof(m->h);
-		if (m->len) {
+		if (m->len && !m->body)
 			m->body = malloc(m->len);
-			rc = m->body ? read_all(ch, m->body, m->len, until, e)
-				     : vy_fail(e, VY_ENOMEM, "free host memory", "cannot receive a message of %zu bytes", m->len);
-		}
+		if (m->len && !m->body)
+			rc = vy_fail(e, VY_ENOMEM, "free host memory", "cannot receive a message of %zu bytes", m->len);
+		else if (m->len > body_got)
+			rc = read_all(ch, (char *)m->body + body_got, m->len - body_got, until, e);
 	}
 	if (rc != VY_OK)
 		vy_msg_free(m);
 	return rc;
+}
+
+vy_err vy_chan_peek(vy_chan *c, int timeout_ms, vy_msg_header *h, void *body, size_t cap, size_t *got, vy_error *e)
+{
+	struct pollfd p = {.fd = c->sock, .events = POLLIN};
+	for (;;) {
+		int r = poll(&p, 1, timeout_ms);
+		if (r > 0)
+			break;
+		if (r == 0)
+			return vy_fail(e, VY_ETIMEDOUT, "send a request sooner", "no message within %d ms", timeout_ms);
+		if (errno != EINTR)
+			return broken(c, e, strerror(errno));
+	}
+	uint8_t buf[sizeof(*h) + VY_CHAN_PEEK_MAX];
+	size_t want = sizeof(*h) + (cap < VY_CHAN_PEEK_MAX ? cap : VY_CHAN_PEEK_MAX);
+	uint64_t until = c->msg_ms > 0 ? now_ns() + (uint64_t)c->msg_ms * 1000000u : 0;
+	uint32_t limit = c->max_len ? c->max_len : VY_PROTO_MSG_MAX;
+	for (;;) {
+		/* No control buffer: the fds stay with the message (the kernel
+		 * drops the copies a peek would give). */
+		ssize_t n = recv(c->sock, buf, want, MSG_PEEK | MSG_DONTWAIT);
+		if (n == 0) {
+			char what[96];
+			snprintf(what, sizeof(what), "closed (%s exited or hung up)", peer_of(c));
+			return broken(c, e, what);
+		}
+		if (n < 0 && errno != EAGAIN && errno != EINTR)
+			return broken(c, e, strerror(errno));
+		if (n >= (ssize_t)sizeof(*h)) {
+			memcpy(h, buf, sizeof(*h));
+			if (h->len < sizeof(*h) || h->len > limit)
+				return broken(c, e, "sent a malformed header");
+			size_t body_len = h->len - sizeof(*h), need = body_len < want - sizeof(*h) ? body_len : want - sizeof(*h);
+			if ((size_t)n >= sizeof(*h) + need) {
+				memcpy(body, buf + sizeof(*h), need);
+				*got = need;
+				return VY_OK;
+			}
+		}
+		/* Begun, not whole: the readable socket would wake a poll at
+		 * once, so look again shortly, up to the message's bound. */
+		if (until && now_ns() >= until) {
+			char what[96];
+			snprintf(what, sizeof(what), "did not finish a message within %d ms", c->msg_ms);
+			return broken(c, e, what);
+		}
+		usleep(1000);
+	}
+}
+
+vy_err vy_chan_take(vy_chan *c, const vy_msg_header *h, vy_msg *m, vy_error *e)
+{
+	memset(m, 0, sizeof(*m));
+	return sock_recv(c, h, m, e);
 }
 
 void vy_msg_free(vy_msg *m)
@@ -444,7 +510,7 @@ vy_err vy_chan_recv(vy_chan *c, int timeout_ms, unsigned spin_us, vy_msg *m, vy_
 			if (errno != EINTR)
 				return broken(c, e, strerror(errno));
 		}
-		return sock_recv(c, m, e);
+		return sock_recv(c, NULL, m, e);
 	}
 	int dir = c->daemon ? 1 : 0;
 	vy_err rc = mailbox_wait(c, dir, timeout_ms, spin_us, e);
@@ -454,7 +520,7 @@ vy_err vy_chan_recv(vy_chan *c, int timeout_ms, unsigned spin_us, vy_msg *m, vy_
 	slot_header sh;
 	memcpy(&sh, slot(c, dir), sizeof(sh));
 	if (sh.via_socket)
-		return sock_recv(c, m, e);
+		return sock_recv(c, NULL, m, e);
 	if (sh.h.len < sizeof(sh.h) || sh.h.len - sizeof(sh.h) > SLOT_BYTES - sizeof(slot_header) || sh.h.nfds)
 		return broken(c, e, "sent a malformed header");
 	m->h = sh.h;

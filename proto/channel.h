@@ -64,6 +64,18 @@ vy_err vy_chan_send(vy_chan *c, uint16_t opcode, uint64_t unique, const void *co
  * channel is unusable after either. */
 vy_err vy_chan_recv(vy_chan *c, int timeout_ms, unsigned spin_us, vy_msg *m, vy_error *e);
 
+/* Socket channels (no mailbox): wait at most timeout_ms for a message,
+ * then look at it without taking it: its header, and the first `cap`
+ * bytes (at most VY_CHAN_PEEK_MAX) of its body into `body` (*got). It
+ * returns once the header and those bytes are there (within msg_ms of
+ * the first byte). VY_ETIMEDOUT when nothing came; VY_EDEVICE when the
+ * peer is gone or broke the framing. */
+#define VY_CHAN_PEEK_MAX 64u
+vy_err vy_chan_peek(vy_chan *c, int timeout_ms, vy_msg_header *h, void *body, size_t cap, size_t *got, vy_error *e);
+/* Take the message vy_chan_peek saw (`h`), in one system call when it
+ * is all there: a process killed around it took it whole or not at all. */
+vy_err vy_chan_take(vy_chan *c, const vy_msg_header *h, vy_msg *m, vy_error *e);
+
 /* The mailbox's stop flag: the daemon sets it to stop the running
  * sequence at its next step; the launcher reads it between steps. Without
  * a mailbox there is none (NULL; setting it does nothing). */
