@@ -24,6 +24,7 @@ enum vy_p_type {
 	VY_P_LOOKUP = 8, /* vy_p_lookup: the kernel's references to an inode */
 	VY_P_GROUP = 9,  /* vy_p_group + reply + records: one request's changes and its answer */
 	VY_P_CTL = 10,   /* vy_p_ctl + reply: an open .vyre/ctl (its handle's) reply and whether a sequence runs */
+	VY_P_MAPCONN = 11, /* vy_p_mapconn + mappings: a client connection that maps files (format 5) */
 };
 
 /* An image section holds records back to back, each a vy_p_head and its
@@ -137,6 +138,38 @@ typedef struct vy_p_group {
 	uint32_t reply_len; /* 0: no answer kept (a resend runs again) */
 	uint32_t records;
 } vy_p_group;
+
+/* A client connection that maps files (sock/mapsrv.c), as a successor
+ * serves it on: its socket is with the keeper in `slot` (the record's key),
+ * each of its mappings holds its file as an open file does, and the request
+ * it serves is kept in two steps: `phase` 1 before the request is taken off
+ * the socket, 2 once it is done (before its reply). A successor that finds
+ * phase 1 and an empty socket knows the request was taken and not done; a
+ * phase 2 request it answers again (the client drops an answer it has by
+ * its unique). `open` 0: the connection ended. */
+#define VY_P_MAPCONN_MAPS_MAX 1024u
+typedef struct vy_p_mapconn {
+	uint32_t slot;
+	uint32_t open;
+	uint32_t uid;   /* the client's (SO_PEERCRED) */
+	uint32_t minor; /* its protocol minor (HELLO) */
+	uint64_t next_id;
+	uint64_t unique;  /* the request served last (0: none yet) */
+	uint64_t ref;     /* the mapping it named (SYNC, UNMAP) or made (MAP) */
+	uint16_t opcode;
+	uint16_t phase;   /* 1 or 2 (0: none) */
+	int32_t status;   /* phase 2: its vy_err */
+	uint32_t n;       /* vy_p_mapping entries that follow */
+	uint32_t zero;
+} vy_p_mapconn;
+
+typedef struct vy_p_mapping {
+	uint64_t id;
+	uint64_t ino;
+	uint64_t bytes; /* the memory mapped (the file's allocations) */
+} vy_p_mapping;
+
+_Static_assert(sizeof(vy_p_mapconn) == 56 && sizeof(vy_p_mapping) == 24, "persist/format.h: fixed layout");
 
 _Static_assert(sizeof(vy_p_head) == 8 && sizeof(vy_p_ns) == 24 && sizeof(vy_p_group) == 24 && sizeof(vy_p_inode) == 128 && sizeof(vy_p_name) == 32 &&
 		       sizeof(vy_p_handle) == 32 && sizeof(vy_p_lookup) == 16 && sizeof(vy_p_ctl) == 40 &&

@@ -23,6 +23,8 @@ typedef struct vy_replay_counts {
 	uint64_t handles;  /* open files and directories taken back */
 	uint64_t handles_lost; /* that could not be (their programs get EBADF) */
 	uint64_t lookups_lost; /* kernel references to inodes not made again (modules) */
+	uint64_t mappings;     /* files client programs map, held again */
+	uint64_t mappings_lost; /* mappings of files not made again */
 } vy_replay_counts;
 
 /* Into `fs` (fresh from vy_fs_init, nothing served yet) from `st`, taking

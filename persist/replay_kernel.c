@@ -9,6 +9,8 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 static int by_index(const void *a, const void *b)
 {
@@ -94,8 +96,71 @@ static vy_err give_handles(vy_fs *fs, vy_shadow *sh, vy_replay_counts *counts, v
 	return rc;
 }
 
+/* Each mapped file held as an open file is (an unlinked one stays until
+ * its last unmap); a mapping of a file not made again holds nothing. */
+static void hold_mapped(vy_fs *fs, vy_shadow *sh, vy_replay_counts *counts)
+{
+	uint64_t k;
+	void *v;
+	for (size_t i = 0; vy_u64map_next(&sh->mapconns, &i, &k, &v);) {
+		vy_p_mapconn *r = v;
+		vy_p_mapping *mp = (vy_p_mapping *)(r + 1);
+		for (uint32_t j = 0; j < r->n; j++) {
+			vy_inode *in = vy_fs_inode(fs, mp[j].ino);
+			if (in && in->kind == VY_FILE) {
+				in->opens++;
+				counts->mappings++;
+				continue;
+			}
+			vy_log(LOG_WARNING, "takeover: a client's mapping of inode %" PRIu64 " is of no kept file; the "
+					    "client keeps its memory, and the file is not held for it", mp[j].ino);
+			mp[j].ino = 0;
+			counts->mappings_lost++;
+		}
+	}
+}
+
+vy_err vy_replay_mapconns(const vy_shadow *sh, vy_keep_fds *mem, vy_kept_conns *out, vy_error *e)
+{
+	memset(out, 0, sizeof(*out));
+	size_t n = sh->mapconns.count;
+	if (!n)
+		return VY_OK;
+	if (!(out->c = calloc(n, sizeof(*out->c))))
+		return vy_fail(e, VY_ENOMEM, "free host memory", "kept state: no memory for client connections");
+	uint64_t slot;
+	void *v;
+	for (size_t i = 0; vy_u64map_next(&sh->mapconns, &i, &slot, &v);) {
+		const vy_p_mapconn *r = v;
+		size_t len = sizeof(*r) + r->n * sizeof(vy_p_mapping);
+		vy_kept_conn *c = &out->c[out->n];
+		if (!(c->rec = malloc(len))) {
+			vy_kept_conns_free(out);
+			return vy_fail(e, VY_ENOMEM, "free host memory", "kept state: no memory for a client connection");
+		}
+		memcpy(c->rec, r, len);
+		c->fd = slot < mem->n ? mem->fd[slot] : -1;
+		if (slot < mem->n)
+			mem->fd[slot] = -1; /* the connection's now, its slot still the keeper's */
+		out->n++;
+	}
+	return VY_OK;
+}
+
+void vy_kept_conns_free(vy_kept_conns *kc)
+{
+	for (size_t i = 0; i < kc->n; i++) {
+		if (kc->c[i].fd >= 0)
+			close(kc->c[i].fd);
+		free(kc->c[i].rec);
+	}
+	free(kc->c);
+	memset(kc, 0, sizeof(*kc));
+}
+
 vy_err vy_replay_kernel_refs(struct vy_fs *fs, vy_shadow *sh, vy_replay_counts *counts, vy_error *e)
 {
+	hold_mapped(fs, sh, counts);
 	uint64_t k;
 	void *v;
 	for (size_t i = 0; vy_u64map_next(&sh->nodes, &i, &k, &v);) {

@@ -16,6 +16,7 @@ void vy_shadow_init(vy_shadow *s)
 	vy_u64map_init(&s->nodes);
 	vy_u64map_init(&s->handles);
 	vy_u64map_init(&s->ctls);
+	vy_u64map_init(&s->mapconns);
 	vy_u64map_init(&s->answers);
 	s->next_ino = VY_NS_ROOT + 1;
 }
@@ -43,8 +44,23 @@ void vy_shadow_destroy(vy_shadow *s)
 	for (size_t i = 0; vy_u64map_next(&s->ctls, &i, &k, &v);)
 		free(v);
 	vy_u64map_destroy(&s->ctls);
+	for (size_t i = 0; vy_u64map_next(&s->mapconns, &i, &k, &v);)
+		free(v);
+	vy_u64map_destroy(&s->mapconns);
 	vy_answers_destroy(&s->answers);
 }
+
+void vy_shadow_forget_mapconn(vy_shadow *s, uint64_t slot)
+{
+	free(vy_u64map_remove(&s->mapconns, slot));
+}
+
+static uint32_t mapconn_bytes(const vy_p_mapconn *r)
+{
+	return (uint32_t)(sizeof(*r) + r->n * sizeof(vy_p_mapping));
+}
+
+static vy_err apply_mapconn(vy_shadow *s, const vy_p_mapconn *r, uint32_t len, vy_error *e);
 
 void vy_shadow_forget_handle(vy_shadow *s, uint64_t id)
 {
@@ -258,6 +274,8 @@ vy_err vy_shadow_apply(vy_shadow *s, uint16_t type, const void *p, uint32_t len,
 		free(old);
 		return VY_OK;
 	}
+	case VY_P_MAPCONN:
+		return apply_mapconn(s, p, len, e);
 	case VY_P_LOOKUP: {
 		const vy_p_lookup *r = p;
 		if (len != sizeof(*r) || r->ino == 0)
@@ -272,6 +290,27 @@ vy_err vy_shadow_apply(vy_shadow *s, uint16_t type, const void *p, uint32_t len,
 	default:
 		return bad(e, type, "is of a type this vyrefs does not know");
 	}
+}
+
+static vy_err apply_mapconn(vy_shadow *s, const vy_p_mapconn *r, uint32_t len, vy_error *e)
+{
+	if (len < sizeof(*r) || r->n > VY_P_MAPCONN_MAPS_MAX || len != mapconn_bytes(r) || r->slot == 0 ||
+	    r->open > 1 || r->phase > 2 || (r->unique >> 63))
+		return bad(e, VY_P_MAPCONN, "is not a client connection");
+	if (!r->open) {
+		vy_shadow_forget_mapconn(s, r->slot);
+		return VY_OK;
+	}
+	vy_p_mapconn *c = malloc(len), *old = vy_u64map_get(&s->mapconns, r->slot);
+	if (c && !vy_u64map_put(&s->mapconns, r->slot, c)) {
+		free(c);
+		c = NULL;
+	}
+	if (!c)
+		return vy_fail(e, VY_ENOMEM, "free host memory", "kept state: no memory for a client connection");
+	memcpy(c, r, len);
+	free(old);
+	return VY_OK;
 }
 
 /* A reply starts with the kernel's 16-byte fuse_out_header. */
@@ -361,6 +400,8 @@ vy_err vy_shadow_dump(const vy_shadow *s, vy_shadow_emit_fn emit, void *ctx, vy_
 		rc = emit(ctx, VY_P_HANDLE, v, sizeof(vy_p_handle), e);
 	for (size_t i = 0; rc == VY_OK && vy_u64map_next(&s->ctls, &i, &k, &v);)
 		rc = emit(ctx, VY_P_CTL, v, (uint32_t)(sizeof(vy_p_ctl) + ((const vy_p_ctl *)v)->reply_len), e);
+	for (size_t i = 0; rc == VY_OK && vy_u64map_next(&s->mapconns, &i, &k, &v);)
+		rc = emit(ctx, VY_P_MAPCONN, v, mapconn_bytes(v), e);
 	for (size_t i = 0; rc == VY_OK && vy_u64map_next(&s->answers, &i, &k, &v);)
 		if (vy_answer_held(v))
 			rc = emit(ctx, VY_P_GROUP, v, (uint32_t)vy_answer_bytes(v), e);

@@ -202,6 +202,16 @@ void vy_persist_ctl(struct vy_fs *fs, const struct vy_open *h, uint64_t running,
 	pthread_mutex_unlock(&p->lock);
 }
 
+void vy_persist_mapconn(struct vy_fs *fs, const void *rec, uint32_t len)
+{
+	vy_persist *p = writer_of(fs);
+	if (!p)
+		return;
+	pthread_mutex_lock(&p->lock);
+	vy_persist_commit(p, VY_P_MAPCONN, rec, len); /* never a FUSE request's: no group holds it */
+	pthread_mutex_unlock(&p->lock);
+}
+
 static vy_p_time ptime(struct timespec t)
 {
 	return (vy_p_time){.sec = t.tv_sec, .nsec = t.tv_nsec};

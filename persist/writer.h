@@ -51,6 +51,12 @@ void vy_persist_lookup(struct vy_fs *fs, struct vy_inode *in);
 struct vy_open;
 void vy_persist_ctl(struct vy_fs *fs, const struct vy_open *h, uint64_t running, uint64_t seq, uint32_t pending);
 
+/* A client connection that maps files, as it is now (a vy_p_mapconn and
+ * its mappings, `len` bytes; open 0: it ended), kept at once: the map
+ * server calls it before it takes a request off the socket, and before it
+ * answers one. */
+void vy_persist_mapconn(struct vy_fs *fs, const void *rec, uint32_t len);
+
 /* What the writer did, for .vyre/stats. */
 typedef struct vy_persist_counts {
 	uint64_t records, checkpoints, failures;

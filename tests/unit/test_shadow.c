@@ -1,7 +1,9 @@
 /* The kept namespace's request groups (persist/shadow.c, persist/answers.c):
  * a group's records applied whole or refused whole, its answer kept by
  * thread and replaced by the thread's next, forgotten when sent, pruned
- * after VY_ANSWERS_TAKEOVERS takeovers, and carried through a dump. */
+ * after VY_ANSWERS_TAKEOVERS takeovers, and carried through a dump. A
+ * client connection's record: replaced whole, forgotten when it ends,
+ * refused when malformed, carried through a dump. */
 #include "ns/ns.h"
 #include "persist/answers.h"
 #include "persist/format.h"
@@ -145,6 +147,58 @@ static void answers_carried_through_a_dump(void)
 	vy_shadow_destroy(&t);
 }
 
+/* Connection `slot`'s record with `n` mappings of inodes 10, 11, ... */
+static built mapconn(uint32_t slot, uint32_t open, uint32_t n)
+{
+	built g = {0};
+	vy_p_mapconn r = {.slot = slot, .open = open, .uid = 1000, .next_id = n, .unique = 4, .ref = n, .opcode = 3,
+			  .phase = 2, .n = n};
+	put(&g, &r, sizeof(r));
+	for (uint32_t i = 0; i < n; i++) {
+		vy_p_mapping m = {.id = i + 1, .ino = 10 + i, .bytes = 2u << 20};
+		put(&g, &m, sizeof(m));
+	}
+	return g;
+}
+
+static vy_err apply_conn(vy_shadow *s, const built *g)
+{
+	vy_error e;
+	return vy_shadow_apply(s, VY_P_MAPCONN, g->b, g->len, 9, &e);
+}
+
+static void client_connections_kept_whole(void)
+{
+	vy_shadow s, t;
+	vy_shadow_init(&s);
+	vy_shadow_init(&t);
+	built one = mapconn(6, 1, 1), two = mapconn(6, 1, 2), other = mapconn(9, 1, 1);
+	CHECK_EQ(apply_conn(&s, &one), VY_OK);
+	CHECK_EQ(apply_conn(&s, &two), VY_OK); /* the same slot: replaced */
+	CHECK_EQ(apply_conn(&s, &other), VY_OK);
+	CHECK_EQ(s.mapconns.count, 2u);
+	const vy_p_mapconn *r = vy_u64map_get(&s.mapconns, 6);
+	CHECK(r && r->n == 2 && ((const vy_p_mapping *)(r + 1))[1].ino == 11);
+	built bad = mapconn(6, 1, 2);
+	bad.len -= 8; /* a mapping cut short */
+	CHECK_EQ(apply_conn(&s, &bad), VY_EINVAL);
+	built noslot = mapconn(0, 1, 1);
+	CHECK_EQ(apply_conn(&s, &noslot), VY_EINVAL);
+	CHECK_EQ(((const vy_p_mapconn *)vy_u64map_get(&s.mapconns, 6))->n, 2u); /* untouched */
+	dumped d = {.to = &t};
+	vy_error e;
+	CHECK_EQ(vy_shadow_dump(&s, reapply, &d, &e), VY_OK);
+	CHECK_EQ(t.mapconns.count, 2u);
+	r = vy_u64map_get(&t.mapconns, 6);
+	CHECK(r && r->n == 2 && r->phase == 2 && r->unique == 4 && ((const vy_p_mapping *)(r + 1))[0].id == 1);
+	built ended = mapconn(6, 0, 0);
+	CHECK_EQ(apply_conn(&s, &ended), VY_OK);
+	CHECK(vy_u64map_get(&s.mapconns, 6) == NULL);
+	CHECK_EQ(s.mapconns.count, 1u);
+	vy_shadow_destroy(&s);
+	vy_shadow_destroy(&t);
+}
+
 int main(void)
 {
 	static const vy_test_case cases[] = {
@@ -152,6 +206,7 @@ int main(void)
 		TEST_CASE(bad_group_refused_whole),
 		TEST_CASE(answers_by_thread_sent_and_pruned),
 		TEST_CASE(answers_carried_through_a_dump),
+		TEST_CASE(client_connections_kept_whole),
 	};
 	return vy_test_main("shadow", cases, sizeof(cases) / sizeof(cases[0]));
 }
