@@ -89,6 +89,7 @@ int vy_client_connect(const char *file, dev_t dev, vy_client_conn *c)
 	vy_client_mount m;
 	bool is_vyrefs;
 	c->sock = -1;
+	c->unique = 0;
 	int rc = vy_client_mount_root(file, dev, &m, &is_vyrefs);
 	char name[NAME_MAX_BYTES];
 	if (!rc)
@@ -181,12 +182,19 @@ int vy_client_call(vy_client_conn *c, uint16_t op, const void *in, size_t len, c
 	const void *parts[1] = {in};
 	size_t lens[1] = {len};
 	vy_error e;
-	if (vy_chan_send(&ch, op, 1, parts, lens, 1, nfds ? fds : NULL, nfds, &e) != VY_OK)
+	uint64_t unique = ++c->unique;
+	if (vy_chan_send(&ch, op, unique, parts, lens, 1, nfds ? fds : NULL, nfds, &e) != VY_OK)
 		return channel_failed(c, &e);
 	for (;;) {
 		/* A copy's progress comes first; a map's answer within a minute. */
 		if (vy_chan_recv(&ch, progress ? -1 : 60000, 0, r, &e) != VY_OK)
 			return channel_failed(c, &e);
+		/* A daemon that took over this connection (survive=on) may
+		 * answer a request again whose answer came already. */
+		if (r->h.unique < unique) {
+			vy_msg_free(r);
+			continue;
+		}
 		if (r->h.opcode != VY_OP_CLIENT_PROGRESS)
 			break;
 		vy_client_progress p;

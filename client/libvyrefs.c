@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #define API __attribute__((visibility("default")))
+#define TAKEOVERS_MAX 8 /* daemons that may die under one vy_map (survive=on) before it fails */
 
 struct vy_mapping {
 	vy_client_conn conn;
@@ -83,6 +84,45 @@ static int open_failed(const char *path, int err)
 		    path, strerror(err));
 }
 
+/* One try: HELLO and MAP on a new connection to the mount's daemon (not
+ * one of pid `not`: -ECONNRESET), the reply kept in `mem` for its fds. */
+static int ask_map(const char *path, int fd, dev_t dev, vy_mapping *m, vy_msg *mem, vy_client_map_out *mo,
+		   uint32_t *backend, int *ordinal, pid_t not)
+{
+	int rc = vy_client_connect(path, dev, &m->conn);
+	if (!rc && not && m->conn.pid == not)
+		rc = -ECONNRESET;
+	vy_msg r = {0};
+	uint32_t minor = 0;
+	if (!rc) {
+		vy_hello_in in = {.major = VY_PROTO_MAJOR, .minor = VY_PROTO_MINOR};
+		rc = call(&m->conn, VY_OP_CLIENT_HELLO, &in, sizeof(in), -1, sizeof(vy_client_hello_out), &r);
+		if (!rc) {
+			vy_client_hello_out h;
+			memcpy(&h, r.body, sizeof(h));
+			*backend = h.backend;
+			*ordinal = h.ordinal;
+			minor = h.minor;
+			vy_msg_free(&r);
+		}
+	}
+	if (!rc) {
+		vy_client_map_in in = {0};
+		rc = call(&m->conn, VY_OP_CLIENT_MAP, &in, sizeof(in), fd, sizeof(*mo), mem);
+		if (!rc) {
+			memcpy(mo, mem->body, sizeof(*mo));
+			if (mo->nchunks == 0 || mo->nchunks > VY_CHUNKS_MAX || mem->nfds != mo->nchunks ||
+			    mem->len != sizeof(*mo) + mo->nchunks * sizeof(uint64_t))
+				rc = fail(EPROTO, "vyrefs: the daemon sent no memory (Fix: use libvyrefs of the mount's version)");
+			if (!rc && minor >= 2)
+				*ordinal = mo->ordinal; /* a mount over several devices names the file's */
+		}
+	}
+	if (rc)
+		vy_client_close(&m->conn); /* the daemon ends a mapping it made */
+	return rc;
+}
+
 API int vy_map(const char *path, int flags, vy_mapping **out)
 {
 	if (!path || !out || flags != 0)
@@ -101,51 +141,40 @@ API int vy_map(const char *path, int flags, vy_mapping **out)
 	int rc = fstat(fd, &st) ? fail(errno, "vyrefs: fstat %s: %s", path, strerror(errno)) : 0;
 	if (!rc && !S_ISREG(st.st_mode))
 		rc = fail(EINVAL, "vyrefs: %s is not a regular file (Fix: map a file)", path);
-	if (!rc)
-		rc = vy_client_connect(path, st.st_dev, &m->conn);
-	vy_msg r = {0};
-	uint32_t backend = 0, minor = 0;
-	int ordinal = -1;
-	if (!rc) {
-		vy_hello_in in = {.major = VY_PROTO_MAJOR, .minor = VY_PROTO_MINOR};
-		rc = call(&m->conn, VY_OP_CLIENT_HELLO, &in, sizeof(in), -1, sizeof(vy_client_hello_out), &r);
-		if (!rc) {
-			vy_client_hello_out h;
-			memcpy(&h, r.body, sizeof(h));
-			backend = h.backend;
-			ordinal = h.ordinal;
-			minor = h.minor;
-			vy_msg_free(&r);
-		}
-	}
 	vy_client_map_out mo = {0};
-	uint64_t chunk[VY_CHUNKS_MAX];
 	vy_msg mem = {0}; /* the reply, kept for its fds */
-	if (!rc) {
-		vy_client_map_in in = {0};
-		rc = call(&m->conn, VY_OP_CLIENT_MAP, &in, sizeof(in), fd, sizeof(mo), &mem);
-		if (!rc) {
-			memcpy(&mo, mem.body, sizeof(mo));
-			if (mo.nchunks == 0 || mo.nchunks > VY_CHUNKS_MAX || mem.nfds != mo.nchunks ||
-			    mem.len != sizeof(mo) + mo.nchunks * sizeof(uint64_t))
-				rc = fail(EPROTO, "vyrefs: the daemon sent no memory (Fix: use libvyrefs of the mount's version)");
-			else
-				memcpy(chunk, (char *)mem.body + sizeof(mo), mo.nchunks * sizeof(uint64_t));
-			if (!rc && minor >= 2)
-				ordinal = mo.ordinal; /* a mount over several devices names the file's */
+	uint32_t backend = 0;
+	int ordinal = -1;
+	if (!rc)
+		rc = ask_map(path, fd, st.st_dev, m, &mem, &mo, &backend, &ordinal, 0);
+	/* survive=on: a daemon that died before it kept this connection took
+	 * the mapping with it; its successor (another pid) is asked again. */
+	pid_t before = m->conn.pid;
+	for (int takeovers = 0; rc == -ECONNRESET && before && takeovers < TAKEOVERS_MAX; takeovers++) {
+		char why[VY_ERROR_MSG_MAX + 128];
+		snprintf(why, sizeof(why), "%s", vy_last_error());
+		m->conn.pid = 0;
+		int again = ask_map(path, fd, st.st_dev, m, &mem, &mo, &backend, &ordinal, before);
+		if (m->conn.pid == 0 || m->conn.pid == before) { /* no successor: what happened first is the answer */
+			rc = fail(ECONNRESET, "%s", why);
+			break;
 		}
+		rc = again;
+		before = m->conn.pid;
 	}
 	close(fd); /* the daemon holds the file now */
 	if (!rc)
 		rc = open_device(backend, ordinal, &m->dev);
 	if (!rc) {
 		vy_error e;
+		uint64_t chunk[VY_CHUNKS_MAX];
+		memcpy(chunk, (char *)mem.body + sizeof(mo), mo.nchunks * sizeof(uint64_t));
 		if (vy_span_import(m->dev, mem.fds, chunk, mo.nchunks, &m->span, &e) != VY_OK)
 			rc = vy_client_fail_local(&e);
 	}
 	vy_msg_free(&mem); /* closes the fds: the mappings hold the memory */
 	if (rc) {
-		vy_client_close(&m->conn); /* the daemon ends a mapping it made */
+		vy_client_close(&m->conn);
 		free(m);
 		return rc;
 	}

@@ -18,6 +18,7 @@ typedef struct vy_client_conn {
 	int sock;
 	uid_t uid; /* the daemon's, as the kernel tells it */
 	pid_t pid;
+	uint64_t unique;     /* the last request's: an answer to an earlier one is dropped */
 	char root[PATH_MAX]; /* the mount's root */
 } vy_client_conn;
 

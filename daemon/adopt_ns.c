@@ -6,13 +6,14 @@
 #include "daemon/log.h"
 #include "fs/fs.h"
 #include "persist/replay.h"
+#include "persist/replay_kernel.h"
 #include "persist/writer.h"
 #include "state/state.h"
 
 #include <inttypes.h>
 
 bool vy_adopt_namespace(struct vy_fs *fs, struct vy_state *st, struct vy_keeper_adoption *ad,
-			struct vy_keeper_link *link, struct vy_keeper_memory *km)
+			struct vy_keeper_link *link, struct vy_keeper_memory *km, struct vy_kept_conns *conns)
 {
 	char why[256];
 	vy_error e;
@@ -32,14 +33,18 @@ bool vy_adopt_namespace(struct vy_fs *fs, struct vy_state *st, struct vy_keeper_
 	vy_shadow sh;
 	vy_replay_counts n;
 	rc = vy_replay(fs, st, &ad->memory, &sh, &n, &e);
-	vy_keeper_memory_settle(km, &ad->memory); /* what no file took goes */
+	if (rc == VY_OK && vy_replay_mapconns(&sh, &ad->memory, conns, &e) != VY_OK)
+		vy_log(LOG_ERR, "takeover: %s; the clients' mappings end", e.msg);
+	vy_keeper_memory_settle(km, &ad->memory); /* what no file or connection took goes */
 	if (rc == VY_ENOENT) {
 		vy_shadow_destroy(&sh);
 		rc = vy_persist_start(fs, st, NULL, &e); /* the first daemon kept nothing yet */
 	} else if (rc == VY_OK) {
 		vy_log(LOG_NOTICE, "takeover: %" PRIu64 " records kept: %" PRIu64 " inodes, %" PRIu64 " names, %" PRIu64
-				   " files with their memory, %" PRIu64 " files lost their bytes, %" PRIu64 " nameless inodes freed",
-		       n.records, n.inodes, n.names, n.files, n.lost, n.dropped);
+				   " files with their memory, %" PRIu64 " files lost their bytes, %" PRIu64 " nameless inodes freed, %" PRIu64
+				   " client connections with %" PRIu64 " mappings (%" PRIu64 " of no kept file)",
+		       n.records, n.inodes, n.names, n.files, n.lost, n.dropped, (uint64_t)conns->n, n.mappings,
+		       n.mappings_lost);
 		rc = vy_persist_start(fs, st, &sh, &e);
 		if (rc != VY_OK)
 			vy_shadow_destroy(&sh);

@@ -9,6 +9,7 @@
 #include "daemon/session.h"
 #include "daemon/keeper_link.h"
 #include "daemon/adopt_ns.h"
+#include "persist/replay_kernel.h"
 #include "daemon/resend.h"
 #include "daemon/upgrade.h"
 #include "daemon/keeper_memory.h"
@@ -240,7 +241,7 @@ static void unmount_adopted(const char *mountpoint)
 
 #define SURVIVE_WARNING                                                                                        \
 	"survive=on is experimental: files, names, attributes, bytes and open files survive a daemon's death; "   \
-	"mappings and modules do not yet (docs/survive.md): test mounts only"
+	"client mappings too; modules do not yet (docs/survive.md): test mounts only"
 
 int vy_mount_serve(const vy_mount_args *a, vy_keeper_link *keeper, vy_keeper_adoption *adopt, vy_state *st)
 {
@@ -374,14 +375,19 @@ int vy_mount_serve(const vy_mount_args *a, vy_keeper_link *keeper, vy_keeper_ado
 		vy_keeper_watch(keeper, &fs.keeper_pid);
 		vy_log(LOG_WARNING, "%s", SURVIVE_WARNING);
 	}
+	vy_kept_conns conns = {0};
 	if (adopt) {
 		fs.takeovers = adopt->takeovers;
 		fs.death_ns = adopt->death_ns;
-		km_ready = vy_adopt_namespace(&fs, st, adopt, keeper, &km);
+		km_ready = vy_adopt_namespace(&fs, st, adopt, keeper, &km, &conns);
 	}
+	if (km_ready && fs.persist)
+		fs.keep_sink = &km.sink; /* the map server's connections to the keeper */
 	/* Client programs map files through it; the mount works without. */
 	if (vy_mapsrv_start(&fs, a->mountpoint, &e) != VY_OK)
 		vy_log(LOG_WARNING, "files cannot be mapped by programs: %s", e.msg);
+	vy_mapsrv_adopt(&fs, &conns); /* the dead daemon's clients, served on */
+	vy_kept_conns_free(&conns);
 	fs.socket_name = vy_mapsrv_name; /* what .vyre/socket shows */
 
 	if (fs.persist)

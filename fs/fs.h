@@ -66,6 +66,9 @@ typedef struct vy_fs {
 	/* survive=on: the namespace's writer into the state region
 	 * (persist/writer.h); NULL: nothing is kept. */
 	struct vy_persist *persist;
+	/* survive=on: the keeper's slots (daemon/keeper_memory.h), for the map
+	 * server's connections; NULL: no keeper. */
+	const struct vy_keep_sink *keep_sink;
 } vy_fs;
 
 /* Attribute and entry timeouts for the kernel (seconds). */

@@ -7,7 +7,9 @@
  * bounded per user and in all, with a reserve for root and the mounting
  * user; a connection that ends releases its thread and fd at once. */
 #include "fs/file.h"
-#include "sock/mapsrv.h"
+#include "sock/mapsrv_impl.h"
+#include "persist/format.h"
+#include "persist/replay_kernel.h"
 #include "sock/clientfd.h"
 #include "core/transfer.h"
 #include "core/grow.h"
@@ -37,97 +39,18 @@
 #define CONNS_MAX 256     /* a thread each */
 #define CONNS_RESERVED 32 /* of them, for root and the mounting user only */
 #define CONNS_PER_UID 64  /* any other user */
-#define MAPS_MAX 1024     /* per connection */
+#define MAPS_MAX VY_P_MAPCONN_MAPS_MAX /* per connection (1024) */
 #define MSG_MS 5000       /* a message that has begun ends within this */
 #define IDLE_MS 60000     /* a connection with no mapping, silent this long, is closed */
 #define FDS_RESERVE 256   /* fds kept free for FUSE work: no connection is taken into them */
 #define REFUSAL_LOG_S 10  /* a refused connection is logged once in this many seconds */
 #define STOP_WAIT_S 2     /* unmounting waits this long for connections to end */
 
-typedef struct mapping {
-	uint64_t id;
-	vy_inode *in; /* held like an open file */
-	vy_handle buf;
-	uint64_t bytes;
-} mapping;
 
-typedef struct conn {
-	struct vy_mapsrv *srv;
-	int sock;
-	pthread_t thread;
-	bool done;
-	mapping *maps;
-	size_t nmaps, capmaps;
-	uint64_t next_id;
-	uint32_t minor; /* the client's protocol minor (HELLO) */
-	uid_t uid;      /* the client's, from SO_PEERCRED */
-	struct conn *next;
-} conn;
-
-struct vy_mapsrv {
-	vy_fs *fs;
-	int listen_fd;
-	pthread_t acceptor;
-	pthread_mutex_t lock; /* conns, stopping */
-	pthread_cond_t gone;  /* a connection ended */
-	conn *conns;
-	unsigned nconns;
-	bool stopping;
-	dev_t dev; /* the mount's device number */
-	char name[PATH_MAX]; /* "@NAME" (abstract) or the socket's path */
-	bool on_disk;        /* name is a path to unlink at the end */
-	time_t refusal_logged;
-	unsigned refused;    /* since the last log line */
-};
-
-/* A reply, and after it `xlen` more bytes and `x`'s fds (a MAP's memory). */
-static vy_err reply_with(conn *c, const vy_msg *m, const void *out, size_t len, const vy_export *x)
-{
-	vy_chan ch = {.sock = c->sock, .mb_fd = -1};
-	const void *parts[2] = {out, x ? x->chunk : NULL};
-	size_t lens[2] = {len, x ? x->n * sizeof(uint64_t) : 0};
-	vy_error e;
-	return vy_chan_send(&ch, m->h.opcode | VY_OP_REPLY, m->h.unique, parts, lens, x ? 2 : 1, x ? x->fd : NULL,
-			    x ? x->n : 0, &e);
-}
 
 static vy_err reply(conn *c, const vy_msg *m, const void *out, size_t len)
 {
-	return reply_with(c, m, out, len, NULL);
-}
-
-static void status_of(vy_status *st, vy_err rc, const vy_error *e)
-{
-	st->rc = (int32_t)rc;
-	st->step = -1;
-	snprintf(st->msg, sizeof(st->msg), "%s", rc == VY_OK ? "" : e->msg);
-}
-
-static vy_err reply_status(conn *c, const vy_msg *m, vy_err rc, const vy_error *e)
-{
-	vy_status st;
-	status_of(&st, rc, e);
-	return reply(c, m, &st, sizeof(st));
-}
-
-static void let_go(vy_fs *fs, vy_inode *in)
-{
-	vy_clientfd_let_go(fs, in);
-}
-
-/* The kernel may cache pages of what the device holds now: drop them, so
- * cat shows what the client wrote. */
-static void drop_cache(vy_mapsrv *srv, vy_inode *in)
-{
-	/* Readahead copies too: they may predate what the client wrote. */
-	pthread_rwlock_rdlock(&in->lock);
-	vy_readahead_forget(in);
-	pthread_rwlock_unlock(&in->lock);
-	pthread_mutex_lock(&srv->lock);
-	bool stopping = srv->stopping;
-	pthread_mutex_unlock(&srv->lock);
-	if (!stopping && srv->fs->se)
-		fuse_lowlevel_notify_inval_inode(srv->fs->se, in->ino, 0, 0);
+	return vy_mapconn_reply_with(c, m, out, len, NULL);
 }
 
 static vy_err op_map(conn *c, vy_msg *m)
@@ -175,6 +98,11 @@ static vy_err op_map(conn *c, vy_msg *m)
 			vy_export_close(&x);
 			rc = vy_fail(&e, VY_ENOMEM, "free host memory", "cannot record a mapping");
 		}
+		/* survive=on: the connection's socket to the keeper, so the
+		 * client's connection outlives this daemon with the mapping. */
+		if (rc == VY_OK && !vy_mapconn_keep(c))
+			vy_log(LOG_WARNING, "client socket: a mapping of inode %" PRIu64 " will not survive this daemon's "
+					    "death (its connection could not be handed to the keeper)", in->ino);
 		if (rc == VY_OK) {
 			/* mapped_bytes is the memory mapped, however many
 			 * mappings share it. */
@@ -189,51 +117,30 @@ static vy_err op_map(conn *c, vy_msg *m)
 			out.nchunks = x.n;
 			out.ordinal = vy_fs_core(fs, in)->dev->info.ordinal;
 			c->maps[c->nmaps++] = (mapping){.id = out.id, .in = in, .buf = in->buf, .bytes = v.alloc};
+			c->req.ref = out.id;
 			vy_telemetry_add(&vy_fs_core(fs, in)->tel, maps, 1);
 		}
 		pthread_rwlock_unlock(&in->lock);
 		if (rc != VY_OK)
-			let_go(fs, in);
+			vy_clientfd_let_go(fs, in);
 	}
-	status_of(&out.st, rc, &e);
-	vy_err sent = reply_with(c, m, &out, sizeof(out), rc == VY_OK ? &x : NULL);
+	vy_mapconn_status_of(&out.st, rc, &e);
+	vy_err sent = vy_mapconn_reply_with(c, m, &out, sizeof(out), rc == VY_OK ? &x : NULL);
 	vy_export_close(&x); /* the client has its own now */
 	return sent;
 }
 
-/* End mapping i of the connection. */
-static void unmap_at(conn *c, size_t i)
-{
-	vy_fs *fs = c->srv->fs;
-	mapping mp = c->maps[i];
-	c->maps[i] = c->maps[--c->nmaps];
-	pthread_rwlock_wrlock(&mp.in->lock);
-	mp.in->maps--;
-	/* A mapped file does not move: its device is the one it was mapped on. */
-	vy_core *core = vy_fs_core(fs, mp.in);
-	vy_store_unexport(core->store, mp.buf, NULL);
-	if (mp.in->maps == 0) {
-		vy_telemetry_add(&core->tel, mapped_bytes, (uint64_t)0 - mp.in->mapped_counted);
-		mp.in->mapped_counted = 0;
-	}
-	pthread_rwlock_unlock(&mp.in->lock);
-	drop_cache(c->srv, mp.in);
-	let_go(fs, mp.in);
-}
 
 static size_t find_map(conn *c, const vy_msg *m, bool *ok)
 {
 	vy_client_ref_in in;
+	size_t i = 0;
 	*ok = false;
 	if (m->len != sizeof(in))
 		return 0;
 	memcpy(&in, m->body, sizeof(in));
-	for (size_t i = 0; i < c->nmaps; i++)
-		if (c->maps[i].id == in.id) {
-			*ok = true;
-			return i;
-		}
-	return 0;
+	*ok = vy_mapconn_find(c, in.id, &i);
+	return i;
 }
 
 /* SYNC (drop cached pages) or UNMAP of one mapping of this connection. */
@@ -243,12 +150,12 @@ static vy_err op_ref(conn *c, vy_msg *m, bool unmap)
 	size_t i = find_map(c, m, &ok);
 	vy_error e;
 	if (!ok)
-		return reply_status(c, m, vy_fail(&e, VY_EINVAL, "name a mapping of this connection", "no such mapping"), &e);
+		return vy_mapconn_reply_status(c, m, vy_fail(&e, VY_EINVAL, "name a mapping of this connection", "no such mapping"), &e);
 	if (unmap)
-		unmap_at(c, i);
+		vy_mapconn_unmap_at(c, i);
 	else
-		drop_cache(c->srv, c->maps[i].in);
-	return reply_status(c, m, VY_OK, NULL);
+		vy_mapconn_drop_cache(c->srv, c->maps[i].in);
+	return vy_mapconn_reply_status(c, m, VY_OK, NULL);
 }
 
 typedef struct copy_ctx {
@@ -315,10 +222,10 @@ static vy_err op_copy(conn *c, vy_msg *m)
 				      .tick = copy_tick, .ctx = &ctx};
 		other = -1; /* the copy's now */
 		rc = vy_copysrv_run(c->srv->fs, &job, &out.done, &out.total, &e);
-		let_go(c->srv->fs, ino);
+		vy_clientfd_let_go(c->srv->fs, ino);
 	}
 	vy_clientfd_close(other);
-	status_of(&out.st, rc, &e);
+	vy_mapconn_status_of(&out.st, rc, &e);
 	return reply(c, m, &out, sizeof(out));
 }
 
@@ -345,7 +252,7 @@ static vy_err op_hello(conn *c, vy_msg *m)
 	out.backend = strcmp(d->backend, "cuda") ? VY_BACKEND_HOST : VY_BACKEND_CUDA;
 	out.ordinal = d->ordinal;
 	out.share_granularity = d->share_granularity;
-	status_of(&out.st, rc, &e);
+	vy_mapconn_status_of(&out.st, rc, &e);
 	vy_err sent = reply(c, m, &out, sizeof(out));
 	return rc != VY_OK ? rc : sent;
 }
@@ -360,7 +267,8 @@ static unsigned fds_of(uint16_t opcode)
 static void conn_end(conn *c)
 {
 	while (c->nmaps)
-		unmap_at(c, c->nmaps - 1);
+		vy_mapconn_unmap_at(c, c->nmaps - 1);
+	vy_mapconn_forget(c);
 	free(c->maps);
 	vy_mapsrv *srv = c->srv;
 	pthread_mutex_lock(&srv->lock);
@@ -390,23 +298,36 @@ static void *serve_conn(void *arg)
 	 * length is refused before anything is allocated for it, and the
 	 * kernel closes fds past two before they reach this process. */
 	vy_chan ch = {.sock = c->sock, .mb_fd = -1, .max_len = 4096, .max_fds = 2, .msg_ms = MSG_MS, .peer = "a client"};
-	bool hello = false;
-	for (;;) {
+	bool hello = c->adopted; /* it said HELLO to the dead daemon */
+	for (bool go = !c->adopted || vy_mapconn_resume(c); go;) {
 		vy_msg m;
+		vy_msg_header h;
 		vy_error e;
+		uint8_t body[VY_CHAN_PEEK_MAX];
+		size_t got;
 		/* Silent and holding nothing: a slot someone else may want. */
-		if (vy_chan_recv(&ch, c->nmaps ? -1 : IDLE_MS, 0, &m, &e) != VY_OK)
+		if (vy_chan_peek(&ch, c->nmaps ? -1 : IDLE_MS, &h, body, sizeof(body), &got, &e) != VY_OK)
 			break; /* closed, idle, or not our framing */
+		/* Seen, not yet taken: a kept connection says so first, so a
+		 * successor that finds the socket empty knows it was taken. */
+		vy_client_ref_in ref = {0};
+		if ((h.opcode == VY_OP_CLIENT_SYNC || h.opcode == VY_OP_CLIENT_UNMAP) && got >= sizeof(ref))
+			memcpy(&ref, body, sizeof(ref));
+		c->req = (vy_mapconn_req){.unique = h.unique, .ref = ref.id, .opcode = h.opcode, .phase = 1};
+		if (c->slot)
+			vy_mapconn_record(c);
+		if (vy_chan_take(&ch, &h, &m, &e) != VY_OK)
+			break;
 		vy_err rc;
 		uint16_t op = m.h.opcode;
 		if (m.nfds > fds_of(op)) {
-			rc = reply_status(c, &m,
+			rc = vy_mapconn_reply_status(c, &m,
 					  vy_fail(&e, VY_EINVAL, "use libvyrefs (client/vyrefs.h)",
 						  "request %u carried %u file descriptors; it takes %u", op, m.nfds, fds_of(op)),
 					  &e);
 			rc = VY_EINVAL;
 		} else if (!hello && op != VY_OP_CLIENT_HELLO) {
-			rc = reply_status(c, &m,
+			rc = vy_mapconn_reply_status(c, &m,
 					  vy_fail(&e, VY_EINVAL, "use libvyrefs (client/vyrefs.h)", "request %u before HELLO", op),
 					  &e);
 			rc = VY_EINVAL;
@@ -414,7 +335,7 @@ static void *serve_conn(void *arg)
 			switch (op) {
 			case VY_OP_CLIENT_HELLO:
 				if (hello) {
-					reply_status(c, &m, vy_fail(&e, VY_EINVAL, "say HELLO once a connection", "a second HELLO"),
+					vy_mapconn_reply_status(c, &m, vy_fail(&e, VY_EINVAL, "say HELLO once a connection", "a second HELLO"),
 						     &e);
 					rc = VY_EINVAL;
 				} else {
@@ -435,18 +356,35 @@ static void *serve_conn(void *arg)
 				rc = op_copy(c, &m);
 				break;
 			default:
-				reply_status(c, &m, vy_fail(&e, VY_EINVAL, "use libvyrefs (client/vyrefs.h)", "unknown request %u", op),
+				vy_mapconn_reply_status(c, &m, vy_fail(&e, VY_EINVAL, "use libvyrefs (client/vyrefs.h)", "unknown request %u", op),
 					     &e);
 				rc = VY_EINVAL;
 				break;
 			}
 		}
 		vy_msg_free(&m);
-		if (rc != VY_OK)
-			break;
+		go = rc == VY_OK;
 	}
 	conn_end(c);
 	return NULL;
+}
+
+bool vy_mapsrv_conn_start(vy_mapsrv *srv, conn *c)
+{
+	pthread_attr_t attr;
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	c->srv = srv;
+	c->next = srv->conns;
+	srv->conns = c;
+	srv->nconns++;
+	bool ok = pthread_create(&c->thread, &attr, serve_conn, c) == 0;
+	if (!ok) {
+		srv->conns = c->next;
+		srv->nconns--;
+	}
+	pthread_attr_destroy(&attr);
+	return ok;
 }
 
 /* Connections of `uid` now. Lock held. */
@@ -526,22 +464,14 @@ static void *accept_loop(void *arg)
 		const char *why = getsockopt(s, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 ? "its credentials are unknown"
 											     : refusal(srv, s, cred.uid);
 		conn *c = why ? NULL : calloc(1, sizeof(*c));
-		pthread_attr_t attr;
-		pthread_attr_init(&attr);
-		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
 		if (c) {
-			*c = (conn){.srv = srv, .sock = s, .uid = cred.uid, .next = srv->conns};
-			srv->conns = c;
-			srv->nconns++;
-			if (pthread_create(&c->thread, &attr, serve_conn, c) != 0) {
-				srv->conns = c->next;
-				srv->nconns--;
+			*c = (conn){.srv = srv, .sock = s, .uid = cred.uid};
+			if (!vy_mapsrv_conn_start(srv, c)) {
 				free(c);
 				c = NULL;
 				why = "no thread could be started for it";
 			}
 		}
-		pthread_attr_destroy(&attr);
 		if (!c) {
 			vy_telemetry_add(&srv->fs->dev[0].core->tel, client_refusals, 1);
 			log_refusal(srv, why ? cred.uid : 0, why ? why : "no memory for it");
@@ -675,6 +605,28 @@ bool vy_mapsrv_stop(vy_fs *fs)
 	pthread_mutex_destroy(&srv->lock);
 	free(srv);
 	return vy_copysrv_quiet(fs, 1000);
+}
+
+void vy_mapsrv_adopt(vy_fs *fs, vy_kept_conns *kc)
+{
+	vy_mapsrv *srv = fs->mapsrv;
+	for (size_t i = 0; i < kc->n; i++) {
+		conn *c = vy_mapconn_take_back(fs, srv, &kc->c[i]);
+		if (!c)
+			continue;
+		pthread_mutex_lock(&srv->lock);
+		bool started = vy_mapsrv_conn_start(srv, c);
+		pthread_mutex_unlock(&srv->lock);
+		if (started)
+			continue;
+		vy_log(LOG_WARNING, "takeover: client connection %u: no thread to serve it; its mappings end", c->slot);
+		while (c->nmaps)
+			vy_mapconn_unmap_at(c, c->nmaps - 1);
+		vy_mapconn_forget(c);
+		close(c->sock);
+		free(c->maps);
+		free(c);
+	}
 }
 
 const char *vy_mapsrv_name(vy_fs *fs)

@@ -26,6 +26,13 @@ vy_err vy_mapsrv_start(vy_fs *fs, const char *mountpoint, vy_error *e);
  * on no client. False when a copy's worker is still stuck in a client's
  * fd: the process must then exit without freeing what it may touch. */
 bool vy_mapsrv_stop(vy_fs *fs);
+/* survive=on, a successor: serve on the client connections the dead
+ * daemon kept (their mappings counted again; persist/replay_kernel.h).
+ * Each one taken is cleared from `kc`; one that cannot be is let go, its
+ * record forgotten. With no server running, every one is let go. */
+struct vy_kept_conns;
+void vy_mapsrv_adopt(vy_fs *fs, struct vy_kept_conns *kc);
+
 /* "@NAME" (an abstract socket) or the socket's path, as .vyre/socket
  * shows it. */
 const char *vy_mapsrv_name(vy_fs *fs);

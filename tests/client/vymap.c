@@ -3,8 +3,9 @@
  *   vymap fill PATH BYTE      (host backend) set every byte through the
  *                             mapping, then vy_unmap
  *   vymap hold PATH SECONDS   map, say "mapped", sleep (to be killed)
- *   vymap wait PATH           map, say "mapped", read stdin to its end,
- *                             then vy_unmap (the test decides when)
+ *   vymap wait PATH [BYTE]    map, say "mapped", read stdin to its end,
+ *                             (host backend) set every byte to BYTE if
+ *                             given, then vy_unmap (the test decides when)
  * A failure prints vy_last_error() and exits with the errno. */
 #include "client/vyrefs.h"
 
@@ -37,11 +38,13 @@ int main(int argc, char **argv)
 		printf("mapped\n");
 		fflush(stdout);
 		sleep((unsigned)atoi(argv[3]));
-	} else if (!strcmp(argv[1], "wait") && argc == 3) {
+	} else if (!strcmp(argv[1], "wait") && (argc == 3 || (argc == 4 && vy_mapping_device(m) < 0))) {
 		printf("mapped\n");
 		fflush(stdout);
 		while (getchar() != EOF)
 			;
+		if (argc == 4)
+			memset((void *)(uintptr_t)vy_mapping_ptr(m), atoi(argv[3]), vy_mapping_size(m));
 	} else {
 		fprintf(stderr, "vymap: bad arguments\n");
 		vy_unmap(m);

@@ -5,6 +5,7 @@
 # held open lives until its last close, and the kernel's lookup counts are
 # the successor's: dropping the kernel's caches forgets each one exactly.
 . tests/fs/lib.sh
+. tests/survive/lib.sh
 HOLDER="python3 $PWD/tests/survive/holder.py"
 T=""
 
@@ -21,7 +22,6 @@ tearDown() {
 }
 
 ready() { [ -e "$T/ready" ] || ! kill -0 "$HPID" 2>/dev/null; }
-stat_is() { [ "$(stat_of "$1")" = "$2" ]; }
 
 # hold MODE: start the holder (tests/survive/holder.py) and wait until it
 # holds what it opens.
@@ -40,14 +40,6 @@ let_go() {
 	HPID=""
 	assertEquals "the holder: $(cat "$T/holder.out")" 0 "$rc"
 	assertEquals "the holder's verdict" ok "$(cat "$T/holder.out")"
-}
-
-# kill_daemon: SIGKILL the serving daemon; wait for its successor.
-kill_daemon() {
-	local old
-	old=$(stat_of pid)
-	kill -9 "$old"
-	wait_for "a successor serves" serving_pid_not "$old"
 }
 
 test_open_files_and_directories_read_and_write_on() {

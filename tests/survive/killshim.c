@@ -10,7 +10,12 @@
  *  KILLSHIM_ADOPT=1: every successor (vyrefs --adopt) SIGKILLs itself as
  *    it starts.
  *  KILLSHIM_IO=FILE: a daemon SIGKILLs itself at its first pread or pwrite
- *    once FILE exists (removed first): `vyrefs cp`'s copy, half done. */
+ *    once FILE exists (removed first): `vyrefs cp`'s copy, half done.
+ *  KILLSHIM_FDS=FILE KILLSHIM_FDS_TYPE=stream|seqpacket: a process
+ *    SIGKILLs itself at its first sendmsg that passes fds on a socket of
+ *    that type once FILE exists (removed first): a MAP's reply to its
+ *    client (stream), or a client socket on its way to the keeper
+ *    (seqpacket). */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <fcntl.h>
@@ -19,6 +24,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -64,6 +70,20 @@ ssize_t pwrite(int fd, const void *buf, size_t len, off_t off)
 		real = (ssize_t (*)(int, const void *, size_t, off_t))dlsym(RTLD_NEXT, "pwrite");
 	io_armed();
 	return real(fd, buf, len, off);
+}
+
+ssize_t sendmsg(int fd, const struct msghdr *mh, int flags)
+{
+	static ssize_t (*real)(int, const struct msghdr *, int);
+	if (!real)
+		real = (ssize_t (*)(int, const struct msghdr *, int))dlsym(RTLD_NEXT, "sendmsg");
+	const char *arm = getenv("KILLSHIM_FDS"), *want = getenv("KILLSHIM_FDS_TYPE");
+	int type = 0;
+	socklen_t len = sizeof(type);
+	if (arm && want && mh->msg_controllen && getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) == 0 &&
+	    type == (!strcmp(want, "seqpacket") ? SOCK_SEQPACKET : SOCK_STREAM) && unlink(arm) == 0)
+		kill(getpid(), SIGKILL);
+	return real(fd, mh, flags);
 }
 
 /* KILLSHIM_AT=reply: the request this thread read, to die at its reply. */

@@ -12,3 +12,13 @@ mount_shimmed() {
 	for kv in "LD_PRELOAD=$SHIM" "$@"; do unset "${kv%%=*}"; done
 	return $rc
 }
+
+stat_is() { [ "$(stat_of "$1")" = "$2" ]; }
+
+# kill_daemon: SIGKILL the serving daemon; wait for its successor.
+kill_daemon() {
+	local old
+	old=$(stat_of pid)
+	kill -9 "$old"
+	wait_for "a successor serves" serving_pid_not "$old"
+}

@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# survive=on (docs/survive.md, "Mappings"): a program's mapping goes on
+# through the daemon's death without its noticing. Its connection is kept
+# (the keeper holds a copy of the socket), the successor counts the mapping
+# again (the file is held, cannot shrink, and an unlinked one lives until
+# the unmap), and answers its next request; a MAP the daemon did but had
+# not answered is answered by the successor; one it had not kept is asked
+# again of the successor by libvyrefs. Host backend (the GPU suite maps a
+# model through kills).
+. tests/fs/lib.sh
+. tests/survive/lib.sh
+VYMAP=${BUILD}/tests/client/vymap
+T=""
+MPID=""
+
+setUp() {
+	T=$(mktemp -d /tmp/vyrefs-mappings.XXXXXX) || return 1
+	[ -r "$SHIM" ] || { echo "no $SHIM (Fix: make)"; return 1; }
+}
+
+tearDown() {
+	[ -n "$MPID" ] && kill "$MPID" 2>/dev/null
+	MPID=""
+	exec 7>&- 2>/dev/null
+	unmount_vyrefs
+	drop_log
+	rm -rf "$T"
+}
+
+mapped() { grep -q mapped "$T/out" 2>/dev/null || ! kill -0 "$MPID" 2>/dev/null; }
+
+# map_file FILE [BYTE]: vymap holds FILE mapped until fd 7 closes, then
+# sets every byte to BYTE (if given) and unmaps. Waits until it is mapped.
+map_file() {
+	rm -f "$T/go"
+	mkfifo "$T/go"
+	"$VYMAP" wait "$@" <"$T/go" >"$T/out" 2>&1 &
+	MPID=$!
+	exec 7>"$T/go"
+	wait_for "the file is mapped" mapped || return 1
+	grep -q mapped "$T/out" || { fail "vymap: $(cat "$T/out")"; return 1; }
+}
+
+# unmap: fd 7 closes; vymap fills, syncs, unmaps; its status.
+unmap() {
+	exec 7>&-
+	wait "$MPID"
+	local rc=$?
+	MPID=""
+	assertEquals "vymap: $(cat "$T/out")" 0 "$rc"
+}
+
+test_a_mapping_goes_on_through_the_death() {
+	mount_vyrefs "survive=on" || { fail "mount"; return; }
+	truncate -s 8M "$MNT/k" || { fail "truncate"; return; }
+	map_file "$MNT/k" 7 || return
+	assertEquals "mapped" 8388608 "$(stat_of mapped_bytes)"
+	kill_daemon || return
+	assertEquals "the successor counts the mapping" 8388608 "$(stat_of mapped_bytes)"
+	local err
+	err=$(truncate -s 4M "$MNT/k" 2>&1)
+	assertContains "a mapped file does not shrink after the death: $err" "$err" "Device or resource busy"
+	unmap
+	assertEquals "the bytes written through the mapping" "$(head -c 8388608 /dev/zero | tr '\0' '\7' | sum_of /dev/stdin)" \
+		"$(sum_of "$MNT/k")"
+	wait_for "the mapping ends" stat_is mapped_bytes 0
+	truncate -s 4M "$MNT/k" || fail "shrink once unmapped"
+	assertNotContains "no mapping was lost" "$(cat "$VY_LOG")" "cannot be taken back"
+}
+
+test_an_unlinked_mapped_file_lives_until_its_unmap() {
+	mount_vyrefs "survive=on" || { fail "mount"; return; }
+	truncate -s 6M "$MNT/gone" || { fail "truncate"; return; }
+	map_file "$MNT/gone" || return
+	rm "$MNT/gone"
+	kill_daemon || return
+	assertEquals "held by its mapping" 6291456 "$(stat_of resident_bytes)"
+	unmap
+	wait_for "freed at the unmap" stat_is resident_bytes 0
+}
+
+test_a_map_done_and_not_answered_is_answered_by_the_successor() {
+	mount_shimmed KILLSHIM_FDS="$T/arm" KILLSHIM_FDS_TYPE=stream || { fail "mount"; return; }
+	truncate -s 4M "$MNT/k" || { fail "truncate"; return; }
+	: >"$T/arm" # the daemon dies as it sends the MAP's reply
+	map_file "$MNT/k" 9 || return
+	assertFalse "the daemon died at the reply" "[ -e '$T/arm' ]"
+	assertEquals "takeovers" 1 "$(stat_of takeovers)"
+	assertContains "the successor took the connection back" "$(cat "$VY_LOG")" "1 client connections with 1 mappings"
+	assertEquals "one mapping, counted once" 4194304 "$(stat_of mapped_bytes)"
+	unmap
+	assertEquals "the bytes written through the mapping" "$(head -c 4194304 /dev/zero | tr '\0' '\11' | sum_of /dev/stdin)" \
+		"$(sum_of "$MNT/k")"
+	wait_for "the mapping ends" stat_is mapped_bytes 0
+}
+
+test_a_map_the_daemon_had_not_kept_is_asked_again() {
+	mount_shimmed KILLSHIM_FDS="$T/arm" KILLSHIM_FDS_TYPE=seqpacket || { fail "mount"; return; }
+	truncate -s 4M "$MNT/k" || { fail "truncate"; return; }
+	cat "$MNT/k" >/dev/null
+	: >"$T/arm" # the daemon dies as it hands the connection to the keeper
+	map_file "$MNT/k" 5 || return
+	assertFalse "the daemon died before it kept the connection" "[ -e '$T/arm' ]"
+	assertEquals "takeovers" 1 "$(stat_of takeovers)"
+	assertContains "no connection was kept" "$(cat "$VY_LOG")" "0 client connections with 0 mappings"
+	assertEquals "one mapping, counted once" 4194304 "$(stat_of mapped_bytes)"
+	unmap
+	assertEquals "the bytes written through the mapping" "$(head -c 4194304 /dev/zero | tr '\0' '\5' | sum_of /dev/stdin)" \
+		"$(sum_of "$MNT/k")"
+	wait_for "the mapping ends" stat_is mapped_bytes 0
+}
+
+test_a_killed_client_ends_its_mapping_in_the_successor() {
+	mount_vyrefs "survive=on" || { fail "mount"; return; }
+	truncate -s 2M "$MNT/k" || { fail "truncate"; return; }
+	map_file "$MNT/k" || return
+	kill_daemon || return
+	kill -9 "$MPID"
+	wait "$MPID" 2>/dev/null
+	MPID=""
+	wait_for "the successor ends the mapping" stat_is mapped_bytes 0
+	truncate -s 1M "$MNT/k" || fail "shrink once the client is gone"
+}
+
+. tests/shunit.sh
