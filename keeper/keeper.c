@@ -10,6 +10,7 @@
  * Any other exit ends the keeper with the daemon's status, every fd closed.
  * Tables are sized at start; nothing is allocated per message. */
 #include "keeper/keeper.h"
+#include "keeper/leader.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -46,6 +47,8 @@ static struct {
 	unsigned nslots;
 	int sock;      /* the serving daemon's socketpair, -1: none */
 	pid_t daemon;  /* 0: none */
+	uint64_t leader_gone_ns; /* when the first thread was seen gone, the rest not (0: not seen) */
+	pid_t dying;   /* a daemon taken for dead whose other threads still end (reaped later) */
 	int sigfd;
 	uint64_t deaths[DEATHS_MAX]; /* ring of death times */
 	uint64_t ndeaths, takeovers;
@@ -242,6 +245,7 @@ static void died(int st)
 	uint64_t t = now_ns();
 	pid_t was = k.daemon;
 	k.daemon = 0;
+	k.leader_gone_ns = 0;
 	if (k.sock >= 0) {
 		if (fcntl(k.sock, F_SETFL, O_NONBLOCK) != 0)
 			say(LOG_WARNING, "cannot read the daemon's last messages: %s", strerror(errno));
@@ -294,7 +298,34 @@ static void on_signal(void)
 		while ((w = waitpid(-1, &st, WNOHANG)) > 0)
 			if (w == k.daemon)
 				died(st);
+			else if (w == k.dying)
+				k.dying = 0; /* its last thread ended: answered by the successor */
 	}
+}
+
+/* The daemon's first thread exited and its other threads have not within
+ * LEADER_GRACE_NS (as they do when it is killed: SIGCHLD says so): the
+ * daemon is dead, one of its threads waiting on the mount (leader.h). */
+#define LEADER_GRACE_NS (200ull * 1000000ull)
+static void on_leader(void)
+{
+	int st, waited;
+	if (k.daemon <= 0 || !vy_leader_gone(k.daemon, &st))
+		return;
+	pid_t was = k.daemon;
+	if (waitpid(was, &waited, WNOHANG) == was) {
+		died(waited);
+		return;
+	}
+	uint64_t t = now_ns();
+	if (!k.leader_gone_ns)
+		k.leader_gone_ns = t;
+	if (t - k.leader_gone_ns < LEADER_GRACE_NS)
+		return; /* looked at again in VY_LEADER_LOOK_MS: killed, the rest ends within it */
+	say(LOG_WARNING, "the daemon (pid %d) is ending but one of its threads waits on the mount; its successor "
+			 "answers it", (int)was);
+	k.dying = was;
+	died(st);
 }
 
 /* Every fd the daemon may hand, as many as the open-file limit allows. */
@@ -392,7 +423,8 @@ int main(int argc, char **argv)
 		say(LOG_WARNING, "cannot make the socketpair non-blocking: %s", strerror(errno));
 	for (;;) {
 		struct pollfd p[2] = {{.fd = k.sigfd, .events = POLLIN}, {.fd = k.sock, .events = POLLIN}};
-		if (poll(p, k.sock >= 0 ? 2 : 1, -1) < 0 && errno != EINTR) {
+		int n = poll(p, 2, k.daemon > 0 ? VY_LEADER_LOOK_MS : -1);
+		if (n < 0 && errno != EINTR) {
 			say(LOG_ERR, "poll: %s", strerror(errno));
 			finish(1);
 		}
@@ -400,5 +432,7 @@ int main(int argc, char **argv)
 			drain();
 		if (p[0].revents & POLLIN)
 			on_signal();
+		if (n == 0)
+			on_leader();
 	}
 }

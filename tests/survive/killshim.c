@@ -15,7 +15,11 @@
  *    SIGKILLs itself at its first sendmsg that passes fds on a socket of
  *    that type once FILE exists (removed first): a MAP's reply to its
  *    client (stream), or a client socket on its way to the keeper
- *    (seqpacket). */
+ *    (seqpacket).
+ *  KILLSHIM_RECVFD=FILE: a process SIGKILLs itself as a recvmsg on a
+ *    stream socket hands it fds, once FILE exists (removed first): a
+ *    daemon that dies holding a client's fd of its own mount, whose close
+ *    at exit waits on the mount (FLUSH). */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <fcntl.h>
@@ -84,6 +88,21 @@ ssize_t sendmsg(int fd, const struct msghdr *mh, int flags)
 	    type == (!strcmp(want, "seqpacket") ? SOCK_SEQPACKET : SOCK_STREAM) && unlink(arm) == 0)
 		kill(getpid(), SIGKILL);
 	return real(fd, mh, flags);
+}
+
+ssize_t recvmsg(int fd, struct msghdr *mh, int flags)
+{
+	static ssize_t (*real)(int, struct msghdr *, int);
+	if (!real)
+		real = (ssize_t (*)(int, struct msghdr *, int))dlsym(RTLD_NEXT, "recvmsg");
+	ssize_t n = real(fd, mh, flags);
+	const char *arm = getenv("KILLSHIM_RECVFD");
+	int type = 0;
+	socklen_t len = sizeof(type);
+	if (arm && n > 0 && mh->msg_controllen && CMSG_FIRSTHDR(mh) && CMSG_FIRSTHDR(mh)->cmsg_type == SCM_RIGHTS &&
+	    getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) == 0 && type == SOCK_STREAM && unlink(arm) == 0)
+		kill(getpid(), SIGKILL);
+	return n;
 }
 
 /* KILLSHIM_AT=reply: the request this thread read, to die at its reply. */

@@ -117,6 +117,21 @@ test_a_map_the_daemon_had_not_kept_is_asked_again() {
 	wait_for "the mapping ends" stat_is mapped_bytes 0
 }
 
+test_a_daemon_killed_holding_a_clients_fd_of_its_mount_is_succeeded() {
+	# Its exit closes that fd, which waits on the mount (FLUSH): only a
+	# successor can answer, so the keeper does not wait for the whole
+	# process to end (keeper/leader.h).
+	mount_shimmed KILLSHIM_RECVFD="$T/arm" || { fail "mount"; return; }
+	truncate -s 2M "$MNT/k" || { fail "truncate"; return; }
+	: >"$T/arm" # the daemon dies as it receives the MAP's fd
+	map_file "$MNT/k" 4 || return
+	assertFalse "the daemon died holding the fd" "[ -e '$T/arm' ]"
+	assertEquals "takeovers" 1 "$(stat_of takeovers)"
+	assertContains "the keeper did not wait for it" "$(cat "$VY_LOG")" "one of its threads waits on the mount"
+	unmap
+	filled "$MNT/k" 4 2097152
+}
+
 test_a_killed_client_ends_its_mapping_in_the_successor() {
 	mount_vyrefs "survive=on" || { fail "mount"; return; }
 	truncate -s 2M "$MNT/k" || { fail "truncate"; return; }

@@ -1,0 +1,195 @@
+#!/usr/bin/env bash
+# survive=on under load (docs/survive.md, "Chaos"): for VY_CHAOS_SECONDS
+# (60) the daemon is SIGKILLed every 2 s while fio writes with crc32c
+# verify (8 jobs), a tree of VY_CHAOS_FILES (10,000) small files is untarred
+# and its directories renamed about, a program holds a mapping, .vyre/ctl
+# sequences fill and copy, and `vyrefs cp` copies in and out. Afterwards:
+# fio verified every block, no program saw an error (a ctl sequence the
+# daemon died under gets EIO that says so: it is run again), the tree
+# equals a copy made by the same steps on local disk (names, modes, owners,
+# sizes, bytes, file times, xattrs, links), the mapping's bytes are there,
+# and once everything is removed the accounting is back at zero.
+. tests/fs/lib.sh
+. tests/survive/lib.sh
+VYMAP=${BUILD}/tests/client/vymap
+SECS=${VY_CHAOS_SECONDS:-60}
+FILES=${VY_CHAOS_FILES:-10000}
+T=""
+MPID=""
+WORKERS=""
+
+setUp() {
+	T=$(mktemp -d /tmp/vyrefs-chaos.XXXXXX) || return 1
+	command -v fio >/dev/null || { echo "no fio (Fix: apt-get install fio)"; return 1; }
+}
+
+tearDown() {
+	touch "$T/stop"
+	[ -n "$MPID" ] && kill "$MPID" 2>/dev/null
+	MPID=""
+	exec 7>&- 2>/dev/null
+	# shellcheck disable=SC2086 # the pids, one word each
+	[ -n "$WORKERS" ] && wait $WORKERS 2>/dev/null
+	WORKERS=""
+	unmount_vyrefs
+	drop_log
+	rm -rf "$T"
+}
+
+stopped() { [ -e "$T/stop" ]; }
+err() { echo "$*" >>"$T/errors"; }
+
+# The tree: FILES small files in 100 directories, with modes, an xattr
+# each tenth, a symlink and a hard link each hundredth; as a tar.
+make_tree() {
+	mkdir -p "$T/src/tree"
+	local d i
+	for d in $(seq 0 99); do
+		mkdir "$T/src/tree/d$d"
+		for i in $(seq 0 $((FILES / 100 - 1))); do
+			printf 'file %d of %d\n' "$i" "$d" >"$T/src/tree/d$d/f$i"
+		done
+		chmod 640 "$T/src/tree/d$d/f0"
+		setfattr -n user.k -v "v$d" "$T/src/tree/d$d/f1" 2>/dev/null
+		ln -s f2 "$T/src/tree/d$d/s"
+		ln "$T/src/tree/d$d/f3" "$T/src/tree/d$d/h"
+	done
+	tar --xattrs -C "$T/src" -cf "$T/tree.tar" tree
+}
+
+# untar, then rename directories about, the same steps in DIR and the mount.
+tree_worker() {
+	tar --xattrs -C "$T/shadow" -xf "$T/tree.tar" || err "untar to disk"
+	tar --xattrs -C "$MNT" -xf "$T/tree.tar" 2>>"$T/errors" || err "untar into the mount"
+	local n=0
+	while ! stopped; do
+		local a=$((n % 100)) where
+		for where in "$T/shadow" "$MNT"; do
+			if [ -d "$where/tree/d$a" ]; then
+				mv "$where/tree/d$a" "$where/tree/r$a" 2>>"$T/errors" || err "rename d$a in $where"
+			else
+				mv "$where/tree/r$a" "$where/tree/d$a" 2>>"$T/errors" || err "rename r$a in $where"
+			fi
+		done
+		n=$((n + 1))
+	done
+}
+
+# .vyre/ctl: fill then copy, again and again; a sequence the daemon died
+# under is refused with EIO and a reply that says so, and run again.
+ctl_worker() {
+	truncate -s 1M "$MNT/a" "$MNT/b" || err "truncate a b"
+	local n=0 v
+	while ! stopped; do
+		v=$((n % 250 + 1))
+		if ! printf 'fill a %d\ncopy a b\n' "$v" >"$MNT/.vyre/ctl" 2>"$T/ctl.err"; then
+			grep -q "Input/output error" "$T/ctl.err" || err "ctl: $(cat "$T/ctl.err")"
+			continue # the daemon died under it: run again
+		fi
+		[ "$(od -An -tu1 -N1 -j 524288 "$MNT/b" | tr -d ' ')" = "$v" ] || err "ctl: b does not hold $v"
+		n=$((n + 1))
+	done
+	echo "$n" >"$T/ctl.done"
+}
+
+# vyrefs cp in and out, each copy checked.
+cp_worker() {
+	make_data "$T/data" $((3 << 20)) 5
+	local n=0
+	while ! stopped; do
+		"$VYREFS" cp "$T/data" "$MNT/c" 2>>"$T/errors" || err "vyrefs cp in"
+		"$VYREFS" cp "$MNT/c" "$T/back" 2>>"$T/errors" || err "vyrefs cp out"
+		cmp -s "$T/data" "$T/back" || err "vyrefs cp: the copy differs"
+		n=$((n + 1))
+	done
+	echo "$n" >"$T/cp.done"
+}
+
+# SIGKILL the serving daemon every 2 s; count the takeovers.
+killer() {
+	local n=0 old
+	while ! stopped; do
+		sleep 2
+		old=$(stat_of pid)
+		[ -n "$old" ] || { err "killer: no pid in .vyre/stats"; continue; }
+		kill -9 "$old"
+		for _ in $(seq 600); do serving_pid_not "$old" && break; sleep 0.05; done
+		serving_pid_not "$old" || err "killer: no successor within 30 s of killing $old"
+		n=$((n + 1))
+	done
+	echo "$n" >"$T/kills"
+}
+
+# What a tree is, less what two copies made apart differ in (inode numbers,
+# directories' times): one line per path.
+listing() {
+	(cd "$1" && find . -printf '%p %y %m %U %G %s %l\n' | sort)
+	(cd "$1" && find . -type f -printf '%p %n %T@\n' | sort)
+	(cd "$1" && find . -type f -exec sha256sum {} + | sort -k2)
+	(cd "$1" && getfattr -R -d -m - --absolute-names . 2>/dev/null | grep -v '^$' | sort)
+}
+
+test_everything_goes_on_through_a_kill_every_two_seconds() {
+	make_tree
+	mkdir "$T/shadow"
+	mount_vyrefs "survive=on" || { fail "mount"; return; }
+	local used0
+	used0=$(df --output=used "$MNT" | tail -1)
+	truncate -s 4M "$MNT/m" || { fail "truncate m"; return; }
+	mkfifo "$T/go"
+	"$VYMAP" wait "$MNT/m" 3 <"$T/go" >"$T/map.out" 2>&1 &
+	MPID=$!
+	exec 7>"$T/go"
+	wait_for "the file is mapped" grep -q mapped "$T/map.out" || return
+	local mapped
+	mapped=$(stat_of mapped_bytes)
+	mkdir "$MNT/fio"
+	fio --name=chaos --directory="$MNT/fio" --rw=randwrite --bs=4k --size=4M --numjobs=8 --ioengine=psync \
+		--verify=crc32c --verify_backlog=64 --verify_fatal=1 --time_based --runtime="$SECS" \
+		--group_reporting >"$T/fio.out" 2>&1 &
+	local fio=$!
+	WORKERS=$fio
+	tree_worker &
+	WORKERS="$WORKERS $!"
+	ctl_worker &
+	WORKERS="$WORKERS $!"
+	cp_worker &
+	WORKERS="$WORKERS $!"
+	killer &
+	WORKERS="$WORKERS $!"
+	wait "$fio"
+	local fio_rc=$?
+	touch "$T/stop"
+	# shellcheck disable=SC2086 # the pids, one word each
+	wait $WORKERS
+	WORKERS=""
+	assertEquals "fio: $(grep -iE 'err|verify' "$T/fio.out" | head -5)" 0 "$fio_rc"
+	assertNotContains "fio verified every block" "$(cat "$T/fio.out")" "verify: bad"
+	assertEquals "no program saw an error" "" "$(head -c 2000 "$T/errors" 2>/dev/null)"
+	local kills
+	kills=$(cat "$T/kills")
+	assertTrue "the daemon was killed about every 2 s ($kills)" "[ $kills -ge $((SECS / 4)) ]"
+	assertEquals "every kill was taken over" "$kills" "$(stat_of takeovers)"
+	assertTrue "ctl sequences ran ($(cat "$T/ctl.done"))" "[ $(cat "$T/ctl.done") -gt 0 ]"
+	assertTrue "copies ran ($(cat "$T/cp.done"))" "[ $(cat "$T/cp.done") -gt 0 ]"
+	[ "$(id -u)" = 0 ] && echo 3 >/proc/sys/vm/drop_caches
+	listing "$T/shadow/tree" >"$T/want"
+	listing "$MNT/tree" >"$T/got"
+	assertEquals "the tree equals the one on disk: $(diff "$T/want" "$T/got" | head -5)" "" \
+		"$(diff "$T/want" "$T/got" | head -1)"
+	assertEquals "the mapping outlived every kill" "$mapped" "$(stat_of mapped_bytes)"
+	exec 7>&-
+	wait "$MPID"
+	local map_rc=$?
+	MPID=""
+	assertEquals "vymap: $(cat "$T/map.out")" 0 "$map_rc"
+	assertEquals "the bytes written through the mapping" "$(head -c 4194304 /dev/zero | tr '\0' '\3' | sum_of /dev/stdin)" \
+		"$(sum_of "$MNT/m")"
+	rm -rf "${MNT:?}"/* || fail "rm -r"
+	wait_for "every byte freed" stat_is resident_bytes 0
+	assertEquals "no mapping left" 0 "$(stat_of mapped_bytes)"
+	assertEquals "df as at the start" "$used0" "$(df --output=used "$MNT" | tail -1)"
+	assertNotContains "no file lost its bytes" "$(cat "$VY_LOG")" "lost its bytes"
+}
+
+. tests/shunit.sh
