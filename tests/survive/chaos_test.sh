@@ -20,7 +20,6 @@ WORKERS=""
 
 setUp() {
 	T=$(mktemp -d /tmp/vyrefs-chaos.XXXXXX) || return 1
-	command -v fio >/dev/null || { echo "no fio (Fix: apt-get install fio)"; return 1; }
 }
 
 tearDown() {
@@ -130,6 +129,7 @@ listing() {
 }
 
 test_everything_goes_on_through_a_kill_every_two_seconds() {
+	command -v fio >/dev/null || { skip_test "needs fio (Fix: apt-get install fio; make test-deps does)"; return; }
 	make_tree
 	mkdir "$T/shadow"
 	mount_vyrefs "survive=on" || { fail "mount"; return; }
