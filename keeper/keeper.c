@@ -324,6 +324,10 @@ static void on_leader(void)
 		return; /* looked at again in VY_LEADER_LOOK_MS: killed, the rest ends within it */
 	say(LOG_WARNING, "the daemon (pid %d) is ending but one of its threads waits on the mount; its successor "
 			 "answers it", (int)was);
+	/* Stuck on a live mount, whatever status it ends with: not a clean
+	 * unmount (that leaves no mount to wait on). */
+	if (WIFEXITED(st) && WEXITSTATUS(st) != VY_EXIT_TAKEOVER)
+		st = SIGKILL;
 	k.dying = was;
 	died(st);
 }

@@ -88,48 +88,43 @@ test_an_unlinked_mapped_file_lives_until_its_unmap() {
 	wait_for "freed at the unmap" stat_is resident_bytes 0
 }
 
-test_a_map_done_and_not_answered_is_answered_by_the_successor() {
-	mount_shimmed KILLSHIM_FDS="$T/arm" KILLSHIM_FDS_TYPE=stream || { fail "mount"; return; }
-	truncate -s 4M "$MNT/k" || { fail "truncate"; return; }
-	: >"$T/arm" # the daemon dies as it sends the MAP's reply
-	map_file "$MNT/k" 9 || return
-	assertFalse "the daemon died at the reply" "[ -e '$T/arm' ]"
+# map_killed BYTES BYTE LOGGED VAR=VALUE...: a mount whose daemon the kill
+# shim (those settings, armed at $T/arm) kills once as a file of BYTES is
+# mapped; then one takeover, the log says LOGGED, the mapping is counted
+# once, and BYTE written through it is in the file after the unmap.
+map_killed() {
+	local bytes=$1 byte=$2 logged=$3
+	shift 3
+	mount_shimmed "$@" || { fail "mount"; return 1; }
+	truncate -s "$bytes" "$MNT/k" || { fail "truncate"; return 1; }
+	: >"$T/arm"
+	map_file "$MNT/k" "$byte" || return 1
+	assertFalse "the daemon died" "[ -e '$T/arm' ]"
 	assertEquals "takeovers" 1 "$(stat_of takeovers)"
-	assertContains "the successor took the connection back" "$(cat "$VY_LOG")" "1 client connections with 1 mappings"
-	assertEquals "one mapping, counted once" 4194304 "$(stat_of mapped_bytes)"
+	assertContains "the log says: $logged" "$(cat "$VY_LOG")" "$logged"
+	assertEquals "one mapping, counted once" "$bytes" "$(stat_of mapped_bytes)"
 	unmap
-	filled "$MNT/k" 9 4194304
+	filled "$MNT/k" "$byte" "$bytes"
 	wait_for "the mapping ends" stat_is mapped_bytes 0
+}
+
+test_a_map_done_and_not_answered_is_answered_by_the_successor() {
+	# Killed as it sends the MAP's reply: the successor took the
+	# connection back and answers the MAP again.
+	map_killed 4194304 9 "1 client connections with 1 mappings" KILLSHIM_FDS="$T/arm" KILLSHIM_FDS_TYPE=stream
 }
 
 test_a_map_the_daemon_had_not_kept_is_asked_again() {
-	mount_shimmed KILLSHIM_FDS="$T/arm" KILLSHIM_FDS_TYPE=seqpacket || { fail "mount"; return; }
-	truncate -s 4M "$MNT/k" || { fail "truncate"; return; }
-	cat "$MNT/k" >/dev/null
-	: >"$T/arm" # the daemon dies as it hands the connection to the keeper
-	map_file "$MNT/k" 5 || return
-	assertFalse "the daemon died before it kept the connection" "[ -e '$T/arm' ]"
-	assertEquals "takeovers" 1 "$(stat_of takeovers)"
-	assertContains "no connection was kept" "$(cat "$VY_LOG")" "0 client connections with 0 mappings"
-	assertEquals "one mapping, counted once" 4194304 "$(stat_of mapped_bytes)"
-	unmap
-	filled "$MNT/k" 5 4194304
-	wait_for "the mapping ends" stat_is mapped_bytes 0
+	# Killed as it hands the connection to the keeper: nothing was kept,
+	# and libvyrefs asks the successor again.
+	map_killed 4194304 5 "0 client connections with 0 mappings" KILLSHIM_FDS="$T/arm" KILLSHIM_FDS_TYPE=seqpacket
 }
 
 test_a_daemon_killed_holding_a_clients_fd_of_its_mount_is_succeeded() {
-	# Its exit closes that fd, which waits on the mount (FLUSH): only a
-	# successor can answer, so the keeper does not wait for the whole
-	# process to end (keeper/leader.h).
-	mount_shimmed KILLSHIM_RECVFD="$T/arm" || { fail "mount"; return; }
-	truncate -s 2M "$MNT/k" || { fail "truncate"; return; }
-	: >"$T/arm" # the daemon dies as it receives the MAP's fd
-	map_file "$MNT/k" 4 || return
-	assertFalse "the daemon died holding the fd" "[ -e '$T/arm' ]"
-	assertEquals "takeovers" 1 "$(stat_of takeovers)"
-	assertContains "the keeper did not wait for it" "$(cat "$VY_LOG")" "one of its threads waits on the mount"
-	unmap
-	filled "$MNT/k" 4 2097152
+	# Killed as it receives the MAP's fd: its exit closes that fd, which
+	# waits on the mount (FLUSH), and only a successor can answer, so the
+	# keeper does not wait for the whole process to end (keeper/leader.h).
+	map_killed 2097152 4 "one of its threads waits on the mount" KILLSHIM_RECVFD="$T/arm"
 }
 
 test_a_killed_client_ends_its_mapping_in_the_successor() {
