@@ -264,12 +264,19 @@ static unsigned fds_of(uint16_t opcode)
 }
 
 /* End a connection: its mappings, its socket and its record, at once. */
-static void conn_end(conn *c)
+/* A connection's mappings ended, and its record and keeper slot with them. */
+static void conn_unmap_all(conn *c)
 {
 	while (c->nmaps)
 		vy_mapconn_unmap_at(c, c->nmaps - 1);
 	vy_mapconn_forget(c);
 	free(c->maps);
+	c->maps = NULL;
+}
+
+static void conn_end(conn *c)
+{
+	conn_unmap_all(c);
 	vy_mapsrv *srv = c->srv;
 	pthread_mutex_lock(&srv->lock);
 	for (conn **p = &srv->conns; *p; p = &(*p)->next)
@@ -620,11 +627,8 @@ void vy_mapsrv_adopt(vy_fs *fs, vy_kept_conns *kc)
 		if (started)
 			continue;
 		vy_log(LOG_WARNING, "takeover: client connection %u: no thread to serve it; its mappings end", c->slot);
-		while (c->nmaps)
-			vy_mapconn_unmap_at(c, c->nmaps - 1);
-		vy_mapconn_forget(c);
+		conn_unmap_all(c);
 		close(c->sock);
-		free(c->maps);
 		free(c);
 	}
 }
