@@ -51,7 +51,7 @@ const vy_option_doc vy_options[] = {
 	 "experimental: a keeper process holds the mount and starts a successor when the daemon dies (crash, "
 	 "kill -9); programs see a pause, not an error. Files, names, attributes, xattrs, bytes and open files "
 	 "survive, and a request caught mid-way gets its answer once (a ctl sequence caught running: EIO, saying "
-	 "so); vyrefs --upgrade hands over to a new binary; mappings survive too; modules do not yet: test mounts only"},
+	 "so); vyrefs --upgrade hands over to a new binary; mappings and loaded modules survive too: test mounts only"},
 	{"survive_log", "SIZE", "64M",
 	 "survive=on: the log of namespace changes kept for a successor (a power of two, 64K to 1G); a checkpoint "
 	 "of the whole namespace is written each time it is half full"},

@@ -240,8 +240,8 @@ static void unmount_adopted(const char *mountpoint)
 }
 
 #define SURVIVE_WARNING                                                                                        \
-	"survive=on is experimental: files, names, attributes, bytes and open files survive a daemon's death; "   \
-	"client mappings too; modules do not yet (docs/survive.md): test mounts only"
+	"survive=on is experimental: files, names, attributes, bytes, open files, client mappings and loaded "   \
+	"modules survive a daemon's death (docs/survive.md says what does not): test mounts only"
 
 int vy_mount_serve(const vy_mount_args *a, vy_keeper_link *keeper, vy_keeper_adoption *adopt, vy_state *st)
 {

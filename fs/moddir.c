@@ -1,5 +1,6 @@
 /* Module files: bytes in host memory, loaded at close. */
 #include "fs/moddir.h"
+#include "fs/moddir_keep.h"
 #include "fs/kind.h"
 #include "fs/file.h"
 #include "daemon/log.h"
@@ -111,10 +112,8 @@ static void ensure_log(vy_fs *fs, vy_inode *dir, const char *module)
 /* The name under which `in` stands in `dir`, or NULL. ns held. */
 static const char *name_of(vy_inode *dir, vy_inode *in)
 {
-	for (const vy_dirent *e = vy_dir_next(&dir->dir, 0); e; e = vy_dir_next(&dir->dir, e->cookie))
-		if (e->ino == in->ino)
-			return e->name;
-	return NULL;
+	const vy_dirent *e = vy_dir_naming(&dir->dir, in->ino);
+	return e ? e->name : NULL;
 }
 
 /* Take a module file out of modules/ (it is not loaded), and out of the
@@ -128,6 +127,7 @@ static void unlist(vy_fs *fs, vy_inode *in)
 	gone = name ? strdup(name) : NULL;
 	if (gone && vy_dir_remove(&dir->dir, gone))
 		in->nlink--;
+	vy_moddir_unkeep(fs, in);
 	vy_inode_reap(fs, in);
 	pthread_mutex_unlock(&fs->ns);
 	if (gone && fs->se)
@@ -249,10 +249,12 @@ int vy_moddir_load(vy_fs *fs, vy_inode *in)
 				vy_modules_failed(fs->dev[k].modules, in->target, why ? why : e.msg, NULL);
 		free(why);
 	}
+	int kept = rc == VY_OK ? vy_moddir_image_fd(fs, in) : -1; /* the bytes loaded, for a successor */
 	pthread_rwlock_unlock(&in->lock);
 	pthread_mutex_lock(&fs->ns);
 	ensure_log(fs, vy_u64map_get(&fs->inodes, fs->modules_ino), in->target);
 	pthread_mutex_unlock(&fs->ns);
+	vy_moddir_keep(fs, in, kept);
 	if (rc != VY_OK && rc != VY_EBUSY)
 		unlist(fs, in); /* not loaded, so not listed: its log says why */
 	if (rc == VY_OK)
@@ -270,6 +272,7 @@ int vy_moddir_forget(vy_fs *fs, vy_inode *dir, vy_inode *in)
 	for (unsigned d = 0; d < fs->ndev; d++)
 		if (vy_modules_unload(fs->dev[d].modules, in->target, &e) != VY_OK)
 			return EBUSY;
+	vy_moddir_unkeep(fs, in);
 	char name[300];
 	snprintf(name, sizeof(name), "%s.log", in->target);
 	vy_dirent *d = vy_dir_find(&dir->dir, name);

@@ -47,7 +47,10 @@ void vy_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	int err = vy_open_add(vy_fs_ns(fs), h);
 	if (!err) {
 		in->opens++;
-		vy_persist_handle(fs, h->fh, in, VY_HANDLE_FILE, 0); /* before the kernel holds it */
+		/* A module's writer is not kept: after a death it gets EBADF,
+		 * never a file that mixes two images. */
+		if (!(writing && in->kind == VY_MODULE))
+			vy_persist_handle(fs, h->fh, in, VY_HANDLE_FILE, 0); /* before the kernel holds it */
 	}
 	pthread_mutex_unlock(&fs->ns);
 	if (err) {

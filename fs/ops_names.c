@@ -193,7 +193,8 @@ static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name, vy_ki
 		memset(&ep, 0, sizeof(ep));
 		vy_ns_looked_up(vy_fs_ns(fs), in);
 		vy_persist_lookup(fs, in);
-		vy_persist_handle(fs, h->fh, in, VY_HANDLE_FILE, 0);
+		if (in->kind != VY_MODULE) /* a module's writer is not kept (vy_op_open) */
+			vy_persist_handle(fs, h->fh, in, VY_HANDLE_FILE, 0);
 		vy_op_stat(fs, in, &ep.attr);
 		if (tmpfile)
 			ep.attr.st_nlink = 1; /* the kernel's d_tmpfile takes it to 0 */

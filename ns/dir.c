@@ -173,3 +173,11 @@ const vy_dirent *vy_dir_next(const vy_dir *d, uint64_t after)
 			return d->order[i].e;
 	return NULL;
 }
+
+const vy_dirent *vy_dir_naming(const vy_dir *d, uint64_t ino)
+{
+	for (const vy_dirent *e = vy_dir_next(d, 0); e; e = vy_dir_next(d, e->cookie))
+		if (e->ino == ino)
+			return e;
+	return NULL;
+}

@@ -46,5 +46,8 @@ bool vy_dir_add_at(vy_dir *d, const char *name, uint64_t ino, uint64_t cookie);
 bool vy_dir_remove(vy_dir *d, const char *name);
 /* The first entry with cookie > after, or NULL. */
 const vy_dirent *vy_dir_next(const vy_dir *d, uint64_t after);
+/* The first entry (in readdir order) that names inode `ino`, or NULL: a
+ * walk of the whole directory, for small ones. */
+const vy_dirent *vy_dir_naming(const vy_dir *d, uint64_t ino);
 
 #endif

@@ -90,6 +90,7 @@ typedef struct vy_inode {
 	char *data;
 	size_t dlen;
 	bool overflowed; /* VY_MODULE: a write went past the largest module */
+	uint32_t kept_slot; /* VY_MODULE: the keeper's slot of its loaded image (fs/moddir_keep.c); 0: none */
 	vy_xattrs xattrs;
 } vy_inode;
 

@@ -25,6 +25,7 @@ enum vy_p_type {
 	VY_P_GROUP = 9,  /* vy_p_group + reply + records: one request's changes and its answer */
 	VY_P_CTL = 10,   /* vy_p_ctl + reply: an open .vyre/ctl (its handle's) reply and whether a sequence runs */
 	VY_P_MAPCONN = 11, /* vy_p_mapconn + mappings: a client connection that maps files (format 5) */
+	VY_P_MODULE = 12,  /* vy_p_module + name: a loaded module file of .vyre/modules/ (format 6) */
 };
 
 /* An image section holds records back to back, each a vy_p_head and its
@@ -168,6 +169,26 @@ typedef struct vy_p_mapping {
 	uint64_t ino;
 	uint64_t bytes; /* the memory mapped (the file's allocations) */
 } vy_p_mapping;
+
+/* A module file of .vyre/modules/ that loaded (fs/moddir_keep.c), as a
+ * successor makes it again: its image is a sealed memfd of `bytes` the
+ * keeper holds in `slot`; the file and its JIT log (NAME.log) keep their
+ * numbers and places in the listing; its name (NAME.ptx, .cubin, .fatbin
+ * or .cu) follows. `slot` 0: the module is gone. Keyed by `ino`. A module
+ * being written is not kept until it loads (its writer's handle is not). */
+#define VY_P_MODULE_MAX_BYTES (256ull << 20)
+typedef struct vy_p_module {
+	uint64_t ino, cookie;
+	uint64_t log_ino, log_cookie; /* 0: no log */
+	uint64_t bytes;
+	vy_p_time atime, mtime, ctime, btime;
+	uint32_t slot;
+	uint32_t mode, uid, gid;
+	uint32_t name_len;
+	uint32_t zero;
+} vy_p_module;
+
+_Static_assert(sizeof(vy_p_module) == 128, "persist/format.h: fixed layout");
 
 _Static_assert(sizeof(vy_p_mapconn) == 56 && sizeof(vy_p_mapping) == 24, "persist/format.h: fixed layout");
 

@@ -4,6 +4,7 @@
 #include "fs/fs.h"
 #include "persist/format.h"
 #include "persist/replay_kernel.h"
+#include "persist/replay_modules.h"
 #include "state/state.h"
 
 #include <errno.h>
@@ -312,6 +313,8 @@ vy_err vy_replay(struct vy_fs *fs, struct vy_state *st, vy_keep_fds *mem, vy_sha
 			counts->names++;
 		}
 	}
+	if (rc == VY_OK)
+		rc = vy_replay_modules(fs, sh, mem, counts, e);
 	for (size_t i = 0; rc == VY_OK && vy_u64map_next(&sh->nodes, &i, &k, &v);) {
 		vy_shadow_node *node = v;
 		vy_inode *in = node->xattrs ? vy_fs_inode(fs, node->ino) : NULL;

@@ -22,9 +22,11 @@ typedef struct vy_replay_counts {
 	uint64_t dropped;  /* inodes nothing held: no name, no handle, no kernel reference (freed) */
 	uint64_t handles;  /* open files and directories taken back */
 	uint64_t handles_lost; /* that could not be (their programs get EBADF) */
-	uint64_t lookups_lost; /* kernel references to inodes not made again (modules) */
+	uint64_t lookups_lost; /* kernel references to inodes not made again (modules being written) */
 	uint64_t mappings;     /* files client programs map, held again */
 	uint64_t mappings_lost; /* mappings of files not made again */
+	uint64_t modules;       /* module files made again and loaded */
+	uint64_t modules_lost;  /* that could not be (logged) */
 } vy_replay_counts;
 
 /* Into `fs` (fresh from vy_fs_init, nothing served yet) from `st`, taking

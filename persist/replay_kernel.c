@@ -37,7 +37,8 @@ static bool fits(const vy_p_handle *r, const vy_inode *in)
 		return false;
 	if (r->kind == VY_HANDLE_DIR)
 		return in->kind == VY_DIR;
-	return in->kind == VY_FILE || (in->kind == VY_VIRTUAL && in->fixed);
+	return in->kind == VY_FILE || in->kind == VY_MODULE ||
+	       (in->kind == VY_VIRTUAL && (in->fixed || in->virt == VY_V_MODLOG));
 }
 
 /* Handle `r` on `in` (it fits) live again with its id, an open control

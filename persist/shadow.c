@@ -17,6 +17,7 @@ void vy_shadow_init(vy_shadow *s)
 	vy_u64map_init(&s->handles);
 	vy_u64map_init(&s->ctls);
 	vy_u64map_init(&s->mapconns);
+	vy_u64map_init(&s->modules);
 	vy_u64map_init(&s->answers);
 	s->next_ino = VY_NS_ROOT + 1;
 }
@@ -47,6 +48,9 @@ void vy_shadow_destroy(vy_shadow *s)
 	for (size_t i = 0; vy_u64map_next(&s->mapconns, &i, &k, &v);)
 		free(v);
 	vy_u64map_destroy(&s->mapconns);
+	for (size_t i = 0; vy_u64map_next(&s->modules, &i, &k, &v);)
+		free(v);
+	vy_u64map_destroy(&s->modules);
 	vy_answers_destroy(&s->answers);
 }
 
@@ -55,12 +59,18 @@ void vy_shadow_forget_mapconn(vy_shadow *s, uint64_t slot)
 	free(vy_u64map_remove(&s->mapconns, slot));
 }
 
+void vy_shadow_forget_module(vy_shadow *s, uint64_t ino)
+{
+	free(vy_u64map_remove(&s->modules, ino));
+}
+
 static uint32_t mapconn_bytes(const vy_p_mapconn *r)
 {
 	return (uint32_t)(sizeof(*r) + r->n * sizeof(vy_p_mapping));
 }
 
 static vy_err apply_mapconn(vy_shadow *s, const vy_p_mapconn *r, uint32_t len, vy_error *e);
+static vy_err apply_module(vy_shadow *s, const vy_p_module *r, uint32_t len, vy_error *e);
 
 void vy_shadow_forget_handle(vy_shadow *s, uint64_t id)
 {
@@ -213,6 +223,7 @@ vy_err vy_shadow_apply(vy_shadow *s, uint16_t type, const void *p, uint32_t len,
 		vy_shadow_node *n = vy_u64map_remove(&s->nodes, ((const vy_p_gone *)p)->ino);
 		if (n)
 			node_free(n);
+		vy_shadow_forget_module(s, ((const vy_p_gone *)p)->ino);
 		return VY_OK;
 	}
 	case VY_P_XATTRS: {
@@ -276,6 +287,8 @@ vy_err vy_shadow_apply(vy_shadow *s, uint16_t type, const void *p, uint32_t len,
 	}
 	case VY_P_MAPCONN:
 		return apply_mapconn(s, p, len, e);
+	case VY_P_MODULE:
+		return apply_module(s, p, len, e);
 	case VY_P_LOOKUP: {
 		const vy_p_lookup *r = p;
 		if (len != sizeof(*r) || r->ino == 0)
@@ -310,6 +323,45 @@ static vy_err apply_mapconn(vy_shadow *s, const vy_p_mapconn *r, uint32_t len, v
 		return vy_fail(e, VY_ENOMEM, "free host memory", "kept state: no memory for a client connection");
 	memcpy(c, r, len);
 	free(old);
+	return VY_OK;
+}
+
+static bool module_name(const char *name, uint32_t len)
+{
+	static const char *const ext[] = {".ptx", ".cubin", ".fatbin", ".cu"};
+	if (!good_name(name, len))
+		return false;
+	for (size_t i = 0; i < sizeof(ext) / sizeof(ext[0]); i++) {
+		size_t el = strlen(ext[i]);
+		if (len > el && !memcmp(name + len - el, ext[i], el) && memchr(name, '.', len) == name + len - el)
+			return true;
+	}
+	return false;
+}
+
+static vy_err apply_module(vy_shadow *s, const vy_p_module *r, uint32_t len, vy_error *e)
+{
+	if (len < sizeof(*r) || len - sizeof(*r) != r->name_len || r->ino == 0 || r->ino == UINT64_MAX ||
+	    r->log_ino == UINT64_MAX || (r->slot && (r->cookie == 0 || r->cookie == UINT64_MAX || r->bytes == 0 ||
+						     r->bytes > VY_P_MODULE_MAX_BYTES || (r->log_ino && !r->log_cookie) ||
+						     !module_name((const char *)(r + 1), r->name_len))))
+		return bad(e, VY_P_MODULE, "is not a module file");
+	if (!r->slot) {
+		vy_shadow_forget_module(s, r->ino);
+		return VY_OK;
+	}
+	vy_p_module *c = malloc(len), *old = vy_u64map_get(&s->modules, r->ino);
+	if (c && !vy_u64map_put(&s->modules, r->ino, c)) {
+		free(c);
+		c = NULL;
+	}
+	if (!c)
+		return vy_fail(e, VY_ENOMEM, "free host memory", "kept state: no memory for a module");
+	memcpy(c, r, len);
+	free(old);
+	uint64_t top = r->log_ino > r->ino ? r->log_ino : r->ino;
+	if (top >= s->next_ino)
+		s->next_ino = top + 1;
 	return VY_OK;
 }
 
@@ -402,6 +454,8 @@ vy_err vy_shadow_dump(const vy_shadow *s, vy_shadow_emit_fn emit, void *ctx, vy_
 		rc = emit(ctx, VY_P_CTL, v, (uint32_t)(sizeof(vy_p_ctl) + ((const vy_p_ctl *)v)->reply_len), e);
 	for (size_t i = 0; rc == VY_OK && vy_u64map_next(&s->mapconns, &i, &k, &v);)
 		rc = emit(ctx, VY_P_MAPCONN, v, mapconn_bytes(v), e);
+	for (size_t i = 0; rc == VY_OK && vy_u64map_next(&s->modules, &i, &k, &v);)
+		rc = emit(ctx, VY_P_MODULE, v, (uint32_t)(sizeof(vy_p_module) + ((const vy_p_module *)v)->name_len), e);
 	for (size_t i = 0; rc == VY_OK && vy_u64map_next(&s->answers, &i, &k, &v);)
 		if (vy_answer_held(v))
 			rc = emit(ctx, VY_P_GROUP, v, (uint32_t)vy_answer_bytes(v), e);

@@ -30,6 +30,7 @@ typedef struct vy_shadow {
 	vy_u64map handles; /* handle id -> vy_p_handle (a copy): the live ones */
 	vy_u64map ctls;    /* handle id -> vy_p_ctl and its reply (a copy): the open .vyre/ctl files */
 	vy_u64map mapconns; /* keeper slot -> vy_p_mapconn and its mappings (a copy): client connections that map */
+	vy_u64map modules;  /* ino -> vy_p_module and its name (a copy): the loaded modules */
 	vy_u64map answers; /* the answers kept for resends (persist/answers.h) */
 	uint64_t next_ino;
 	uint64_t sequences; /* the largest .vyre/ctl sequence number kept */
@@ -53,12 +54,14 @@ void vy_shadow_forget_handle(vy_shadow *s, uint64_t id);
 
 /* Forget the client connection kept in `slot`. */
 void vy_shadow_forget_mapconn(vy_shadow *s, uint64_t slot);
+/* Forget the module file `ino` (a successor could not load it again). */
+void vy_shadow_forget_module(vy_shadow *s, uint64_t ino);
 
 /* Every record of the state, for an image: the numbering, each node's
  * inode, xattrs, layout and lookups, then every name (a name after both
  * its inodes, so a replay never meets one it cannot place), then every
  * handle, each open control file's state, each client connection that
- * maps, then every kept answer (a group of no records). */
+ * maps, each loaded module, then every kept answer (a group of no records). */
 typedef vy_err (*vy_shadow_emit_fn)(void *ctx, uint16_t type, const void *p, uint32_t len, vy_error *e);
 vy_err vy_shadow_dump(const vy_shadow *s, vy_shadow_emit_fn emit, void *ctx, vy_error *e);
 

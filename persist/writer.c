@@ -140,11 +140,12 @@ static bool kept(const vy_inode *in)
 }
 
 /* Whether the kernel's references to an inode and handles on it are kept:
- * the kept inodes', and .vyre's fixed files (every daemon makes them with
- * the same numbers). Modules are not kept yet. */
+ * the kept inodes', .vyre's fixed files (every daemon makes them with the
+ * same numbers), and module files and their logs (a successor makes those
+ * that loaded again with their numbers; a handle on any other it drops). */
 static bool counted(const vy_inode *in)
 {
-	return in->fixed || kept(in);
+	return in->fixed || kept(in) || in->kind == VY_MODULE || (in->kind == VY_VIRTUAL && in->virt == VY_V_MODLOG);
 }
 
 void vy_persist_handle(struct vy_fs *fs, uint64_t id, struct vy_inode *in, unsigned kind, uint64_t limit)
@@ -254,9 +255,59 @@ uint32_t vy_persist_inode_record(vy_inode *in, uint8_t *out)
 	return (uint32_t)(sizeof(*r) + tl);
 }
 
+/* A module record of `in` at `where` with its attributes now, and `name`
+ * (lock held). */
+static void commit_module(vy_persist *p, vy_inode *in, const vy_p_module *where, const char *name)
+{
+	vy_p_module *r = (void *)p->scratch;
+	*r = *where;
+	size_t nl = r->slot ? strlen(name) : 0;
+	r->ino = in->ino;
+	r->name_len = (uint32_t)nl;
+	r->zero = 0;
+	pthread_mutex_lock(&in->meta);
+	r->mode = in->mode;
+	r->uid = in->uid;
+	r->gid = in->gid;
+	r->atime = ptime(in->atime);
+	r->mtime = ptime(in->mtime);
+	r->ctime = ptime(in->ctime);
+	r->btime = ptime(in->btime);
+	pthread_mutex_unlock(&in->meta);
+	memcpy(p->scratch + sizeof(*r), name, nl);
+	vy_persist_commit(p, VY_P_MODULE, r, (uint32_t)(sizeof(*r) + nl));
+}
+
+void vy_persist_module(struct vy_fs *fs, struct vy_inode *in, const struct vy_p_module *where, const char *name)
+{
+	vy_persist *p = writer_of(fs);
+	if (!p)
+		return;
+	pthread_mutex_lock(&p->lock);
+	commit_module(p, in, where, name);
+	pthread_mutex_unlock(&p->lock);
+}
+
+/* A kept module's new attributes (chmod, chown, utimes): its record again. */
+static void module_attrs(vy_persist *p, vy_inode *in)
+{
+	pthread_mutex_lock(&p->lock);
+	const vy_p_module *r = vy_u64map_get(&p->shadow.modules, in->ino);
+	if (r) {
+		char name[256];
+		memcpy(name, r + 1, r->name_len); /* at most 255: the shadow checked it */
+		name[r->name_len] = 0;
+		vy_p_module where = *r;
+		commit_module(p, in, &where, name);
+	}
+	pthread_mutex_unlock(&p->lock);
+}
+
 void vy_persist_inode(struct vy_fs *fs, struct vy_inode *in)
 {
 	vy_persist *p = writer_of(fs);
+	if (p && in->kind == VY_MODULE)
+		module_attrs(p, in);
 	if (!p || !kept(in))
 		return;
 	if (vy_group_on(p)) { /* read as it is when the group is kept */

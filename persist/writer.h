@@ -57,6 +57,14 @@ void vy_persist_ctl(struct vy_fs *fs, const struct vy_open *h, uint64_t running,
  * answers one. */
 void vy_persist_mapconn(struct vy_fs *fs, const void *rec, uint32_t len);
 
+/* Module file `in` of .vyre/modules/ as it is now, kept at once: `where`
+ * gives its name's place, its log's, and the keeper's slot of its image
+ * (persist/format.h vy_p_module: slot 0, the module is gone); the writer
+ * fills in its number and attributes and appends `name`. Later attribute
+ * changes (vy_persist_inode) keep the rest. */
+struct vy_p_module;
+void vy_persist_module(struct vy_fs *fs, struct vy_inode *in, const struct vy_p_module *where, const char *name);
+
 /* What the writer did, for .vyre/stats. */
 typedef struct vy_persist_counts {
 	uint64_t records, checkpoints, failures;

@@ -127,6 +127,68 @@ test_removed_files_stay_removed_and_their_memory_free() {
 	assertEquals "resident bytes" 0 "$(stat_of resident_bytes)"
 }
 
+# The keeper's open fds: each kept module image is one.
+keeper_fds() { ls "/proc/$(stat_of keeper_pid)/fd" | wc -l; }
+
+# Loaded modules are kept (fs/moddir_keep.c): the successor lists them with
+# their numbers, bytes, modes, times and logs, has them loaded (a launch
+# works on cuda), and a reader's handle reads on. A module being written
+# at the death is not kept: its writer gets EBADF, never a mixed image.
+test_loaded_modules_survive() {
+	mount_vyrefs "survive=on" || { fail "mount"; return; }
+	local M="$MNT/.vyre/modules" fds0 before
+	fds0=$(keeper_fds)
+	cp tests/gpu/fixtures/kernels.ptx "$M/k.ptx" && cp tests/gpu/fixtures/kernels.ptx "$M/p.ptx" || { fail "copy modules"; return; }
+	chmod 600 "$M/k.ptx" && touch -d 2021-02-03 "$M/p.ptx" || { fail "attributes"; return; }
+	assertEquals "the keeper holds each module's image" $((fds0 + 2)) "$(keeper_fds)"
+	before=$(cd "$M" && ls -i && stat -c '%n %a %s %Y %u' ./* && cat k.log)
+	exec 8<"$M/k.ptx"
+	head -c 100 <&8 >/dev/null
+	# A writer that holds one fd (a close of any copy of it would load
+	# what it wrote so far).
+	python3 - "$M/w.ptx" "$T" >"$T/writer.out" 2>&1 <<'PY' &
+import os, sys, time
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+os.write(fd, b".version 8.0\n")
+open(sys.argv[2] + "/wrote", "w").close()
+while not os.path.exists(sys.argv[2] + "/go"):
+    time.sleep(0.05)
+try:
+    os.write(fd, b".target sm_90\n")
+    print("written")
+except OSError as e:
+    print(os.strerror(e.errno))
+try:
+    os.close(fd)
+except OSError as e:
+    print("close:", os.strerror(e.errno))
+PY
+	local writer=$!
+	wait_for "the writer wrote" test -e "$T/wrote" || return
+	kill_daemon || { fail "no successor"; return; }
+	assertEquals "modules/ as it was" "$before" "$(cd "$M" && ls -i && stat -c '%n %a %s %Y %u' ./* && cat k.log)"
+	cmp tests/gpu/fixtures/kernels.ptx "$M/k.ptx" || fail "the module's bytes"
+	assertEquals "the reader reads on" "$(tail -c +101 tests/gpu/fixtures/kernels.ptx | head -c 50)" "$(head -c 50 <&8)"
+	exec 8<&-
+	touch "$T/go"
+	wait "$writer"
+	assertEquals "the writer of a module not yet loaded gets an error" "Bad file descriptor
+close: Bad file descriptor" "$(cat "$T/writer.out")"
+	assertFalse "what it wrote is not a module" "[ -e '$M/w.ptx' ]"
+	assertContains "the log counts them" "$(cat "$VY_LOG")" "2 modules loaded again (0 lost)"
+	if [ "$backend" = cuda ]; then
+		python3 -c 'import struct,sys; sys.stdout.buffer.write(struct.pack("1024f", *[1.5] * 1024))' >"$MNT/y"
+		echo "launch k.scale grid=4 block=256 y f32:2 u64:1024" >"$MNT/.vyre/ctl" || fail "a launch of the kept module"
+		assertEquals "its kernel ran" "3.0" "$(python3 -c 'import struct,sys; v=set(struct.unpack("1024f", open(sys.argv[1],"rb").read())); print(*v)' "$MNT/y")"
+	fi
+	rm "$M/k.ptx" || fail "rm a kept module"
+	assertEquals "its image leaves the keeper" $((fds0 + 1)) "$(keeper_fds)"
+	kill_daemon || { fail "no second successor"; return; }
+	assertEquals "the removed module stays removed" "p.log p.ptx" "$(ls "$M" | tr '\n' ' ' | sed 's/ $//')"
+	cp tests/gpu/fixtures/kernels.ptx "$M/p.ptx" || fail "replace a kept module"
+	assertEquals "a replaced module's old image goes" $((fds0 + 1)) "$(keeper_fds)"
+}
+
 test_survive_off_keeps_nothing() {
 	mount_vyrefs "" || { fail "mount"; return; }
 	echo x > "$MNT/f"

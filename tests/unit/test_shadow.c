@@ -3,7 +3,8 @@
  * thread and replaced by the thread's next, forgotten when sent, pruned
  * after VY_ANSWERS_TAKEOVERS takeovers, and carried through a dump. A
  * client connection's record: replaced whole, forgotten when it ends,
- * refused when malformed, carried through a dump. */
+ * refused when malformed, carried through a dump. A loaded module's the
+ * same, forgotten too when its inode goes. */
 #include "ns/ns.h"
 #include "persist/answers.h"
 #include "persist/format.h"
@@ -199,6 +200,65 @@ static void client_connections_kept_whole(void)
 	vy_shadow_destroy(&t);
 }
 
+/* Module file `ino` named `name`, its image in keeper slot `slot`. */
+static built module(uint64_t ino, uint32_t slot, const char *name)
+{
+	built g = {0};
+	vy_p_module r = {.ino = ino, .cookie = 3, .log_ino = ino + 1, .log_cookie = 4, .bytes = 3193, .slot = slot,
+			 .mode = 0100600, .name_len = (uint32_t)strlen(name)};
+	memcpy(g.b, &r, sizeof(r));
+	memcpy(g.b + sizeof(r), name, r.name_len);
+	g.len = (uint32_t)sizeof(r) + r.name_len;
+	return g;
+}
+
+static vy_err apply_module(vy_shadow *s, const built *g)
+{
+	vy_error e;
+	return vy_shadow_apply(s, VY_P_MODULE, g->b, g->len, 9, &e);
+}
+
+static void modules_kept_whole(void)
+{
+	vy_shadow s, t;
+	vy_shadow_init(&s);
+	vy_shadow_init(&t);
+	built k = module(40, 7, "k.ptx"), k2 = module(40, 8, "k.ptx"), p = module(50, 9, "p.cu");
+	CHECK_EQ(apply_module(&s, &k), VY_OK);
+	CHECK_EQ(apply_module(&s, &k2), VY_OK); /* loaded again: replaced */
+	CHECK_EQ(apply_module(&s, &p), VY_OK);
+	CHECK_EQ(s.modules.count, 2u);
+	const vy_p_module *r = vy_u64map_get(&s.modules, 40);
+	CHECK(r && r->slot == 8 && r->name_len == 5 && !memcmp(r + 1, "k.ptx", 5));
+	CHECK_EQ(s.next_ino, 52u); /* past the log's number too */
+	static const char *const bad_names[] = {"k.txt", "a.b.ptx", "k/x.ptx", ".ptx", ""};
+	for (size_t i = 0; i < sizeof(bad_names) / sizeof(bad_names[0]); i++) {
+		built bad = module(40, 8, bad_names[i]);
+		CHECK_EQ(apply_module(&s, &bad), VY_EINVAL);
+	}
+	built cut = module(40, 8, "k.ptx");
+	cut.len -= 1; /* its name cut short */
+	CHECK_EQ(apply_module(&s, &cut), VY_EINVAL);
+	built huge = module(40, 8, "k.ptx");
+	((vy_p_module *)huge.b)->bytes = VY_P_MODULE_MAX_BYTES + 1;
+	CHECK_EQ(apply_module(&s, &huge), VY_EINVAL);
+	CHECK_EQ(((const vy_p_module *)vy_u64map_get(&s.modules, 40))->slot, 8u); /* untouched */
+	dumped d = {.to = &t};
+	vy_error e;
+	CHECK_EQ(vy_shadow_dump(&s, reapply, &d, &e), VY_OK);
+	CHECK_EQ(t.modules.count, 2u);
+	r = vy_u64map_get(&t.modules, 50);
+	CHECK(r && r->slot == 9 && r->mode == 0100600 && r->name_len == 4 && !memcmp(r + 1, "p.cu", 4));
+	built gone = module(40, 0, "");
+	CHECK_EQ(apply_module(&s, &gone), VY_OK);
+	CHECK(vy_u64map_get(&s.modules, 40) == NULL);
+	vy_p_gone freed = {.ino = 50};
+	CHECK_EQ(vy_shadow_apply(&s, VY_P_GONE, &freed, sizeof(freed), 9, &e), VY_OK);
+	CHECK_EQ(s.modules.count, 0u);
+	vy_shadow_destroy(&s);
+	vy_shadow_destroy(&t);
+}
+
 int main(void)
 {
 	static const vy_test_case cases[] = {
@@ -207,6 +267,7 @@ int main(void)
 		TEST_CASE(answers_by_thread_sent_and_pruned),
 		TEST_CASE(answers_carried_through_a_dump),
 		TEST_CASE(client_connections_kept_whole),
+		TEST_CASE(modules_kept_whole),
 	};
 	return vy_test_main("shadow", cases, sizeof(cases) / sizeof(cases[0]));
 }
