@@ -31,6 +31,8 @@ static void describe(const vy_keeper_adoption *ad, char *out, size_t cap)
 	if (ad->cause_signal) {
 		const char *name = sigabbrev_np(ad->cause_signal);
 		snprintf(out, cap, "killed by SIG%s", name ? name : "?");
+	} else if (ad->cause_status == VY_EXIT_REFUSED) {
+		snprintf(out, cap, "a successor that refused the kept state (another state format)");
 	} else {
 		snprintf(out, cap, "exited with status %d", ad->cause_status);
 	}
@@ -58,22 +60,32 @@ int vy_adopt_run(const vy_mount_args *a)
 	vy_state *st = NULL;
 	vy_state_fds fds = {ad.slot[VY_KEEPER_SLOT_REGION], {ad.slot[VY_KEEPER_SLOT_IMAGE_A], ad.slot[VY_KEEPER_SLOT_IMAGE_B]}};
 	vy_error e;
+	vy_err rc = VY_OK;
 	if (ad.slot[VY_KEEPER_SLOT_FUSE] < 0)
 		snprintf(why, sizeof(why), "the keeper handed no /dev/fuse");
 	else if (fds.region < 0 || fds.image[0] < 0 || fds.image[1] < 0)
 		snprintf(why, sizeof(why), "the keeper handed no state region");
-	else if (vy_state_adopt(&fds, &st, NULL, &e) != VY_OK)
+	else if ((rc = vy_state_adopt(&fds, &st, NULL, &e)) != VY_OK)
 		snprintf(why, sizeof(why), "%s", e.msg); /* another format says its Fix */
+	if (rc == VY_ENOTSUP) {
+		/* Another state format, untouched: the binary that wrote it
+		 * takes over instead (the keeper's slot 3). */
+		vy_log(LOG_ERR, "cannot take over %s: %s", a->mountpoint, why);
+		return VY_EXIT_REFUSED;
+	}
 	if (!st) {
 		vy_log(LOG_ERR, "cannot take over %s: %s (Fix: umount %s and mount again)", a->mountpoint, why,
 		       a->mountpoint);
 		return 1;
 	}
-	/* Slots 2 and 3 (the listening socket, this binary) are the keeper's
-	 * to keep: nothing here uses them yet. The region's are st's now. */
+	/* Slots 2 and 3 (the listening socket, the binary that wrote the
+	 * state) are the keeper's: this binary writes it from now on. The
+	 * region's are st's now. */
 	for (int s = VY_KEEPER_SLOT_LISTEN; s <= VY_KEEPER_SLOT_BINARY; s++)
 		if (ad.slot[s] >= 0)
 			close(ad.slot[s]);
+	if (vy_keeper_hand_binary(&keeper, why, sizeof(why)) != 0)
+		vy_log(LOG_WARNING, "%s; a successor that refuses the state has none to fall back to", why);
 	char cause[64];
 	describe(&ad, cause, sizeof(cause));
 	death_ns = ad.death_ns;

@@ -55,14 +55,37 @@ int vy_keeper_link_env(vy_keeper_link *k, int *report_fd, char *why, size_t cap)
 	return 1;
 }
 
-int vy_keeper_hand(vy_keeper_link *k, int fuse_fd, const int state_fds[3], char *why, size_t cap)
+/* This binary, for the keeper's slot 3; -1 with `why`. */
+static int self_binary(char *why, size_t cap)
 {
 	int self = open("/proc/self/exe", O_PATH | O_CLOEXEC);
-	if (self < 0) {
+	if (self < 0)
 		snprintf(why, cap, "cannot open this binary for the keeper: %s (Fix: mount /proc, or use survive=off)",
 			 strerror(errno));
+	return self;
+}
+
+int vy_keeper_hand_binary(vy_keeper_link *k, char *why, size_t cap)
+{
+	int self = self_binary(why, cap);
+	if (self < 0)
 		return -1;
-	}
+	vy_keeper_msg m;
+	vy_keeper_msg_init(&m, VY_KEEPER_ADD);
+	m.slot[0] = VY_KEEPER_SLOT_BINARY;
+	m.count = 1;
+	int rc = vy_keeper_send(k->sock, &m, &self);
+	if (rc != 0)
+		snprintf(why, cap, "cannot hand this binary to the keeper (pid %d): %s", (int)k->pid, strerror(errno));
+	close(self);
+	return rc;
+}
+
+int vy_keeper_hand(vy_keeper_link *k, int fuse_fd, const int state_fds[3], char *why, size_t cap)
+{
+	int self = self_binary(why, cap);
+	if (self < 0)
+		return -1;
 	vy_keeper_msg m;
 	vy_keeper_msg_init(&m, VY_KEEPER_ADD);
 	int fds[6] = {fuse_fd, state_fds[0], self, state_fds[1], state_fds[2]};

@@ -47,6 +47,11 @@ int vy_keeper_link_env(vy_keeper_link *k, int *report_fd, char *why, size_t cap)
  * slots 0, 1, 3, 4 and 5. 0, or -1 with `why`. */
 int vy_keeper_hand(vy_keeper_link *k, int fuse_fd, const int state_fds[3], char *why, size_t cap);
 
+/* A successor that took the state over: this binary into slot 3, as the
+ * one a later successor that refuses the state falls back to (it writes
+ * the state from now on). 0, or -1 with `why`. */
+int vy_keeper_hand_binary(vy_keeper_link *k, char *why, size_t cap);
+
 /* A successor: every slot and the takeover's facts. 0, or -1 with `why`. */
 int vy_keeper_take(vy_keeper_link *k, vy_keeper_adoption *ad, char *why, size_t cap);
 

@@ -14,6 +14,7 @@
 #include "daemon/remount.h"
 #include "daemon/upgrade_cli.h"
 #include "daemon/version.h"
+#include "state/layout.h"
 #include "daemon/mountflags.h"
 #include "launcher/launcher.h"
 #include "client/cp.h"
@@ -57,7 +58,8 @@ static void usage(FILE *to)
 	      "\n"
 	      "  -f             stay in the foreground (messages on stderr)\n"
 	      "  -d             trace FUSE requests (implies -f)\n"
-	      "  --build-info   which backends this binary has (`cuda_backend yes|no`)\n"
+	      "  --build-info   which backends this binary has (`cuda_backend yes|no`) and the\n"
+	      "                 state format it writes for survive=on (`state_format N`)\n"
 	      "  --self-check   move bytes through every core path on the backend, verify\n"
 	      "                 them and the accounting, and exit 0 when all passed\n"
 	      "  -o opt,...     settings, each also an INI key (-o settings override the file):\n",
@@ -91,6 +93,9 @@ static void usage(FILE *to)
 static void build_info(void)
 {
 	printf("version %s\n", VY_VERSION);
+	/* survive=on: the state format this binary writes, and the oldest it
+	 * takes over (a successor refuses another: docs/survive.md). */
+	printf("state_format %u\nstate_format_min %u\n", VY_STATE_FORMAT, VY_STATE_FORMAT_MIN);
 	printf("host_backend yes\n");
 #ifdef VY_HAVE_CUDA_H
 	printf("cuda_backend yes\n");

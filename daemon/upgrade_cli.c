@@ -94,6 +94,15 @@ int vy_upgrade_cli(const char *mnt)
 		long long t = stat_of(mnt, "takeovers"), p = stat_of(mnt, "pid");
 		if (t > takeovers && p > 0 && p != pid) {
 			served_by(mnt, now, sizeof(now));
+			if (t > takeovers + 1 && !strcmp(now, was)) {
+				/* The binary at the path did not serve: it refused the
+				 * state, and the keeper started the old one again. */
+				fprintf(stderr, "vyrefs: %s: the binary installed did not take over (it refused the kept "
+						"state, or died); vyrefs %s serves on as pid %lld (Fix: see the daemon's "
+						"log; install a vyrefs whose `--build-info` state_format reads this mount's)\n",
+					mnt, now, p);
+				return 1;
+			}
 			printf("vyrefs: %s: handed over: pid %lld (vyrefs %s) to pid %lld (vyrefs %s)\n", mnt, pid, was, p, now);
 			return 0;
 		}

@@ -52,6 +52,7 @@ static struct {
 	int sigfd;
 	uint64_t deaths[DEATHS_MAX]; /* ring of death times */
 	uint64_t ndeaths, takeovers;
+	bool fallback; /* the next successor is slot 3's binary: the one at the path refused the state */
 } k = {.report_fd = -1, .saved = {-1, -1, -1}, .sock = -1};
 
 static void say(int prio, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -123,6 +124,13 @@ static int spawn(bool adopt)
 			if (k.saved[i] >= 0 && dup2(k.saved[i], i) < 0)
 				_exit(127);
 		char **av = adopt ? k.adopt_argv : k.first_argv;
+		if (adopt && k.fallback) {
+			/* The binary that wrote the state, wherever its file went
+			 * (replaced at its path, or deleted). */
+			execveat(k.slots[VY_KEEPER_SLOT_BINARY], "", av, environ, AT_EMPTY_PATH);
+			fprintf(stderr, "vyrefs-keeper: cannot run the binary that wrote the state: %s\n", strerror(errno));
+			_exit(127);
+		}
 		execv(av[0], av);
 		fprintf(stderr, "vyrefs-keeper: cannot run %s: %s\n", av[0], strerror(errno));
 		_exit(127);
@@ -200,6 +208,7 @@ static void handle(const vy_keeper_msg *m, int *fds)
 		break;
 	case VY_KEEPER_SERVING:
 		k.ndeaths = 0;
+		k.fallback = false; /* the next death tries the binary at the path again */
 		break;
 	default:
 		say(LOG_WARNING, "the daemon sent message %u, which goes the other way; ignored", m->op);
@@ -235,6 +244,8 @@ static void describe(int st, char *out, size_t cap)
 		snprintf(out, cap, "killed by SIG%s", sigabbrev_np(WTERMSIG(st)) ? sigabbrev_np(WTERMSIG(st)) : "?");
 	else if (WEXITSTATUS(st) == VY_EXIT_TAKEOVER)
 		snprintf(out, cap, "handing over (vyrefs --upgrade)");
+	else if (WEXITSTATUS(st) == VY_EXIT_REFUSED)
+		snprintf(out, cap, "refusing the kept state (another state format)");
 	else
 		snprintf(out, cap, "exited with status %d", WEXITSTATUS(st));
 }
@@ -256,8 +267,20 @@ static void died(int st)
 		close(k.sock);
 		k.sock = -1;
 	}
-	if (WIFEXITED(st) && WEXITSTATUS(st) != VY_EXIT_TAKEOVER)
+	bool refused = WIFEXITED(st) && WEXITSTATUS(st) == VY_EXIT_REFUSED && k.takeovers > 0;
+	if (refused && (k.fallback || k.slots[VY_KEEPER_SLOT_BINARY] < 0)) {
+		say(LOG_ERR, "the daemon (pid %d) refused the kept state, and no other binary can take it; giving up, the "
+			     "mount's connection ends (Fix: see the log, then umount and mount again)", (int)was);
+		finish(1);
+	}
+	if (WIFEXITED(st) && WEXITSTATUS(st) != VY_EXIT_TAKEOVER && !refused)
 		finish(WEXITSTATUS(st)); /* unmounted, or a failed mount */
+	if (refused) {
+		say(LOG_WARNING, "the successor (pid %d) refused the kept state (another state format; its log says "
+				 "which); starting the binary that wrote it (slot 3) in its place (Fix: install a vyrefs "
+				 "that reads this format: vyrefs --build-info shows state_format)", (int)was);
+		k.fallback = true;
+	}
 	char cause[64];
 	describe(st, cause, sizeof(cause));
 	if (k.slots[VY_KEEPER_SLOT_FUSE] < 0) {

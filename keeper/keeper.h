@@ -24,6 +24,10 @@
 
 /* The daemon's exit status that asks for a successor (an upgrade). */
 #define VY_EXIT_TAKEOVER 75
+/* A successor's exit status when it cannot read the kept state (another
+ * state format), having touched nothing: the keeper starts the binary
+ * that wrote the state (slot 3) in its place. */
+#define VY_EXIT_REFUSED 76
 
 /* What the keeper passes a daemon it starts. */
 #define VY_KEEPER_ENV_FD "VYREFS_KEEPER_FD"         /* its end of the socketpair */
@@ -35,7 +39,7 @@ enum vy_keeper_slot {
 	VY_KEEPER_SLOT_FUSE = 0,   /* /dev/fuse */
 	VY_KEEPER_SLOT_REGION = 1, /* the state region (a memfd) */
 	VY_KEEPER_SLOT_LISTEN = 2, /* the listening client socket (reserved) */
-	VY_KEEPER_SLOT_BINARY = 3, /* O_PATH fd of the binary that serves */
+	VY_KEEPER_SLOT_BINARY = 3, /* O_PATH fd of the binary that serves (it wrote the state) */
 	VY_KEEPER_SLOT_IMAGE_A = 4, /* the state's checkpoint images (memfds) */
 	VY_KEEPER_SLOT_IMAGE_B = 5,
 	VY_KEEPER_SLOT_MEMORY = 6, /* 6..: memory fds (core/store_keep.h) */

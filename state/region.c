@@ -79,6 +79,15 @@ vy_err vy_state_region_create(uint64_t log_bytes, vy_state *s, vy_error *e)
 	return VY_OK;
 }
 
+void vy_state_region_claim(vy_state *s)
+{
+	char version[VY_STATE_VERSION_MAX] = {0};
+	snprintf(version, sizeof(version), "%s", VY_VERSION);
+	vy_state_put(s, s->hdr->version, version, sizeof(version));
+	uint32_t format = VY_STATE_FORMAT;
+	vy_state_put(s, &s->hdr->format, &format, sizeof(format));
+}
+
 void vy_state_region_close(vy_state *s)
 {
 	if (s->base)

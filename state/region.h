@@ -59,6 +59,12 @@ vy_err vy_state_region_create(uint64_t log_bytes, vy_state *s, vy_error *e);
  * stay the caller's; on success `s` owns them. */
 vy_err vy_state_region_open(const vy_state_fds *fds, vy_state *s, vy_error *e);
 
+/* A successor writes the region it opened from now on: its header names
+ * this binary's format (every format it reads is a part of it) and
+ * version, so an older binary refuses it rather than meet records it does
+ * not know. */
+void vy_state_region_claim(vy_state *s);
+
 /* Unmap and close the fds (any of them may be -1). */
 void vy_state_region_close(vy_state *s);
 

@@ -52,6 +52,7 @@ vy_err vy_state_adopt(const vy_state_fds *fds, vy_state **out, vy_state_scan *fo
 	}
 	s->tail = scan.end;
 	s->next_seq = scan.last_seq + 1;
+	vy_state_region_claim(s);
 	if (found)
 		*found = scan;
 	*out = s;

@@ -66,6 +66,8 @@ while not os.path.exists(os.path.join(t, "stop")) and len(errors) < 10:
         if keep.read(5) != b"held\n":
             errors.append("round %d: the held file reads wrong" % rounds)
         rounds += 1
+        if rounds == 1:
+            open(os.path.join(t, "working"), "w").close()
     except OSError as e:
         errors.append("round %d: %s" % (rounds, e))
 open(os.path.join(t, "errors"), "w").write("\n".join(errors))
@@ -97,6 +99,50 @@ test_upgrade_under_load_to_another_version() {
 	assertNotEquals "another version" "$first" "$(version_of "$T/bin/vyrefs")"
 	assertEquals "the new version serves" "$(version_of "$T/bin/vyrefs")" "$(served_version)"
 	assertContains "the log names the handover" "$(cat "$VY_LOG")" "was handing over (vyrefs --upgrade)"
+	assertEquals "nothing left of the rounds" "held" "$(ls "$MNT")"
+}
+
+# install_refusing: the copy at $T/bin/vyrefs becomes a stand-in for a
+# vyrefs of another state format, which refuses the kept state as one does
+# (exit 76, VY_EXIT_REFUSED, having touched nothing) and notes its
+# arguments in $T/refused.
+install_refusing() {
+	printf '#!/bin/sh\necho "$*" >>"%s/refused"\necho "vyrefs: state format 6; this binary reads 7..7" >&2\nexit 76\n' \
+		"$T" >"$T/bin/vyrefs.new" && chmod 755 "$T/bin/vyrefs.new" && mv "$T/bin/vyrefs.new" "$T/bin/vyrefs"
+}
+
+# The keeper's slot 3: a successor that refuses the state is replaced by
+# the binary that wrote it, for an upgrade and for a kill alike, and the
+# program working in the mount sees no error.
+test_a_refusing_binary_leaves_the_old_one_serving() {
+	VYREFS=$T/bin/vyrefs mount_vyrefs "survive=on" || { fail "mount"; return; }
+	echo held > "$MNT/held"
+	local first out rc pid
+	first=$(version_of "$T/bin/vyrefs")
+	start_worker
+	wait_for "the program works" test -e "$T/working" || return
+	install_refusing || { fail "install the stand-in"; return; }
+	out=$("$VYREFS" --upgrade "$MNT" 2>&1)
+	rc=$?
+	assertEquals "the upgrade did not happen: $out" 1 "$rc"
+	assertContains "it says why" "$out" "did not take over"
+	assertEquals "the old version serves on" "$first" "$(served_version)"
+	assertEquals "takeovers: the refusal, then the old binary" 2 "$(stat_of takeovers)"
+	assertContains "the stand-in was started as a successor" "$(cat "$T/refused")" "--adopt"
+	pid=$(stat_of pid)
+	kill -9 "$pid"
+	wait_for "the old binary serves again after a kill" serving_pid_not "$pid" || return
+	assertEquals "takeovers after the kill" 4 "$(stat_of takeovers)"
+	assertEquals "the stand-in refused twice" 2 "$(wc -l < "$T/refused")"
+	cp "$VYREFS" "$T/bin/vyrefs.new" && mv "$T/bin/vyrefs.new" "$T/bin/vyrefs" || { fail "install vyrefs again"; return; }
+	out=$("$T/bin/vyrefs" --upgrade "$MNT" 2>&1)
+	assertEquals "a binary that reads the state takes over: $out" 0 $?
+	touch "$T/stop"
+	wait "$WPID"
+	WPID=""
+	assertEquals "the program saw no error" "" "$(cat "$T/errors")"
+	assertTrue "the program worked: $(cat "$T/rounds")" "[ $(cat "$T/rounds") -gt 0 ]"
+	assertContains "the keeper names the refusal" "$(cat "$VY_LOG")" "refused the kept state"
 	assertEquals "nothing left of the rounds" "held" "$(ls "$MNT")"
 }
 

@@ -119,6 +119,26 @@ static void other_format_refused_untouched(void)
 }
 
 /* Each hostile or torn header field: an error with a Fix, no fault. */
+/* An older format it reads is taken over and becomes this binary's: the
+ * header then names VY_STATE_FORMAT and this version, so an older binary
+ * refuses what this one writes. */
+static void older_format_adopted_and_claimed(void)
+{
+	vy_state *s;
+	MUST(vy_state_create(4096, &s, E));
+	CHECK_EQ(state_append_str(s, 1, 1, "x"), 1);
+	vy_state_fds f = state_dup_fds(s);
+	vy_state_close(s);
+	uint32_t old = VY_STATE_FORMAT_MIN;
+	poke(f.region, offsetof(vy_state_hdr, format), &old, 4);
+	poke(f.region, offsetof(vy_state_hdr, version), "0.0.1-old\0", 10);
+	vy_state *t = NULL;
+	MUST(vy_state_adopt(&f, &t, NULL, E));
+	CHECK_EQ(t->hdr->format, VY_STATE_FORMAT);
+	CHECK(!strcmp(t->hdr->version, VY_VERSION));
+	vy_state_close(t);
+}
+
 static void hostile_headers_refused(void)
 {
 	struct {
@@ -201,7 +221,8 @@ int main(void)
 {
 	static const vy_test_case cases[] = {
 		TEST_CASE(create_adopt_round_trip), TEST_CASE(bad_sizes_refused),
-		TEST_CASE(other_format_refused_untouched), TEST_CASE(hostile_headers_refused),
+		TEST_CASE(other_format_refused_untouched), TEST_CASE(older_format_adopted_and_claimed),
+		TEST_CASE(hostile_headers_refused),
 		TEST_CASE(unsealed_or_small_refused), TEST_CASE(torn_init_absent),
 	};
 	return vy_test_main("state_region", cases, sizeof(cases) / sizeof(*cases));
