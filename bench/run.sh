@@ -7,7 +7,7 @@
 # BENCH_BACKEND=cuda|host (default: cuda when nvidia-smi sees a GPU).
 # BENCH_QUICK=1 shrinks every size for a smoke check (any backend).
 # BENCH_PHASES=dd,fio,...: only these (raw state dd fio rand ctl std map ingest cp handles churn survive
-# grow loop devices), adding to results.txt; the report covers whatever it holds. The
+# takeover grow loop devices), adding to results.txt; the report covers whatever it holds. The
 # default is all of them, with devices (one mount over two GPUs) only where
 # nvidia-smi lists two or more; on the host backend devices is a smoke check
 # over two host devices (host_devices=2). attach (a 7B-shaped model to its first
@@ -30,7 +30,7 @@ FIO=${FIO:-$(command -v fio || echo .device/tools/fio)}
 RES=$OUT/results.txt
 # How many GPUs nvidia-smi lists (0 without it).
 gpu_count() { nvidia-smi -L 2>/dev/null | grep -c '^GPU ' || true; }
-DEFAULT_PHASES=raw,state,dd,fio,rand,ctl,std,map,ingest,cp,handles,churn,grow,loop,survive
+DEFAULT_PHASES=raw,state,dd,fio,rand,ctl,std,map,ingest,cp,handles,churn,grow,loop,survive,takeover
 if [ "$(gpu_count)" -ge 2 ]; then DEFAULT_PHASES+=,devices; fi
 PHASES=${BENCH_PHASES:-$DEFAULT_PHASES}
 REPS=${BENCH_REPS:-3}
@@ -628,6 +628,45 @@ PY
 	rm -f "$tar"
 }
 
+# survive=on (docs/survive.md): a SIGKILL of the daemon to its successor's
+# first answer and to the whole namespace served again, small and large
+# (bench/takeover_bench.py, REPS kills each); then the longest a 4 KiB
+# random write waited across a kill, against the same fio with none.
+takeover_figures() {
+	local sizes s label files bytes opts=survive=on
+	if [ -n "${BENCH_TAKEOVER_SIZES:-}" ]; then
+		sizes=$BENCH_TAKEOVER_SIZES # LABEL:FILES:BYTES ...
+	elif [ "$QUICK" = 1 ]; then
+		sizes="200_16m:200:$((16 << 20))"
+	elif [ "$BACKEND" = cuda ]; then
+		sizes="1k_4g:1000:$((4 << 30)) 100k_64g:100000:$((64 << 30))"
+	else
+		sizes="1k_256m:1000:$((256 << 20)) 100k_2g:100000:$((2 << 30))"
+	fi
+	[ "$BACKEND" = host ] && opts+=,host_memory=3G
+	for s in $sizes; do
+		IFS=: read -r label files bytes <<<"$s"
+		mount_target takeover "$opts"
+		python3 bench/takeover_bench.py "${MNT[takeover]}" "$label" "$files" "$bytes" "$REPS" | tee -a "$RES"
+		unmount_target takeover
+	done
+	[ -x "$FIO" ] || { log "no fio: the takeover's longest wait skipped"; return 0; }
+	mount_target takeover "$opts"
+	local args=(--name=gap --directory="${MNT[takeover]}" --rw=randwrite --bs=4k --size=$((64 << 20))
+		--ioengine=psync --time_based --runtime=$((RUNTIME * 2)))
+	fio_run takeover-nokill "${args[@]}"
+	(sleep "$RUNTIME" && kill -9 "$(stat_of takeover pid)") &
+	local killer=$!
+	fio_run takeover-kill "${args[@]}"
+	wait "$killer"
+	put takeover.fio.nokill.max_ms "$(fio_json "$OUT/fio-takeover-nokill.json" write max_ms)"
+	put takeover.fio.kill.max_ms "$(fio_json "$OUT/fio-takeover-kill.json" write max_ms)"
+	put takeover.fio.kill_over_nokill.iops "$(ratio_of "$(fio_json "$OUT/fio-takeover-kill.json" write iops)" \
+		"$(fio_json "$OUT/fio-takeover-nokill.json" write iops)")"
+	put takeover.fio.takeovers "$(stat_of takeover takeovers)"
+	unmount_target takeover
+}
+
 main() {
 	if has raw; then
 		meta
@@ -701,6 +740,7 @@ main() {
 	if has loop && [ -x "$FIO" ]; then loops_ab; fi
 	if has devices; then devices_figures; fi
 	if has survive; then survive_figures; fi
+	if has takeover; then takeover_figures; fi
 	python3 bench/report.py "$RES" "$OUT"
 }
 main

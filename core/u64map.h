@@ -18,6 +18,7 @@ typedef struct vy_u64map {
 	vy_u64map_slot *slots;
 	size_t cap;   /* power of two, or 0 before the first insert */
 	size_t count;
+	uint64_t salt; /* this map's hash (set at its first insert): see u64map.c */
 } vy_u64map;
 
 void vy_u64map_init(vy_u64map *m);

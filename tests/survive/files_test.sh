@@ -180,6 +180,7 @@ close: Bad file descriptor" "$(cat "$T/writer.out")"
 		python3 -c 'import struct,sys; sys.stdout.buffer.write(struct.pack("1024f", *[1.5] * 1024))' >"$MNT/y"
 		echo "launch k.scale grid=4 block=256 y f32:2 u64:1024" >"$MNT/.vyre/ctl" || fail "a launch of the kept module"
 		assertEquals "its kernel ran" "3.0" "$(python3 -c 'import struct,sys; v=set(struct.unpack("1024f", open(sys.argv[1],"rb").read())); print(*v)' "$MNT/y")"
+		rm "$MNT/y" # its memory's fd leaves the keeper too
 	fi
 	rm "$M/k.ptx" || fail "rm a kept module"
 	assertEquals "its image leaves the keeper" $((fds0 + 1)) "$(keeper_fds)"
