@@ -633,21 +633,23 @@ PY
 # (bench/takeover_bench.py, REPS kills each); then the longest a 4 KiB
 # random write waited across a kill, against the same fio with none.
 takeover_figures() {
-	local sizes s label files bytes opts=survive=on
+	local sizes s label files bytes small opts=survive=on
 	if [ -n "${BENCH_TAKEOVER_SIZES:-}" ]; then
-		sizes=$BENCH_TAKEOVER_SIZES # LABEL:FILES:BYTES ...
+		sizes=$BENCH_TAKEOVER_SIZES # LABEL:FILES:BYTES[:FILE_BYTES] ...
 	elif [ "$QUICK" = 1 ]; then
 		sizes="200_16m:200:$((16 << 20))"
 	elif [ "$BACKEND" = cuda ]; then
-		sizes="1k_4g:1000:$((4 << 30)) 100k_64g:100000:$((64 << 30))"
+		# A cuda file's memory is whole 2 MiB granules (no slabs yet):
+		# 100,000 files of 64 bytes would need 200 GB, so they are empty.
+		sizes="1k_4g:1000:$((4 << 30)) 100k_64g:100000:$((64 << 30)):0"
 	else
 		sizes="1k_256m:1000:$((256 << 20)) 100k_2g:100000:$((2 << 30))"
 	fi
 	[ "$BACKEND" = host ] && opts+=,host_memory=3G
 	for s in $sizes; do
-		IFS=: read -r label files bytes <<<"$s"
+		IFS=: read -r label files bytes small <<<"$s"
 		mount_target takeover "$opts"
-		python3 bench/takeover_bench.py "${MNT[takeover]}" "$label" "$files" "$bytes" "$REPS" | tee -a "$RES"
+		python3 bench/takeover_bench.py "${MNT[takeover]}" "$label" "$files" "$bytes" "$REPS" "${small:-64}" | tee -a "$RES"
 		unmount_target takeover
 	done
 	[ -x "$FIO" ] || { log "no fio: the takeover's longest wait skipped"; return 0; }

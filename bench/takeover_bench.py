@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """The takeover phase of bench/run.sh (issue "survive", docs/survive.md).
 
-    takeover_bench.py MNT LABEL FILES BYTES REPS
+    takeover_bench.py MNT LABEL FILES BYTES REPS [SMALL]
 
-MNT is a fresh survive=on mount. The bench fills it with FILES small files
-(1,000 a directory) and BYTES resident in files of at most 1 GiB
+MNT is a fresh survive=on mount. The bench fills it with FILES files of
+SMALL bytes (64 by default; 1,000 a directory) and BYTES resident in files of at most 1 GiB
 (fallocate: memory the device holds, no bytes copied), walks the whole
 namespace once as a baseline (every file opened, stat'd and closed: each
 open reaches the daemon, whatever the kernel caches), then REPS times
@@ -37,7 +37,7 @@ def stats(mnt):
         return out
 
 
-def populate(mnt, files, resident):
+def populate(mnt, files, resident, small):
     paths = []
     for i in range(files):
         d = os.path.join(mnt, "t", "d%d" % (i // 1000))
@@ -45,7 +45,7 @@ def populate(mnt, files, resident):
             os.makedirs(d, exist_ok=True)
         p = os.path.join(d, "f%d" % i)
         fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        os.write(fd, b"%063d\n" % i)
+        os.write(fd, (b"%063d\n" % i)[:small])
         os.close(fd)
         paths.append(p)
     left, j = resident, 0
@@ -83,7 +83,10 @@ def one_kill(mnt, paths):
 
 def main():
     mnt, label, files, resident, reps = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
-    paths = populate(mnt, files, resident)
+    small = int(sys.argv[6]) if len(sys.argv) > 6 else 64
+    if not 0 <= small <= 64:
+        sys.exit("takeover_bench: SMALL is 0 to 64 bytes")
+    paths = populate(mnt, files, resident, small)
     before = int(stats(mnt)["resident_bytes"])
     if before < resident:
         sys.exit("takeover_bench: %d resident, %d asked" % (before, resident))
@@ -102,6 +105,7 @@ def main():
         sys.exit("takeover_bench: %s resident after the kills, %d before" % (s["resident_bytes"], before))
     key = "takeover.%s." % label
     print(key + "files %d" % files)
+    print(key + "file_bytes %d" % small)
     print(key + "resident_bytes %s" % s["resident_bytes"])
     print(key + "walk_ms %.1f" % walk_ms)
     print(key + "first_answer_ms %.1f" % statistics.median(first))

@@ -138,7 +138,11 @@ test_everything_goes_on_through_a_kill_every_two_seconds() {
 	# Written, not truncated: a hole has no memory to map (cuda refuses it).
 	dd if=/dev/zero of="$MNT/m" bs=1M count=4 status=none || { fail "write m"; return; }
 	mkfifo "$T/go"
-	"$VYMAP" wait "$MNT/m" 3 <"$T/go" >"$T/map.out" 2>&1 &
+	# On the host backend the holder writes byte 3 through its mapping at
+	# the end; vymap has no CUDA context, so on cuda it only holds it.
+	local byte=3
+	[ "$backend" = cuda ] && byte=""
+	"$VYMAP" wait "$MNT/m" $byte <"$T/go" >"$T/map.out" 2>&1 &
 	MPID=$!
 	exec 7>"$T/go"
 	wait_for "the file is mapped" grep -q mapped "$T/map.out" || { fail "vymap: $(cat "$T/map.out")"; return; }
@@ -184,7 +188,7 @@ test_everything_goes_on_through_a_kill_every_two_seconds() {
 	local map_rc=$?
 	MPID=""
 	assertEquals "vymap: $(cat "$T/map.out")" 0 "$map_rc"
-	assertEquals "the bytes written through the mapping" "$(head -c 4194304 /dev/zero | tr '\0' '\3' | sum_of /dev/stdin)" \
+	assertEquals "the bytes written through the mapping" "$(head -c 4194304 /dev/zero | tr '\0' "\\${byte:-0}" | sum_of /dev/stdin)" \
 		"$(sum_of "$MNT/m")"
 	rm -rf "${MNT:?}"/* || fail "rm -r"
 	wait_for "every byte freed" stat_is resident_bytes 0
