@@ -67,9 +67,17 @@ typedef struct vy_fs {
 	 * (persist/writer.h); NULL: nothing is kept. */
 	struct vy_persist *persist;
 	/* survive=on: the keeper's slots (daemon/keeper_memory.h), for the map
-	 * server's connections; NULL: no keeper. */
+	 * server's connections and loaded modules; NULL: no keeper. */
 	const struct vy_keep_sink *keep_sink;
 } vy_fs;
+
+/* Whether this mount keeps fds other than memory for a successor (a client
+ * connection's socket, a module's image): a keeper to hold them and a
+ * writer to keep their records. */
+static inline bool vy_fs_keeps_fds(const vy_fs *fs)
+{
+	return fs->keep_sink && fs->persist;
+}
 
 /* Attribute and entry timeouts for the kernel (seconds). */
 #define VY_ATTR_TIMEOUT 1.0

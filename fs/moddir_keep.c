@@ -12,14 +12,9 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-static bool keeps(const vy_fs *fs)
-{
-	return fs->persist && fs->keep_sink;
-}
-
 int vy_moddir_image_fd(vy_fs *fs, vy_inode *in)
 {
-	if (!keeps(fs) || !in->dlen)
+	if (!vy_fs_keeps_fds(fs) || !in->dlen)
 		return -1;
 	int fd = memfd_create("vyrefs-module", MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	size_t at = 0;
@@ -76,7 +71,7 @@ void vy_moddir_unkeep(vy_fs *fs, vy_inode *in)
 {
 	vy_keep_slot slot = in->kept_slot;
 	in->kept_slot = 0;
-	if (!slot || !keeps(fs))
+	if (!slot || !vy_fs_keeps_fds(fs))
 		return;
 	vy_p_module gone = {.slot = 0};
 	vy_persist_module(fs, in, &gone, "");

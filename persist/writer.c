@@ -259,21 +259,21 @@ uint32_t vy_persist_inode_record(vy_inode *in, uint8_t *out)
  * (lock held). */
 static void commit_module(vy_persist *p, vy_inode *in, const vy_p_module *where, const char *name)
 {
+	vy_p_inode a; /* its attributes as an inode record reads them (no target: not a symlink) */
+	vy_persist_inode_record(in, (uint8_t *)&a);
 	vy_p_module *r = (void *)p->scratch;
 	*r = *where;
 	size_t nl = r->slot ? strlen(name) : 0;
 	r->ino = in->ino;
 	r->name_len = (uint32_t)nl;
 	r->zero = 0;
-	pthread_mutex_lock(&in->meta);
-	r->mode = in->mode;
-	r->uid = in->uid;
-	r->gid = in->gid;
-	r->atime = ptime(in->atime);
-	r->mtime = ptime(in->mtime);
-	r->ctime = ptime(in->ctime);
-	r->btime = ptime(in->btime);
-	pthread_mutex_unlock(&in->meta);
+	r->mode = a.mode;
+	r->uid = a.uid;
+	r->gid = a.gid;
+	r->atime = a.atime;
+	r->mtime = a.mtime;
+	r->ctime = a.ctime;
+	r->btime = a.btime;
 	memcpy(p->scratch + sizeof(*r), name, nl);
 	vy_persist_commit(p, VY_P_MODULE, r, (uint32_t)(sizeof(*r) + nl));
 }

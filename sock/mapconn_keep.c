@@ -26,13 +26,6 @@
 #include <string.h>
 #include <unistd.h>
 
-/* Whether this mount keeps connections: a keeper to hold their sockets and
- * a writer to keep their records. */
-static bool keeps(const vy_fs *fs)
-{
-	return fs->keep_sink && fs->persist;
-}
-
 static void put_record(vy_fs *fs, uint32_t slot, const vy_mapconn_req *req, const conn *c)
 {
 	uint32_t n = c ? (uint32_t)c->nmaps : 0;
@@ -70,7 +63,7 @@ void vy_mapconn_record(conn *c)
 bool vy_mapconn_keep(conn *c)
 {
 	vy_fs *fs = c->srv->fs;
-	if (c->slot || !keeps(fs))
+	if (c->slot || !vy_fs_keeps_fds(fs))
 		return true; /* kept already, or nothing is kept on this mount */
 	c->slot = fs->keep_sink->add(fs->keep_sink->ctx, c->sock);
 	return c->slot != 0;
