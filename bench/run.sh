@@ -646,10 +646,17 @@ takeover_figures() {
 		sizes="1k_256m:1000:$((256 << 20)) 100k_2g:100000:$((2 << 30))"
 	fi
 	[ "$BACKEND" = host ] && opts+=,host_memory=3G
-	for s in $sizes; do
+	# The first size again without the keeper's standby (survive_standby=off):
+	# the successor then starts its driver after the death.
+	local first=${sizes%% *}
+	for s in $sizes "nostandby:$first"; do
+		local o=$opts suffix=""
+		if [ "${s%%:*}" = nostandby ]; then
+			s=${s#nostandby:} o+=,survive_standby=off suffix=_nostandby
+		fi
 		IFS=: read -r label files bytes small <<<"$s"
-		mount_target takeover "$opts"
-		python3 bench/takeover_bench.py "${MNT[takeover]}" "$label" "$files" "$bytes" "$REPS" "${small:-64}" | tee -a "$RES"
+		mount_target takeover "$o"
+		python3 bench/takeover_bench.py "${MNT[takeover]}" "$label$suffix" "$files" "$bytes" "$REPS" "${small:-64}" | tee -a "$RES"
 		unmount_target takeover
 	done
 	[ -x "$FIO" ] || { log "no fio: the takeover's longest wait skipped"; return 0; }

@@ -8,13 +8,16 @@ SMALL bytes (64 by default; 1,000 a directory) and BYTES resident in files of at
 (fallocate: memory the device holds, no bytes copied), walks the whole
 namespace once as a baseline (every file opened, stat'd and closed: each
 open reaches the daemon, whatever the kernel caches), then REPS times
-SIGKILLs the serving daemon and measures, from just before the kill:
+SIGKILLs the serving daemon (once its standby, if any, is ready) and
+measures, from just before the kill:
 
   first_answer_ms  to the first request answered (a read of .vyre/stats,
                    by the successor: its pid differs)
   whole_ms         to the end of the same walk of the whole namespace
   daemon_us        the successor's own figure (.vyre/stats takeover_us:
                    from the keeper's waitpid to its first answer)
+  daemon_STEP_us   its steps: start (the keeper's fork and exec), devices
+                   (the driver's start), replay (names and memory)
 
 Each figure is the median over REPS; walk_ms is the baseline walk. Lines
 are `takeover.LABEL.KEY VALUE`, as bench/run.sh's results.txt wants.
@@ -26,6 +29,8 @@ import sys
 import time
 
 GIB = 1 << 30
+# The successor's own figure and its steps (.vyre/stats takeover_*_us).
+STEPS = ("_start", "_devices", "_replay")
 
 
 def stats(mnt):
@@ -67,7 +72,21 @@ def walk(paths):
         os.close(fd)
 
 
+def standby_ready(mnt):
+    """Waits for the keeper's standby (survive_standby=on): its devices open,
+    as after any quiet spell; off, there is none to wait for."""
+    with open(os.path.join(mnt, ".vyre", "config")) as f:
+        if "survive_standby = off\n" in f.read():
+            return
+    end = time.monotonic() + 60
+    while int(stats(mnt).get("standby_pid", "0")) == 0:
+        if time.monotonic() > end:
+            sys.exit("takeover_bench: no standby within 60 s")
+        time.sleep(0.01)
+
+
 def one_kill(mnt, paths):
+    standby_ready(mnt)
     old = int(stats(mnt)["pid"])
     t0 = time.monotonic()
     os.kill(old, signal.SIGKILL)
@@ -78,7 +97,7 @@ def one_kill(mnt, paths):
     t1 = time.monotonic()
     walk(paths)
     t2 = time.monotonic()
-    return (t1 - t0) * 1e3, (t2 - t0) * 1e3, int(s["takeover_us"])
+    return (t1 - t0) * 1e3, (t2 - t0) * 1e3, {k: int(s["takeover%s_us" % k]) for k in ("",) + STEPS}
 
 
 def main():
@@ -94,12 +113,12 @@ def main():
     t = time.monotonic()
     walk(paths)
     walk_ms = (time.monotonic() - t) * 1e3
-    first, whole, daemon = [], [], []
+    first, whole, steps = [], [], []
     for _ in range(reps):
         a, b, c = one_kill(mnt, paths)
         first.append(a)
         whole.append(b)
-        daemon.append(c)
+        steps.append(c)
     s = stats(mnt)
     if int(s["resident_bytes"]) != before:
         sys.exit("takeover_bench: %s resident after the kills, %d before" % (s["resident_bytes"], before))
@@ -110,7 +129,9 @@ def main():
     print(key + "walk_ms %.1f" % walk_ms)
     print(key + "first_answer_ms %.1f" % statistics.median(first))
     print(key + "whole_ms %.1f" % statistics.median(whole))
-    print(key + "daemon_us %d" % statistics.median(daemon))
+    print(key + "daemon_us %d" % statistics.median(s[""] for s in steps))
+    for k in STEPS:
+        print(key + "daemon%s_us %d" % (k, statistics.median(s[k] for s in steps)))
     print(key + "takeovers %s" % s["takeovers"])
 
 

@@ -31,6 +31,7 @@ void vy_config_defaults(vy_config *c)
 	c->readahead = true;
 	c->idle_threads = 2;
 	c->survive_log = 64ull << 20;
+	c->survive_standby = true;
 	c->kernel_cache = 256ull << 20;
 	c->allow_other = false;
 	c->launch_timeout_ms = 60000;
@@ -233,6 +234,8 @@ vy_err vy_config_set(vy_config *c, const char *key, const char *value, vy_error 
 		rc = bool_value(key, value, &next.readahead, e);
 	} else if (!strcmp(key, "survive")) {
 		rc = bool_value(key, value, &next.survive, e);
+	} else if (!strcmp(key, "survive_standby")) {
+		rc = bool_value(key, value, &next.survive_standby, e);
 	} else if (!strcmp(key, "survive_log")) {
 		rc = size_value(key, value, &v, e);
 		if (rc == VY_OK && (v < (64u << 10) || v > (1u << 30) || (v & (v - 1))))
@@ -445,6 +448,8 @@ static bool ini_value(const vy_config *c, const char *key, char *v, size_t cap)
 		snprintf(v, cap, "%s", c->readahead ? "on" : "off");
 	else if (!strcmp(key, "survive"))
 		snprintf(v, cap, "%s", c->survive ? "on" : "off");
+	else if (!strcmp(key, "survive_standby"))
+		snprintf(v, cap, "%s", c->survive_standby ? "on" : "off");
 	else if (!strcmp(key, "survive_log"))
 		snprintf(v, cap, "%llu", (unsigned long long)c->survive_log);
 	else if (!strcmp(key, "idle_threads"))

@@ -28,6 +28,8 @@
  *                    none): past it its launcher is killed
  *   survive          a keeper holds the mount through the daemon's death
  *                    and starts a successor (on | off; off)
+ *   survive_standby  that successor is started ahead, its devices open
+ *                    (on | off; on)
  * A bad key or value is refused naming the key, the value and what is
  * allowed, and leaves the configuration as it was. */
 #ifndef VY_CONFIG_H
@@ -67,6 +69,7 @@ typedef struct vy_config {
 	bool peer;             /* device-to-device copies between devices */
 	bool survive;          /* a keeper process (keeper/) holds the mount */
 	uint64_t survive_log;  /* the state region's log: a power of two, 64K..1G */
+	bool survive_standby;  /* the keeper starts each successor ahead, its devices open */
 } vy_config;
 
 void vy_config_defaults(vy_config *c);

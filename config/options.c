@@ -52,6 +52,10 @@ const vy_option_doc vy_options[] = {
 	 "kill -9); programs see a pause, not an error. Files, names, attributes, xattrs, bytes and open files "
 	 "survive, and a request caught mid-way gets its answer once (a ctl sequence caught running: EIO, saying "
 	 "so); vyrefs --upgrade hands over to a new binary; mappings and loaded modules survive too: test mounts only"},
+	{"survive_standby", "on|off", "on",
+	 "survive=on: the keeper starts the next daemon ahead, its devices open (the CUDA driver's start, about "
+	 "0.25 s of a takeover on a GPU), waiting for a death; it holds a CUDA context on each device while it "
+	 "waits (nvidia-smi lists it). off: the successor starts after the death"},
 	{"survive_log", "SIZE", "64M",
 	 "survive=on: the log of namespace changes kept for a successor (a power of two, 64K to 1G); a checkpoint "
 	 "of the whole namespace is written each time it is half full"},

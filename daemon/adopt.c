@@ -2,14 +2,20 @@
  * connection, the queued and the resent requests, and the namespace with
  * its files' memory, from the state region and the keeper's fds. */
 #include "daemon/adopt.h"
+#include "core/clock.h"
 #include "daemon/adopt_io.h"
 #include "daemon/keeper_link.h"
 #include "daemon/log.h"
+#include "daemon/mount_devices.h"
+#include "keeper/keeper.h"
 #include "state/state.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 static uint64_t death_ns;
@@ -38,6 +44,26 @@ static void describe(const vy_keeper_adoption *ad, char *out, size_t cap)
 	}
 }
 
+/* Started by the keeper ahead of a death (keeper/keeper.h)? */
+static bool is_standby(void)
+{
+	const char *v = getenv(VY_KEEPER_ENV_STANDBY);
+	bool standby = v && !strcmp(v, "1");
+	unsetenv(VY_KEEPER_ENV_STANDBY); /* launchers do not inherit it */
+	return standby;
+}
+
+/* A standby opens its devices while it waits: the driver's start (most of
+ * a takeover on a GPU) is then behind it. Failing, the successor opens
+ * them after the death and reports why there. */
+static void open_early(const vy_mount_args *a, vy_mount_devices *out)
+{
+	vy_error e;
+	if (vy_mount_devices_open(&a->cfg, out, &e) != VY_OK)
+		vy_log(LOG_WARNING, "standby for %s: cannot open the devices ahead: %s; they open after the death",
+		       a->mountpoint, e.msg);
+}
+
 int vy_adopt_run(const vy_mount_args *a)
 {
 	int report = -1;
@@ -53,10 +79,25 @@ int vy_adopt_run(const vy_mount_args *a)
 	vy_keeper_adoption ad;
 	if (!a->foreground)
 		vy_log_use_syslog(true);
-	if (vy_keeper_take(&keeper, &ad, why, sizeof(why)) != 0) {
-		vy_log(LOG_ERR, "cannot take over %s: %s", a->mountpoint, why);
+	vy_mount_devices early = {0};
+	bool standby = is_standby();
+	if (standby)
+		open_early(a, &early);
+	if (early.n)
+		vy_keeper_standby_ready(&keeper);
+	int taken = vy_keeper_take(&keeper, &ad, why, sizeof(why));
+	uint64_t started = vy_monotonic_ns();
+	/* A serving daemon outlives its keeper (the keeper set this for a
+	 * standby, which ends with it). */
+	if (standby && prctl(PR_SET_PDEATHSIG, 0) != 0)
+		vy_log(LOG_WARNING, "cannot outlive the keeper: %s", strerror(errno));
+	if (taken != 0) {
+		vy_mount_devices_close(&early);
+		/* A standby's keeper may end first: an unmount. */
+		vy_log(standby ? LOG_INFO : LOG_ERR, "cannot take over %s: %s", a->mountpoint, why);
 		return 1;
 	}
+	ad.devices = early.n ? &early : NULL;
 	vy_state *st = NULL;
 	vy_state_fds fds = {ad.slot[VY_KEEPER_SLOT_REGION], {ad.slot[VY_KEEPER_SLOT_IMAGE_A], ad.slot[VY_KEEPER_SLOT_IMAGE_B]}};
 	vy_error e;
@@ -71,11 +112,13 @@ int vy_adopt_run(const vy_mount_args *a)
 		/* Another state format, untouched: the binary that wrote it
 		 * takes over instead (the keeper's slot 3). */
 		vy_log(LOG_ERR, "cannot take over %s: %s", a->mountpoint, why);
+		vy_mount_devices_close(&early);
 		return VY_EXIT_REFUSED;
 	}
 	if (!st) {
 		vy_log(LOG_ERR, "cannot take over %s: %s (Fix: umount %s and mount again)", a->mountpoint, why,
 		       a->mountpoint);
+		vy_mount_devices_close(&early);
 		return 1;
 	}
 	/* Slots 2 and 3 (the listening socket, the binary that wrote the
@@ -89,6 +132,7 @@ int vy_adopt_run(const vy_mount_args *a)
 	char cause[64];
 	describe(&ad, cause, sizeof(cause));
 	death_ns = ad.death_ns;
+	ad.started_ns = started;
 	takeover = ad.takeovers;
 	vy_adopt_on_first_answer(first_answer);
 	vy_log(LOG_WARNING, "takeover %" PRIu64 " of %s: the daemon was %s", ad.takeovers, a->mountpoint, cause);

@@ -1,5 +1,6 @@
 /* The adopted session's io (adopt_io.h). One session per process. */
 #include "daemon/adopt_io.h"
+#include "core/clock.h"
 #include "daemon/log.h"
 
 #include <errno.h>
@@ -61,17 +62,9 @@ void vy_adopt_on_first_answer(void (*fn)(uint64_t ns))
 	a.on_first = fn;
 }
 
-static uint64_t now_ns(void)
-{
-	struct timespec t;
-	if (clock_gettime(CLOCK_MONOTONIC, &t) != 0)
-		return 1; /* cannot fail with this clock; nonzero: "answered" */
-	return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
-}
-
 static void answered(void)
 {
-	uint64_t zero = 0, t = now_ns();
+	uint64_t zero = 0, t = vy_monotonic_ns() | 1; /* nonzero: "answered" */
 	if (atomic_compare_exchange_strong(&a.first_answer_ns, &zero, t) && a.on_first)
 		a.on_first(t);
 }

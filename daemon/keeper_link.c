@@ -163,6 +163,14 @@ int vy_keeper_take(vy_keeper_link *k, vy_keeper_adoption *ad, char *why, size_t 
 	}
 }
 
+void vy_keeper_standby_ready(vy_keeper_link *k)
+{
+	vy_keeper_msg m;
+	vy_keeper_msg_init(&m, VY_KEEPER_STANDBY_READY);
+	if (vy_keeper_send(k->sock, &m, NULL) != 0)
+		vy_log(LOG_WARNING, "standby: cannot tell the keeper (pid %d) it is ready: %s", (int)k->pid, strerror(errno));
+}
+
 void vy_keeper_serving(vy_keeper_link *k)
 {
 	vy_keeper_msg m;
@@ -185,26 +193,31 @@ static void *watch(void *arg)
 			return NULL;
 		if (p[0].revents & (POLLHUP | POLLERR)) {
 			atomic_store(k->keeper_pid, 0);
+			atomic_store(k->standby_pid, 0); /* it ends with the keeper */
 			vy_log(LOG_WARNING, "the keeper (pid %d) is gone: the mount serves on, but no longer survives this "
 					    "daemon's death (Fix: umount and mount again to have a keeper)",
 			       (int)k->pid);
 			return NULL;
 		}
 		if (p[0].revents & POLLIN) {
-			/* The keeper sends a serving daemon nothing: drop it. */
+			/* A serving daemon is told only of its standby. */
 			vy_keeper_msg m;
 			int fds[VY_KEEPER_BATCH];
-			if (vy_keeper_recv(k->sock, &m, fds) == 1)
-				for (uint32_t i = 0; i < m.count; i++)
-					if (fds[i] >= 0)
-						close(fds[i]);
+			if (vy_keeper_recv(k->sock, &m, fds) != 1)
+				continue;
+			for (uint32_t i = 0; i < m.count; i++)
+				if (fds[i] >= 0)
+					close(fds[i]);
+			if (m.op == VY_KEEPER_STANDBY)
+				atomic_store(k->standby_pid, m.pid > 0 ? (int)m.pid : 0);
 		}
 	}
 }
 
-void vy_keeper_watch(vy_keeper_link *k, _Atomic int *keeper_pid)
+void vy_keeper_watch(vy_keeper_link *k, _Atomic int *keeper_pid, _Atomic int *standby_pid)
 {
 	k->keeper_pid = keeper_pid;
+	k->standby_pid = standby_pid;
 	atomic_store(keeper_pid, (int)k->pid);
 	k->stop = eventfd(0, EFD_CLOEXEC);
 	if (k->stop < 0 || pthread_create(&k->watch, NULL, watch, k) != 0) {

@@ -19,6 +19,7 @@ typedef struct vy_keeper_link {
 	int sock;  /* -1: no keeper */
 	pid_t pid; /* the keeper: our parent */
 	_Atomic int *keeper_pid; /* set to 0 when the keeper is gone */
+	_Atomic int *standby_pid; /* the keeper's ready standby, 0: none */
 	pthread_t watch;
 	int stop; /* eventfd that ends the watch */
 	bool watching;
@@ -34,6 +35,10 @@ typedef struct vy_keeper_adoption {
 	vy_keep_fds memory;
 	uint64_t takeovers, death_ns;
 	int cause_signal, cause_status;
+	/* The successor's own: when it held the keeper's fds (its steps,
+	 * fs.h), and a standby's devices, opened before (or NULL). */
+	uint64_t started_ns;
+	struct vy_mount_devices *devices;
 } vy_keeper_adoption;
 
 /* The link the keeper passed, and the first daemon's report fd (-1 when
@@ -55,13 +60,17 @@ int vy_keeper_hand_binary(vy_keeper_link *k, char *why, size_t cap);
 /* A successor: every slot and the takeover's facts. 0, or -1 with `why`. */
 int vy_keeper_take(vy_keeper_link *k, vy_keeper_adoption *ad, char *why, size_t cap);
 
+/* A standby: its devices are open (the keeper tells the serving daemon). */
+void vy_keeper_standby_ready(vy_keeper_link *k);
+
 /* Tell the keeper this daemon is answering requests (a successor, at its
  * first answer): its deaths count from none again. */
 void vy_keeper_serving(vy_keeper_link *k);
 
-/* Watch for the keeper's end (HUP): log it and store 0 in *keeper_pid.
- * Ended by vy_keeper_unwatch, which also closes the link. */
-void vy_keeper_watch(vy_keeper_link *k, _Atomic int *keeper_pid);
+/* Watch for the keeper's end (HUP): log it and store 0 in *keeper_pid;
+ * and store what the keeper says of its standby in *standby_pid. Ended
+ * by vy_keeper_unwatch, which also closes the link. */
+void vy_keeper_watch(vy_keeper_link *k, _Atomic int *keeper_pid, _Atomic int *standby_pid);
 void vy_keeper_unwatch(vy_keeper_link *k);
 
 #endif

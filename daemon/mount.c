@@ -3,6 +3,7 @@
 #include "sock/mapsrv.h"
 #include "daemon/mountinfo.h"
 #include "daemon/mountflags.h"
+#include "daemon/mount_devices.h"
 #include "fs/fs.h"
 #include "daemon/log.h"
 #include "fs/ops.h"
@@ -14,6 +15,7 @@
 #include "daemon/upgrade.h"
 #include "daemon/keeper_memory.h"
 #include "core/store_keep.h"
+#include "core/clock.h"
 #include "persist/writer.h"
 #include "state/state.h"
 
@@ -131,76 +133,6 @@ static int detach(bool *child)
 	return 0;
 }
 
-/* The JIT cache for modules: the driver reads these at cuInit. */
-static void set_kernel_cache(const vy_config *cfg)
-{
-	if (cfg->kernel_cache == 0) {
-		setenv("CUDA_CACHE_DISABLE", "1", 1);
-		return;
-	}
-	char size[32];
-	snprintf(size, sizeof(size), "%" PRIu64, cfg->kernel_cache);
-	setenv("CUDA_CACHE_MAXSIZE", size, 0);
-	if (getenv("CUDA_CACHE_PATH"))
-		return;
-	const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
-	char path[4096];
-	if (xdg && xdg[0])
-		snprintf(path, sizeof(path), "%s/vyrefs", xdg);
-	else if (home && home[0])
-		snprintf(path, sizeof(path), "%s/.cache/vyrefs", home);
-	else
-		return;
-	setenv("CUDA_CACHE_PATH", path, 0); /* the driver makes it */
-}
-
-/* The devices the configuration names: devices= (all, or a list), else
- * ordinal's one; the host backend presents host_devices of them, and
- * takes them all unless devices= says which. The first decides the
- * backend (auto: cuda where a GPU is), the rest open on it. */
-static vy_err open_devices(const vy_config *cfg, vy_device **devs, unsigned *n, char *note, size_t note_cap,
-			   vy_error *e)
-{
-	vy_device_options o = cfg->core.device;
-	int list[VY_DEVICES_MAX];
-	unsigned want = cfg->ndevices;
-	memcpy(list, cfg->devices, want * sizeof(*list));
-	if (!want && !cfg->devices_all)
-		list[want++] = o.ordinal;
-	o.ordinal = want ? list[0] : 0;
-	*n = 0;
-	vy_err rc = vy_device_open(&o, &devs[0], note, note_cap, e);
-	if (rc != VY_OK)
-		return rc;
-	*n = 1;
-	bool host = strcmp(devs[0]->info.backend, "cuda") != 0;
-	int count = 0;
-	if (host)
-		count = (int)cfg->host_devices;
-	else if (cfg->devices_all)
-		rc = vy_device_cuda_count(&count, e);
-	if (rc == VY_OK && (cfg->devices_all || (host && !cfg->ndevices))) {
-		want = 0;
-		for (int i = 0; i < count && i < VY_DEVICES_MAX; i++)
-			list[want++] = i;
-	}
-	for (unsigned i = 0; rc == VY_OK && host && i < want; i++)
-		if (list[i] >= count)
-			rc = vy_fail(e, VY_EINVAL, "name devices below host_devices, or raise it (-o host_devices=N)",
-				     "device %d: the host backend presents %d device(s) (host_devices)", list[i], count);
-	if (host && rc == VY_OK)
-		devs[0]->info.ordinal = list[0];
-	for (unsigned i = 1; rc == VY_OK && i < want; i++) {
-		rc = host ? vy_device_host_open(o.host_memory, &devs[i], e) : vy_device_cuda_open(list[i], &devs[i], e);
-		if (rc == VY_OK) {
-			if (host)
-				devs[i]->info.ordinal = list[i];
-			*n = i + 1;
-		}
-	}
-	return rc;
-}
-
 /* Every file of the host backend is an fd, and clients pass fds: the soft
  * limit inherited from a shell (often 1024) is raised to the hard one. */
 static void raise_fd_limit(void)
@@ -246,14 +178,12 @@ static void unmount_adopted(const char *mountpoint)
 int vy_mount_serve(const vy_mount_args *a, vy_keeper_link *keeper, vy_keeper_adoption *adopt, vy_state *st)
 {
 	bool kept = keeper && keeper->sock >= 0;
-	set_kernel_cache(&a->cfg);
 	raise_fd_limit();
 	vy_device *dev[VY_DEVICES_MAX] = {0};
 	vy_core *cores[VY_DEVICES_MAX] = {0};
 	uint64_t free0[VY_DEVICES_MAX] = {0};
 	unsigned ndev = 0, ncores = 0;
 	vy_error e;
-	char note[VY_NOTE_MAX];
 	vy_fs fs;
 	bool fs_ready = false;
 	vy_keeper_memory km; /* survive=on: file memory to the keeper */
@@ -261,12 +191,18 @@ int vy_mount_serve(const vy_mount_args *a, vy_keeper_link *keeper, vy_keeper_ado
 	struct fuse_session *se = NULL;
 	int status = 1;
 	bool mounted = false; /* a failed mount says only why, with its Fix */
-	if (open_devices(&a->cfg, dev, &ndev, note, sizeof(note), &e) != VY_OK) {
+	vy_mount_devices opened = {0};
+	if (adopt && adopt->devices) {
+		opened = *adopt->devices; /* a standby's, opened before the death */
+		adopt->devices->n = 0;
+	} else if (vy_mount_devices_open(&a->cfg, &opened, &e) != VY_OK) {
 		report('E', "%s", e.msg);
 		goto out;
 	}
-	if (note[0])
-		report('N', "%s", note);
+	ndev = opened.n;
+	memcpy(dev, opened.dev, sizeof(dev));
+	if (opened.note[0])
+		report('N', "%s", opened.note);
 	/* Each baseline comes after the driver's own stream memory is there. */
 	for (; ncores < ndev; ncores++) {
 		uint64_t total;
@@ -280,6 +216,10 @@ int vy_mount_serve(const vy_mount_args *a, vy_keeper_link *keeper, vy_keeper_ado
 		goto out;
 	}
 	fs_ready = true;
+	if (adopt) {
+		fs.started_ns = adopt->started_ns;
+		fs.devices_ns = vy_monotonic_ns();
+	}
 
 	char opts[1024], kflags[sizeof(a->mount_flags)];
 	vy_mountflags_libfuse(a->mount_flags, kflags, sizeof(kflags));
@@ -372,7 +312,7 @@ int vy_mount_serve(const vy_mount_args *a, vy_keeper_link *keeper, vy_keeper_ado
 		       adopt ? "took over" : "mounted", a->source, a->mountpoint, dev[d]->info.backend, dev[d]->info.name, dev[d]->info.ordinal, u.budget);
 	}
 	if (kept) {
-		vy_keeper_watch(keeper, &fs.keeper_pid);
+		vy_keeper_watch(keeper, &fs.keeper_pid, &fs.standby_pid);
 		vy_log(LOG_WARNING, "%s", SURVIVE_WARNING);
 	}
 	vy_kept_conns conns = {0};
@@ -380,6 +320,7 @@ int vy_mount_serve(const vy_mount_args *a, vy_keeper_link *keeper, vy_keeper_ado
 		fs.takeovers = adopt->takeovers;
 		fs.death_ns = adopt->death_ns;
 		km_ready = vy_adopt_namespace(&fs, st, adopt, keeper, &km, &conns);
+		fs.replayed_ns = vy_monotonic_ns();
 	}
 	if (km_ready && fs.persist)
 		fs.keep_sink = &km.sink; /* the map server's connections to the keeper */
@@ -494,6 +435,8 @@ static int start_keeper(const vy_mount_args *a)
 		argv[k++] = "--report-fd";
 		argv[k++] = fdnum;
 	}
+	if (a->cfg.survive_standby)
+		argv[k++] = "--standby";
 	argv[k++] = self;
 	if (a->foreground)
 		argv[k++] = a->debug ? "-d" : "-f";

@@ -13,6 +13,7 @@
  * So once requests come one at a time they alternate over the few hot
  * workers that wait, with no wake-up on their path; no worker is torn down
  * and started again. */
+#include "core/clock.h"
 #include "daemon/session.h"
 
 #include <errno.h>
@@ -56,14 +57,6 @@ struct pool {
 };
 
 static void *work(void *arg);
-
-static uint64_t now_ns(void)
-{
-	struct timespec t;
-	if (clock_gettime(CLOCK_MONOTONIC, &t) != 0)
-		return 0; /* cannot fail with this clock; 0 reads as long quiet */
-	return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
-}
 
 static _Thread_local struct worker *current; /* NULL in libfuse's loop */
 
@@ -134,7 +127,7 @@ static bool wait_or_sleep(struct pool *p, struct worker *w)
 {
 	if (p->stop)
 		return false;
-	if (p->waiting < p->waiting_cap || now_ns() - p->busy_ns < QUIET_NS) {
+	if (p->waiting < p->waiting_cap || vy_monotonic_ns() - p->busy_ns < QUIET_NS) {
 		p->waiting++;
 		return true;
 	}
@@ -171,7 +164,7 @@ static void *work(void *arg)
 		}
 		bool parallel = atomic_load(&p->serving) > 0;
 		if (parallel || p->waiting == 0) { /* the clock only when it decides */
-			uint64_t now = now_ns();
+			uint64_t now = vy_monotonic_ns();
 			if (parallel)
 				p->busy_ns = now;
 			/* Quiet, a worker that has replied is about to wait again.

@@ -56,9 +56,12 @@ typedef struct vy_fs {
 	bool acl;
 	/* survive=on (daemon/ sets them, .vyre/stats shows them): the keeper
 	 * (0: none, or gone), the takeovers so far and the CLOCK_MONOTONIC
-	 * time of the last daemon's death. */
+	 * time of the last daemon's death, and of its successor's steps: begun,
+	 * devices open, namespace and memory made again (0: not a successor). */
 	_Atomic int keeper_pid;
+	_Atomic int standby_pid; /* the keeper's standby successor, ready (0: none) */
 	uint64_t takeovers, death_ns;
+	uint64_t started_ns, devices_ns, replayed_ns;
 	/* survive=on with a keeper: hand the mount to a successor at a quiet
 	 * point (.vyre/upgrade, daemon/upgrade.c); 0 or an errno. NULL: this
 	 * mount cannot. */

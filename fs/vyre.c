@@ -143,10 +143,25 @@ static void held_now(vy_fs *fs, held *h)
  * as devN.KEY (N: the device's ordinal). */
 /* Who serves (survive=on, docs/survive.md): microseconds from the last
  * daemon's death to its successor's first answer, 0 before one. */
+static uint64_t between_us(uint64_t from, uint64_t to)
+{
+	return from && to > from ? (to - from) / 1000 : 0;
+}
+
 static uint64_t takeover_us(vy_fs *fs)
 {
-	uint64_t answered = vy_session_first_answer_ns();
-	return fs->takeovers && answered > fs->death_ns ? (answered - fs->death_ns) / 1000 : 0;
+	return between_us(fs->takeovers ? fs->death_ns : 0, vy_session_first_answer_ns());
+}
+
+static void add_takeover(text *t, vy_fs *fs)
+{
+	uint64_t death = fs->takeovers ? fs->death_ns : 0;
+	/* The whole, then its steps: the keeper's start of the successor,
+	 * the devices (the driver's start), the namespace and memory. */
+	add_text(t, "takeover_us %" PRIu64 "\ntakeover_start_us %" PRIu64 "\ntakeover_devices_us %" PRIu64
+		    "\ntakeover_replay_us %" PRIu64 "\n",
+		 takeover_us(fs), between_us(death, fs->started_ns),
+		 between_us(fs->started_ns, fs->devices_ns), between_us(fs->devices_ns, fs->replayed_ns));
 }
 
 static void render_stats(vy_fs *fs, text *t)
@@ -156,9 +171,9 @@ static void render_stats(vy_fs *fs, text *t)
 	totals(fs, &s, &budget);
 	add_snapshot(t, &s, "");
 	add_text(t, "budget_bytes %" PRIu64 "\n", budget);
-	uint64_t us = takeover_us(fs);
-	add_text(t, "pid %d\nkeeper_pid %d\ntakeovers %" PRIu64 "\ntakeover_us %" PRIu64 "\n", (int)getpid(),
-		 atomic_load(&fs->keeper_pid), fs->takeovers, us);
+	add_text(t, "pid %d\nkeeper_pid %d\nstandby_pid %d\ntakeovers %" PRIu64 "\n", (int)getpid(),
+		 atomic_load(&fs->keeper_pid), atomic_load(&fs->standby_pid), fs->takeovers);
+	add_takeover(t, fs);
 	vy_persist_counts kept; /* this daemon's records for its successor */
 	vy_persist_counts_get(fs, &kept);
 	add_text(t, "kept_records %" PRIu64 "\nkept_checkpoints %" PRIu64 "\nkept_failures %" PRIu64

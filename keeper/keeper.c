@@ -2,11 +2,12 @@
  * No CUDA, no libfuse, no user input: its command line comes from vyrefs
  * (daemon/mount.c) and its messages from its own child's socketpair.
  *
- *   vyrefs-keeper [--report-fd N] DAEMON [ARG...]
+ *   vyrefs-keeper [--report-fd N] [--standby] DAEMON [ARG...]
  *
  * Starts DAEMON ARG... with its end of a socketpair, keeps the fds it is
  * handed (keeper.h), and when the daemon dies by a signal (or exits
  * VY_EXIT_TAKEOVER) starts DAEMON --adopt ARG... and hands it every slot.
+ * With --standby that successor is started ahead, waiting (keeper.h).
  * Any other exit ends the keeper with the daemon's status, every fd closed.
  * Tables are sized at start; nothing is allocated per message. */
 #include "keeper/keeper.h"
@@ -21,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
@@ -47,13 +49,17 @@ static struct {
 	unsigned nslots;
 	int sock;      /* the serving daemon's socketpair, -1: none */
 	pid_t daemon;  /* 0: none */
+	bool standby_on; /* --standby: keep a successor started ahead */
+	pid_t standby; /* that successor, waiting for ADOPT (0: none) */
+	int standby_sock; /* its socketpair, -1: none */
+	bool standby_ready; /* it said its devices are open (the serving daemon knows) */
 	uint64_t leader_gone_ns; /* when the first thread was seen gone, the rest not (0: not seen) */
 	pid_t dying;   /* a daemon taken for dead whose other threads still end (reaped later) */
 	int sigfd;
 	uint64_t deaths[DEATHS_MAX]; /* ring of death times */
 	uint64_t ndeaths, takeovers;
 	bool fallback; /* the next successor is slot 3's binary: the one at the path refused the state */
-} k = {.report_fd = -1, .saved = {-1, -1, -1}, .sock = -1};
+} k = {.report_fd = -1, .saved = {-1, -1, -1}, .sock = -1, .standby_sock = -1};
 
 static void say(int prio, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void say(int prio, const char *fmt, ...)
@@ -79,8 +85,11 @@ static uint64_t now_ns(void)
 
 /* Close every slot and end with the daemon's status: the last fd of
  * /dev/fuse closed, the kernel ends the connection. */
+static void drop_standby(void);
+
 static void finish(int status)
 {
+	drop_standby();
 	for (unsigned i = 0; i < k.nslots; i++)
 		if (k.slots[i] >= 0)
 			close(k.slots[i]);
@@ -89,8 +98,9 @@ static void finish(int status)
 	exit(status);
 }
 
-/* Start the daemon: the first (it mounts) or a successor (it adopts). */
-static int spawn(bool adopt)
+/* Start a daemon: the first (it mounts) or a successor (it adopts), or a
+ * standby successor; its pid and socketpair in *pid and *sock. */
+static int spawn(bool adopt, bool standby, pid_t *pid_out, int *sock_out)
 {
 	int sv[2];
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
@@ -115,6 +125,11 @@ static int spawn(bool adopt)
 		if (fd < 0 || setenv(VY_KEEPER_ENV_FD, num, 1) != 0)
 			_exit(127);
 		unsetenv(VY_KEEPER_ENV_REPORT);
+		unsetenv(VY_KEEPER_ENV_STANDBY);
+		/* A standby ends with the keeper (until it takes over: then
+		 * it clears this, and a serving daemon outlives its keeper). */
+		if (standby && (setenv(VY_KEEPER_ENV_STANDBY, "1", 1) != 0 || prctl(PR_SET_PDEATHSIG, SIGKILL) != 0))
+			_exit(127);
 		if (!adopt && k.report_fd >= 0) {
 			snprintf(num, sizeof(num), "%d", k.report_fd);
 			if (fcntl(k.report_fd, F_SETFD, 0) != 0 || setenv(VY_KEEPER_ENV_REPORT, num, 1) != 0)
@@ -147,9 +162,91 @@ static int spawn(bool adopt)
 		close(sv[0]);
 		return -1;
 	}
-	k.sock = sv[0];
-	k.daemon = pid;
+	*sock_out = sv[0];
+	*pid_out = pid;
 	return 0;
+}
+
+/* Tell the serving daemon which standby is ready (0: none), for its
+ * .vyre/stats; a daemon gone or slow misses nothing it needs. */
+static void tell_standby(pid_t pid)
+{
+	vy_keeper_msg m;
+	vy_keeper_msg_init(&m, VY_KEEPER_STANDBY);
+	m.pid = (int32_t)pid;
+	if (k.sock >= 0 && vy_keeper_send(k.sock, &m, NULL) != 0)
+		say(LOG_WARNING, "cannot tell the daemon about its standby: %s", strerror(errno));
+}
+
+/* The standby no longer waits (ended, or taking over). */
+static void forget_standby(bool tell)
+{
+	if (k.standby_ready && tell)
+		tell_standby(0);
+	k.standby = 0;
+	k.standby_ready = false;
+	if (k.standby_sock >= 0)
+		close(k.standby_sock);
+	k.standby_sock = -1;
+}
+
+/* The standby's message: its devices are open. */
+static void standby_says(void)
+{
+	vy_keeper_msg m;
+	int fds[VY_KEEPER_BATCH];
+	int rc = vy_keeper_recv(k.standby_sock, &m, fds);
+	for (uint32_t i = 0; rc == 1 && i < m.count; i++)
+		if (fds[i] >= 0)
+			close(fds[i]);
+	if (rc == 1 && m.op == VY_KEEPER_STANDBY_READY && !k.standby_ready) {
+		k.standby_ready = true;
+		tell_standby(k.standby);
+	} else if (rc == 0 || (rc < 0 && errno != EAGAIN && errno != EPROTO)) {
+		close(k.standby_sock); /* it is ending: its SIGCHLD follows */
+		k.standby_sock = -1;
+	}
+}
+
+/* The standby, if any, ended and reaped (it may be starting its driver:
+ * SIGKILL ends that too). */
+static void drop_standby(void)
+{
+	if (k.standby > 0) {
+		kill(k.standby, SIGKILL);
+		while (waitpid(k.standby, NULL, 0) < 0 && errno == EINTR)
+			;
+	}
+	forget_standby(true);
+}
+
+/* A daemon serves with /dev/fuse handed: start the next one ahead. */
+static void start_standby(void)
+{
+	if (!k.standby_on || k.standby > 0 || k.daemon <= 0 || k.slots[VY_KEEPER_SLOT_FUSE] < 0)
+		return;
+	if (spawn(true, true, &k.standby, &k.standby_sock) != 0)
+		say(LOG_WARNING, "cannot start a standby successor; the next takeover starts one after the death");
+	else if (fcntl(k.standby_sock, F_SETFL, O_NONBLOCK) != 0)
+		say(LOG_WARNING, "cannot make the standby's socketpair non-blocking: %s", strerror(errno));
+}
+
+/* A successor for the mount: the standby, or one started now (an upgrade
+ * wants the binary now at the path; a refused state, slot 3's). */
+static int take_successor(bool fresh, bool *was_standby)
+{
+	*was_standby = false;
+	if (fresh || k.standby <= 0)
+		drop_standby();
+	if (k.standby > 0) {
+		k.daemon = k.standby;
+		k.sock = k.standby_sock; /* blocking again for the handover (SO_SNDTIMEO bounds it) */
+		k.standby_sock = -1;
+		forget_standby(false); /* the daemon it would tell is dead */
+		*was_standby = true;
+		return fcntl(k.sock, F_SETFL, 0);
+	}
+	return spawn(true, false, &k.daemon, &k.sock);
 }
 
 /* Every slot to the successor, in batches, then the takeover's facts. */
@@ -172,7 +269,7 @@ static int hand_over(uint64_t death_ns, int st)
 	if (m.count && vy_keeper_send(k.sock, &m, fds) != 0)
 		return -1;
 	vy_keeper_msg_init(&m, VY_KEEPER_ADOPT_END);
-	m.keeper_pid = (int32_t)getpid();
+	m.pid = (int32_t)getpid();
 	m.takeovers = k.takeovers;
 	m.death_ns = death_ns;
 	m.cause_signal = WIFSIGNALED(st) ? WTERMSIG(st) : 0;
@@ -196,8 +293,11 @@ static void handle(const vy_keeper_msg *m, int *fds)
 {
 	switch (m->op) {
 	case VY_KEEPER_ADD:
-		for (uint32_t i = 0; i < m->count; i++)
+		for (uint32_t i = 0; i < m->count; i++) {
 			put_slot(m->slot[i], fds[i]);
+			if (m->slot[i] == VY_KEEPER_SLOT_FUSE && k.takeovers == 0)
+				start_standby(); /* the first daemon, mounted: it serves */
+		}
 		break;
 	case VY_KEEPER_DROP:
 		for (uint32_t i = 0; i < m->count; i++)
@@ -209,6 +309,7 @@ static void handle(const vy_keeper_msg *m, int *fds)
 	case VY_KEEPER_SERVING:
 		k.ndeaths = 0;
 		k.fallback = false; /* the next death tries the binary at the path again */
+		start_standby();
 		break;
 	default:
 		say(LOG_WARNING, "the daemon sent message %u, which goes the other way; ignored", m->op);
@@ -296,14 +397,32 @@ static void died(int st)
 		finish(1);
 	}
 	k.takeovers++;
-	say(LOG_NOTICE, "the daemon (pid %d) was %s; starting its successor (takeover %llu)", (int)was, cause,
-	    (unsigned long long)k.takeovers);
-	if (spawn(true) != 0 || hand_over(t, st) != 0) {
+	bool fresh = k.fallback || (WIFEXITED(st) && WEXITSTATUS(st) == VY_EXIT_TAKEOVER), standby;
+	int rc = take_successor(fresh, &standby);
+	if (standby)
+		say(LOG_NOTICE, "the daemon (pid %d) was %s; its standby successor (pid %d) takes over (takeover %llu)",
+		    (int)was, cause, (int)k.daemon, (unsigned long long)k.takeovers);
+	else
+		say(LOG_NOTICE, "the daemon (pid %d) was %s; starting its successor (takeover %llu)", (int)was, cause,
+		    (unsigned long long)k.takeovers);
+	if (rc != 0 || hand_over(t, st) != 0) {
 		say(LOG_ERR, "cannot hand the mount to a successor: %s; giving up", strerror(errno));
 		finish(1);
 	}
 	if (fcntl(k.sock, F_SETFL, O_NONBLOCK) != 0)
 		say(LOG_WARNING, "cannot make the socketpair non-blocking: %s", strerror(errno));
+}
+
+/* The standby ended before it was needed (a bad binary at the path, no
+ * device): the next takeover starts its successor after the death, and a
+ * new standby waits for a daemon that serves. */
+static void standby_died(int st)
+{
+	char cause[64];
+	describe(st, cause, sizeof(cause));
+	say(LOG_WARNING, "the standby successor (pid %d) was %s before a takeover; the next takeover starts its "
+			 "successor after the death (Fix: see the log for why it ended)", (int)k.standby, cause);
+	forget_standby(true);
 }
 
 static void on_signal(void)
@@ -321,6 +440,8 @@ static void on_signal(void)
 		while ((w = waitpid(-1, &st, WNOHANG)) > 0)
 			if (w == k.daemon)
 				died(st);
+			else if (w == k.standby)
+				standby_died(st);
 			else if (w == k.dying)
 				k.dying = 0; /* its last thread ended: answered by the successor */
 	}
@@ -401,6 +522,10 @@ int main(int argc, char **argv)
 		k.detached = true;
 		a += 2;
 	}
+	if (a < argc && !strcmp(argv[a], "--standby")) {
+		k.standby_on = true;
+		a++;
+	}
 	if (a >= argc || argv[a][0] != '/')
 		return usage();
 	int n = argc - a;
@@ -437,7 +562,7 @@ int main(int argc, char **argv)
 		say(LOG_ERR, "cannot watch for signals: %s", strerror(errno));
 		return 1;
 	}
-	if (spawn(false) != 0)
+	if (spawn(false, false, &k.daemon, &k.sock) != 0)
 		return 1;
 	/* Only the first daemon reports; its copies are its own now. */
 	for (int i = 0; i < 3; i++)
@@ -449,14 +574,18 @@ int main(int argc, char **argv)
 	if (fcntl(k.sock, F_SETFL, O_NONBLOCK) != 0)
 		say(LOG_WARNING, "cannot make the socketpair non-blocking: %s", strerror(errno));
 	for (;;) {
-		struct pollfd p[2] = {{.fd = k.sigfd, .events = POLLIN}, {.fd = k.sock, .events = POLLIN}};
-		int n = poll(p, 2, k.daemon > 0 ? VY_LEADER_LOOK_MS : -1);
+		struct pollfd p[3] = {{.fd = k.sigfd, .events = POLLIN},
+				      {.fd = k.sock, .events = POLLIN},
+				      {.fd = k.standby_sock, .events = POLLIN}};
+		int n = poll(p, 3, k.daemon > 0 ? VY_LEADER_LOOK_MS : -1);
 		if (n < 0 && errno != EINTR) {
 			say(LOG_ERR, "poll: %s", strerror(errno));
 			finish(1);
 		}
 		if (k.sock >= 0 && (p[1].revents & (POLLIN | POLLHUP | POLLERR)))
 			drain();
+		if (k.standby_sock >= 0 && (p[2].revents & (POLLIN | POLLHUP | POLLERR)))
+			standby_says();
 		if (p[0].revents & POLLIN)
 			on_signal();
 		if (n == 0)

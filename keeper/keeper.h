@@ -7,9 +7,18 @@
  * every path (a bad message included); a sender keeps its own copies.
  *
  * daemon -> keeper: ADD (hold these fds in these slots, replacing what a
- *   slot held), DROP (close these slots), SERVING (answering requests).
+ *   slot held), DROP (close these slots), SERVING (answering requests);
+ *   a standby: STANDBY_READY (its devices are open).
+ * keeper -> serving daemon: STANDBY (the pid of a ready standby, 0: none),
+ *   for .vyre/stats; a daemon that knows no such op drops it.
  * keeper -> successor: ADOPT (a batch of slots and their fds), then one
- *   ADOPT_END carrying the takeover's facts. */
+ *   ADOPT_END carrying the takeover's facts.
+ *
+ * A standby (survive_standby=on) is a successor the keeper starts before
+ * any death, once a daemon serves: it opens its devices (the driver's
+ * start, most of a takeover on a GPU) and waits for ADOPT; a death hands
+ * the mount to it. It is the binary at the path when it started; an
+ * upgrade or a refused state starts another instead. */
 #ifndef VY_KEEPER_H
 #define VY_KEEPER_H
 
@@ -32,6 +41,7 @@
 /* What the keeper passes a daemon it starts. */
 #define VY_KEEPER_ENV_FD "VYREFS_KEEPER_FD"         /* its end of the socketpair */
 #define VY_KEEPER_ENV_REPORT "VYREFS_REPORT_FD"     /* the first daemon: mount.c's report pipe */
+#define VY_KEEPER_ENV_STANDBY "VYREFS_STANDBY"      /* "1": a standby successor (below) */
 #define VY_KEEPER_ADOPT_ARG "--adopt"               /* argv[1] of a successor */
 #define VY_KEEPER_BINARY "vyrefs-keeper"            /* next to the vyrefs binary */
 
@@ -51,6 +61,8 @@ enum vy_keeper_op {
 	VY_KEEPER_SERVING = 3,
 	VY_KEEPER_ADOPT = 4,
 	VY_KEEPER_ADOPT_END = 5,
+	VY_KEEPER_STANDBY_READY = 6,
+	VY_KEEPER_STANDBY = 7,
 };
 
 typedef struct vy_keeper_msg {
@@ -58,7 +70,7 @@ typedef struct vy_keeper_msg {
 	uint16_t version;
 	uint16_t op;
 	uint32_t count;        /* entries of slot[] used (<= VY_KEEPER_BATCH) */
-	int32_t keeper_pid;    /* ADOPT_END */
+	int32_t pid;           /* ADOPT_END: the keeper's; STANDBY: the standby's, 0: none */
 	uint64_t takeovers;    /* ADOPT_END: takeovers so far, this one counted */
 	uint64_t death_ns;     /* ADOPT_END: CLOCK_MONOTONIC at the keeper's waitpid */
 	int32_t cause_signal;  /* ADOPT_END: the signal that ended the daemon, 0: it exited */

@@ -1,5 +1,6 @@
 /* Making the namespace again (replay.h). */
 #include "persist/replay.h"
+#include "core/clock.h"
 #include "daemon/log.h"
 #include "fs/fs.h"
 #include "persist/format.h"
@@ -268,8 +269,10 @@ vy_err vy_replay(struct vy_fs *fs, struct vy_state *st, vy_keep_fds *mem, vy_sha
 	vy_shadow_init(sh);
 	load_ctx c = {.shadow = sh};
 	vy_state_loaded loaded;
+	uint64_t t0 = vy_monotonic_ns();
 	vy_err rc = vy_state_load(st, on_section, on_record, &c, &loaded, e);
 	counts->records = c.records;
+	counts->load_us = (vy_monotonic_ns() - t0) / 1000;
 	if (rc != VY_OK)
 		return rc;
 	if (!sh->has_ns)
@@ -327,7 +330,9 @@ vy_err vy_replay(struct vy_fs *fs, struct vy_state *st, vy_keep_fds *mem, vy_sha
 		rc = vy_replay_kernel_refs(fs, sh, counts, e);
 	if (rc == VY_OK)
 		rc = drop_unheld(fs, sh, counts, e);
+	t0 = vy_monotonic_ns();
 	if (rc == VY_OK)
 		rc = adopt_memory(fs, sh, mem, counts, e);
+	counts->memory_us = (vy_monotonic_ns() - t0) / 1000;
 	return rc;
 }

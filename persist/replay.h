@@ -26,6 +26,7 @@ typedef struct vy_replay_counts {
 	uint64_t mappings;     /* files client programs map, held again */
 	uint64_t mappings_lost; /* mappings of files not made again */
 	uint64_t modules;       /* module files made again and loaded */
+	uint64_t load_us, memory_us; /* the state's load and the files' memory taken back, in microseconds */
 	uint64_t modules_lost;  /* that could not be (logged) */
 } vy_replay_counts;
 

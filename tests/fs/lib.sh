@@ -136,6 +136,16 @@ stat_of() {
 # survive=on: a daemon other than pid $1 serves the mount (its successor).
 serving_pid_not() { [ "$(stat_of pid)" != "$1" ] && [ -n "$(stat_of pid)" ]; }
 
+# survive=on: the keeper's standby successor is ready (its devices open),
+# or the mount has none (survive_standby=off). Its CUDA context holds
+# device memory, so df's free and available figures are taken with it there.
+standby_settled() {
+	local s
+	grep -qx 'survive_standby = off' "$MNT/.vyre/config" && return 0
+	s=$(stat_of standby_pid)
+	[ -n "$s" ] && [ "$s" != 0 ]
+}
+
 # The pid of the mount's launcher process (its child), or nothing. Pure
 # bash: a fork per process would take seconds on a busy machine.
 launcher_pid() {

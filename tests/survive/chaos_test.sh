@@ -134,6 +134,7 @@ test_everything_goes_on_through_a_kill_every_two_seconds() {
 	mkdir "$T/shadow"
 	mount_vyrefs "survive=on" || { fail "mount"; return; }
 	local used0
+	wait_for "a standby" standby_settled || return
 	used0=$(df --output=used "$MNT" | tail -1)
 	# Written, not truncated: a hole has no memory to map (cuda refuses it).
 	dd if=/dev/zero of="$MNT/m" bs=1M count=4 status=none || { fail "write m"; return; }
@@ -192,6 +193,7 @@ test_everything_goes_on_through_a_kill_every_two_seconds() {
 		"$(sum_of "$MNT/m")"
 	rm -rf "${MNT:?}"/* || fail "rm -r"
 	wait_for "every byte freed" stat_is resident_bytes 0
+	wait_for "a standby" standby_settled
 	assertEquals "no mapping left" 0 "$(stat_of mapped_bytes)"
 	assertEquals "df as at the start" "$used0" "$(df --output=used "$MNT" | tail -1)"
 	assertNotContains "no file lost its bytes" "$(cat "$VY_LOG")" "lost its bytes"

@@ -30,7 +30,7 @@ kill_daemon() {
 	local old
 	old=$(stat_of pid)
 	kill -9 "$old"
-	wait_for 20 serving_pid_not "$old" || return 1
+	wait_for 20 serving_pid_not "$old" && wait_for "its standby" standby_settled || return 1
 	[ "$(id -u)" = 0 ] && echo 2 > /proc/sys/vm/drop_caches
 	sleep 1.1 # past the entry and attribute timeouts: a bound, not a wait for an event
 }
@@ -59,6 +59,7 @@ test_a_tree_survives_a_kill() {
 	mount_vyrefs "survive=on" || { fail "mount"; return; }
 	make_tree || { fail "make the tree"; return; }
 	local used inodes
+	wait_for "a standby" standby_settled || return
 	used=$(stat -f -c '%b %f %a' "$MNT") inodes=$(stat -f -c '%c %d' "$MNT")
 	snap "$T/before"
 	assertTrue "changes were kept" "[ $(stat_of kept_records) -gt 100 ]"
@@ -118,6 +119,7 @@ test_checkpoints_keep_the_namespace() {
 test_removed_files_stay_removed_and_their_memory_free() {
 	mount_vyrefs "survive=on" || { fail "mount"; return; }
 	local empty
+	wait_for "a standby" standby_settled || return
 	empty=$(stat -f -c '%b %f %a %c %d' "$MNT")
 	make_tree || { fail "make the tree"; return; }
 	(cd "$MNT" && rm -rf ./* && [ -z "$(ls "$MNT")" ]) || { fail "remove the tree"; return; }

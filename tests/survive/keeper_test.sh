@@ -35,6 +35,12 @@ mount_with_shim() {
 
 gone() { ! kill -0 "$1" 2>/dev/null; }
 keeper_pid_is() { [ "$(stat_of keeper_pid)" = "$1" ]; }
+# The standby successor (survive_standby=on, the default) once its devices
+# are open, as .vyre/stats shows it (0: none).
+standby_of() { stat_of standby_pid; }
+has_standby() { local s; s=$(standby_of) && [ -n "$s" ] && [ "$s" != 0 ]; }
+standby_none() { [ "$(standby_of)" = 0 ]; }
+standby_not() { has_standby && [ "$(standby_of)" != "$1" ]; }
 
 test_keeper_and_daemon_are_separate_processes() {
 	mount_vyrefs "survive=on" || { fail "mount"; return; }
@@ -68,6 +74,10 @@ test_sigkill_while_idle_serves_on() {
 		assertEquals "takeovers after kill $i" "$i" "$(awk '$1 == "takeovers" { print $2 }' "$T/stats")"
 		assertEquals "the same keeper" "$VY_PID" "$(awk '$1 == "keeper_pid" { print $2 }' "$T/stats")"
 		times="$times $(awk '$1 == "takeover_us" { printf "%.3f", $2 / 1000 }' "$T/stats")"
+		# Its steps follow each other: their sum is within the whole.
+		assertEquals "the steps of takeover $i fit in it" yes "$(awk '$1 == "takeover_us" { w = $2 }
+			$1 ~ /^takeover_(start|devices|replay)_us$/ { s += $2; n++; if ($2 == 0 && $1 != "takeover_replay_us") z = 1 }
+			END { print (n == 3 && !z && w > 0 && s <= w) ? "yes" : "no: " n " steps, sum " s " of " w }' "$T/stats")"
 		old=$new
 	done
 	echo "SIGKILL to first answer, ms:$times"
@@ -128,10 +138,14 @@ test_five_quick_deaths_give_up() {
 
 test_keeper_killed_daemon_serves_on() {
 	mount_vyrefs "survive=on" || { fail "mount"; return; }
-	local d err rc
+	local d err rc s
 	d=$(stat_of pid)
+	wait_for "a standby" has_standby || return
+	s=$(standby_of)
 	kill -9 "$VY_PID"
 	wait_for "keeper_pid 0" keeper_pid_is 0 || return
+	wait_for "the standby ends with its keeper" gone "$s" || return
+	assertEquals "stats: no standby" 0 "$(stat_of standby_pid)"
 	assertEquals "the same daemon" "$d" "$(stat_of pid)"
 	assertContains "$(cat "$VY_LOG")" "the keeper (pid $VY_PID) is gone"
 	assertContains "still serving" "$(ls "$MNT/.vyre")" stats
@@ -143,6 +157,62 @@ test_keeper_killed_daemon_serves_on() {
 	assertContains "$err" "Transport endpoint is not connected"
 	fusermount3 -u "$MNT" 2>/dev/null || umount "$MNT"
 	assertFalse "unmounted" "mountpoint -q '$MNT'"
+}
+
+# The standby, started once the first daemon serves, is the successor of a
+# kill; another standby follows it. Each is `vyrefs --adopt`.
+test_standby_takes_over_and_is_replaced() {
+	mount_vyrefs "survive=on" || { fail "mount"; return; }
+	local s d m=$MNT
+	wait_for "a standby" has_standby || return
+	s=$(standby_of)
+	d=$(stat_of pid)
+	assertEquals "the standby is a successor" "--adopt" "$(tr '\0' '\n' </proc/"$s"/cmdline | sed -n 2p)"
+	assertEquals "the standby is the keeper's child" "$VY_PID" "$(awk '{ print $4 }' /proc/"$s"/stat)"
+	kill -9 "$d"
+	wait_for "a successor serves" serving_pid_not "$d" || return
+	assertEquals "the standby took over" "$s" "$(stat_of pid)"
+	assertContains "$(cat "$VY_LOG")" "its standby successor (pid $s) takes over (takeover 1)"
+	wait_for "a new standby" standby_not "$s" || return
+	assertEquals "the keeper's children: the daemon and the standby" 2 "$(pgrep -P "$VY_PID" | wc -l)"
+	s=$(standby_of)
+	unmount_vyrefs
+	assertEquals "the keeper's exit status" 0 "$VY_STATUS"
+	assertTrue "the standby ended with the mount" "gone $s"
+	assertFalse "nothing of the mount runs" "daemon_alive 'vyrefs.*$m'"
+}
+
+# A standby that dies before a death is logged; the next takeover starts
+# its successor after the death, and a standby follows once it serves.
+test_a_dead_standby_is_replaced_after_the_next_takeover() {
+	mount_vyrefs "survive=on" || { fail "mount"; return; }
+	local s d
+	wait_for "a standby" has_standby || return
+	s=$(standby_of)
+	kill -9 "$s"
+	wait_for "the keeper logs the standby's end" grep -q "standby successor (pid $s) was killed by SIGKILL" "$VY_LOG" ||
+		return
+	wait_for "stats shows no standby" standby_none || return
+	assertEquals "the keeper's one child: the daemon" "$(stat_of pid)" "$(pgrep -P "$VY_PID")"
+	d=$(stat_of pid)
+	kill -9 "$d"
+	wait_for "a successor serves" serving_pid_not "$d" || return
+	assertContains "$(cat "$VY_LOG")" "was killed by SIGKILL; starting its successor (takeover 1)"
+	wait_for "a new standby" has_standby || return
+	assertEquals "takeovers" 1 "$(stat_of takeovers)"
+}
+
+test_standby_off_starts_the_successor_after_the_death() {
+	mount_vyrefs "survive=on,survive_standby=off" || { fail "mount"; return; }
+	local d
+	d=$(stat_of pid)
+	assertEquals "the keeper's one child: the daemon" "$d" "$(pgrep -P "$VY_PID")"
+	kill -9 "$d"
+	wait_for "a successor serves" serving_pid_not "$d" || return
+	assertContains "$(cat "$VY_LOG")" "was killed by SIGKILL; starting its successor (takeover 1)"
+	assertNotContains "$(cat "$VY_LOG")" "standby"
+	assertEquals "the keeper's one child: the successor" "$(stat_of pid)" "$(pgrep -P "$VY_PID")"
+	assertEquals "stats: no standby" 0 "$(stat_of standby_pid)"
 }
 
 test_clean_umount_ends_every_process() {
@@ -188,6 +258,7 @@ test_survive_off_has_no_keeper() {
 	assertEquals "pid" "$VY_PID" "$(stat_of pid)"
 	assertEquals "takeovers" 0 "$(stat_of takeovers)"
 	assertEquals "takeover_us" 0 "$(stat_of takeover_us)"
+	assertEquals "standby_pid" 0 "$(stat_of standby_pid)"
 	assertFalse "no keeper runs" "daemon_alive 'vyrefs-keeper.*$MNT'"
 }
 

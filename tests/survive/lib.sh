@@ -20,5 +20,5 @@ kill_daemon() {
 	local old
 	old=$(stat_of pid)
 	kill -9 "$old"
-	wait_for "a successor serves" serving_pid_not "$old"
+	wait_for "a successor serves" serving_pid_not "$old" && wait_for "its standby" standby_settled
 }

@@ -114,6 +114,11 @@ install_refusing() {
 # The keeper's slot 3: a successor that refuses the state is replaced by
 # the binary that wrote it, for an upgrade and for a kill alike, and the
 # program working in the mount sees no error.
+# How many standbys the keeper saw end before a takeover is N.
+standbys_ended() {
+	[ "$(grep -c 'standby successor .* before a takeover' "$VY_LOG")" = "$1" ]
+}
+
 test_a_refusing_binary_leaves_the_old_one_serving() {
 	VYREFS=$T/bin/vyrefs mount_vyrefs "survive=on" || { fail "mount"; return; }
 	echo held > "$MNT/held"
@@ -133,7 +138,11 @@ test_a_refusing_binary_leaves_the_old_one_serving() {
 	kill -9 "$pid"
 	wait_for "the old binary serves again after a kill" serving_pid_not "$pid" || return
 	assertEquals "takeovers after the kill" 4 "$(stat_of takeovers)"
-	assertEquals "the stand-in refused twice" 2 "$(wc -l < "$T/refused")"
+	# Started four times, each refusing: the upgrade's successor, the
+	# standby started once the old binary served again (it ends before
+	# the kill), the kill's successor, and the next standby.
+	wait_for "the second standby ended" standbys_ended 2 || return
+	assertEquals "the stand-in refused four times" 4 "$(wc -l < "$T/refused")"
 	cp "$VYREFS" "$T/bin/vyrefs.new" && mv "$T/bin/vyrefs.new" "$T/bin/vyrefs" || { fail "install vyrefs again"; return; }
 	out=$("$T/bin/vyrefs" --upgrade "$MNT" 2>&1)
 	assertEquals "a binary that reads the state takes over: $out" 0 $?
