@@ -347,6 +347,11 @@ static void config_fs_keys_and_defaults(void)
 	CHECK(c.survive);
 	MUST(vy_config_set(&c, "survive", "off", E));
 	CHECK_EQ(c.survive_log, 64ull << 20);
+	CHECK(c.survive_standby); /* on by default */
+	MUST(vy_config_set(&c, "survive_standby", "off", E));
+	CHECK(!c.survive_standby);
+	MUST_FAIL(VY_EINVAL, vy_config_set(&c, "survive_standby", "maybe", E));
+	CHECK(!c.survive_standby);
 	MUST(vy_config_set(&c, "survive_log", "64K", E));
 	CHECK_EQ(c.survive_log, 64u << 10);
 	MUST_FAIL(VY_EINVAL, vy_config_set(&c, "survive_log", "96K", E)); /* not a power of two */
@@ -531,7 +536,7 @@ static void options_table_matches_the_settings(void)
 	free(text);
 	vy_error e;
 	CHECK_EQ(vy_config_set(&c, "bogus", "1", &e), VY_EINVAL);
-	CHECK(strstr(e.msg, "allow_other, vyre_dir, launch_timeout, kernel_cflags, xattr_budget, max_inodes, survive, survive_log, config") != NULL); /* the list comes from the table */
+	CHECK(strstr(e.msg, "allow_other, vyre_dir, launch_timeout, kernel_cflags, xattr_budget, max_inodes, survive, survive_standby, survive_log, config") != NULL); /* the list comes from the table */
 }
 
 /* ---- errors ----------------------------------------------------------- */
