@@ -153,15 +153,29 @@ static uint64_t takeover_us(vy_fs *fs)
 	return between_us(fs->takeovers ? fs->death_ns : 0, vy_session_first_answer_ns());
 }
 
+/* The last takeover's steps, in microseconds: the death to the successor
+ * holding the keeper's fds, its devices opened (the driver's start), the
+ * namespace and its memory made again. */
+enum { STEPS = 3 };
+static const char *const step_name[STEPS] = {"start", "devices", "replay"};
+static const char *const step_help[STEPS] = {"the death to the successor's start",
+					     "the successor's devices opened (the driver's start)",
+					     "the namespace and its memory made again"};
+
+static void takeover_steps(vy_fs *fs, uint64_t us[STEPS])
+{
+	us[0] = between_us(fs->takeovers ? fs->death_ns : 0, fs->started_ns);
+	us[1] = between_us(fs->started_ns, fs->devices_ns);
+	us[2] = between_us(fs->devices_ns, fs->replayed_ns);
+}
+
 static void add_takeover(text *t, vy_fs *fs)
 {
-	uint64_t death = fs->takeovers ? fs->death_ns : 0;
-	/* The whole, then its steps: the keeper's start of the successor,
-	 * the devices (the driver's start), the namespace and memory. */
-	add_text(t, "takeover_us %" PRIu64 "\ntakeover_start_us %" PRIu64 "\ntakeover_devices_us %" PRIu64
-		    "\ntakeover_replay_us %" PRIu64 "\n",
-		 takeover_us(fs), between_us(death, fs->started_ns),
-		 between_us(fs->started_ns, fs->devices_ns), between_us(fs->devices_ns, fs->replayed_ns));
+	uint64_t us[STEPS];
+	takeover_steps(fs, us);
+	add_text(t, "takeover_us %" PRIu64 "\n", takeover_us(fs));
+	for (int i = 0; i < STEPS; i++)
+		add_text(t, "takeover_%s_us %" PRIu64 "\n", step_name[i], us[i]);
 }
 
 static void render_stats(vy_fs *fs, text *t)
@@ -252,11 +266,20 @@ static void render_metrics(vy_fs *fs, text *t)
 	add_text(t, "# HELP vyrefs_pid the daemon serving the mount\n# TYPE vyrefs_pid gauge\nvyrefs_pid %d\n"
 		    "# HELP vyrefs_keeper_pid the keeper holding the mount (survive=on), 0: none\n"
 		    "# TYPE vyrefs_keeper_pid gauge\nvyrefs_keeper_pid %d\n"
+		    "# HELP vyrefs_standby_pid the keeper's standby successor, ready (survive_standby), 0: none\n"
+		    "# TYPE vyrefs_standby_pid gauge\nvyrefs_standby_pid %d\n"
 		    "# HELP vyrefs_takeovers_total daemons that took over the mount after a death\n"
 		    "# TYPE vyrefs_takeovers_total counter\nvyrefs_takeovers_total %" PRIu64 "\n"
 		    "# HELP vyrefs_takeover_seconds the last takeover: from the daemon's death to the first answer\n"
 		    "# TYPE vyrefs_takeover_seconds gauge\nvyrefs_takeover_seconds %" PRIu64 ".%06" PRIu64 "\n",
-		 (int)getpid(), atomic_load(&fs->keeper_pid), fs->takeovers, us / 1000000, us % 1000000);
+		 (int)getpid(), atomic_load(&fs->keeper_pid), atomic_load(&fs->standby_pid), fs->takeovers, us / 1000000,
+		 us % 1000000);
+	uint64_t steps[STEPS];
+	takeover_steps(fs, steps);
+	for (int i = 0; i < STEPS; i++)
+		add_text(t, "# HELP vyrefs_takeover_%s_seconds the last takeover's step: %s\n"
+			    "# TYPE vyrefs_takeover_%s_seconds gauge\nvyrefs_takeover_%s_seconds %" PRIu64 ".%06" PRIu64 "\n",
+			 step_name[i], step_help[i], step_name[i], step_name[i], steps[i] / 1000000, steps[i] % 1000000);
 	vy_persist_counts kept;
 	vy_persist_counts_get(fs, &kept);
 	add_text(t, "# HELP vyrefs_kept_records_total records this daemon kept for a successor (survive=on)\n"
