@@ -191,12 +191,23 @@ void vy_op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence, struct f
 	}
 	const vy_kind_ops *ko = vy_kind_ops_of(in);
 	uint64_t at = 0;
-	int err = ENXIO; /* no data in a file without bytes of its own */
+	int err = ENXIO;
+	pthread_rwlock_rdlock(&in->lock);
 	if (ko->seek) {
-		pthread_rwlock_rdlock(&in->lock);
 		err = ko->seek(fs, in, (uint64_t)off, whence == SEEK_DATA, &at);
-		pthread_rwlock_unlock(&in->lock);
+	} else {
+		/* A kind with no holes (.vyre files, modules): all of what stat
+		 * says is data, as lseek(2) has it for such files; cp takes a
+		 * file with no data for one hole, and copies NULs. */
+		struct stat st = {0};
+		if (ko->stat)
+			ko->stat(fs, in, &st);
+		if ((uint64_t)off < (uint64_t)st.st_size) {
+			at = whence == SEEK_DATA ? (uint64_t)off : (uint64_t)st.st_size;
+			err = 0;
+		}
 	}
+	pthread_rwlock_unlock(&in->lock);
 	if (err)
 		fuse_reply_err(req, err);
 	else

@@ -199,6 +199,18 @@ test_config_file_then_options() {
 	assertContains "$cfg" "max_write = 262144"     # from the file
 	assertContains "$cfg" "host_memory = 1073741824" # lib.sh's -o wins over the file
 	rm -f "$conf"
+	# All of a .vyre file is data (no holes): cp 9.4 copies a file whose
+	# SEEK_DATA says "none" as one hole, all NULs.
+	assertEquals "SEEK_DATA, SEEK_HOLE of .vyre/config" "0 $(stat -c %s "$MNT/.vyre/config") no data past the end" \
+		"$(python3 -c 'import os, sys
+fd = os.open(sys.argv[1], os.O_RDONLY)
+size = os.fstat(fd).st_size
+try:
+    os.lseek(fd, size, os.SEEK_DATA)
+    end = "data past the end"
+except OSError:
+    end = "no data past the end"
+print(os.lseek(fd, 0, os.SEEK_DATA), os.lseek(fd, 0, os.SEEK_HOLE), end)' "$MNT/.vyre/config")"
 	# What .vyre/config shows reads back as the same configuration.
 	cp "$MNT/.vyre/config" "$D/../vyrefs-roundtrip.conf"
 	out=$("$VYREFS" -o "config=$D/../vyrefs-roundtrip.conf" --self-check 2>&1)

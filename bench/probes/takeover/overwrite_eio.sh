@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Open bug (docs/survive.md): a 4 KiB random overwrite of an existing file
+# across a SIGKILL of a survive=on daemon gets EIO in about half the runs,
+# with survive_standby on or off. Usage: overwrite_eio.sh survive_standby=on|off
+# (root, from the checkout, host backend). Prints fio's exit status and error.
+o=$1; m=$(mktemp -d); build/vyrefs -f -o survive=on,host_memory=3G,backend=host,$o $m > /tmp/fk.log 2>&1 & k=$!
+sleep 0.5
+A="--name=gap --directory=$m --rw=randwrite --bs=4k --size=64M --ioengine=psync --time_based --runtime=2 --fallocate=none --output-format=terse"
+fio $A >/dev/null 2>&1
+(sleep 1; kill -9 $(awk '$1=="pid"{print $2}' $m/.vyre/stats)) & kp=$!
+fio $A > /dev/null 2>/tmp/fk.err; echo "$o fio rc $? $(head -c 150 /tmp/fk.err)"
+wait $kp; umount $m; wait $k
