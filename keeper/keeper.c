@@ -405,7 +405,20 @@ static void died(int st)
 	else
 		say(LOG_NOTICE, "the daemon (pid %d) was %s; starting its successor (takeover %llu)", (int)was, cause,
 		    (unsigned long long)k.takeovers);
-	if (rc != 0 || hand_over(t, st) != 0) {
+	bool handed = rc == 0 && hand_over(t, st) == 0;
+	if (!handed && rc == 0 && standby) {
+		/* The standby ended as it was handed the mount (a binary that
+		 * exits at start): one started now takes it instead. */
+		say(LOG_WARNING, "the standby successor (pid %d) did not take the mount: %s; starting its successor",
+		    (int)k.daemon, strerror(errno));
+		kill(k.daemon, SIGKILL);
+		while (waitpid(k.daemon, NULL, 0) < 0 && errno == EINTR)
+			;
+		close(k.sock);
+		k.sock = -1;
+		handed = spawn(true, false, &k.daemon, &k.sock) == 0 && hand_over(t, st) == 0;
+	}
+	if (!handed) {
 		say(LOG_ERR, "cannot hand the mount to a successor: %s; giving up", strerror(errno));
 		finish(1);
 	}
