@@ -70,6 +70,11 @@ remount() {
 
 as_mallory() { setpriv --reuid=$MALLORY --regid=$MALLORY --clear-groups "$@"; }
 attack() { as_mallory "$TT/vyattack" "$@"; }
+# runs_as PID UID COMM: the process is COMM, with that real and effective uid.
+runs_as() {
+	[ "$(cat "/proc/$1/comm" 2>/dev/null)" = "$3" ] &&
+		awk -v u="$2" '$1 == "Uid:" { exit !($2 == u && $3 == u) }' "/proc/$1/status" 2>/dev/null
+}
 
 fd_count() { ls "/proc/$VY_PID/fd" 2>/dev/null | wc -l; }
 rss_kb() { awk '$1 == "VmRSS:" { print $2 }' "/proc/$VY_PID/status" 2>/dev/null; }
@@ -286,6 +291,9 @@ test_7_proc_fds_are_refused() {
 	assertEquals "her file as it was" "$before" "$(sum_of "$MNT/m7")"
 	setpriv --reuid=$MALLORY --regid=$MALLORY --clear-groups sleep 60 &
 	victim=$!
+	# Hers once setpriv has run sleep (before, its /proc files are root's).
+	for _ in $(seq 600); do runs_as "$victim" "$MALLORY" sleep && break; sleep 0.05; done
+	runs_as "$victim" "$MALLORY" sleep || { fail "the victim is not mallory's sleep within 30 s"; return; }
 	out=$(attack "$MNT" copy-out "$MNT/m7adj" O_RDONLY "/proc/$victim/oom_score_adj" O_WRONLY)
 	assertRefused "$out" EPERM
 	assertEquals "oom_score_adj as it was" 0 "$(cat "/proc/$victim/oom_score_adj")"
