@@ -179,10 +179,11 @@ int vy_mount_serve(const vy_mount_args *a, vy_keeper_link *keeper, vy_keeper_ado
 {
 	bool kept = keeper && keeper->sock >= 0;
 	raise_fd_limit();
-	vy_device *dev[VY_DEVICES_MAX] = {0};
+	vy_mount_devices opened = {0};
+	vy_device **dev = opened.dev;
 	vy_core *cores[VY_DEVICES_MAX] = {0};
 	uint64_t free0[VY_DEVICES_MAX] = {0};
-	unsigned ndev = 0, ncores = 0;
+	unsigned ncores = 0;
 	vy_error e;
 	vy_fs fs;
 	bool fs_ready = false;
@@ -191,7 +192,6 @@ int vy_mount_serve(const vy_mount_args *a, vy_keeper_link *keeper, vy_keeper_ado
 	struct fuse_session *se = NULL;
 	int status = 1;
 	bool mounted = false; /* a failed mount says only why, with its Fix */
-	vy_mount_devices opened = {0};
 	if (adopt && adopt->devices) {
 		opened = *adopt->devices; /* a standby's, opened before the death */
 		adopt->devices->n = 0;
@@ -199,19 +199,17 @@ int vy_mount_serve(const vy_mount_args *a, vy_keeper_link *keeper, vy_keeper_ado
 		report('E', "%s", e.msg);
 		goto out;
 	}
-	ndev = opened.n;
-	memcpy(dev, opened.dev, sizeof(dev));
 	if (opened.note[0])
 		report('N', "%s", opened.note);
 	/* Each baseline comes after the driver's own stream memory is there. */
-	for (; ncores < ndev; ncores++) {
+	for (; ncores < opened.n; ncores++) {
 		uint64_t total;
 		if (vy_device_warm_streams(dev[ncores], a->cfg.core.streams, &e) != VY_OK ||
 		    dev[ncores]->ops->mem_info(dev[ncores], &free0[ncores], &total, &e) != VY_OK ||
 		    vy_core_attach(dev[ncores], &a->cfg.core, &cores[ncores], &e) != VY_OK)
 			break;
 	}
-	if (ncores < ndev || vy_fs_init(&fs, cores, ndev, &a->cfg, &e) != VY_OK) {
+	if (ncores < opened.n || vy_fs_init(&fs, cores, opened.n, &a->cfg, &e) != VY_OK) {
 		report('E', "%s", e.msg);
 		goto out;
 	}
@@ -273,7 +271,7 @@ int vy_mount_serve(const vy_mount_args *a, vy_keeper_link *keeper, vy_keeper_ado
 		ok = ok && vy_keeper_hand(keeper, fuse_session_fd(se), sfds, why, sizeof(why)) == 0;
 		ok = ok && vy_keeper_memory_init(&km, keeper->sock, keeper->pid, NULL, why, sizeof(why)) == 0;
 		km_ready = ok;
-		for (unsigned d = 0; ok && d < ndev; d++)
+		for (unsigned d = 0; ok && d < opened.n; d++)
 			if (vy_store_keep(cores[d]->store, &km.sink, &e) != VY_OK) {
 				ok = false;
 				snprintf(why, sizeof(why), "%s", e.msg);
@@ -305,7 +303,7 @@ int vy_mount_serve(const vy_mount_args *a, vy_keeper_link *keeper, vy_keeper_ado
 				close(null);
 		}
 	}
-	for (unsigned d = 0; d < ndev; d++) {
+	for (unsigned d = 0; d < opened.n; d++) {
 		vy_store_usage u;
 		vy_store_usage_get(cores[d]->store, &u);
 		vy_log(LOG_INFO, "%s %s on %s: backend %s (%s, device %d), resident budget %" PRIu64 " bytes",
@@ -381,8 +379,7 @@ out:
 			       mounted ? "unmounted" : "after the failed mount of", a->mountpoint, dev[d]->info.ordinal,
 			       free1, free0[d]);
 	}
-	for (unsigned d = 0; d < ndev; d++)
-		vy_device_close(dev[d]);
+	vy_mount_devices_close(&opened);
 	if (km_ready)
 		vy_keeper_memory_destroy(&km); /* after the stores: their frees went through it */
 	if (report_fd >= 0)

@@ -69,6 +69,20 @@ static uint32_t mapconn_bytes(const vy_p_mapconn *r)
 	return (uint32_t)(sizeof(*r) + r->n * sizeof(vy_p_mapping));
 }
 
+/* A copy of the record `len` bytes at r, kept under `key` in place of
+ * the one there; false (the old one kept) without memory. */
+static bool keep_copy(vy_u64map *m, uint64_t key, const void *r, uint32_t len)
+{
+	void *c = malloc(len), *old = vy_u64map_get(m, key);
+	if (!c || !vy_u64map_put(m, key, c)) {
+		free(c);
+		return false;
+	}
+	memcpy(c, r, len);
+	free(old);
+	return true;
+}
+
 static vy_err apply_mapconn(vy_shadow *s, const vy_p_mapconn *r, uint32_t len, vy_error *e);
 static vy_err apply_module(vy_shadow *s, const vy_p_module *r, uint32_t len, vy_error *e);
 
@@ -274,15 +288,8 @@ vy_err vy_shadow_apply(vy_shadow *s, uint16_t type, const void *p, uint32_t len,
 			return bad(e, type, "names no open handle");
 		if (r->seq > s->sequences)
 			s->sequences = r->seq;
-		vy_p_ctl *c = malloc(len), *old = vy_u64map_get(&s->ctls, r->id);
-		if (c && !vy_u64map_put(&s->ctls, r->id, c)) {
-			free(c);
-			c = NULL;
-		}
-		if (!c)
+		if (!keep_copy(&s->ctls, r->id, p, len))
 			return vy_fail(e, VY_ENOMEM, "free host memory", "kept state: no memory for a control file");
-		memcpy(c, p, len);
-		free(old);
 		return VY_OK;
 	}
 	case VY_P_MAPCONN:
@@ -314,15 +321,8 @@ static vy_err apply_mapconn(vy_shadow *s, const vy_p_mapconn *r, uint32_t len, v
 		vy_shadow_forget_mapconn(s, r->slot);
 		return VY_OK;
 	}
-	vy_p_mapconn *c = malloc(len), *old = vy_u64map_get(&s->mapconns, r->slot);
-	if (c && !vy_u64map_put(&s->mapconns, r->slot, c)) {
-		free(c);
-		c = NULL;
-	}
-	if (!c)
+	if (!keep_copy(&s->mapconns, r->slot, r, len))
 		return vy_fail(e, VY_ENOMEM, "free host memory", "kept state: no memory for a client connection");
-	memcpy(c, r, len);
-	free(old);
 	return VY_OK;
 }
 
@@ -350,15 +350,8 @@ static vy_err apply_module(vy_shadow *s, const vy_p_module *r, uint32_t len, vy_
 		vy_shadow_forget_module(s, r->ino);
 		return VY_OK;
 	}
-	vy_p_module *c = malloc(len), *old = vy_u64map_get(&s->modules, r->ino);
-	if (c && !vy_u64map_put(&s->modules, r->ino, c)) {
-		free(c);
-		c = NULL;
-	}
-	if (!c)
+	if (!keep_copy(&s->modules, r->ino, r, len))
 		return vy_fail(e, VY_ENOMEM, "free host memory", "kept state: no memory for a module");
-	memcpy(c, r, len);
-	free(old);
 	uint64_t top = r->log_ino > r->ino ? r->log_ino : r->ino;
 	if (top >= s->next_ino)
 		s->next_ino = top + 1;
