@@ -668,7 +668,7 @@ takeover_figures() {
 	local killer=$!
 	# An error fio sees across the kill is a bug (programs should see a
 	# pause): counted, not hidden; the figures stop here with it.
-	fio_run takeover-kill "${args[@]}" || log "fio saw an error across the kill (docs/survive.md, open bugs)"
+	fio_run takeover-kill "${args[@]}" || log "fio saw an error across the kill (a regression: docs/survive.md, session 12)"
 	wait "$killer"
 	put takeover.fio.kill.error "$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["jobs"][0]["error"])' \
 		"$OUT/fio-takeover-kill.json")"

@@ -152,11 +152,30 @@ static bool answered_again(int fd, const struct fuse_in_header *in, ssize_t n)
 	return true;
 }
 
+/* survive=on: the kernel copies a request into the reader's buffer
+ * through get_user_pages, which fails for a page not yet present once a
+ * SIGKILL is pending; the kernel then ends that request with EIO rather
+ * than keep it for the successor's resend (a new worker's first write
+ * across a kill: fio saw EIO in 1 run of 8). So each reader's buffer is
+ * made present before its first read; libfuse reuses it for every read. */
+static void buffer_present(void *buf, size_t len)
+{
+	static __thread void *done;
+	static __thread size_t done_len;
+	if (buf == done && len <= done_len)
+		return;
+	memset(buf, 0, len);
+	done = buf;
+	done_len = len;
+}
+
 static ssize_t io_read(int fd, void *buf, size_t len, void *userdata)
 {
 	(void)userdata;
 	ssize_t n;
 	park_if_stopping();
+	if (hooks)
+		buffer_present(buf, len);
 	do
 		n = vy_adopt_io_read(fd, buf, len);
 	while (answered_again(fd, buf, n));

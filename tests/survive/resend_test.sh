@@ -164,6 +164,34 @@ test_open_counts_one_handle() {
 	assertEquals "open handles as before" "$before" "$(stat_of open_handles)"
 }
 
+# write_some TAG: four writers at once (new workers start for them).
+write_some() {
+	local i pids=""
+	for i in 1 2 3 4; do
+		head -c 65536 /dev/zero > "$MNT/rb_$1_$i" &
+		pids="$pids $!"
+	done
+	for i in $pids; do wait "$i"; done
+}
+
+# A request the kernel copies into a dying daemon's read buffer must reach
+# the successor: the copy cannot fault a page in once the SIGKILL is
+# pending (the kernel answers EIO: fio saw it across kills), so every
+# buffer a survive=on daemon reads into is present (residentshim.c checks
+# each read of /dev/fuse), in new workers and in the successor's.
+test_read_buffers_present_across_a_kill() {
+	local log=$T/resident n
+	[ -r "$RESIDENT_SHIM" ] || { fail "no $RESIDENT_SHIM (Fix: make)"; return; }
+	mount_shimmed LD_PRELOAD="$SHIM $RESIDENT_SHIM" RESIDENTSHIM_LOG="$log" || { fail "mount"; return; }
+	write_some before
+	kill_daemon || { fail "takeover"; return; }
+	write_some after
+	assertEquals "the successor has every file" 8 "$(ls "$MNT" | grep -c '^rb_')"
+	n=$(grep -c '^checked ' "$log")
+	assertTrue "reads of /dev/fuse were checked in both daemons ($n processes)" "[ $n -ge 2 ]"
+	assertEquals "read buffers with pages missing" "" "$(grep '^missing' "$log")"
+}
+
 # A lookup answered twice would count one reference the kernel never forgets.
 forgotten_all() {
 	echo 3 > /proc/sys/vm/drop_caches

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Open bug (docs/survive.md): a 4 KiB random overwrite of an existing file
-# across a SIGKILL of a survive=on daemon gets EIO in about half the runs,
-# with survive_standby on or off. Usage: overwrite_eio.sh survive_standby=on|off
+# Fixed in session 12 (docs/survive.md): a 4 KiB random overwrite of an
+# existing file across a SIGKILL of a survive=on daemon got EIO in 1 run of
+# 8 to 1 of 2 (a new worker's read buffer not present; the kernel's copy
+# into it failed with the SIGKILL pending). Usage: overwrite_eio.sh survive_standby=on|off
 # (root, from the checkout, host backend). Prints fio's exit status and error.
 o=$1; m=$(mktemp -d); build/vyrefs -f -o survive=on,host_memory=3G,backend=host,$o $m > /tmp/fk.log 2>&1 & k=$!
 sleep 0.5
