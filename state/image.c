@@ -154,8 +154,8 @@ static bool walk(const uint8_t *b, uint64_t bytes, uint32_t sections, vy_state_s
 	return pos == bytes;
 }
 
-static vy_err load_image(vy_state_root root, int fd, vy_state_section_fn fn, void *ctx, uint64_t *sections,
-			 vy_error *e)
+vy_err vy_state_image_load(vy_state_root root, int fd, vy_state_section_fn fn, void *ctx, uint64_t *sections,
+			  vy_error *e)
 {
 	uint8_t *b = NULL;
 	uint64_t size = 0;
@@ -191,7 +191,7 @@ vy_err vy_state_load(vy_state *s, vy_state_section_fn on_section, vy_state_rec_f
 {
 	*out = (vy_state_loaded){.root = vy_state_root_get(s)};
 	if (out->root.set) {
-		vy_err rc = load_image(out->root, s->fds.image[out->root.which], on_section, ctx, &out->sections, e);
+		vy_err rc = vy_state_image_load(out->root, s->fds.image[out->root.which], on_section, ctx, &out->sections, e);
 		if (rc)
 			return rc;
 	}

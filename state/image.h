@@ -40,6 +40,10 @@ typedef struct vy_state_loaded {
 	vy_state_scan log;  /* the records replayed after it */
 } vy_state_loaded;
 
+/* The image `root` names, read from `fd` into private memory and checked
+ * whole (as below) before its first section is handed over. */
+vy_err vy_state_image_load(vy_state_root root, int fd, vy_state_section_fn fn, void *ctx, uint64_t *sections,
+			   vy_error *e);
 /* What a successor does: the published image (magic, format, seq equal to
  * the root's, checksum, every section's bounds, all checked before the
  * first section is handed over: a bad image is refused whole, VY_EINVAL),
