@@ -8,6 +8,7 @@
 #include "daemon/log.h"
 #include "daemon/mount_devices.h"
 #include "keeper/keeper.h"
+#include "persist/preload.h"
 #include "state/state.h"
 
 #include <errno.h>
@@ -64,6 +65,19 @@ static void open_early(const vy_mount_args *a, vy_mount_devices *out)
 		       a->mountpoint, e.msg);
 }
 
+/* The keeper's STATE, to a standby: follow the kept state while waiting. */
+static void follow_state(void *ctx, const int fds[3])
+{
+	vy_preload **pre = ctx;
+	vy_state_fds f = {fds[0], {fds[1], fds[2]}};
+	if (*pre) { /* one is enough */
+		for (int i = 0; i < 3; i++)
+			close(fds[i]);
+		return;
+	}
+	*pre = vy_preload_start(&f);
+}
+
 int vy_adopt_run(const vy_mount_args *a)
 {
 	int report = -1;
@@ -83,15 +97,19 @@ int vy_adopt_run(const vy_mount_args *a)
 	bool standby = is_standby();
 	if (standby)
 		open_early(a, &early);
+	vy_preload *pre = NULL;
 	if (early.n)
-		vy_keeper_standby_ready(&keeper);
-	int taken = vy_keeper_take(&keeper, &ad, why, sizeof(why));
+		vy_keeper_standby_ready(&keeper, true);
+	int taken = vy_keeper_take(&keeper, &ad, standby ? follow_state : NULL, &pre, why, sizeof(why));
 	uint64_t started = vy_monotonic_ns();
+	vy_preload_stop(pre);
+	ad.preload = pre; /* vy_adopt_namespace frees it */
 	/* A serving daemon outlives its keeper (the keeper set this for a
 	 * standby, which ends with it). */
 	if (standby && prctl(PR_SET_PDEATHSIG, 0) != 0)
 		vy_log(LOG_WARNING, "cannot outlive the keeper: %s", strerror(errno));
 	if (taken != 0) {
+		vy_preload_free(pre);
 		vy_mount_devices_close(&early);
 		/* A standby's keeper may end first: an unmount. */
 		vy_log(standby ? LOG_INFO : LOG_ERR, "cannot take over %s: %s", a->mountpoint, why);
@@ -112,12 +130,14 @@ int vy_adopt_run(const vy_mount_args *a)
 		/* Another state format, untouched: the binary that wrote it
 		 * takes over instead (the keeper's slot 3). */
 		vy_log(LOG_ERR, "cannot take over %s: %s", a->mountpoint, why);
+		vy_preload_free(pre);
 		vy_mount_devices_close(&early);
 		return VY_EXIT_REFUSED;
 	}
 	if (!st) {
 		vy_log(LOG_ERR, "cannot take over %s: %s (Fix: umount %s and mount again)", a->mountpoint, why,
 		       a->mountpoint);
+		vy_preload_free(pre);
 		vy_mount_devices_close(&early);
 		return 1;
 	}

@@ -5,12 +5,14 @@
 #include "daemon/keeper_memory.h"
 #include "daemon/log.h"
 #include "fs/fs.h"
+#include "persist/preload.h"
 #include "persist/replay.h"
 #include "persist/replay_kernel.h"
 #include "persist/writer.h"
 #include "state/state.h"
 
 #include <inttypes.h>
+#include <stdio.h>
 
 bool vy_adopt_namespace(struct vy_fs *fs, struct vy_state *st, struct vy_keeper_adoption *ad,
 			struct vy_keeper_link *link, struct vy_keeper_memory *km, struct vy_kept_conns *conns)
@@ -32,7 +34,9 @@ bool vy_adopt_namespace(struct vy_fs *fs, struct vy_state *st, struct vy_keeper_
 	}
 	vy_shadow sh;
 	vy_replay_counts n;
-	rc = vy_replay(fs, st, &ad->memory, &sh, &n, &e);
+	rc = vy_replay(fs, st, &ad->memory, ad->preload, &sh, &n, &e);
+	vy_preload_free(ad->preload); /* its copy is sh now, or not to be used */
+	ad->preload = NULL;
 	if (rc == VY_OK && vy_replay_mapconns(&sh, &ad->memory, conns, &e) != VY_OK)
 		vy_log(LOG_ERR, "takeover: %s; the clients' mappings end", e.msg);
 	vy_keeper_memory_settle(km, &ad->memory); /* what no file or connection took goes */
@@ -40,12 +44,15 @@ bool vy_adopt_namespace(struct vy_fs *fs, struct vy_state *st, struct vy_keeper_
 		vy_shadow_destroy(&sh);
 		rc = vy_persist_start(fs, st, NULL, &e); /* the first daemon kept nothing yet */
 	} else if (rc == VY_OK) {
+		char ahead[96] = "";
+		if (n.followed)
+			snprintf(ahead, sizeof(ahead), " (%" PRIu64 " records of it followed ahead by the standby)", n.followed);
 		vy_log(LOG_NOTICE, "takeover: %" PRIu64 " records kept: %" PRIu64 " inodes, %" PRIu64 " names, %" PRIu64
 				   " files with their memory, %" PRIu64 " files lost their bytes, %" PRIu64 " nameless inodes freed, %" PRIu64
 				   " client connections with %" PRIu64 " mappings (%" PRIu64 " of no kept file), %" PRIu64
-				   " modules loaded again (%" PRIu64 " lost); the state loaded in %" PRIu64 " us, the memory taken back in %" PRIu64 " us",
+				   " modules loaded again (%" PRIu64 " lost); the state loaded in %" PRIu64 " us%s, the memory taken back in %" PRIu64 " us",
 		       n.records, n.inodes, n.names, n.files, n.lost, n.dropped, (uint64_t)conns->n, n.mappings,
-		       n.mappings_lost, n.modules, n.modules_lost, n.load_us, n.memory_us);
+		       n.mappings_lost, n.modules, n.modules_lost, n.load_us, ahead, n.memory_us);
 		rc = vy_persist_start(fs, st, &sh, &e);
 		if (rc != VY_OK)
 			vy_shadow_destroy(&sh);

@@ -125,7 +125,15 @@ static int put_memory(vy_keep_fds *t, uint32_t s, int fd)
 	return 0;
 }
 
-int vy_keeper_take(vy_keeper_link *k, vy_keeper_adoption *ad, char *why, size_t cap)
+/* A STATE message: the three state slots, in order. */
+static bool is_state(const vy_keeper_msg *m)
+{
+	return m->op == VY_KEEPER_STATE && m->count == 3 && m->slot[0] == VY_KEEPER_SLOT_REGION &&
+	       m->slot[1] == VY_KEEPER_SLOT_IMAGE_A && m->slot[2] == VY_KEEPER_SLOT_IMAGE_B;
+}
+
+int vy_keeper_take(vy_keeper_link *k, vy_keeper_adoption *ad, void (*on_state)(void *ctx, const int fds[3]),
+		   void *ctx, char *why, size_t cap)
 {
 	memset(ad, 0, sizeof(*ad));
 	for (unsigned i = 0; i < VY_KEEPER_SLOT_MEMORY; i++)
@@ -138,6 +146,10 @@ int vy_keeper_take(vy_keeper_link *k, vy_keeper_adoption *ad, char *why, size_t 
 			snprintf(why, cap, "the keeper (pid %d) %s before it handed over every slot", (int)k->pid,
 				 rc == 0 ? "closed the socketpair" : strerror(errno));
 			return -1;
+		}
+		if (on_state && is_state(&m)) {
+			on_state(ctx, fds);
+			continue;
 		}
 		if (m.op == VY_KEEPER_ADOPT_END) {
 			ad->takeovers = m.takeovers;
@@ -163,10 +175,11 @@ int vy_keeper_take(vy_keeper_link *k, vy_keeper_adoption *ad, char *why, size_t 
 	}
 }
 
-void vy_keeper_standby_ready(vy_keeper_link *k)
+void vy_keeper_standby_ready(vy_keeper_link *k, bool want_state)
 {
 	vy_keeper_msg m;
 	vy_keeper_msg_init(&m, VY_KEEPER_STANDBY_READY);
+	m.pid = want_state ? VY_KEEPER_WANT_STATE : 0;
 	if (vy_keeper_send(k->sock, &m, NULL) != 0)
 		vy_log(LOG_WARNING, "standby: cannot tell the keeper (pid %d) it is ready: %s", (int)k->pid, strerror(errno));
 }

@@ -39,6 +39,9 @@ typedef struct vy_keeper_adoption {
 	 * fs.h), and a standby's devices, opened before (or NULL). */
 	uint64_t started_ns;
 	struct vy_mount_devices *devices;
+	/* A standby's copy of the kept namespace, followed ahead (or NULL);
+	 * vy_adopt_namespace uses and frees it. */
+	struct vy_preload *preload;
 } vy_keeper_adoption;
 
 /* The link the keeper passed, and the first daemon's report fd (-1 when
@@ -57,11 +60,15 @@ int vy_keeper_hand(vy_keeper_link *k, int fuse_fd, const int state_fds[3], char 
  * the state from now on). 0, or -1 with `why`. */
 int vy_keeper_hand_binary(vy_keeper_link *k, char *why, size_t cap);
 
-/* A successor: every slot and the takeover's facts. 0, or -1 with `why`. */
-int vy_keeper_take(vy_keeper_link *k, vy_keeper_adoption *ad, char *why, size_t cap);
+/* A successor: every slot and the takeover's facts. 0, or -1 with `why`.
+ * A standby's STATE message (the region's fds: region, A, B) goes to
+ * on_state, which owns them (NULL: closed). */
+int vy_keeper_take(vy_keeper_link *k, vy_keeper_adoption *ad, void (*on_state)(void *ctx, const int fds[3]),
+		   void *ctx, char *why, size_t cap);
 
-/* A standby: its devices are open (the keeper tells the serving daemon). */
-void vy_keeper_standby_ready(vy_keeper_link *k);
+/* A standby: its devices are open (the keeper tells the serving daemon);
+ * want_state asks for the state region's fds ahead (a STATE message). */
+void vy_keeper_standby_ready(vy_keeper_link *k, bool want_state);
 
 /* Tell the keeper this daemon is answering requests (a successor, at its
  * first answer): its deaths count from none again. */

@@ -190,6 +190,24 @@ static void forget_standby(bool tell)
 	k.standby_sock = -1;
 }
 
+/* The state region and its images to the standby, which follows them
+ * while it waits (keeper.h, STATE). Failing, it loads them at the death. */
+static void send_state(void)
+{
+	const int fds[3] = {k.slots[VY_KEEPER_SLOT_REGION], k.slots[VY_KEEPER_SLOT_IMAGE_A],
+			    k.slots[VY_KEEPER_SLOT_IMAGE_B]};
+	if (fds[0] < 0 || fds[1] < 0 || fds[2] < 0)
+		return;
+	vy_keeper_msg m;
+	vy_keeper_msg_init(&m, VY_KEEPER_STATE);
+	m.slot[0] = VY_KEEPER_SLOT_REGION;
+	m.slot[1] = VY_KEEPER_SLOT_IMAGE_A;
+	m.slot[2] = VY_KEEPER_SLOT_IMAGE_B;
+	m.count = 3;
+	if (vy_keeper_send(k.standby_sock, &m, fds) != 0)
+		say(LOG_WARNING, "cannot hand the standby the kept state to follow: %s", strerror(errno));
+}
+
 /* The standby's message: its devices are open. */
 static void standby_says(void)
 {
@@ -201,6 +219,8 @@ static void standby_says(void)
 			close(fds[i]);
 	if (rc == 1 && m.op == VY_KEEPER_STANDBY_READY && !k.standby_ready) {
 		k.standby_ready = true;
+		if (m.pid == VY_KEEPER_WANT_STATE)
+			send_state();
 		tell_standby(k.standby);
 	} else if (rc == 0 || (rc < 0 && errno != EAGAIN && errno != EPROTO)) {
 		close(k.standby_sock); /* it is ending: its SIGCHLD follows */

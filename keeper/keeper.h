@@ -8,9 +8,13 @@
  *
  * daemon -> keeper: ADD (hold these fds in these slots, replacing what a
  *   slot held), DROP (close these slots), SERVING (answering requests);
- *   a standby: STANDBY_READY (its devices are open).
+ *   a standby: STANDBY_READY (its devices are open; pid
+ *   VY_KEEPER_WANT_STATE asks for STATE, 0 does not: an older keeper
+ *   ignores the field, an older standby sends 0).
  * keeper -> serving daemon: STANDBY (the pid of a ready standby, 0: none),
  *   for .vyre/stats; a daemon that knows no such op drops it.
+ * keeper -> standby that asked: STATE (slots 1, 4 and 5: the state region
+ *   and its images), which it follows while it waits (persist/preload.h).
  * keeper -> successor: ADOPT (a batch of slots and their fds), then one
  *   ADOPT_END carrying the takeover's facts.
  *
@@ -63,14 +67,16 @@ enum vy_keeper_op {
 	VY_KEEPER_ADOPT_END = 5,
 	VY_KEEPER_STANDBY_READY = 6,
 	VY_KEEPER_STANDBY = 7,
+	VY_KEEPER_STATE = 8,
 };
+#define VY_KEEPER_WANT_STATE 1 /* STANDBY_READY's pid field: send STATE */
 
 typedef struct vy_keeper_msg {
 	uint32_t magic;
 	uint16_t version;
 	uint16_t op;
 	uint32_t count;        /* entries of slot[] used (<= VY_KEEPER_BATCH) */
-	int32_t pid;           /* ADOPT_END: the keeper's; STANDBY: the standby's, 0: none */
+	int32_t pid;           /* ADOPT_END: the keeper's; STANDBY: the standby's, 0: none; STANDBY_READY: above */
 	uint64_t takeovers;    /* ADOPT_END: takeovers so far, this one counted */
 	uint64_t death_ns;     /* ADOPT_END: CLOCK_MONOTONIC at the keeper's waitpid */
 	int32_t cause_signal;  /* ADOPT_END: the signal that ended the daemon, 0: it exited */

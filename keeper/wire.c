@@ -20,7 +20,7 @@ void vy_keeper_msg_init(vy_keeper_msg *m, enum vy_keeper_op op)
 
 static bool carries_fds(uint16_t op)
 {
-	return op == VY_KEEPER_ADD || op == VY_KEEPER_ADOPT;
+	return op == VY_KEEPER_ADD || op == VY_KEEPER_ADOPT || op == VY_KEEPER_STATE;
 }
 
 int vy_keeper_send(int sock, const vy_keeper_msg *m, const int *fds)
@@ -103,7 +103,7 @@ int vy_keeper_recv(int sock, vy_keeper_msg *m, int *fds)
 	}
 	bool ok = n == (ssize_t)sizeof(*m) && !(mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) &&
 		  m->magic == VY_KEEPER_MAGIC && m->version == VY_KEEPER_VERSION && m->count <= VY_KEEPER_BATCH &&
-		  m->op >= VY_KEEPER_ADD && m->op <= VY_KEEPER_STANDBY &&
+		  m->op >= VY_KEEPER_ADD && m->op <= VY_KEEPER_STATE &&
 		  got == (carries_fds(m->op) ? m->count : 0);
 	if (!ok) {
 		close_all(fds, got);

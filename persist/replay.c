@@ -4,6 +4,8 @@
 #include "daemon/log.h"
 #include "fs/fs.h"
 #include "persist/format.h"
+#include "persist/load.h"
+#include "persist/preload.h"
 #include "persist/replay_kernel.h"
 #include "persist/replay_modules.h"
 #include "state/state.h"
@@ -12,41 +14,6 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
-
-typedef struct load_ctx {
-	vy_shadow *shadow;
-	uint64_t records;
-} load_ctx;
-
-static vy_err on_section(void *ctx, uint32_t type, const void *p, uint64_t len, vy_error *e)
-{
-	load_ctx *c = ctx;
-	if (type != VY_P_SECTION_RECORDS)
-		return vy_fail(e, VY_EINVAL, "umount and mount again", "kept state: an image section of type %u", type);
-	const uint8_t *b = p;
-	for (uint64_t at = 0; at < len;) {
-		vy_p_head h;
-		if (len - at < sizeof(h))
-			return vy_fail(e, VY_EINVAL, "umount and mount again", "kept state: a torn image section");
-		memcpy(&h, b + at, sizeof(h));
-		uint64_t need = sizeof(h) + (((uint64_t)h.len + 7) & ~7ull);
-		if (need > len - at)
-			return vy_fail(e, VY_EINVAL, "umount and mount again", "kept state: a record past its section");
-		vy_err rc = vy_shadow_apply(c->shadow, h.type, b + at + sizeof(h), h.len, 0, e);
-		if (rc != VY_OK)
-			return rc;
-		c->records++;
-		at += need;
-	}
-	return VY_OK;
-}
-
-static vy_err on_record(void *ctx, const vy_state_rec *r, vy_error *e)
-{
-	load_ctx *c = ctx;
-	c->records++;
-	return vy_shadow_apply(c->shadow, r->type, r->payload, r->payload_len, r->seq, e);
-}
 
 static struct timespec ts(vy_p_time t)
 {
@@ -67,7 +34,7 @@ static void set_attrs(vy_inode *in, const vy_p_inode *r)
 	in->place = r->place;
 }
 
-static vy_err make_inode(vy_fs *fs, const vy_p_inode *r, vy_error *e)
+static vy_err make_inode(vy_fs *fs, const vy_p_inode *r, vy_inode **made, vy_error *e)
 {
 	mode_t type = r->mode & S_IFMT;
 	bool fits = (r->kind == VY_DIR && type == S_IFDIR) || (r->kind == VY_FILE && type == S_IFREG) ||
@@ -94,6 +61,7 @@ static vy_err make_inode(vy_fs *fs, const vy_p_inode *r, vy_error *e)
 	}
 	if (r->kind != VY_DIR && r->nlink > 1)
 		fs->extra_links += r->nlink - 1;
+	*made = in;
 	return VY_OK;
 }
 
@@ -131,19 +99,31 @@ static int by_place(const void *a, const void *b)
 	return x->at < y->at ? -1 : x->at > y->at;
 }
 
+/* The shadow's nodes in number order, each beside the inode made of it
+ * (NULL: none made here, or a module's, made by replay_modules.c). A node
+ * dropped (drop_unheld) is NULL in both. */
+typedef struct walk {
+	vy_shadow_node **node;
+	vy_inode **in;
+	size_t n;
+} walk;
+
+static vy_inode *inode_at(vy_fs *fs, const walk *w, size_t i)
+{
+	return w->in[i] ? w->in[i] : w->node[i] ? vy_fs_inode(fs, w->node[i]->ino) : NULL;
+}
+
 /* Files whose layouts claim memory another file's newer layout claims:
  * the older was mid-change at the death (its memory freed and taken by the
  * other before its own record). Never hand one file another's bytes: the
  * older loses its memory. Their inode numbers go into `losers`. */
-static vy_err find_conflicts(vy_fs *fs, vy_shadow *sh, vy_u64map *losers, vy_error *e)
+static vy_err find_conflicts(vy_fs *fs, const walk *w, vy_u64map *losers, vy_error *e)
 {
 	size_t n = 0, cap = 0;
 	claim *c = NULL;
-	uint64_t k;
-	void *v;
-	for (size_t i = 0; vy_u64map_next(&sh->nodes, &i, &k, &v);) {
-		vy_shadow_node *node = v;
-		vy_inode *in = node->layout ? vy_fs_inode(fs, node->ino) : NULL;
+	for (size_t i = 0; i < w->n; i++) {
+		vy_shadow_node *node = w->node[i];
+		vy_inode *in = node && node->layout ? inode_at(fs, w, i) : NULL;
 		if (!in || in->kind != VY_FILE)
 			continue;
 		const vy_p_layout *l = (const void *)node->layout;
@@ -190,19 +170,17 @@ static void lose_bytes(vy_shadow_node *node, vy_inode *in, vy_replay_counts *cou
 	counts->lost++;
 }
 
-static vy_err adopt_memory(vy_fs *fs, vy_shadow *sh, vy_keep_fds *mem, vy_replay_counts *counts, vy_error *e)
+static vy_err adopt_memory(vy_fs *fs, const walk *w, vy_keep_fds *mem, vy_replay_counts *counts, vy_error *e)
 {
 	vy_u64map losers;
 	vy_u64map_init(&losers);
-	vy_err rc = find_conflicts(fs, sh, &losers, e);
+	vy_err rc = find_conflicts(fs, w, &losers, e);
 	vy_keep_layout *l = rc == VY_OK ? malloc(sizeof(*l)) : NULL;
 	if (rc == VY_OK && !l)
 		rc = vy_fail(e, VY_ENOMEM, "free host memory", "kept state: no memory for a layout");
-	uint64_t k;
-	void *v;
-	for (size_t i = 0; rc == VY_OK && vy_u64map_next(&sh->nodes, &i, &k, &v);) {
-		vy_shadow_node *node = v;
-		vy_inode *in = node->inode ? vy_fs_inode(fs, node->ino) : NULL;
+	for (size_t i = 0; rc == VY_OK && i < w->n; i++) {
+		vy_shadow_node *node = w->node[i];
+		vy_inode *in = node && node->inode ? inode_at(fs, w, i) : NULL;
 		if (!in || in->kind != VY_FILE || !node->layout)
 			continue;
 		const vy_p_layout *r = (const void *)node->layout;
@@ -241,36 +219,38 @@ static vy_err adopt_memory(vy_fs *fs, vy_shadow *sh, vy_keep_fds *mem, vy_replay
  * kernel's: their last release or FORGET came as the daemon died) go, from
  * the shadow too. An unlinked file a program holds open stays until its
  * last close, as it would have. */
-static vy_err drop_unheld(vy_fs *fs, vy_shadow *sh, vy_replay_counts *counts, vy_error *e)
+static void drop_unheld(vy_fs *fs, vy_shadow *sh, walk *w, vy_replay_counts *counts)
 {
-	uint64_t k, *gone = malloc((sh->nodes.count ? sh->nodes.count : 1) * sizeof(*gone));
-	size_t n = 0;
-	void *v;
-	if (!gone)
-		return vy_fail(e, VY_ENOMEM, "free host memory", "kept state: no memory to drop freed inodes");
-	for (size_t i = 0; vy_u64map_next(&sh->nodes, &i, &k, &v);) {
-		vy_inode *in = vy_fs_inode(fs, k);
-		if (in && !in->fixed && in->nlink == 0 && in->opens == 0 && in->nlookup == 0)
-			gone[n++] = k;
-	}
-	for (size_t i = 0; i < n; i++) { /* no removal while walking the map */
-		vy_ns_reap(vy_fs_ns(fs), vy_fs_inode(fs, gone[i]));
-		vy_shadow_forget(sh, gone[i]);
+	for (size_t i = 0; i < w->n; i++) {
+		vy_inode *in = w->node[i] ? inode_at(fs, w, i) : NULL;
+		if (!in || in->fixed || in->nlink != 0 || in->opens != 0 || in->nlookup != 0)
+			continue;
+		uint64_t ino = w->node[i]->ino;
+		vy_ns_reap(vy_fs_ns(fs), in);
+		vy_shadow_forget(sh, ino); /* frees the node: not walked again */
+		w->node[i] = NULL;
+		w->in[i] = NULL;
 		counts->dropped++;
 	}
-	free(gone);
-	return VY_OK;
 }
 
-vy_err vy_replay(struct vy_fs *fs, struct vy_state *st, vy_keep_fds *mem, vy_shadow *sh, vy_replay_counts *counts,
-		 vy_error *e)
+vy_err vy_replay(struct vy_fs *fs, struct vy_state *st, vy_keep_fds *mem, struct vy_preload *pre, vy_shadow *sh,
+		 vy_replay_counts *counts, vy_error *e)
 {
 	memset(counts, 0, sizeof(*counts));
-	vy_shadow_init(sh);
-	load_ctx c = {.shadow = sh};
-	vy_state_loaded loaded;
-	uint64_t t0 = vy_monotonic_ns();
-	vy_err rc = vy_state_load(st, on_section, on_record, &c, &loaded, e);
+	vy_load_ctx c = {.shadow = sh};
+	vy_state_loaded loaded = {0};
+	uint64_t t0 = vy_monotonic_ns(), seq;
+	vy_err rc;
+	if (vy_preload_take(pre, st, sh, &seq, &counts->followed)) {
+		/* A standby's copy: only the records after its last step. */
+		vy_state_root root = vy_state_root_get(st);
+		c.records = counts->followed;
+		rc = vy_state_log_scan(st, root.set ? root.seq : 0, seq, vy_load_record, &c, &loaded.log, e);
+	} else {
+		vy_shadow_init(sh);
+		rc = vy_state_load(st, vy_load_section, vy_load_record, &c, &loaded, e);
+	}
 	counts->records = c.records;
 	counts->load_us = (vy_monotonic_ns() - t0) / 1000;
 	if (rc != VY_OK)
@@ -280,26 +260,33 @@ vy_err vy_replay(struct vy_fs *fs, struct vy_state *st, vy_keep_fds *mem, vy_sha
 	if (loaded.log.stopped)
 		vy_log(LOG_WARNING, "takeover: the kept log ends early: %s", loaded.log.why);
 	fs->generation = sh->generation;
-	uint64_t k;
-	void *v;
-	/* Inodes first, then the names between them, then what they hold. */
-	for (size_t i = 0; rc == VY_OK && vy_u64map_next(&sh->nodes, &i, &k, &v);) {
-		vy_shadow_node *node = v;
-		const vy_p_inode *r = (const void *)node->inode;
+	/* Inodes first, then the names between them, then what they hold;
+	 * each walk in number order, each inode kept beside its node. */
+	walk w = {0};
+	rc = vy_shadow_by_ino(sh, &w.node, &w.n, e);
+	w.in = rc == VY_OK && w.n ? calloc(w.n, sizeof(*w.in)) : NULL;
+	if (rc == VY_OK && w.n && !w.in)
+		rc = vy_fail(e, VY_ENOMEM, "free host memory", "kept state: no memory to make %zu inodes", w.n);
+	vy_shadow_node **order = w.node;
+	vy_inode **made = w.in;
+	size_t n = w.n;
+	for (size_t i = 0; rc == VY_OK && i < n; i++) {
+		const vy_p_inode *r = (const void *)order[i]->inode;
 		if (!r)
 			continue;
 		if (r->ino == VY_NS_ROOT) {
 			vy_inode *root = vy_fs_inode(fs, VY_NS_ROOT);
 			set_attrs(root, r);
 			root->nlink = r->nlink;
+			made[i] = root;
 			continue;
 		}
-		rc = make_inode(fs, r, e);
+		rc = make_inode(fs, r, &made[i], e);
 		counts->inodes += rc == VY_OK;
 	}
-	for (size_t i = 0; rc == VY_OK && vy_u64map_next(&sh->nodes, &i, &k, &v);) {
-		vy_shadow_node *node = v;
-		vy_inode *dir = node->has_names ? vy_fs_inode(fs, node->ino) : NULL;
+	for (size_t i = 0; rc == VY_OK && i < n; i++) {
+		vy_shadow_node *node = order[i];
+		vy_inode *dir = node->has_names ? made[i] : NULL;
 		if (!dir || dir->kind != VY_DIR)
 			continue;
 		for (const vy_dirent *d = vy_dir_next(&node->names, 0); rc == VY_OK && d; d = vy_dir_next(&node->names, d->cookie)) {
@@ -318,9 +305,10 @@ vy_err vy_replay(struct vy_fs *fs, struct vy_state *st, vy_keep_fds *mem, vy_sha
 	}
 	if (rc == VY_OK)
 		rc = vy_replay_modules(fs, sh, mem, counts, e);
-	for (size_t i = 0; rc == VY_OK && vy_u64map_next(&sh->nodes, &i, &k, &v);) {
-		vy_shadow_node *node = v;
-		vy_inode *in = node->xattrs ? vy_fs_inode(fs, node->ino) : NULL;
+	for (size_t i = 0; rc == VY_OK && i < n; i++) {
+		vy_shadow_node *node = order[i];
+		/* A module file's inode is made by vy_replay_modules. */
+		vy_inode *in = !node->xattrs ? NULL : made[i] ? made[i] : vy_fs_inode(fs, node->ino);
 		if (in)
 			rc = give_xattrs(in, node->xattrs, node->xattrs_len, e);
 	}
@@ -329,10 +317,12 @@ vy_err vy_replay(struct vy_fs *fs, struct vy_state *st, vy_keep_fds *mem, vy_sha
 	if (rc == VY_OK)
 		rc = vy_replay_kernel_refs(fs, sh, counts, e);
 	if (rc == VY_OK)
-		rc = drop_unheld(fs, sh, counts, e);
+		drop_unheld(fs, sh, &w, counts);
 	t0 = vy_monotonic_ns();
 	if (rc == VY_OK)
-		rc = adopt_memory(fs, sh, mem, counts, e);
+		rc = adopt_memory(fs, &w, mem, counts, e);
 	counts->memory_us = (vy_monotonic_ns() - t0) / 1000;
+	free(w.in);
+	free(w.node);
 	return rc;
 }

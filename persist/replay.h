@@ -15,6 +15,7 @@ struct vy_state;
 
 typedef struct vy_replay_counts {
 	uint64_t records;  /* from the image and the log */
+	uint64_t followed; /* of those, applied by a standby before the death (persist/preload.h) */
 	uint64_t inodes;   /* made again (the root not counted) */
 	uint64_t names;
 	uint64_t files;    /* regular files whose memory was taken back */
@@ -31,11 +32,13 @@ typedef struct vy_replay_counts {
 } vy_replay_counts;
 
 /* Into `fs` (fresh from vy_fs_init, nothing served yet) from `st`, taking
- * memory from `mem`. *shadow is left matching fs, for vy_persist_start.
+ * memory from `mem`; from a standby's copy `pre` when it is current (NULL:
+ * none). *shadow is left matching fs, for vy_persist_start.
  * VY_ENOENT: the region keeps no namespace yet (the first daemon died
  * before it kept one): fs is untouched. Another error: fs may be partly
  * made; the caller serves no such namespace. */
-vy_err vy_replay(struct vy_fs *fs, struct vy_state *st, vy_keep_fds *mem, vy_shadow *shadow, vy_replay_counts *counts,
-		 vy_error *e);
+struct vy_preload;
+vy_err vy_replay(struct vy_fs *fs, struct vy_state *st, vy_keep_fds *mem, struct vy_preload *pre, vy_shadow *shadow,
+		 vy_replay_counts *counts, vy_error *e);
 
 #endif

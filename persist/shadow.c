@@ -407,14 +407,60 @@ static vy_err apply_group(vy_shadow *s, const uint8_t *p, uint32_t len, uint64_t
 	return VY_OK;
 }
 
+static int node_order(const void *a, const void *b)
+{
+	const vy_shadow_node *x = *(vy_shadow_node *const *)a, *y = *(vy_shadow_node *const *)b;
+	return x->ino < y->ino ? -1 : x->ino > y->ino;
+}
+
+vy_err vy_shadow_by_ino(const vy_shadow *s, vy_shadow_node ***out, size_t *count, vy_error *e)
+{
+	size_t n = s->nodes.count, got = 0;
+	*out = NULL;
+	*count = 0;
+	if (n == 0)
+		return VY_OK;
+	vy_shadow_node **a = malloc(n * sizeof(*a));
+	if (!a)
+		return vy_fail(e, VY_ENOMEM, "free host memory", "no memory to order %zu inodes", n);
+	uint64_t k, lo = UINT64_MAX, hi = 0;
+	void *v;
+	for (size_t i = 0; got < n && vy_u64map_next(&s->nodes, &i, &k, &v);) {
+		a[got++] = v;
+		lo = k < lo ? k : lo;
+		hi = k > hi ? k : hi;
+	}
+	/* Numbers are given out in turn: most often a few holes, placed in
+	 * one pass; a sparse set is sorted. */
+	vy_shadow_node **slot = hi - lo < 4 * (uint64_t)got ? calloc(hi - lo + 1, sizeof(*slot)) : NULL;
+	if (slot) {
+		for (size_t i = 0; i < got; i++)
+			slot[a[i]->ino - lo] = a[i];
+		got = 0;
+		for (uint64_t i = 0; i <= hi - lo; i++)
+			if (slot[i])
+				a[got++] = slot[i];
+		free(slot);
+	} else {
+		qsort(a, got, sizeof(*a), node_order);
+	}
+	*out = a;
+	*count = got;
+	return VY_OK;
+}
+
 vy_err vy_shadow_dump(const vy_shadow *s, vy_shadow_emit_fn emit, void *ctx, vy_error *e)
 {
 	vy_p_ns ns = {.next_ino = s->next_ino, .generation = s->generation, .sequences = s->sequences};
+	vy_shadow_node **order = NULL;
+	size_t nodes = 0;
 	vy_err rc = emit(ctx, VY_P_NS, &ns, sizeof(ns), e);
+	if (rc == VY_OK) /* in number order: a load makes the nodes in it */
+		rc = vy_shadow_by_ino(s, &order, &nodes, e);
 	uint64_t k;
 	void *v;
-	for (size_t i = 0; rc == VY_OK && vy_u64map_next(&s->nodes, &i, &k, &v);) {
-		const vy_shadow_node *n = v;
+	for (size_t i = 0; rc == VY_OK && i < nodes; i++) {
+		const vy_shadow_node *n = order[i];
 		if (n->inode)
 			rc = emit(ctx, VY_P_INODE, n->inode, n->inode_len, e);
 		if (rc == VY_OK && n->xattrs)
@@ -430,8 +476,8 @@ vy_err vy_shadow_dump(const vy_shadow *s, vy_shadow_emit_fn emit, void *ctx, vy_
 		vy_p_name h;
 		char name[NAME_MAX_BYTES];
 	} rec;
-	for (size_t i = 0; rc == VY_OK && vy_u64map_next(&s->nodes, &i, &k, &v);) {
-		const vy_shadow_node *n = v;
+	for (size_t i = 0; rc == VY_OK && i < nodes; i++) {
+		const vy_shadow_node *n = order[i];
 		if (!n->has_names)
 			continue;
 		for (const vy_dirent *d = vy_dir_next(&n->names, 0); rc == VY_OK && d; d = vy_dir_next(&n->names, d->cookie)) {
@@ -452,5 +498,6 @@ vy_err vy_shadow_dump(const vy_shadow *s, vy_shadow_emit_fn emit, void *ctx, vy_
 	for (size_t i = 0; rc == VY_OK && vy_u64map_next(&s->answers, &i, &k, &v);)
 		if (vy_answer_held(v))
 			rc = emit(ctx, VY_P_GROUP, v, (uint32_t)vy_answer_bytes(v), e);
+	free(order);
 	return rc;
 }

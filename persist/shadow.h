@@ -62,6 +62,12 @@ void vy_shadow_forget_module(vy_shadow *s, uint64_t ino);
  * its inodes, so a replay never meets one it cannot place), then every
  * handle, each open control file's state, each client connection that
  * maps, each loaded module, then every kept answer (a group of no records). */
+/* The nodes in inode-number order: a malloc'd array of *n (*out NULL
+ * when there are none); VY_ENOMEM. Walks in this order touch
+ * memory in the order a load made it (the map's own order is salted:
+ * a walk in it misses the cache at every node). */
+vy_err vy_shadow_by_ino(const vy_shadow *s, vy_shadow_node ***out, size_t *n, vy_error *e);
+
 typedef vy_err (*vy_shadow_emit_fn)(void *ctx, uint16_t type, const void *p, uint32_t len, vy_error *e);
 vy_err vy_shadow_dump(const vy_shadow *s, vy_shadow_emit_fn emit, void *ctx, vy_error *e);
 

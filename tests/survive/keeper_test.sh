@@ -182,6 +182,24 @@ test_standby_takes_over_and_is_replaced() {
 	assertFalse "nothing of the mount runs" "daemon_alive 'vyrefs.*$m'"
 }
 
+# A standby follows the kept state while it waits (persist/preload.h): at
+# the death it applies only what changed since its last step, and the
+# namespace is whole, changes made after it started following included.
+test_standby_follows_the_kept_state() {
+	mount_vyrefs "survive=on" || { fail "mount"; return; }
+	local d
+	mkdir "$MNT/before" && echo one > "$MNT/before/f" || { fail "write"; return; }
+	wait_for "the standby follows" grep -q "standby: following the kept state ahead" "$VY_LOG" || return
+	mkdir "$MNT/after" && echo two > "$MNT/after/g" && mv "$MNT/before/f" "$MNT/after/f" || { fail "write"; return; }
+	d=$(stat_of pid)
+	kill -9 "$d"
+	wait_for "a successor serves" serving_pid_not "$d" || return
+	assertContains "$(cat "$VY_LOG")" "records of it followed ahead by the standby"
+	assertEquals "every name" "after after/f after/g before" "$(cd "$MNT" && find after before | sort | tr '\n' ' ' | sed 's/ $//')"
+	assertEquals "moved file" one "$(cat "$MNT/after/f")"
+	assertEquals "file written after" two "$(cat "$MNT/after/g")"
+}
+
 # A standby that dies before a death is logged; the next takeover starts
 # its successor after the death, and a standby follows once it serves.
 test_a_dead_standby_is_replaced_after_the_next_takeover() {
