@@ -267,26 +267,23 @@ vy_err vy_replay(struct vy_fs *fs, struct vy_state *st, vy_keep_fds *mem, struct
 	w.in = rc == VY_OK && w.n ? calloc(w.n, sizeof(*w.in)) : NULL;
 	if (rc == VY_OK && w.n && !w.in)
 		rc = vy_fail(e, VY_ENOMEM, "free host memory", "kept state: no memory to make %zu inodes", w.n);
-	vy_shadow_node **order = w.node;
-	vy_inode **made = w.in;
-	size_t n = w.n;
-	for (size_t i = 0; rc == VY_OK && i < n; i++) {
-		const vy_p_inode *r = (const void *)order[i]->inode;
+	for (size_t i = 0; rc == VY_OK && i < w.n; i++) {
+		const vy_p_inode *r = (const void *)w.node[i]->inode;
 		if (!r)
 			continue;
 		if (r->ino == VY_NS_ROOT) {
 			vy_inode *root = vy_fs_inode(fs, VY_NS_ROOT);
 			set_attrs(root, r);
 			root->nlink = r->nlink;
-			made[i] = root;
+			w.in[i] = root;
 			continue;
 		}
-		rc = make_inode(fs, r, &made[i], e);
+		rc = make_inode(fs, r, &w.in[i], e);
 		counts->inodes += rc == VY_OK;
 	}
-	for (size_t i = 0; rc == VY_OK && i < n; i++) {
-		vy_shadow_node *node = order[i];
-		vy_inode *dir = node->has_names ? made[i] : NULL;
+	for (size_t i = 0; rc == VY_OK && i < w.n; i++) {
+		vy_shadow_node *node = w.node[i];
+		vy_inode *dir = node->has_names ? inode_at(fs, &w, i) : NULL;
 		if (!dir || dir->kind != VY_DIR)
 			continue;
 		for (const vy_dirent *d = vy_dir_next(&node->names, 0); rc == VY_OK && d; d = vy_dir_next(&node->names, d->cookie)) {
@@ -305,10 +302,9 @@ vy_err vy_replay(struct vy_fs *fs, struct vy_state *st, vy_keep_fds *mem, struct
 	}
 	if (rc == VY_OK)
 		rc = vy_replay_modules(fs, sh, mem, counts, e);
-	for (size_t i = 0; rc == VY_OK && i < n; i++) {
-		vy_shadow_node *node = order[i];
-		/* A module file's inode is made by vy_replay_modules. */
-		vy_inode *in = !node->xattrs ? NULL : made[i] ? made[i] : vy_fs_inode(fs, node->ino);
+	for (size_t i = 0; rc == VY_OK && i < w.n; i++) {
+		vy_shadow_node *node = w.node[i];
+		vy_inode *in = node->xattrs ? inode_at(fs, &w, i) : NULL;
 		if (in)
 			rc = give_xattrs(in, node->xattrs, node->xattrs_len, e);
 	}
