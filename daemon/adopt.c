@@ -38,6 +38,8 @@ static void describe(const vy_keeper_adoption *ad, char *out, size_t cap)
 	if (ad->cause_signal) {
 		const char *name = sigabbrev_np(ad->cause_signal);
 		snprintf(out, cap, "killed by SIG%s", name ? name : "?");
+	} else if (ad->cause_status == VY_KEEPER_CAUSE_LATER) {
+		snprintf(out, cap, "found dead (its link to the keeper closed; the keeper logs how it ended)");
 	} else if (ad->cause_status == VY_EXIT_REFUSED) {
 		snprintf(out, cap, "a successor that refused the kept state (another state format)");
 	} else {
@@ -149,7 +151,7 @@ int vy_adopt_run(const vy_mount_args *a)
 			close(ad.slot[s]);
 	if (vy_keeper_hand_binary(&keeper, why, sizeof(why)) != 0)
 		vy_log(LOG_WARNING, "%s; a successor that refuses the state has none to fall back to", why);
-	char cause[64];
+	char cause[96];
 	describe(&ad, cause, sizeof(cause));
 	death_ns = ad.death_ns;
 	ad.started_ns = started;

@@ -9,7 +9,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdatomic.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -27,6 +29,45 @@ static int env_fd(const char *name)
 	if (errno || *end || end == v || fd < 0 || fd > INT_MAX || fcntl((int)fd, F_SETFD, FD_CLOEXEC) != 0)
 		return -2;
 	return (int)fd;
+}
+
+/* The link, for LEAVING (-1: none, or said). */
+static atomic_int leaving_sock = -1;
+
+void vy_keeper_leaving(void)
+{
+	int sock = atomic_exchange(&leaving_sock, -1);
+	if (sock < 0)
+		return;
+	vy_keeper_msg m;
+	vy_keeper_msg_init(&m, VY_KEEPER_LEAVING);
+	if (vy_keeper_send(sock, &m, NULL) != 0)
+		vy_log(LOG_WARNING, "cannot tell the keeper this daemon ends on purpose: %s; it may start a successor",
+		       strerror(errno));
+}
+
+static void leaving_at_exit(void)
+{
+	vy_keeper_leaving();
+}
+
+/* The link's fd moved above every other this process will open: a dead
+ * process's fds are released from the highest down, so the keeper sees
+ * it closed before the driver's fds' teardown (keeper.h). Capped where
+ * the fd table stays small (64 Ki entries); failing, it stays where it is. */
+static int move_high(int fd)
+{
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur < 2)
+		return fd;
+	rlim_t top = rl.rlim_cur > 65536 ? 65536 : rl.rlim_cur;
+	if (top - 1 <= (rlim_t)fd)
+		return fd;
+	int high = fcntl(fd, F_DUPFD_CLOEXEC, (int)(top - 1));
+	if (high < 0)
+		return fd;
+	close(fd);
+	return high;
 }
 
 int vy_keeper_link_env(vy_keeper_link *k, int *report_fd, char *why, size_t cap)
@@ -50,8 +91,14 @@ int vy_keeper_link_env(vy_keeper_link *k, int *report_fd, char *why, size_t cap)
 				   "-o survive=on MOUNTPOINT; the keeper sets it)", VY_KEEPER_ENV_FD);
 		return -1;
 	}
-	k->sock = fd;
+	k->sock = move_high(fd);
 	k->pid = cr.pid;
+	/* Every exit of its own says so first (unmount, a failed start, a
+	 * refused state, an upgrade); a death says nothing. */
+	atomic_store(&leaving_sock, k->sock);
+	if (atexit(leaving_at_exit) != 0)
+		vy_log(LOG_WARNING, "cannot arrange to tell the keeper of this daemon's exit; an exit may start a "
+				    "successor");
 	return 1;
 }
 
@@ -253,7 +300,9 @@ void vy_keeper_unwatch(vy_keeper_link *k)
 	}
 	if (k->stop >= 0)
 		close(k->stop);
-	if (k->sock >= 0)
+	if (k->sock >= 0) {
+		vy_keeper_leaving();
 		close(k->sock);
+	}
 	k->stop = k->sock = -1;
 }

@@ -80,4 +80,10 @@ void vy_keeper_serving(vy_keeper_link *k);
 void vy_keeper_watch(vy_keeper_link *k, _Atomic int *keeper_pid, _Atomic int *standby_pid);
 void vy_keeper_unwatch(vy_keeper_link *k);
 
+/* Tell the keeper this daemon ends on purpose (LEAVING, once): it then
+ * waits for the exit status. Every exit() does (atexit), and closing the
+ * link does; an _exit of its own must call it first. A death says
+ * nothing, and the link's close tells the keeper at once (keeper.h). */
+void vy_keeper_leaving(void);
+
 #endif

@@ -1,5 +1,6 @@
 /* Handing the mount to a new daemon on purpose (upgrade.h). */
 #include "daemon/upgrade.h"
+#include "daemon/keeper_link.h"
 #include "daemon/log.h"
 #include "daemon/session.h"
 #include "fs/fs.h"
@@ -25,6 +26,7 @@ static void *hand_over(void *arg)
 		vy_log(LOG_WARNING, "upgrade: %ld requests still unanswered after %u ms; the successor gets them again",
 		       left, QUIET_WAIT_MS);
 	vy_log(LOG_NOTICE, "upgrade: vyrefs %s hands the mount to the binary now installed", VY_VERSION);
+	vy_keeper_leaving(); /* the keeper waits for the status that asks for the binary now installed */
 	_exit(VY_EXIT_TAKEOVER); /* no teardown: the keeper holds every fd, the successor adopts */
 }
 

@@ -55,6 +55,9 @@ static struct {
 	bool standby_ready; /* it said its devices are open (the serving daemon knows) */
 	uint64_t leader_gone_ns; /* when the first thread was seen gone, the rest not (0: not seen) */
 	pid_t dying;   /* a daemon taken for dead whose other threads still end (reaped later) */
+	uint64_t dying_takeover; /* the takeover its link's close started (0: none), for its cause's log line */
+	bool leaving;  /* the serving daemon said LEAVING: its exit status decides */
+	bool serving;  /* the daemon serves (handed /dev/fuse, or said SERVING): its link's close is its death */
 	int sigfd;
 	uint64_t deaths[DEATHS_MAX]; /* ring of death times */
 	uint64_t ndeaths, takeovers;
@@ -270,7 +273,7 @@ static int take_successor(bool fresh, bool *was_standby)
 }
 
 /* Every slot to the successor, in batches, then the takeover's facts. */
-static int hand_over(uint64_t death_ns, int st)
+static int hand_over(uint64_t death_ns, int st, bool reaped)
 {
 	vy_keeper_msg m;
 	int fds[VY_KEEPER_BATCH];
@@ -292,8 +295,8 @@ static int hand_over(uint64_t death_ns, int st)
 	m.pid = (int32_t)getpid();
 	m.takeovers = k.takeovers;
 	m.death_ns = death_ns;
-	m.cause_signal = WIFSIGNALED(st) ? WTERMSIG(st) : 0;
-	m.cause_status = WIFEXITED(st) ? WEXITSTATUS(st) : 0;
+	m.cause_signal = reaped && WIFSIGNALED(st) ? WTERMSIG(st) : 0;
+	m.cause_status = !reaped ? VY_KEEPER_CAUSE_LATER : WIFEXITED(st) ? WEXITSTATUS(st) : 0;
 	return vy_keeper_send(k.sock, &m, NULL);
 }
 
@@ -315,8 +318,10 @@ static void handle(const vy_keeper_msg *m, int *fds)
 	case VY_KEEPER_ADD:
 		for (uint32_t i = 0; i < m->count; i++) {
 			put_slot(m->slot[i], fds[i]);
-			if (m->slot[i] == VY_KEEPER_SLOT_FUSE && k.takeovers == 0)
+			if (m->slot[i] == VY_KEEPER_SLOT_FUSE && k.takeovers == 0) {
+				k.serving = true;
 				start_standby(); /* the first daemon, mounted: it serves */
+			}
 		}
 		break;
 	case VY_KEEPER_DROP:
@@ -326,7 +331,11 @@ static void handle(const vy_keeper_msg *m, int *fds)
 				k.slots[m->slot[i]] = -1;
 			}
 		break;
+	case VY_KEEPER_LEAVING:
+		k.leaving = true;
+		break;
 	case VY_KEEPER_SERVING:
+		k.serving = true;
 		k.ndeaths = 0;
 		k.fallback = false; /* the next death tries the binary at the path again */
 		start_standby();
@@ -338,6 +347,8 @@ static void handle(const vy_keeper_msg *m, int *fds)
 				close(fds[i]);
 	}
 }
+
+static void link_closed(void);
 
 /* Every message the daemon left, until none waits or it is gone. */
 static void drain(void)
@@ -353,15 +364,19 @@ static void drain(void)
 		} else {
 			if (rc < 0 && errno == EAGAIN)
 				return;
-			close(k.sock); /* the daemon closed its end: it is ending */
+			close(k.sock); /* the daemon's end closed: it is ending, or dead */
 			k.sock = -1;
+			if (k.daemon > 0 && !k.leaving)
+				link_closed();
 		}
 	}
 }
 
-static void describe(int st, char *out, size_t cap)
+static void describe(int st, bool reaped, char *out, size_t cap)
 {
-	if (WIFSIGNALED(st))
+	if (!reaped)
+		snprintf(out, cap, "found dead (its link closed unannounced)");
+	else if (WIFSIGNALED(st))
 		snprintf(out, cap, "killed by SIG%s", sigabbrev_np(WTERMSIG(st)) ? sigabbrev_np(WTERMSIG(st)) : "?");
 	else if (WEXITSTATUS(st) == VY_EXIT_TAKEOVER)
 		snprintf(out, cap, "handing over (vyrefs --upgrade)");
@@ -371,8 +386,9 @@ static void describe(int st, char *out, size_t cap)
 		snprintf(out, cap, "exited with status %d", WEXITSTATUS(st));
 }
 
-/* The daemon ended: end too, or start its successor. */
-static void died(int st)
+/* The daemon ended: end too, or start its successor. Not reaped (its
+ * link closed, link_closed), st means nothing: it died unannounced. */
+static void died(int st, bool reaped)
 {
 	uint64_t t = now_ns();
 	pid_t was = k.daemon;
@@ -388,13 +404,14 @@ static void died(int st)
 		close(k.sock);
 		k.sock = -1;
 	}
-	bool refused = WIFEXITED(st) && WEXITSTATUS(st) == VY_EXIT_REFUSED && k.takeovers > 0;
+	k.leaving = k.serving = false; /* the next daemon says its own */
+	bool refused = reaped && WIFEXITED(st) && WEXITSTATUS(st) == VY_EXIT_REFUSED && k.takeovers > 0;
 	if (refused && (k.fallback || k.slots[VY_KEEPER_SLOT_BINARY] < 0)) {
 		say(LOG_ERR, "the daemon (pid %d) refused the kept state, and no other binary can take it; giving up, the "
 			     "mount's connection ends (Fix: see the log, then umount and mount again)", (int)was);
 		finish(1);
 	}
-	if (WIFEXITED(st) && WEXITSTATUS(st) != VY_EXIT_TAKEOVER && !refused)
+	if (reaped && WIFEXITED(st) && WEXITSTATUS(st) != VY_EXIT_TAKEOVER && !refused)
 		finish(WEXITSTATUS(st)); /* unmounted, or a failed mount */
 	if (refused) {
 		say(LOG_WARNING, "the successor (pid %d) refused the kept state (another state format; its log says "
@@ -403,7 +420,7 @@ static void died(int st)
 		k.fallback = true;
 	}
 	char cause[64];
-	describe(st, cause, sizeof(cause));
+	describe(st, reaped, cause, sizeof(cause));
 	if (k.slots[VY_KEEPER_SLOT_FUSE] < 0) {
 		say(LOG_ERR, "the daemon (pid %d) was %s before it handed over /dev/fuse: nothing to keep", (int)was, cause);
 		finish(1);
@@ -417,7 +434,7 @@ static void died(int st)
 		finish(1);
 	}
 	k.takeovers++;
-	bool fresh = k.fallback || (WIFEXITED(st) && WEXITSTATUS(st) == VY_EXIT_TAKEOVER), standby;
+	bool fresh = k.fallback || (reaped && WIFEXITED(st) && WEXITSTATUS(st) == VY_EXIT_TAKEOVER), standby;
 	int rc = take_successor(fresh, &standby);
 	if (standby)
 		say(LOG_NOTICE, "the daemon (pid %d) was %s; its standby successor (pid %d) takes over (takeover %llu)",
@@ -425,7 +442,11 @@ static void died(int st)
 	else
 		say(LOG_NOTICE, "the daemon (pid %d) was %s; starting its successor (takeover %llu)", (int)was, cause,
 		    (unsigned long long)k.takeovers);
-	bool handed = rc == 0 && hand_over(t, st) == 0;
+	if (!reaped) {
+		k.dying = was;
+		k.dying_takeover = k.takeovers;
+	}
+	bool handed = rc == 0 && hand_over(t, st, reaped) == 0;
 	if (!handed && rc == 0 && standby) {
 		/* The standby ended as it was handed the mount (a binary that
 		 * exits at start): one started now takes it instead. */
@@ -436,7 +457,7 @@ static void died(int st)
 			;
 		close(k.sock);
 		k.sock = -1;
-		handed = spawn(true, false, &k.daemon, &k.sock) == 0 && hand_over(t, st) == 0;
+		handed = spawn(true, false, &k.daemon, &k.sock) == 0 && hand_over(t, st, reaped) == 0;
 	}
 	if (!handed) {
 		say(LOG_ERR, "cannot hand the mount to a successor: %s; giving up", strerror(errno));
@@ -452,10 +473,35 @@ static void died(int st)
 static void standby_died(int st)
 {
 	char cause[64];
-	describe(st, cause, sizeof(cause));
+	describe(st, true, cause, sizeof(cause));
 	say(LOG_WARNING, "the standby successor (pid %d) was %s before a takeover; the next takeover starts its "
 			 "successor after the death (Fix: see the log for why it ended)", (int)k.standby, cause);
 	forget_standby(true);
+}
+
+/* A daemon taken for dead before the kernel gave its status, reaped. */
+static void reaped_dying(int st)
+{
+	if (k.dying_takeover) {
+		char cause[64];
+		describe(st, true, cause, sizeof(cause));
+		say(LOG_NOTICE, "the daemon (pid %d) found dead at takeover %llu was %s", (int)k.dying, (unsigned long long)k.dying_takeover,
+		    cause);
+	}
+	k.dying = 0;
+	k.dying_takeover = 0;
+}
+
+/* The serving daemon's end of the link closed with no LEAVING: the
+ * kernel closed its fds, so its last thread has ended (keeper.h). It is
+ * dead now, its driver's teardown and its status still to come: its
+ * successor serves meanwhile. A daemon that does not serve yet (a first
+ * one mounting, a successor starting: one that refuses the state, of a
+ * vyrefs that says no LEAVING) is left to its status, as before. */
+static void link_closed(void)
+{
+	if (k.serving && k.slots[VY_KEEPER_SLOT_FUSE] >= 0)
+		died(0, false);
 }
 
 static void on_signal(void)
@@ -472,11 +518,11 @@ static void on_signal(void)
 		pid_t w;
 		while ((w = waitpid(-1, &st, WNOHANG)) > 0)
 			if (w == k.daemon)
-				died(st);
+				died(st, true);
 			else if (w == k.standby)
 				standby_died(st);
 			else if (w == k.dying)
-				k.dying = 0; /* its last thread ended: answered by the successor */
+				reaped_dying(st);
 	}
 }
 
@@ -491,7 +537,7 @@ static void on_leader(void)
 		return;
 	pid_t was = k.daemon;
 	if (waitpid(was, &waited, WNOHANG) == was) {
-		died(waited);
+		died(waited, true);
 		return;
 	}
 	uint64_t t = now_ns();
@@ -506,7 +552,7 @@ static void on_leader(void)
 	if (WIFEXITED(st) && WEXITSTATUS(st) != VY_EXIT_TAKEOVER)
 		st = SIGKILL;
 	k.dying = was;
-	died(st);
+	died(st, true);
 }
 
 /* Every fd the daemon may hand, as many as the open-file limit allows. */

@@ -7,7 +7,8 @@
  * every path (a bad message included); a sender keeps its own copies.
  *
  * daemon -> keeper: ADD (hold these fds in these slots, replacing what a
- *   slot held), DROP (close these slots), SERVING (answering requests);
+ *   slot held), DROP (close these slots), SERVING (answering requests),
+ *   LEAVING (it ends on purpose: wait for its exit status);
  *   a standby: STANDBY_READY (its devices are open; pid
  *   VY_KEEPER_WANT_STATE asks for STATE, 0 does not: an older keeper
  *   ignores the field, an older standby sends 0).
@@ -22,7 +23,14 @@
  * any death, once a daemon serves: it opens its devices (the driver's
  * start, most of a takeover on a GPU) and waits for ADOPT; a death hands
  * the mount to it. It is the binary at the path when it started; an
- * upgrade or a refused state starts another instead. */
+ * upgrade or a refused state starts another instead.
+ *
+ * A death is seen when the daemon's end of the socketpair closes with no
+ * LEAVING before it: the kernel closes a dead process's fds once its last
+ * thread has ended, the highest fd first (the daemon keeps its end high,
+ * above the driver's), 0.3 ms after a SIGKILL on the H100 where waitpid
+ * waits 100 to 220 ms more for the driver's teardown (docs/survive.md).
+ * Its cause is logged when it is reaped. */
 #ifndef VY_KEEPER_H
 #define VY_KEEPER_H
 
@@ -68,8 +76,12 @@ enum vy_keeper_op {
 	VY_KEEPER_STANDBY_READY = 6,
 	VY_KEEPER_STANDBY = 7,
 	VY_KEEPER_STATE = 8,
+	VY_KEEPER_LEAVING = 9,
 };
 #define VY_KEEPER_WANT_STATE 1 /* STANDBY_READY's pid field: send STATE */
+/* ADOPT_END's cause_status when the death was seen by the link's close,
+ * before the kernel gave its status (the keeper logs it when it does). */
+#define VY_KEEPER_CAUSE_LATER (-1)
 
 typedef struct vy_keeper_msg {
 	uint32_t magic;
@@ -80,7 +92,7 @@ typedef struct vy_keeper_msg {
 	uint64_t takeovers;    /* ADOPT_END: takeovers so far, this one counted */
 	uint64_t death_ns;     /* ADOPT_END: CLOCK_MONOTONIC at the keeper's waitpid */
 	int32_t cause_signal;  /* ADOPT_END: the signal that ended the daemon, 0: it exited */
-	int32_t cause_status;  /* ADOPT_END: its exit status when it exited */
+	int32_t cause_status;  /* ADOPT_END: its exit status when it exited; VY_KEEPER_CAUSE_LATER: not reaped yet */
 	uint32_t slot[VY_KEEPER_BATCH];
 } vy_keeper_msg;
 
