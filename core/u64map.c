@@ -2,6 +2,7 @@
 #include "core/u64map.h"
 
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -69,11 +70,9 @@ static void place(vy_u64map_slot *slots, size_t cap, uint64_t salt, uint64_t key
 	slots[i].value = value;
 }
 
-static bool grow(vy_u64map *m)
+/* Rehash into `cap` slots (a power of two, above the count's 4/3). */
+static bool resize(vy_u64map *m, size_t cap)
 {
-	size_t cap = m->cap ? m->cap * 2 : 16;
-	if (cap < m->cap)
-		return false;
 	if (!m->cap) /* a map made by zeroing, not init, gets one here too */
 		m->salt = new_salt();
 	vy_u64map_slot *slots = calloc(cap, sizeof(*slots));
@@ -86,6 +85,25 @@ static bool grow(vy_u64map *m)
 	m->slots = slots;
 	m->cap = cap;
 	return true;
+}
+
+static bool grow(vy_u64map *m)
+{
+	size_t cap = m->cap ? m->cap * 2 : 16;
+	return cap > m->cap && resize(m, cap);
+}
+
+bool vy_u64map_reserve(vy_u64map *m, size_t n)
+{
+	if (n > SIZE_MAX / 4)
+		return false;
+	size_t cap = m->cap ? m->cap : 16;
+	while (n * 4 > cap * 3) {
+		if (cap > SIZE_MAX / 2 / sizeof(vy_u64map_slot))
+			return false;
+		cap *= 2;
+	}
+	return cap == m->cap || resize(m, cap);
 }
 
 bool vy_u64map_put(vy_u64map *m, uint64_t key, void *value)

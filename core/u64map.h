@@ -26,6 +26,9 @@ void vy_u64map_destroy(vy_u64map *m);
 void *vy_u64map_get(const vy_u64map *m, uint64_t key);
 /* Insert or replace. False only when host memory runs out (map unchanged). */
 bool vy_u64map_put(vy_u64map *m, uint64_t key, void *value);
+/* Room for n members in all without a rehash on the way (a bulk load).
+ * False only when host memory runs out (map unchanged). */
+bool vy_u64map_reserve(vy_u64map *m, size_t n);
 /* Remove and return the value, or NULL if absent. */
 void *vy_u64map_remove(vy_u64map *m, uint64_t key);
 

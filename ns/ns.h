@@ -152,6 +152,9 @@ vy_inode *vy_inode_new(vy_ns *ns, vy_kind kind, mode_t mode, uid_t uid, gid_t gi
 /* The same with number `ino` (a successor remaking a kept inode): NULL
  * also when that number is taken or not one; later numbers follow it. */
 vy_inode *vy_inode_new_at(vy_ns *ns, uint64_t ino, vy_kind kind, mode_t mode, uid_t uid, gid_t gid);
+/* Room for `more` inodes than there are, made with no rehash on the way
+ * (a takeover's bulk load); false with no memory, changing nothing. */
+bool vy_ns_reserve(vy_ns *ns, size_t more);
 /* No name and no open handle is left: nobody can reach its bytes again. */
 bool vy_inode_unreachable(const vy_inode *in);
 /* Free what nothing refers to any more (ns held): the xattrs once the

@@ -101,16 +101,56 @@ static int by_place(const void *a, const void *b)
 
 /* The shadow's nodes in number order, each beside the inode made of it
  * (NULL: none made here, or a module's, made by replay_modules.c). A node
- * dropped (drop_unheld) is NULL in both. */
+ * dropped (drop_unheld) is NULL in both. While the names are made, `by`
+ * finds an inode by its number when the numbers are dense (by[ino - base],
+ * span entries; NULL: sparse): a directory's children were mostly made in
+ * turn, so they are neighbours there, where the inode map scatters them. */
 typedef struct walk {
 	vy_shadow_node **node;
 	vy_inode **in;
 	size_t n;
+	vy_inode **by;
+	uint64_t base, span;
 } walk;
 
 static vy_inode *inode_at(vy_fs *fs, const walk *w, size_t i)
 {
 	return w->in[i] ? w->in[i] : w->node[i] ? vy_fs_inode(fs, w->node[i]->ino) : NULL;
+}
+
+/* w->by, when the numbers are dense enough that it is small (no more than
+ * two entries a node); left NULL otherwise, or with no memory. */
+static void index_by_ino(walk *w)
+{
+	if (!w->n)
+		return;
+	w->base = w->node[0]->ino;
+	w->span = w->node[w->n - 1]->ino - w->base + 1;
+	if (w->span > 2 * (uint64_t)w->n + 1024 || !(w->by = calloc(w->span, sizeof(*w->by))))
+		return;
+	for (size_t i = 0; i < w->n; i++)
+		w->by[w->node[i]->ino - w->base] = w->in[i];
+}
+
+static vy_inode *inode_of(vy_fs *fs, const walk *w, uint64_t ino)
+{
+	vy_inode *in = w->by && ino >= w->base && ino - w->base < w->span ? w->by[ino - w->base] : NULL;
+	return in ? in : vy_fs_inode(fs, ino);
+}
+
+/* The kernel's references to each inode (its lookup counts). */
+static void set_lookups(vy_fs *fs, const walk *w, vy_replay_counts *counts)
+{
+	for (size_t i = 0; i < w->n; i++) {
+		vy_shadow_node *node = w->node[i];
+		if (!node || !node->nlookup)
+			continue;
+		vy_inode *in = inode_at(fs, w, i);
+		if (in)
+			vy_ns_lookups_set(vy_fs_ns(fs), in, node->nlookup);
+		else
+			counts->lookups_lost += node->nlookup; /* a module's: its FORGET finds nothing */
+	}
 }
 
 /* Files whose layouts claim memory another file's newer layout claims:
@@ -265,7 +305,7 @@ vy_err vy_replay(struct vy_fs *fs, struct vy_state *st, vy_keep_fds *mem, struct
 	walk w = {0};
 	rc = vy_shadow_by_ino(sh, &w.node, &w.n, e);
 	w.in = rc == VY_OK && w.n ? calloc(w.n, sizeof(*w.in)) : NULL;
-	if (rc == VY_OK && w.n && !w.in)
+	if (rc == VY_OK && w.n && (!w.in || !vy_ns_reserve(vy_fs_ns(fs), w.n)))
 		rc = vy_fail(e, VY_ENOMEM, "free host memory", "kept state: no memory to make %zu inodes", w.n);
 	for (size_t i = 0; rc == VY_OK && i < w.n; i++) {
 		const vy_p_inode *r = (const void *)w.node[i]->inode;
@@ -281,13 +321,15 @@ vy_err vy_replay(struct vy_fs *fs, struct vy_state *st, vy_keep_fds *mem, struct
 		rc = make_inode(fs, r, &w.in[i], e);
 		counts->inodes += rc == VY_OK;
 	}
+	if (rc == VY_OK)
+		index_by_ino(&w);
 	for (size_t i = 0; rc == VY_OK && i < w.n; i++) {
 		vy_shadow_node *node = w.node[i];
 		vy_inode *dir = node->has_names ? inode_at(fs, &w, i) : NULL;
 		if (!dir || dir->kind != VY_DIR)
 			continue;
 		for (const vy_dirent *d = vy_dir_next(&node->names, 0); rc == VY_OK && d; d = vy_dir_next(&node->names, d->cookie)) {
-			vy_inode *child = vy_fs_inode(fs, d->ino);
+			vy_inode *child = inode_of(fs, &w, d->ino);
 			if (!child || child->fixed || vy_dir_find(&dir->dir, d->name)) {
 				vy_log(LOG_WARNING, "takeover: kept name %s in directory inode %" PRIu64 " names %s; left out",
 				       d->name, dir->ino, child ? "a name taken already" : "no kept inode");
@@ -300,6 +342,8 @@ vy_err vy_replay(struct vy_fs *fs, struct vy_state *st, vy_keep_fds *mem, struct
 			counts->names++;
 		}
 	}
+	free(w.by); /* modules and drops change the inodes from here */
+	w.by = NULL;
 	if (rc == VY_OK)
 		rc = vy_replay_modules(fs, sh, mem, counts, e);
 	for (size_t i = 0; rc == VY_OK && i < w.n; i++) {
@@ -310,8 +354,10 @@ vy_err vy_replay(struct vy_fs *fs, struct vy_state *st, vy_keep_fds *mem, struct
 	}
 	if (rc == VY_OK)
 		fs->next_ino = sh->next_ino > fs->next_ino ? sh->next_ino : fs->next_ino;
-	if (rc == VY_OK)
+	if (rc == VY_OK) {
+		set_lookups(fs, &w, counts);
 		rc = vy_replay_kernel_refs(fs, sh, counts, e);
+	}
 	if (rc == VY_OK)
 		drop_unheld(fs, sh, &w, counts);
 	t0 = vy_monotonic_ns();

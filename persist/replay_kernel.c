@@ -162,17 +162,6 @@ void vy_kept_conns_free(vy_kept_conns *kc)
 vy_err vy_replay_kernel_refs(struct vy_fs *fs, vy_shadow *sh, vy_replay_counts *counts, vy_error *e)
 {
 	hold_mapped(fs, sh, counts);
-	uint64_t k;
-	void *v;
-	for (size_t i = 0; vy_u64map_next(&sh->nodes, &i, &k, &v);) {
-		vy_shadow_node *node = v;
-		vy_inode *in = node->nlookup ? vy_fs_inode(fs, node->ino) : NULL;
-		if (in)
-			vy_ns_lookups_set(vy_fs_ns(fs), in, node->nlookup);
-		else if (node->nlookup) {
-			counts->lookups_lost += node->nlookup; /* a module's: its FORGET finds nothing */
-		}
-	}
 	vy_seqlog_after(&fs->seqlog, sh->sequences); /* sequences number on after the dead daemon's */
 	return give_handles(fs, sh, counts, e);
 }

@@ -14,7 +14,8 @@
 
 struct vy_fs;
 
-/* Lookup counts and handles from `sh` into fs; a handle that cannot be
+/* Mappings and handles from `sh` into fs (the lookup counts are set by
+ * replay.c, in its walk of the inodes in order); a handle that cannot be
  * taken back (its inode is not made again, or is of another kind) is
  * dropped from `sh` and counted: the kernel's next request on it gets
  * EBADF. VY_ENOMEM. */

@@ -402,6 +402,32 @@ static size_t longest_run(const vy_u64map *m)
  * short as random keys make them. With one hash for every map, the keys
  * came in hash order and filled the second's slots in runs of thousands
  * (2.9 s to make 100,000 inodes). */
+/* A reserve makes room once: the puts after it rehash nothing (the slot
+ * array stays where it is), every member is there, and a count past what
+ * memory can index is refused with the map unchanged. */
+static void reserve_makes_room_once(void)
+{
+	vy_u64map m;
+	vy_u64map_init(&m);
+	CHECK(vy_u64map_put(&m, 7, val(7)));
+	CHECK(vy_u64map_reserve(&m, 100000));
+	vy_u64map_slot *slots = m.slots;
+	size_t cap = m.cap;
+	CHECK(cap * 3 >= 100000 * 4);
+	for (uint64_t k = 1; k <= 99999; k++)
+		if (k != 7)
+			CHECK(vy_u64map_put(&m, k, val(k)));
+	CHECK(m.slots == slots && m.cap == cap);
+	CHECK_EQ(m.count, 99999);
+	for (uint64_t k = 1; k <= 99999; k++)
+		CHECK(vy_u64map_get(&m, k) == val(k));
+	CHECK(vy_u64map_reserve(&m, 10)); /* already room: nothing moves */
+	CHECK(m.slots == slots && m.cap == cap);
+	CHECK(!vy_u64map_reserve(&m, SIZE_MAX / 2));
+	CHECK(m.slots == slots && m.cap == cap && m.count == 99999);
+	vy_u64map_destroy(&m);
+}
+
 static void copy_in_slot_order_stays_short(void)
 {
 	vy_u64map a, b;
@@ -436,6 +462,7 @@ int main(void)
 		TEST_CASE(randomized_against_reference),
 		TEST_CASE(iteration_visits_each_live_key_once),
 		TEST_CASE(copy_in_slot_order_stays_short),
+		TEST_CASE(reserve_makes_room_once),
 	};
 	return vy_test_main("u64map", cases, sizeof(cases) / sizeof(cases[0]));
 }
