@@ -93,6 +93,12 @@ static bool grow(vy_u64map *m)
 	return cap > m->cap && resize(m, cap);
 }
 
+void vy_u64map_prefetch(const vy_u64map *m, uint64_t key)
+{
+	if (m->cap)
+		__builtin_prefetch(&m->slots[slot_of(key, m->salt, m->cap)], 1);
+}
+
 bool vy_u64map_reserve(vy_u64map *m, size_t n)
 {
 	if (n > SIZE_MAX / 4)

@@ -29,6 +29,10 @@ bool vy_u64map_put(vy_u64map *m, uint64_t key, void *value);
 /* Room for n members in all without a rehash on the way (a bulk load).
  * False only when host memory runs out (map unchanged). */
 bool vy_u64map_reserve(vy_u64map *m, size_t n);
+/* Start fetching key's slot into the cache: a bulk load names the keys it
+ * puts a few ahead, so the table's misses overlap (the hash scatters
+ * neighbouring keys across it on purpose). */
+void vy_u64map_prefetch(const vy_u64map *m, uint64_t key);
 /* Remove and return the value, or NULL if absent. */
 void *vy_u64map_remove(vy_u64map *m, uint64_t key);
 

@@ -22,6 +22,11 @@ bool vy_ns_reserve(vy_ns *ns, size_t more)
 	return more <= SIZE_MAX - ns->inodes.count && vy_u64map_reserve(&ns->inodes, ns->inodes.count + more);
 }
 
+void vy_ns_prefetch(vy_ns *ns, uint64_t ino)
+{
+	vy_u64map_prefetch(&ns->inodes, ino);
+}
+
 vy_inode *vy_inode_new_at(vy_ns *ns, uint64_t ino, vy_kind kind, mode_t mode, uid_t uid, gid_t gid)
 {
 	if (ino == 0 || ino == UINT64_MAX || vy_u64map_get(&ns->inodes, ino))

@@ -155,6 +155,8 @@ vy_inode *vy_inode_new_at(vy_ns *ns, uint64_t ino, vy_kind kind, mode_t mode, ui
 /* Room for `more` inodes than there are, made with no rehash on the way
  * (a takeover's bulk load); false with no memory, changing nothing. */
 bool vy_ns_reserve(vy_ns *ns, size_t more);
+/* A bulk load's hint: inode `ino` is made soon (vy_u64map_prefetch). */
+void vy_ns_prefetch(vy_ns *ns, uint64_t ino);
 /* No name and no open handle is left: nobody can reach its bytes again. */
 bool vy_inode_unreachable(const vy_inode *in);
 /* Free what nothing refers to any more (ns held): the xattrs once the

@@ -15,6 +15,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* How many inodes ahead the inode map's slot is fetched: enough misses in
+ * flight to cover one (100,000 inodes, host: the map's misses were a third
+ * of making them). */
+#define PREFETCH_AHEAD 16
+
 static struct timespec ts(vy_p_time t)
 {
 	return (struct timespec){.tv_sec = t.sec, .tv_nsec = t.nsec};
@@ -308,6 +313,8 @@ vy_err vy_replay(struct vy_fs *fs, struct vy_state *st, vy_keep_fds *mem, struct
 	if (rc == VY_OK && w.n && (!w.in || !vy_ns_reserve(vy_fs_ns(fs), w.n)))
 		rc = vy_fail(e, VY_ENOMEM, "free host memory", "kept state: no memory to make %zu inodes", w.n);
 	for (size_t i = 0; rc == VY_OK && i < w.n; i++) {
+		if (i + PREFETCH_AHEAD < w.n)
+			vy_ns_prefetch(vy_fs_ns(fs), w.node[i + PREFETCH_AHEAD]->ino);
 		const vy_p_inode *r = (const void *)w.node[i]->inode;
 		if (!r)
 			continue;
