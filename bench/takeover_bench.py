@@ -15,7 +15,7 @@ measures, from just before the kill:
                    by the successor: its pid differs)
   whole_ms         to the end of the same walk of the whole namespace
   daemon_us        the successor's own figure (.vyre/stats takeover_us:
-                   from the keeper's waitpid to its first answer)
+                   from the keeper seeing the death to its first answer)
   daemon_STEP_us   its steps: start (the keeper's fork and exec), devices
                    (the driver's start), replay (names and memory)
 
