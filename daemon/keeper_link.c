@@ -41,7 +41,8 @@ void vy_keeper_leaving(void)
 		return;
 	vy_keeper_msg m;
 	vy_keeper_msg_init(&m, VY_KEEPER_LEAVING);
-	if (vy_keeper_send(sock, &m, NULL) != 0)
+	/* A keeper gone (EPIPE, ECONNRESET) has nothing to start. */
+	if (vy_keeper_send(sock, &m, NULL) != 0 && errno != EPIPE && errno != ECONNRESET)
 		vy_log(LOG_WARNING, "cannot tell the keeper this daemon ends on purpose: %s; it may start a successor",
 		       strerror(errno));
 }
