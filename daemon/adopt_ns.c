@@ -50,9 +50,10 @@ bool vy_adopt_namespace(struct vy_fs *fs, struct vy_state *st, struct vy_keeper_
 		vy_log(LOG_NOTICE, "takeover: %" PRIu64 " records kept: %" PRIu64 " inodes, %" PRIu64 " names, %" PRIu64
 				   " files with their memory, %" PRIu64 " files lost their bytes, %" PRIu64 " nameless inodes freed, %" PRIu64
 				   " client connections with %" PRIu64 " mappings (%" PRIu64 " of no kept file), %" PRIu64
-				   " modules loaded again (%" PRIu64 " lost); the state loaded in %" PRIu64 " us%s, the memory taken back in %" PRIu64 " us",
+				   " modules loaded again (%" PRIu64 " lost); the state loaded in %" PRIu64 " us%s, the inodes made in %" PRIu64 " us, the names in %" PRIu64
+				   " us, the memory taken back in %" PRIu64 " us",
 		       n.records, n.inodes, n.names, n.files, n.lost, n.dropped, (uint64_t)conns->n, n.mappings,
-		       n.mappings_lost, n.modules, n.modules_lost, n.load_us, ahead, n.memory_us);
+		       n.mappings_lost, n.modules, n.modules_lost, n.load_us, ahead, n.inodes_us, n.names_us, n.memory_us);
 		rc = vy_persist_start(fs, st, &sh, &e);
 		if (rc != VY_OK)
 			vy_shadow_destroy(&sh);

@@ -27,10 +27,8 @@ void vy_ns_prefetch(vy_ns *ns, uint64_t ino)
 	vy_u64map_prefetch(&ns->inodes, ino);
 }
 
-vy_inode *vy_inode_new_at(vy_ns *ns, uint64_t ino, vy_kind kind, mode_t mode, uid_t uid, gid_t gid)
+vy_inode *vy_inode_make(vy_ns *ns, uint64_t ino, vy_kind kind, mode_t mode, uid_t uid, gid_t gid)
 {
-	if (ino == 0 || ino == UINT64_MAX || vy_u64map_get(&ns->inodes, ino))
-		return NULL;
 	vy_inode *in = calloc(1, sizeof(*in));
 	if (!in)
 		return NULL;
@@ -49,18 +47,32 @@ vy_inode *vy_inode_new_at(vy_ns *ns, uint64_t ino, vy_kind kind, mode_t mode, ui
 	in->mode = mode;
 	in->uid = uid;
 	in->gid = gid;
-	vy_now(&in->mtime);
-	in->atime = in->ctime = in->btime = in->mtime;
 	if (kind == VY_DIR)
 		vy_dir_init(&in->dir);
-	if (!vy_u64map_put(&ns->inodes, in->ino, in)) {
-		pthread_mutex_destroy(&in->meta);
-		pthread_rwlock_destroy(&in->lock);
-		free(in);
-		return NULL;
-	}
+	return in;
+}
+
+bool vy_ns_insert(vy_ns *ns, vy_inode *in)
+{
+	uint64_t ino = in->ino;
+	if (ino == 0 || ino == UINT64_MAX || vy_u64map_get(&ns->inodes, ino) || !vy_u64map_put(&ns->inodes, ino, in))
+		return false;
 	if (ino >= ns->next_ino)
 		ns->next_ino = ino + 1;
+	return true;
+}
+
+vy_inode *vy_inode_new_at(vy_ns *ns, uint64_t ino, vy_kind kind, mode_t mode, uid_t uid, gid_t gid)
+{
+	vy_inode *in = vy_inode_make(ns, ino, kind, mode, uid, gid);
+	if (!in)
+		return NULL;
+	vy_now(&in->mtime);
+	in->atime = in->ctime = in->btime = in->mtime;
+	if (!vy_ns_insert(ns, in)) {
+		vy_inode_discard(in);
+		return NULL;
+	}
 	return in;
 }
 
@@ -91,6 +103,11 @@ static void inode_free(vy_inode *in)
 	pthread_mutex_destroy(&in->meta);
 	pthread_rwlock_destroy(&in->lock);
 	free(in);
+}
+
+void vy_inode_discard(vy_inode *in)
+{
+	inode_free(in);
 }
 
 bool vy_inode_unreachable(const vy_inode *in)

@@ -152,6 +152,14 @@ vy_inode *vy_inode_new(vy_ns *ns, vy_kind kind, mode_t mode, uid_t uid, gid_t gi
 /* The same with number `ino` (a successor remaking a kept inode): NULL
  * also when that number is taken or not one; later numbers follow it. */
 vy_inode *vy_inode_new_at(vy_ns *ns, uint64_t ino, vy_kind kind, mode_t mode, uid_t uid, gid_t gid);
+/* A takeover's bulk load, made on several threads and put in the table on
+ * one: an inode with number `ino` and no times (nothing else touched, so
+ * any thread may make one), vy_ns_insert to put it in the table (ns held;
+ * false when its number is taken or not one, or no memory: it is still
+ * the caller's), vy_inode_discard to free one that is in no table. */
+vy_inode *vy_inode_make(vy_ns *ns, uint64_t ino, vy_kind kind, mode_t mode, uid_t uid, gid_t gid);
+bool vy_ns_insert(vy_ns *ns, vy_inode *in);
+void vy_inode_discard(vy_inode *in);
 /* Room for `more` inodes than there are, made with no rehash on the way
  * (a takeover's bulk load); false with no memory, changing nothing. */
 bool vy_ns_reserve(vy_ns *ns, size_t more);

@@ -8,67 +8,13 @@
 #include "persist/preload.h"
 #include "persist/replay_kernel.h"
 #include "persist/replay_modules.h"
+#include "persist/replay_ns.h"
 #include "state/state.h"
 
 #include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* How many inodes ahead the inode map's slot is fetched: enough misses in
- * flight to cover one (100,000 inodes, host: the map's misses were a third
- * of making them). */
-#define PREFETCH_AHEAD 16
-
-static struct timespec ts(vy_p_time t)
-{
-	return (struct timespec){.tv_sec = t.sec, .tv_nsec = t.nsec};
-}
-
-/* An inode's attributes from its record. */
-static void set_attrs(vy_inode *in, const vy_p_inode *r)
-{
-	in->mode = (in->mode & S_IFMT) | (r->mode & 07777);
-	in->uid = r->uid;
-	in->gid = r->gid;
-	in->atime = ts(r->atime);
-	in->mtime = ts(r->mtime);
-	in->ctime = ts(r->ctime);
-	in->btime = ts(r->btime);
-	in->attr_flags = r->attr_flags;
-	in->place = r->place;
-}
-
-static vy_err make_inode(vy_fs *fs, const vy_p_inode *r, vy_inode **made, vy_error *e)
-{
-	mode_t type = r->mode & S_IFMT;
-	bool fits = (r->kind == VY_DIR && type == S_IFDIR) || (r->kind == VY_FILE && type == S_IFREG) ||
-		    (r->kind == VY_SYMLINK && type == S_IFLNK) ||
-		    (r->kind == VY_SPECIAL && (type == S_IFIFO || type == S_IFCHR || type == S_IFBLK || type == S_IFSOCK));
-	if (!fits || r->dev >= fs->ndev || r->place > fs->ndev)
-		return vy_fail(e, VY_EINVAL, "umount and mount again", "kept state: inode %" PRIu64 " has kind %u, mode %o, "
-			       "device %u", r->ino, r->kind, r->mode, r->dev);
-	vy_inode *in = vy_inode_new_at(vy_fs_ns(fs), r->ino, (vy_kind)r->kind, r->mode, r->uid, r->gid);
-	if (!in)
-		return vy_fail(e, vy_fs_inode(fs, r->ino) ? VY_EINVAL : VY_ENOMEM,
-			       "install the vyrefs that wrote the state, or umount and mount again",
-			       "kept state: cannot make inode %" PRIu64 " again (its number is taken, or no memory)", r->ino);
-	set_attrs(in, r);
-	in->rdev = (dev_t)r->rdev;
-	in->nlink = r->nlink;
-	in->size = r->kind == VY_FILE ? r->size : 0;
-	in->dev = r->dev;
-	in->parent = r->parent;
-	if (r->target_len) {
-		in->target = strndup((const char *)(r + 1), r->target_len);
-		if (!in->target || !vy_xattr_budget_take(&fs->xattr_budget, r->target_len + 1u))
-			return vy_fail(e, VY_ENOMEM, "raise xattr_budget", "kept state: no room for a symlink's target");
-	}
-	if (r->kind != VY_DIR && r->nlink > 1)
-		fs->extra_links += r->nlink - 1;
-	*made = in;
-	return VY_OK;
-}
 
 static vy_err give_xattrs(vy_inode *in, const uint8_t *p, uint32_t len, vy_error *e)
 {
@@ -104,53 +50,14 @@ static int by_place(const void *a, const void *b)
 	return x->at < y->at ? -1 : x->at > y->at;
 }
 
-/* The shadow's nodes in number order, each beside the inode made of it
- * (NULL: none made here, or a module's, made by replay_modules.c). A node
- * dropped (drop_unheld) is NULL in both. While the names are made, `by`
- * finds an inode by its number when the numbers are dense (by[ino - base],
- * span entries; NULL: sparse): a directory's children were mostly made in
- * turn, so they are neighbours there, where the inode map scatters them. */
-typedef struct walk {
-	vy_shadow_node **node;
-	vy_inode **in;
-	size_t n;
-	vy_inode **by;
-	uint64_t base, span;
-} walk;
-
-static vy_inode *inode_at(vy_fs *fs, const walk *w, size_t i)
-{
-	return w->in[i] ? w->in[i] : w->node[i] ? vy_fs_inode(fs, w->node[i]->ino) : NULL;
-}
-
-/* w->by, when the numbers are dense enough that it is small (no more than
- * two entries a node); left NULL otherwise, or with no memory. */
-static void index_by_ino(walk *w)
-{
-	if (!w->n)
-		return;
-	w->base = w->node[0]->ino;
-	w->span = w->node[w->n - 1]->ino - w->base + 1;
-	if (w->span > 2 * (uint64_t)w->n + 1024 || !(w->by = calloc(w->span, sizeof(*w->by))))
-		return;
-	for (size_t i = 0; i < w->n; i++)
-		w->by[w->node[i]->ino - w->base] = w->in[i];
-}
-
-static vy_inode *inode_of(vy_fs *fs, const walk *w, uint64_t ino)
-{
-	vy_inode *in = w->by && ino >= w->base && ino - w->base < w->span ? w->by[ino - w->base] : NULL;
-	return in ? in : vy_fs_inode(fs, ino);
-}
-
 /* The kernel's references to each inode (its lookup counts). */
-static void set_lookups(vy_fs *fs, const walk *w, vy_replay_counts *counts)
+static void set_lookups(vy_fs *fs, const vy_replay_walk *w, vy_replay_counts *counts)
 {
 	for (size_t i = 0; i < w->n; i++) {
 		vy_shadow_node *node = w->node[i];
 		if (!node || !node->nlookup)
 			continue;
-		vy_inode *in = inode_at(fs, w, i);
+		vy_inode *in = vy_replay_inode_at(fs, w, i);
 		if (in)
 			vy_ns_lookups_set(vy_fs_ns(fs), in, node->nlookup);
 		else
@@ -162,13 +69,13 @@ static void set_lookups(vy_fs *fs, const walk *w, vy_replay_counts *counts)
  * the older was mid-change at the death (its memory freed and taken by the
  * other before its own record). Never hand one file another's bytes: the
  * older loses its memory. Their inode numbers go into `losers`. */
-static vy_err find_conflicts(vy_fs *fs, const walk *w, vy_u64map *losers, vy_error *e)
+static vy_err find_conflicts(vy_fs *fs, const vy_replay_walk *w, vy_u64map *losers, vy_error *e)
 {
 	size_t n = 0, cap = 0;
 	claim *c = NULL;
 	for (size_t i = 0; i < w->n; i++) {
 		vy_shadow_node *node = w->node[i];
-		vy_inode *in = node && node->layout ? inode_at(fs, w, i) : NULL;
+		vy_inode *in = node && node->layout ? vy_replay_inode_at(fs, w, i) : NULL;
 		if (!in || in->kind != VY_FILE)
 			continue;
 		const vy_p_layout *l = (const void *)node->layout;
@@ -215,7 +122,7 @@ static void lose_bytes(vy_shadow_node *node, vy_inode *in, vy_replay_counts *cou
 	counts->lost++;
 }
 
-static vy_err adopt_memory(vy_fs *fs, const walk *w, vy_keep_fds *mem, vy_replay_counts *counts, vy_error *e)
+static vy_err adopt_memory(vy_fs *fs, const vy_replay_walk *w, vy_keep_fds *mem, vy_replay_counts *counts, vy_error *e)
 {
 	vy_u64map losers;
 	vy_u64map_init(&losers);
@@ -225,7 +132,7 @@ static vy_err adopt_memory(vy_fs *fs, const walk *w, vy_keep_fds *mem, vy_replay
 		rc = vy_fail(e, VY_ENOMEM, "free host memory", "kept state: no memory for a layout");
 	for (size_t i = 0; rc == VY_OK && i < w->n; i++) {
 		vy_shadow_node *node = w->node[i];
-		vy_inode *in = node && node->inode ? inode_at(fs, w, i) : NULL;
+		vy_inode *in = node && node->inode ? vy_replay_inode_at(fs, w, i) : NULL;
 		if (!in || in->kind != VY_FILE || !node->layout)
 			continue;
 		const vy_p_layout *r = (const void *)node->layout;
@@ -264,10 +171,10 @@ static vy_err adopt_memory(vy_fs *fs, const walk *w, vy_keep_fds *mem, vy_replay
  * kernel's: their last release or FORGET came as the daemon died) go, from
  * the shadow too. An unlinked file a program holds open stays until its
  * last close, as it would have. */
-static void drop_unheld(vy_fs *fs, vy_shadow *sh, walk *w, vy_replay_counts *counts)
+static void drop_unheld(vy_fs *fs, vy_shadow *sh, vy_replay_walk *w, vy_replay_counts *counts)
 {
 	for (size_t i = 0; i < w->n; i++) {
-		vy_inode *in = w->node[i] ? inode_at(fs, w, i) : NULL;
+		vy_inode *in = w->node[i] ? vy_replay_inode_at(fs, w, i) : NULL;
 		if (!in || in->fixed || in->nlink != 0 || in->opens != 0 || in->nlookup != 0)
 			continue;
 		uint64_t ino = w->node[i]->ino;
@@ -305,57 +212,28 @@ vy_err vy_replay(struct vy_fs *fs, struct vy_state *st, vy_keep_fds *mem, struct
 	if (loaded.log.stopped)
 		vy_log(LOG_WARNING, "takeover: the kept log ends early: %s", loaded.log.why);
 	fs->generation = sh->generation;
+	t0 = vy_monotonic_ns();
 	/* Inodes first, then the names between them, then what they hold;
 	 * each walk in number order, each inode kept beside its node. */
-	walk w = {0};
+	vy_replay_walk w = {0};
 	rc = vy_shadow_by_ino(sh, &w.node, &w.n, e);
 	w.in = rc == VY_OK && w.n ? calloc(w.n, sizeof(*w.in)) : NULL;
-	if (rc == VY_OK && w.n && (!w.in || !vy_ns_reserve(vy_fs_ns(fs), w.n)))
+	if (rc == VY_OK && w.n && !w.in)
 		rc = vy_fail(e, VY_ENOMEM, "free host memory", "kept state: no memory to make %zu inodes", w.n);
-	for (size_t i = 0; rc == VY_OK && i < w.n; i++) {
-		if (i + PREFETCH_AHEAD < w.n)
-			vy_ns_prefetch(vy_fs_ns(fs), w.node[i + PREFETCH_AHEAD]->ino);
-		const vy_p_inode *r = (const void *)w.node[i]->inode;
-		if (!r)
-			continue;
-		if (r->ino == VY_NS_ROOT) {
-			vy_inode *root = vy_fs_inode(fs, VY_NS_ROOT);
-			set_attrs(root, r);
-			root->nlink = r->nlink;
-			w.in[i] = root;
-			continue;
-		}
-		rc = make_inode(fs, r, &w.in[i], e);
-		counts->inodes += rc == VY_OK;
-	}
 	if (rc == VY_OK)
-		index_by_ino(&w);
-	for (size_t i = 0; rc == VY_OK && i < w.n; i++) {
-		vy_shadow_node *node = w.node[i];
-		vy_inode *dir = node->has_names ? inode_at(fs, &w, i) : NULL;
-		if (!dir || dir->kind != VY_DIR)
-			continue;
-		for (const vy_dirent *d = vy_dir_next(&node->names, 0); rc == VY_OK && d; d = vy_dir_next(&node->names, d->cookie)) {
-			vy_inode *child = inode_of(fs, &w, d->ino);
-			if (!child || child->fixed || vy_dir_find(&dir->dir, d->name)) {
-				vy_log(LOG_WARNING, "takeover: kept name %s in directory inode %" PRIu64 " names %s; left out",
-				       d->name, dir->ino, child ? "a name taken already" : "no kept inode");
-				continue;
-			}
-			/* Its place (readdir cookie) as it was; another if this
-			 * daemon's own entries took it. */
-			if (!vy_dir_add_at(&dir->dir, d->name, d->ino, d->cookie) && !vy_dir_add(&dir->dir, d->name, d->ino))
-				rc = vy_fail(e, VY_ENOMEM, "free host memory", "kept state: no memory for a name");
-			counts->names++;
-		}
-	}
+		rc = vy_replay_inodes(fs, &w, counts, e);
+	counts->inodes_us = (vy_monotonic_ns() - t0) / 1000;
+	t0 = vy_monotonic_ns();
+	if (rc == VY_OK)
+		rc = vy_replay_names(fs, &w, counts, e);
+	counts->names_us = (vy_monotonic_ns() - t0) / 1000;
 	free(w.by); /* modules and drops change the inodes from here */
 	w.by = NULL;
 	if (rc == VY_OK)
 		rc = vy_replay_modules(fs, sh, mem, counts, e);
 	for (size_t i = 0; rc == VY_OK && i < w.n; i++) {
 		vy_shadow_node *node = w.node[i];
-		vy_inode *in = node->xattrs ? inode_at(fs, &w, i) : NULL;
+		vy_inode *in = node->xattrs ? vy_replay_inode_at(fs, &w, i) : NULL;
 		if (in)
 			rc = give_xattrs(in, node->xattrs, node->xattrs_len, e);
 	}

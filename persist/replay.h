@@ -28,6 +28,7 @@ typedef struct vy_replay_counts {
 	uint64_t mappings_lost; /* mappings of files not made again */
 	uint64_t modules;       /* module files made again and loaded */
 	uint64_t load_us, memory_us; /* the state's load and the files' memory taken back, in microseconds */
+	uint64_t inodes_us, names_us; /* the inodes made, and the names between them, in microseconds */
 	uint64_t modules_lost;  /* that could not be (logged) */
 } vy_replay_counts;
 
