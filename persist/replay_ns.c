@@ -152,24 +152,26 @@ static vy_inode *inode_of(vy_fs *fs, const vy_replay_walk *w, uint64_t ino)
 static vy_err insert_all(vy_fs *fs, vy_replay_walk *w, vy_error *e)
 {
 	vy_ns *ns = vy_fs_ns(fs);
+	/* The root is fs's own, the first node when it is kept. */
+	const vy_p_inode *r = w->n ? (const void *)w->node[0]->inode : NULL;
+	if (r && r->ino == VY_NS_ROOT) {
+		vy_inode *root = vy_fs_inode(fs, VY_NS_ROOT);
+		set_attrs(root, r);
+		root->nlink = r->nlink;
+		w->in[0] = root;
+	}
 	size_t i = 0;
 	vy_err rc = VY_OK;
 	for (; i < w->n; i++) {
-		if (i + PREFETCH_AHEAD < w->n)
-			vy_ns_prefetch(ns, w->node[i + PREFETCH_AHEAD]->ino);
-		const vy_p_inode *r = (const void *)w->node[i]->inode;
-		if (r && r->ino == VY_NS_ROOT) {
-			vy_inode *root = vy_fs_inode(fs, VY_NS_ROOT);
-			set_attrs(root, r);
-			root->nlink = r->nlink;
-			w->in[i] = root;
-		} else if (w->in[i] && !vy_ns_insert(ns, w->in[i])) {
-			rc = vy_fail(e, vy_fs_inode(fs, r->ino) ? VY_EINVAL : VY_ENOMEM,
-				     "install the vyrefs that wrote the state, or umount and mount again",
-				     "kept state: cannot make inode %" PRIu64 " again (its number is taken, or no memory)",
-				     r->ino);
-			break;
-		}
+		vy_inode *in = w->in[i];
+		if (i + PREFETCH_AHEAD < w->n && w->in[i + PREFETCH_AHEAD])
+			vy_ns_prefetch(ns, w->in[i + PREFETCH_AHEAD]->ino);
+		if (!in || in->ino == VY_NS_ROOT || vy_ns_insert(ns, in))
+			continue;
+		rc = vy_fail(e, vy_fs_inode(fs, in->ino) ? VY_EINVAL : VY_ENOMEM,
+			     "install the vyrefs that wrote the state, or umount and mount again",
+			     "kept state: cannot make inode %" PRIu64 " again (its number is taken, or no memory)", in->ino);
+		break;
 	}
 	for (; i < w->n; i++) /* what is in no table yet goes */
 		if (w->in[i] && w->in[i]->ino != VY_NS_ROOT) {

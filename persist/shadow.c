@@ -425,23 +425,24 @@ vy_err vy_shadow_by_ino(const vy_shadow *s, vy_shadow_node ***out, size_t *count
 		return vy_fail(e, VY_ENOMEM, "free host memory", "no memory to order %zu inodes", n);
 	uint64_t k, lo = UINT64_MAX, hi = 0;
 	void *v;
-	for (size_t i = 0; got < n && vy_u64map_next(&s->nodes, &i, &k, &v);) {
-		a[got++] = v;
+	for (size_t i = 0; vy_u64map_next(&s->nodes, &i, &k, &v);) {
 		lo = k < lo ? k : lo;
 		hi = k > hi ? k : hi;
 	}
 	/* Numbers are given out in turn: most often a few holes, placed in
-	 * one pass; a sparse set is sorted. */
-	vy_shadow_node **slot = hi - lo < 4 * (uint64_t)got ? calloc(hi - lo + 1, sizeof(*slot)) : NULL;
+	 * one pass by the map's keys (no node read: each would be a cache
+	 * miss); a sparse set is sorted. */
+	vy_shadow_node **slot = hi - lo < 4 * (uint64_t)n ? calloc(hi - lo + 1, sizeof(*slot)) : NULL;
 	if (slot) {
-		for (size_t i = 0; i < got; i++)
-			slot[a[i]->ino - lo] = a[i];
-		got = 0;
-		for (uint64_t i = 0; i <= hi - lo; i++)
+		for (size_t i = 0; vy_u64map_next(&s->nodes, &i, &k, &v);)
+			slot[k - lo] = v;
+		for (uint64_t i = 0; i <= hi - lo && got < n; i++)
 			if (slot[i])
 				a[got++] = slot[i];
 		free(slot);
 	} else {
+		for (size_t i = 0; got < n && vy_u64map_next(&s->nodes, &i, &k, &v);)
+			a[got++] = v;
 		qsort(a, got, sizeof(*a), node_order);
 	}
 	*out = a;
