@@ -31,8 +31,9 @@ typedef struct vy_replay_walk {
 struct vy_inode *vy_replay_inode_at(struct vy_fs *fs, const vy_replay_walk *w, size_t i);
 
 /* Every node's inode made and in fs's table (w->in; the root's attributes
- * set on fs's own root), counted in counts->inodes. An error: none of
- * them is left made (w->in all NULL but the root's). */
+ * set on fs's own root), counted in counts->inodes. An error: every inode
+ * made but not put in the table is freed (w->in NULL there); those put in
+ * before it stay, as fs's (the caller serves no such namespace). */
 vy_err vy_replay_inodes(struct vy_fs *fs, vy_replay_walk *w, vy_replay_counts *counts, vy_error *e);
 
 /* Each directory's names, each at its readdir place; a name of no kept

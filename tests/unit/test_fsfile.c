@@ -4,33 +4,18 @@
  * silent loss); a readahead copy that fails only costs the read a direct
  * copy; and everything is given back at the end. */
 #include "fs/file.h"
-#include "tests/unit/support.h"
+#include "tests/unit/fs_fixture.h"
 
 #include <stdlib.h>
 
 typedef struct fixture {
-	vy_counting_device *d;
-	vy_core *c;
-	vy_fs fs;
+	struct vy_test_fs; /* d, c, fs, free0 (fs_fixture.h): the first member */
 	vy_inode *in;
-	uint64_t free0;
 } fixture;
 
 static void fx_open(fixture *f)
 {
-	vy_error e;
-	vy_core_options o;
-	vy_config cfg;
-	vy_test_core_options(&o);
-	vy_config_defaults(&cfg); /* write-behind and readahead on */
-	uint64_t total;
-	f->d = vy_test_device_open();
-	vy_test_warm_streams(&f->d->base, o.streams); /* the driver keeps their memory */
-	if (f->d->base.ops->mem_info(&f->d->base, &f->free0, &total, &e) != VY_OK ||
-	    vy_core_attach(&f->d->base, &o, &f->c, &e) != VY_OK || vy_fs_init(&f->fs, &f->c, 1, &cfg, &e) != VY_OK) {
-		fprintf(stderr, "fixture: %s\n", e.msg);
-		exit(2);
-	}
+	vy_test_fs_open((vy_test_fs *)f);
 	pthread_mutex_lock(&f->fs.ns);
 	f->in = vy_inode_new(vy_fs_ns(&f->fs), VY_FILE, S_IFREG | 0644, 0, 0);
 	pthread_mutex_unlock(&f->fs.ns);
@@ -43,9 +28,7 @@ static void fx_open(fixture *f)
 
 static void fx_close(fixture *f)
 {
-	vy_fs_destroy(&f->fs);
-	CHECK(vy_core_close(f->c, NULL) == VY_OK);
-	vy_test_expect_baseline_and_close(f->d, f->free0);
+	vy_test_fs_close((vy_test_fs *)f);
 }
 
 /* Byte i of the test pattern. */

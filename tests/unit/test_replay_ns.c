@@ -6,42 +6,11 @@
 #include "fs/fs.h"
 #include "persist/format.h"
 #include "persist/replay_ns.h"
-#include "tests/unit/support.h"
+#include "tests/unit/fs_fixture.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-typedef struct fixture {
-	vy_counting_device *d;
-	vy_core *c;
-	vy_fs fs;
-	uint64_t free0;
-} fixture;
-
-static void fx_open(fixture *f)
-{
-	vy_error e;
-	vy_core_options o;
-	vy_config cfg;
-	vy_test_core_options(&o);
-	vy_config_defaults(&cfg);
-	uint64_t total;
-	f->d = vy_test_device_open();
-	vy_test_warm_streams(&f->d->base, o.streams);
-	if (f->d->base.ops->mem_info(&f->d->base, &f->free0, &total, &e) != VY_OK ||
-	    vy_core_attach(&f->d->base, &o, &f->c, &e) != VY_OK || vy_fs_init(&f->fs, &f->c, 1, &cfg, &e) != VY_OK) {
-		fprintf(stderr, "fixture: %s\n", e.msg);
-		exit(2);
-	}
-}
-
-static void fx_close(fixture *f)
-{
-	vy_fs_destroy(&f->fs);
-	CHECK(vy_core_close(f->c, NULL) == VY_OK);
-	vy_test_expect_baseline_and_close(f->d, f->free0);
-}
 
 /* A kept namespace: the root, `dirs` directories under it of `files`
  * files each (every third file with 2 links), and a symlink. */
@@ -123,8 +92,8 @@ static void unbuild(kept *k)
 
 static void many_made_and_named_on_workers(void)
 {
-	fixture f;
-	fx_open(&f);
+	vy_test_fs f;
+	vy_test_fs_open(&f);
 	kept k = {0};
 	build(&k, &f.fs, 40, 500); /* 20,042 nodes: several workers where there are CPUs */
 	size_t before = vy_fs_ns(&f.fs)->inodes.count;
@@ -164,13 +133,13 @@ static void many_made_and_named_on_workers(void)
 	vy_inode *link = vy_fs_inode(&f.fs, dir_ino(&k, k.dirs));
 	CHECK(link && link->target && !strcmp(link->target, "d0/f1"));
 	unbuild(&k);
-	fx_close(&f);
+	vy_test_fs_close(&f);
 }
 
 static void a_bad_record_leaves_nothing_made(void)
 {
-	fixture f;
-	fx_open(&f);
+	vy_test_fs f;
+	vy_test_fs_open(&f);
 	kept k = {0};
 	build(&k, &f.fs, 8, 600);
 	vy_p_inode *bad = (void *)k.w.node[1 + 4 * (k.files + 1) + 5]->inode; /* d4/f4 */
@@ -187,13 +156,13 @@ static void a_bad_record_leaves_nothing_made(void)
 	CHECK_EQ(left, 0);
 	CHECK_EQ(n.inodes, 0);
 	unbuild(&k);
-	fx_close(&f);
+	vy_test_fs_close(&f);
 }
 
 static void a_taken_number_frees_the_rest(void)
 {
-	fixture f;
-	fx_open(&f);
+	vy_test_fs f;
+	vy_test_fs_open(&f);
 	kept k = {0};
 	build(&k, &f.fs, 8, 600);
 	size_t at = k.w.n / 2;
@@ -213,7 +182,7 @@ static void a_taken_number_frees_the_rest(void)
 	CHECK_EQ(wrong, 0);
 	CHECK(vy_fs_inode(&f.fs, taken) == squat);
 	unbuild(&k);
-	fx_close(&f);
+	vy_test_fs_close(&f);
 }
 
 int main(void)
