@@ -10,7 +10,7 @@
  * Sharing: allocations of share_granularity (2 MiB, as the GPU's VMM
  * granularity) or more are memfd mappings, so another process (the launcher,
  * a client) can map exactly that buffer, as VMM memory is shared on a GPU.
- * Smaller ones are not shared: slots of memfd slabs (core/host_slab.h), or
+ * Smaller ones are not shared: slots of memfd slabs (core/slab.h, core/host_slab.c), or
  * from 1 MiB a memfd of their own; no file byte is in heap memory, so a
  * keeper holding the fds keeps every byte (docs/survive.md). */
 #include "core/host_impl.h"
@@ -60,7 +60,7 @@ static void host_close(vy_device *d)
 		}
 		free(r);
 	}
-	vy_host_slabs_destroy(&h->slabs);
+	vy_slabs_destroy(&h->slabs);
 	cursor = 0; /* a reservation's munmap takes what is mapped in it too */
 	while (vy_u64map_next(&h->reserved, &cursor, &key, &value))
 		munmap((void *)(uintptr_t)key, (size_t)(uintptr_t)value);
@@ -108,7 +108,7 @@ static vy_err host_alloc(vy_device *d, uint64_t bytes, vy_dptr *out, vy_error *e
 		r->bytes = bytes;
 		r->fd = -1;
 		r->slot = 0;
-		if (!vy_host_slabs_take(&h->slabs, bytes)) {
+		if (!vy_slabs_take(&h->slabs, bytes)) {
 			/* Sealed at its size before anyone else sees it: a client
 			 * given an fd (a mapping) cannot shrink it under the
 			 * daemon's mapping (SIGBUS) nor grow it. */
@@ -123,12 +123,12 @@ static vy_err host_alloc(vy_device *d, uint64_t bytes, vy_dptr *out, vy_error *e
 		}
 	}
 	pthread_mutex_lock(&h->lock);
-	if (r && r->fd < 0 && vy_host_slabs_take(&h->slabs, bytes))
-		p = vy_host_slabs_alloc(&h->slabs, bytes);
+	if (r && r->fd < 0 && vy_slabs_take(&h->slabs, bytes))
+		p = (void *)(uintptr_t)vy_slabs_alloc(&h->slabs, bytes);
 	if (!p || !vy_u64map_put(&h->live, (uint64_t)(uintptr_t)p, r)) {
 		h->used -= bytes;
 		if (p && r->fd < 0)
-			vy_host_slabs_free(&h->slabs, p);
+			vy_slabs_free(&h->slabs, (uint64_t)(uintptr_t)p, NULL);
 		pthread_mutex_unlock(&h->lock);
 		if (p && r->fd >= 0) {
 			munmap(p, (size_t)bytes);
@@ -158,7 +158,7 @@ static vy_err host_free(vy_device *d, vy_dptr p, vy_error *e)
 	h->used -= r->bytes; /* counted in at alloc, under this lock */
 	vy_keep_slot gone = 0;
 	if (r->fd < 0)
-		vy_host_slabs_free_tagged(&h->slabs, (void *)(uintptr_t)p, &gone);
+		vy_slabs_free(&h->slabs, p, &gone);
 	vy_host_keep_freed(h, r, gone);
 	pthread_mutex_unlock(&h->lock);
 	if (r->fd >= 0) {

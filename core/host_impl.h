@@ -6,7 +6,7 @@
 
 #include "core/device.h"
 #include "core/device_keep.h"
-#include "core/host_slab.h"
+#include "core/slab.h"
 #include "core/u64map.h"
 
 #include <pthread.h>
@@ -28,7 +28,7 @@ typedef struct host_device {
 	vy_u64map live;     /* pointer -> host_alloc_rec */
 	vy_u64map reserved; /* pointer -> its bytes: spans' address ranges */
 	vy_u64map mapped;   /* pointer -> its bytes: what map_fd/map_own put there */
-	vy_host_slabs slabs; /* small allocations (lock) */
+	vy_slabs slabs; /* small allocations (lock; host_slab.c makes their memory) */
 	/* Keeping (host_keep.c; lock): the sink once started, and each kept
 	 * slot's memory: an allocation's pointer, or a slab's base | 1. */
 	const vy_keep_sink *sink;
@@ -36,6 +36,12 @@ typedef struct host_device {
 } host_device;
 
 extern const vy_device_keep_ops vy_host_keep;
+
+/* host_slab.c: slabs whose memory is memfds of `slab_bytes`; and a memfd
+ * mapped at an address aligned to `bytes` (*base; 0 or an errno), as a
+ * slab's is, for a successor's adopted slab too. */
+bool vy_host_slabs_init(vy_slabs *s, uint64_t slab_bytes);
+int vy_host_slab_map(int fd, uint64_t bytes, uint64_t *base);
 
 /* host_keep.c's hooks into alloc and free, lock held: a new allocation
  * (a slab's slot when r->fd < 0) is handed to the sink; a freed one's

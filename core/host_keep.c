@@ -45,11 +45,11 @@ static void drop(host_device *h, vy_keep_slot slot)
  * sink could not take then) is handed now. */
 static void keep_slab(host_device *h, vy_dptr p)
 {
-	int fd;
+	int64_t fd;
 	uint64_t base;
-	uint32_t *tag = vy_host_slabs_tag(&h->slabs, p, &fd, &base);
+	uint32_t *tag = vy_slabs_tag(&h->slabs, p, &fd, &base);
 	if (tag && !*tag)
-		*tag = add(h, fd, base | SLAB_TAG);
+		*tag = add(h, (int)fd, base | SLAB_TAG);
 }
 
 void vy_host_keep_made(host_device *h, host_alloc_rec *r, vy_dptr p)
@@ -106,9 +106,9 @@ static bool host_keep_where(vy_device *d, vy_dptr p, vy_keep_slot *slot, uint64_
 	host_device *h = host_of(d);
 	pthread_mutex_lock(&h->lock);
 	host_alloc_rec *r = vy_u64map_get(&h->live, p);
-	int fd;
+	int64_t fd;
 	uint64_t base = 0;
-	uint32_t *tag = r && r->fd < 0 ? vy_host_slabs_tag(&h->slabs, p, &fd, &base) : NULL;
+	uint32_t *tag = r && r->fd < 0 ? vy_slabs_tag(&h->slabs, p, &fd, &base) : NULL;
 	if (r) {
 		*slot = r->fd >= 0 ? r->slot : tag ? *tag : 0;
 		*at = r->fd >= 0 ? 0 : p - base;
@@ -152,36 +152,55 @@ static vy_err adopt_memfd(vy_keep_slot slot, uint64_t at, uint64_t bytes, vy_kee
 }
 
 /* A slab's slot: the slab's first adopted slot takes its fd (checked to be
- * a slab's size), the next ones find the slab by its slot (`was`). */
+ * a slab's size) and maps it, the next ones find the slab by its slot
+ * (`was`). */
 static vy_err adopt_slab(host_device *h, vy_keep_slot slot, uint64_t was, uint64_t at, uint64_t bytes,
 			 const vy_keep_fds *fds, void **out, vy_error *e)
 {
-	int fd = -1;
-	uint64_t base = was & ~(uint64_t)SLAB_TAG;
+	int fd = -1, err = 0;
+	uint64_t base = was & ~(uint64_t)SLAB_TAG, n = h->slabs.slab_bytes;
 	struct stat st;
 	if (!was) {
 		vy_err rc = handed(fds, slot, &fd, e);
 		if (rc != VY_OK)
 			return rc;
-		if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size != h->slabs.slab_bytes)
+		if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size != n)
 			return vy_fail(e, VY_EINVAL, FIX_LAYOUT, "host backend: keeper slot %u is not a slab of %llu bytes",
-				       slot, (unsigned long long)h->slabs.slab_bytes);
+				       slot, (unsigned long long)n);
+		err = vy_host_slab_map(fd, n, &base);
 	}
-	*out = vy_host_slabs_adopt(&h->slabs, fd, &base, slot, at, bytes);
-	if (!*out && errno == ENOMEM)
-		return vy_fail(e, VY_ENOMEM, "free host memory", "host backend: cannot map a slab");
-	if (!*out)
+	uint64_t p = err ? 0 : vy_slabs_adopt(&h->slabs, base, fd, slot, at, bytes);
+	if (!p && !err)
+		err = errno;
+	if (!p && !was && base)
+		munmap((void *)(uintptr_t)base, (size_t)n);
+	if (err == EINVAL)
 		return vy_fail(e, VY_EINVAL, FIX_LAYOUT,
 			       "host backend: %llu bytes at %llu of keeper slot %u are no free slot of its slab",
 			       (unsigned long long)bytes, (unsigned long long)at, slot);
+	if (err)
+		return vy_fail(e, VY_ENOMEM, "free host memory", "host backend: cannot map a slab: %s", strerror(err));
+	*out = (void *)(uintptr_t)p;
 	return VY_OK;
+}
+
+/* A slot of an adopted slab free again; a slab that empties is unmapped,
+ * its fd returned (else -1). */
+static int unadopt_slab(host_device *h, void *p)
+{
+	uint64_t base;
+	int64_t fd;
+	if (!vy_slabs_unadopt(&h->slabs, (uint64_t)(uintptr_t)p, &base, &fd))
+		return -1;
+	munmap((void *)(uintptr_t)base, (size_t)h->slabs.slab_bytes);
+	return (int)fd;
 }
 
 /* Undo adopt_slab or adopt_memfd (fds untouched yet). */
 static void unmake(host_device *h, void *p, uint64_t bytes, bool slab)
 {
 	if (slab)
-		vy_host_slabs_unadopt(&h->slabs, p); /* a slab's fd, if it goes, is still fds's */
+		unadopt_slab(h, p); /* a slab's fd, if it goes, is still fds's */
 	else
 		munmap(p, (size_t)bytes);
 }
@@ -201,7 +220,7 @@ static vy_err host_keep_adopt(vy_device *d, vy_keep_slot slot, uint64_t at, uint
 	vy_err rc = VY_OK;
 	void *p = NULL;
 	uint64_t was = (uint64_t)(uintptr_t)vy_u64map_get(&h->by_slot, slot), used;
-	bool slab = vy_host_slabs_take(&h->slabs, bytes);
+	bool slab = vy_slabs_take(&h->slabs, bytes);
 	if (!vy_add_u64(h->used, bytes, &used) || used > h->capacity)
 		rc = vy_fail(e, VY_ENOSPC, "mount the successor with the host_memory its predecessor had",
 			     "host backend: %llu bytes kept do not fit: %llu of %llu in use", (unsigned long long)bytes,
@@ -251,11 +270,11 @@ static void host_keep_unadopt(vy_device *d, vy_dptr p, vy_keep_fds *fds)
 		fd = r->fd;
 		slot = r->slot;
 	} else if (r) {
-		int sfd;
+		int64_t sfd;
 		uint64_t base;
-		uint32_t *tag = vy_host_slabs_tag(&h->slabs, p, &sfd, &base);
+		uint32_t *tag = vy_slabs_tag(&h->slabs, p, &sfd, &base);
 		slot = tag ? *tag : 0;
-		fd = vy_host_slabs_unadopt(&h->slabs, (void *)(uintptr_t)p);
+		fd = unadopt_slab(h, (void *)(uintptr_t)p);
 	}
 	if (r)
 		h->used -= r->bytes;
