@@ -1,5 +1,6 @@
 /* The cuda backend's own header (device_cuda.c: the device table;
- * cuda_vmm.c: allocations, exports and spans; cuda_driver.c: the driver's
+ * cuda_alloc.c: allocations and frees; cuda_vmm.c: VMM memory, exports and
+ * spans; cuda_keep.c: memory kept for a successor; cuda_driver.c: the driver's
  * errors and the current context). Nothing outside the backend includes it. */
 #ifndef VY_CUDA_H
 #define VY_CUDA_H
@@ -8,6 +9,7 @@
 
 #include "core/device.h"
 #include "core/device_keep.h"
+#include "core/slab.h"
 #include "core/u64map.h"
 
 #include <cuda.h>
@@ -107,6 +109,14 @@ typedef struct cuda_device {
 	 * started, and each kept slot's allocation (slot -> pointer). */
 	const vy_keep_sink *sink;
 	vy_u64map by_slot;
+	/* Small allocations while kept (cuda_alloc.c; slab_lock, taken before
+	 * vmm_lock): slots of slabs, each slab one VMM granule (a vmm_rec
+	 * marked `slab`, kept as any other), so a small file costs a slot, not
+	 * a granule, an export and a keeper ADD of its own. */
+	pthread_mutex_t slab_lock;
+	vy_slabs slabs;
+	bool slabs_on;     /* set once by cuda_keep_start, before files */
+	vy_error slab_err; /* why the last slab could not be made */
 } cuda_device;
 
 /* What may read and write a mapping: this device and its peers. */
@@ -132,6 +142,9 @@ typedef struct vmm_rec {
 	 * (a mapping, a launcher, the keeper) are copies of this fd. */
 	bool imported;
 	int fd;
+	/* A slab's memory (cuda_alloc.c): slots of several files, so never
+	 * exported, mapped elsewhere or freed as an allocation. */
+	bool slab;
 } vmm_rec;
 /* Free r, and an imported one's fd. */
 void vy_cuda_rec_free(vmm_rec *r);
@@ -161,11 +174,26 @@ uint64_t vy_cuda_next_generation(void);
 			return cur_;            \
 	} while (0)
 
-/* cuda_vmm.c: allocations (VMM when the device can share them, else
- * cuMemAlloc), and the share sub-table (exports, spans, zeros). */
+/* cuda_alloc.c: the device table's alloc and free (a slab's slot while
+ * kept and small, VMM when the device can share, else cuMemAlloc); the
+ * slabs started (cuda_keep_start) and a slot's slab. */
 vy_err vy_cuda_alloc(vy_device *d, uint64_t bytes, vy_dptr *out, vy_error *e);
 vy_err vy_cuda_free(vy_device *d, vy_dptr p, vy_error *e);
+void vy_cuda_slabs_start(cuda_device *c);
+void vy_cuda_slabs_destroy(cuda_device *c);
+/* The base of the slab whose live slot starts at `p`; 0: none (slab_lock). */
+vy_dptr vy_cuda_slab_of(cuda_device *c, vy_dptr p);
+
+/* cuda_vmm.c: VMM allocations and the share sub-table (exports, spans,
+ * zeros). */
 extern const vy_device_share_ops vy_cuda_share;
+/* `bytes` (whole granules) of physical memory another process can import
+ * by fd, mapped here at an address aligned to the granule, recorded in
+ * c->vmm; `slab` marks it a slab's. */
+vy_err vy_cuda_vmm_alloc(cuda_device *c, uint64_t bytes, bool slab, vy_dptr *out, vy_error *e);
+/* Free the VMM allocation at p, its slot dropped, if it is one and a
+ * slab's exactly when `slab`: *was says; else nothing changes. */
+vy_err vy_cuda_vmm_free(cuda_device *c, vy_dptr p, bool slab, bool *was, vy_error *e);
 /* Reserve, map and allow access to r's memory, recorded in c->vmm; on
  * failure r's handle is released and r freed. */
 vy_err vy_cuda_vmm_map(cuda_device *c, vmm_rec *r, vy_dptr *out, vy_error *e);

@@ -1,7 +1,7 @@
-/* The cuda backend's memory: allocations (VMM when the device can share
- * them: cuMemCreate with a POSIX fd handle, reserved, mapped and made
- * accessible; else cuMemAlloc), exports, and spans (reserved ranges that
- * map other allocations, imported fds and the zero granule). */
+/* The cuda backend's VMM memory (cuMemCreate with a POSIX fd handle,
+ * reserved, mapped and made accessible), its exports, and spans (reserved
+ * ranges that map other allocations, imported fds and the zero granule).
+ * cuda_alloc.c decides which memory an allocation gets. */
 #include "core/cuda.h"
 
 #ifdef VY_HAVE_CUDA_H
@@ -19,7 +19,8 @@ vy_err vy_cuda_vmm_map(cuda_device *c, vmm_rec *r, vy_dptr *out, vy_error *e)
 {
 	CUdeviceptr p = 0;
 	const char *call = "cuMemAddressReserve";
-	CUresult cr = c->api.MemAddressReserve(&p, (size_t)r->bytes, 0, 0, 0);
+	/* Aligned to the granule, so a slab's slot finds its slab by address. */
+	CUresult cr = c->api.MemAddressReserve(&p, (size_t)r->bytes, (size_t)c->base.info.share_granularity, 0, 0);
 	bool reserved = cr == CUDA_SUCCESS, mapped = false;
 	if (cr == CUDA_SUCCESS) {
 		call = "cuMemMap";
@@ -69,8 +70,7 @@ static vy_err vmm_unmap(cuda_device *c, vy_dptr p, vmm_rec *r, vy_error *e)
 	return rc;
 }
 
-/* Physical memory another process can import by fd, mapped here. */
-static vy_err vmm_alloc(cuda_device *c, uint64_t bytes, vy_dptr *out, vy_error *e)
+vy_err vy_cuda_vmm_alloc(cuda_device *c, uint64_t bytes, bool slab, vy_dptr *out, vy_error *e)
 {
 	CUmemAllocationProp prop = {0};
 	prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
@@ -81,6 +81,7 @@ static vy_err vmm_alloc(cuda_device *c, uint64_t bytes, vy_dptr *out, vy_error *
 	if (!r)
 		return vy_fail(e, VY_ENOMEM, "free host memory", "cuda backend: cannot record an allocation");
 	r->bytes = bytes;
+	r->slab = slab;
 	CUresult cr = c->api.MemCreate(&r->handle, (size_t)bytes, &prop, 0);
 	if (cr != CUDA_SUCCESS) {
 		free(r);
@@ -143,50 +144,23 @@ void vy_cuda_keep_freed(cuda_device *c, vmm_rec *r)
 	r->slot = 0;
 }
 
-vy_err vy_cuda_alloc(vy_device *d, uint64_t bytes, vy_dptr *out, vy_error *e)
+vy_err vy_cuda_vmm_free(cuda_device *c, vy_dptr p, bool slab, bool *was, vy_error *e)
 {
-	cuda_device *c = cuda_of(d);
-	CUdeviceptr p = 0;
-	if (bytes == 0)
-		return vy_fail(e, VY_EINVAL, "allocate at least 1 byte", "cuda backend: zero-byte allocation");
-	if (bytes > SIZE_MAX)
-		return vy_fail(e, VY_EOVERFLOW, "allocate less", "cuda backend: %llu bytes do not fit size_t",
-			       (unsigned long long)bytes);
-	CU_CURRENT(c, e);
-	uint64_t g = c->base.info.share_granularity;
-	/* Kept (d->whole_granules): small ones too, as only VMM memory has
-	 * an fd a keeper can hold. */
-	if (g && (bytes >= g || d->whole_granules)) {
-		uint64_t whole = vy_device_alloc_size(d, bytes); /* VMM takes whole granules */
-		if (!whole || whole > SIZE_MAX)
-			return vy_fail(e, VY_EOVERFLOW, "allocate less", "cuda backend: %llu bytes do not fit size_t",
-				       (unsigned long long)bytes);
-		vy_err rc = vmm_alloc(c, whole, out, e);
-		if (rc == VY_OK)
-			vy_cuda_keep_made(c, *out);
-		return rc;
-	}
-	CU_CALL(c, e, MemAlloc, (&p, (size_t)bytes));
-	*out = (vy_dptr)p;
-	return VY_OK;
-}
-
-vy_err vy_cuda_free(vy_device *d, vy_dptr p, vy_error *e)
-{
-	cuda_device *c = cuda_of(d);
+	*was = false;
 	CU_CURRENT(c, e);
 	pthread_mutex_lock(&c->vmm_lock);
-	vmm_rec *r = c->base.info.share_granularity ? vy_u64map_remove(&c->vmm, p) : NULL;
-	if (r)
+	vmm_rec *r = vy_u64map_get(&c->vmm, p);
+	*was = r && r->slab == slab;
+	if (*was) {
+		vy_u64map_remove(&c->vmm, p);
 		vy_cuda_keep_freed(c, r);
-	pthread_mutex_unlock(&c->vmm_lock);
-	if (r) {
-		vy_err rc = vmm_unmap(c, p, r, e);
-		vy_cuda_rec_free(r);
-		return rc;
 	}
-	CU_CALL(c, e, MemFree, ((CUdeviceptr)p));
-	return VY_OK;
+	pthread_mutex_unlock(&c->vmm_lock);
+	if (!*was)
+		return VY_OK;
+	vy_err rc = vmm_unmap(c, p, r, e);
+	vy_cuda_rec_free(r);
+	return rc;
 }
 
 static vy_err cuda_export_fd(vy_device *d, vy_dptr p, int *fd, vy_error *e)
@@ -194,6 +168,8 @@ static vy_err cuda_export_fd(vy_device *d, vy_dptr p, int *fd, vy_error *e)
 	cuda_device *c = cuda_of(d);
 	pthread_mutex_lock(&c->vmm_lock);
 	vmm_rec *r = vy_u64map_get(&c->vmm, p);
+	if (r && r->slab)
+		r = NULL; /* several files' memory: no process gets it */
 	CUmemGenericAllocationHandle h = r ? r->handle : 0;
 	bool imported = r && r->imported;
 	int copy = imported ? vy_cuda_export(c, r) : -1, copy_err = errno;
@@ -322,7 +298,7 @@ static vy_err cuda_map_own(vy_device *d, vy_dptr p, uint64_t bytes, vy_dptr at, 
 	cuda_device *c = cuda_of(d);
 	pthread_mutex_lock(&c->vmm_lock);
 	vmm_rec *r = vy_u64map_get(&c->vmm, p);
-	bool ok = r && r->bytes == bytes;
+	bool ok = r && r->bytes == bytes && !r->slab;
 	CUmemGenericAllocationHandle h = ok ? r->handle : 0;
 	pthread_mutex_unlock(&c->vmm_lock);
 	if (!ok)
@@ -356,8 +332,9 @@ static void zrun_put(cuda_device *c)
 	if (p)
 		c->zrun = 0;
 	pthread_mutex_unlock(&c->vmm_lock);
+	bool was;
 	if (p)
-		vy_cuda_free(&c->base, p, NULL);
+		vy_cuda_vmm_free(c, p, false, &was, NULL);
 }
 
 /* The zero run with one more mapping counted, made at the first. */
@@ -371,14 +348,15 @@ static vy_err zrun_get(cuda_device *c, vy_dptr *out, vy_error *e)
 		*out = p;
 		return VY_OK;
 	}
-	vy_err rc = vmm_alloc(c, c->zrun_bytes, &p, e);
+	vy_err rc = vy_cuda_vmm_alloc(c, c->zrun_bytes, false, &p, e);
+	bool was;
 	if (rc != VY_OK)
 		return rc;
 	CUresult cr = c->api.MemsetD8Async((CUdeviceptr)p, 0, (size_t)c->zrun_bytes, NULL);
 	if (cr == CUDA_SUCCESS)
 		cr = c->api.CtxSynchronize();
 	if (cr != CUDA_SUCCESS) {
-		vy_cuda_free(&c->base, p, NULL);
+		vy_cuda_vmm_free(c, p, false, &was, NULL);
 		return vy_cuda_fail(c, cr, "zeroing the zero run", e);
 	}
 	pthread_mutex_lock(&c->vmm_lock);
@@ -389,7 +367,7 @@ static vy_err zrun_get(cuda_device *c, vy_dptr *out, vy_error *e)
 	*out = c->zrun;
 	pthread_mutex_unlock(&c->vmm_lock);
 	if (won)
-		vy_cuda_free(&c->base, p, NULL);
+		vy_cuda_vmm_free(c, p, false, &was, NULL);
 	return VY_OK;
 }
 

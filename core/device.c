@@ -29,7 +29,7 @@ void vy_device_close(vy_device *d)
 uint64_t vy_device_alloc_size(const vy_device *d, uint64_t len)
 {
 	uint64_t g = d->info.share_granularity;
-	if (!g || (len < g && !d->whole_granules))
+	if (!g || (len < g && (!d->whole_granules || len <= d->slab_max)))
 		return len;
 	uint64_t rem = len % g;
 	if (!rem)

@@ -45,6 +45,8 @@ static void cuda_close(vy_device *d)
 	uint64_t key;
 	void *value;
 	size_t cursor = 0;
+	if (c->vmm_lock_made)
+		vy_cuda_slabs_destroy(c); /* their granules are in vmm, freed below */
 	while (vy_u64map_next(&c->mapped, &cursor, &key, &value))
 		c->api.MemUnmap((CUdeviceptr)key, (size_t)(uintptr_t)value);
 	cursor = 0;
@@ -63,8 +65,10 @@ static void cuda_close(vy_device *d)
 	vy_u64map_destroy(&c->mapped);
 	vy_u64map_destroy(&c->zruns); /* the zero run itself is in vmm, freed above */
 	vy_u64map_destroy(&c->by_slot);
-	if (c->vmm_lock_made)
+	if (c->vmm_lock_made) {
 		pthread_mutex_destroy(&c->vmm_lock);
+		pthread_mutex_destroy(&c->slab_lock);
+	}
 	if (c->ctx)
 		c->api.PrimaryCtxRelease(c->dev);
 	/* libcuda stays loaded: unloading a driver library whose threads may
@@ -474,6 +478,11 @@ vy_err vy_device_cuda_open(int ordinal, vy_device **out, vy_error *e)
 		free(c);
 		return vy_fail(e, VY_ENOMEM, "free host memory", "cuda backend: cannot create a mutex");
 	}
+	if (pthread_mutex_init(&c->slab_lock, NULL) != 0) {
+		pthread_mutex_destroy(&c->vmm_lock);
+		free(c);
+		return vy_fail(e, VY_ENOMEM, "free host memory", "cuda backend: cannot create a mutex");
+	}
 	c->vmm_lock_made = true;
 	vy_err rc = cuda_load(&c->api, &c->base.info.driver_version, e);
 	if (rc != VY_OK)
@@ -527,6 +536,7 @@ fail:
 	vy_u64map_destroy(&c->zruns);
 	vy_u64map_destroy(&c->by_slot);
 	pthread_mutex_destroy(&c->vmm_lock);
+	pthread_mutex_destroy(&c->slab_lock);
 	free(c);
 	return rc;
 }

@@ -160,7 +160,7 @@ static bool slot_free(vy_slabs *s, vy_slab *b, uint64_t slot, bool always, uint6
 	if (!b->listed)
 		list_add(s, b);
 	/* A loop that makes and removes one small file keeps its slab. */
-	if (b->used > 0 || (!always && !b->prev && !b->next))
+	if (b->used > 0 || (!always && !s->release_empty && !b->prev && !b->next))
 		return false;
 	list_remove(s, b);
 	vy_u64map_remove(&s->by_base, b->base);
@@ -188,6 +188,12 @@ bool vy_slabs_free(vy_slabs *s, uint64_t p, uint32_t *gone)
 			*gone = tag;
 	}
 	return true;
+}
+
+bool vy_slabs_holds(const vy_slabs *s, uint64_t p)
+{
+	uint64_t slot;
+	return slab_of(s, p, &slot) != NULL;
 }
 
 uint32_t *vy_slabs_tag(vy_slabs *s, uint64_t p, int64_t *handle, uint64_t *base)

@@ -45,6 +45,12 @@ typedef struct vy_slabs {
 	vy_slab *partial[VY_SLAB_CLASSES];   /* slabs of a class with a free slot */
 	vy_u64map by_base;                   /* slab base address -> vy_slab */
 	uint64_t slabs;                      /* live slabs */
+	/* An emptied slab goes at once, even its class's only one with room
+	 * (cuda while kept: the device then holds exactly the slabs of live
+	 * slots, as a successor rebuilds them, so df reads the same after a
+	 * takeover). False: one empty slab a class stays, for a loop that
+	 * makes and removes one small file. */
+	bool release_empty;
 } vy_slabs;
 
 /* `slab_bytes`: a power of two, at least 2 * VY_SLAB_MAX (the largest
@@ -59,11 +65,13 @@ bool vy_slabs_take(const vy_slabs *s, uint64_t bytes);
  * `make` failed (or EINVAL: not a slab's size). */
 uint64_t vy_slabs_alloc(vy_slabs *s, uint64_t bytes);
 /* Give back a slot vy_slabs_alloc (or adopt) returned; false (nothing
- * changed) for any other address or a second free. An empty slab goes,
- * unless it is its class's only one with room; then its tag in *gone
- * (when not NULL; 0: none went). */
+ * changed) for any other address or a second free. An empty slab goes
+ * (see release_empty); then its tag in *gone (when not NULL; 0: none
+ * went). */
 bool vy_slabs_free(vy_slabs *s, uint64_t p, uint32_t *gone);
 
+/* Whether `p` is where a live slot starts. */
+bool vy_slabs_holds(const vy_slabs *s, uint64_t p);
 /* The slab holding address `p` (a live slot or not): its tag, a word of
  * its owner's (a keeper slot, 0 at first), with its base and handle;
  * NULL: no slab holds p. */

@@ -162,6 +162,28 @@ static void an_empty_slab_goes_unless_it_is_the_last_with_room(void)
 	CHECK_EQ(k.unmade, 3);
 }
 
+static void release_empty_lets_every_empty_slab_go(void)
+{
+	vy_slabs s;
+	counting k;
+	init_counting(&s, &k);
+	s.release_empty = true;
+	for (int i = 0; i < 3; i++) {
+		uint64_t p = vy_slabs_alloc(&s, 700);
+		CHECK(p != 0 && vy_slabs_free(&s, p, NULL));
+		CHECK_EQ(s.slabs, 0);                  /* its class's only one, gone all the same */
+	}
+	CHECK_EQ(k.made, 3);
+	CHECK_EQ(k.unmade, 3);
+	uint64_t a = vy_slabs_alloc(&s, 700), b = vy_slabs_alloc(&s, 700);
+	CHECK(vy_slabs_free(&s, a, NULL));
+	CHECK_EQ(s.slabs, 1);                      /* not empty yet */
+	CHECK(vy_slabs_free(&s, b, NULL));
+	CHECK_EQ(s.slabs, 0);
+	CHECK_EQ(k.unmade, 4);
+	vy_slabs_destroy(&s);
+}
+
 static void a_backing_that_fails_fails_the_allocation(void)
 {
 	vy_slabs s;
@@ -228,6 +250,7 @@ int main(void)
 		TEST_CASE(bytes_live_in_the_memfd),
 		TEST_CASE(only_live_slots_are_freed),
 		TEST_CASE(an_empty_slab_goes_unless_it_is_the_last_with_room),
+		TEST_CASE(release_empty_lets_every_empty_slab_go),
 		TEST_CASE(a_backing_that_fails_fails_the_allocation),
 		TEST_CASE(adopted_slots_are_taken_once_and_undone),
 	};
