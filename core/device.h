@@ -160,7 +160,9 @@ struct vy_device {
 	const vy_device_keep_ops *keep;
 	/* Every allocation is whole share granules, small ones too (cuda
 	 * while kept: only VMM memory has an fd), but those of at most
-	 * slab_max bytes: slots of slabs (core/slab.h), their own size. */
+	 * slab_max bytes: slots of slabs (core/slab.h), their own size, each
+	 * slab a granule; never pooled (core/pool.h), as an idle slot would
+	 * hold its slab. 0: none (the host's slabs count their slots only). */
 	bool whole_granules;
 	uint64_t slab_max;
 	vy_device_info info;

@@ -38,8 +38,9 @@ vy_err vy_pool_destroy(vy_pool *p, vy_error *e);
 bool vy_pool_take(vy_pool *p, uint64_t size, vy_dptr *out);
 
 /* Give back a buffer of `size` bytes. It is kept, or freed to the driver
- * when larger than the cap (or when host memory for the bookkeeping runs
- * out). Evictions made to fit it are counted. */
+ * when larger than the cap, when a slab's slot (at most dev->slab_max), or
+ * when host memory for the bookkeeping runs out. Evictions made to fit it
+ * are counted. */
 vy_err vy_pool_put(vy_pool *p, uint64_t size, vy_dptr ptr, vy_error *e);
 
 /* Free one idle buffer of the largest size held. VY_ENOENT when empty. */

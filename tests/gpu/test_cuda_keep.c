@@ -10,6 +10,7 @@
  * memory is back where it was. */
 #include "core/device_keep.h"
 #include "core/slab.h"
+#include "core/store_keep.h"
 #include "tests/unit/support.h"
 
 #include <fcntl.h>
@@ -215,10 +216,51 @@ static void small_allocations_share_a_kept_slab(void)
 	vy_device_close(watch);
 }
 
+/* A kept store pools no slab's slot: idle, it would hold its slab's
+ * granule where the pool counts a few bytes, and df's room would be short
+ * by that granule. Freed, the device's memory is back at once. */
+static void a_kept_store_pools_no_slot(void)
+{
+	vy_device *d = open_cuda();
+	if (!d->keep) {
+		vy_device_close(d);
+		return;
+	}
+	vy_telemetry tel;
+	vy_telemetry_init(&tel);
+	vy_store_options o = {.pool_cap = 64 * MiB};
+	vy_store *st;
+	table t;
+	t_init(&t, 6);
+	uint64_t free0, free1, total;
+	vy_test_warm_streams(d, 4);
+	MUST(vy_store_open(d, &tel, &o, &st, E));
+	MUST(vy_store_keep(st, &t.sink, E));
+	MUST(d->ops->mem_info(d, &free0, &total, E));
+	vy_handle h[3];
+	for (int i = 0; i < 3; i++)
+		MUST(vy_store_alloc(st, 4096, &h[i], E));
+	MUST(d->ops->mem_info(d, &free1, &total, E));
+	CHECK_EQ(free0 - free1, d->info.share_granularity); /* three slots, one slab */
+	for (int i = 0; i < 3; i++)
+		MUST(vy_store_free(st, h[i], E));
+	vy_store_usage u;
+	vy_store_usage_get(st, &u);
+	CHECK_EQ(u.pooled, 0);
+	MUST(d->ops->mem_info(d, &free1, &total, E));
+	CHECK_EQ(free1, free0);
+	MUST(vy_store_close(st, E));
+	vy_device_close(d);
+	for (int i = 0; i < SLOTS; i++)
+		if (t.fd[i] >= 0)
+			close(t.fd[i]);
+}
+
 int main(void)
 {
 	static const vy_test_case cases[] = {
 		TEST_CASE(small_allocations_share_a_kept_slab),
+		TEST_CASE(a_kept_store_pools_no_slot),
 	};
 	return vy_test_main("cuda_keep", cases, sizeof(cases) / sizeof(cases[0]));
 }
