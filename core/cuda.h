@@ -181,6 +181,8 @@ vy_err vy_cuda_alloc(vy_device *d, uint64_t bytes, vy_dptr *out, vy_error *e);
 vy_err vy_cuda_free(vy_device *d, vy_dptr p, vy_error *e);
 void vy_cuda_slabs_start(cuda_device *c);
 void vy_cuda_slabs_destroy(cuda_device *c);
+/* The bytes of empty slabs kept for reuse. */
+uint64_t vy_cuda_slabs_idle(cuda_device *c);
 /* The base of the slab whose live slot starts at `p`; 0: none (slab_lock). */
 vy_dptr vy_cuda_slab_of(cuda_device *c, vy_dptr p);
 

@@ -14,16 +14,15 @@
 
 #include <errno.h>
 
-/* A slab's memory: one VMM granule, kept as any allocation (slab_lock
- * held; the context current). */
+/* A slab's memory: one VMM granule (slab_lock held; the context
+ * current). */
 static int slab_make(void *ctx, uint64_t bytes, uint64_t *base, int64_t *handle)
 {
 	cuda_device *c = ctx;
 	vy_dptr p = 0;
 	if (vy_cuda_vmm_alloc(c, bytes, true, &p, &c->slab_err) != VY_OK)
 		return c->slab_err.code == VY_ENOSPC ? ENOSPC : EIO;
-	vy_cuda_keep_made(c, p);
-	*base = p;
+	*base = p; /* kept at its first slot (slab_alloc) */
 	*handle = -1;
 	return 0;
 }
@@ -40,7 +39,6 @@ void vy_cuda_slabs_start(cuda_device *c)
 	pthread_mutex_lock(&c->slab_lock);
 	c->slabs_on = vy_slabs_init(&c->slabs, c->base.info.share_granularity,
 				    &(vy_slab_backing){.ctx = c, .make = slab_make, .unmake = slab_unmake});
-	c->slabs.release_empty = true; /* no granule held for no file */
 	c->base.slab_max = c->slabs_on ? VY_SLAB_MAX : 0;
 	pthread_mutex_unlock(&c->slab_lock);
 }
@@ -50,6 +48,16 @@ void vy_cuda_slabs_destroy(cuda_device *c)
 	if (c->slabs_on)
 		vy_slabs_destroy(&c->slabs);
 	c->slabs_on = false;
+}
+
+uint64_t vy_cuda_slabs_idle(cuda_device *c)
+{
+	if (!c->slabs_on)
+		return 0;
+	pthread_mutex_lock(&c->slab_lock);
+	uint64_t idle = c->slabs.empty * c->slabs.slab_bytes;
+	pthread_mutex_unlock(&c->slab_lock);
+	return idle;
 }
 
 vy_dptr vy_cuda_slab_of(cuda_device *c, vy_dptr p)
@@ -66,6 +74,10 @@ static bool slab_alloc(cuda_device *c, uint64_t bytes, vy_dptr *out, vy_err *rc,
 		return false;
 	pthread_mutex_lock(&c->slab_lock);
 	uint64_t p = vy_slabs_alloc(&c->slabs, bytes);
+	/* A slab the keeper could not take when made is offered again (a
+	 * no-op once it holds it), as the host does. */
+	if (p)
+		vy_cuda_keep_made(c, p & ~(c->slabs.slab_bytes - 1));
 	*rc = VY_OK;
 	if (!p && errno == ENOMEM) {
 		*rc = vy_fail(e, VY_ENOMEM, "free host memory", "cuda backend: cannot record a slab");

@@ -10,6 +10,7 @@
 
 #ifdef VY_HAVE_CUDA_H
 
+#include <errno.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -127,6 +128,8 @@ static void unadopt_whole(cuda_device *c, vy_dptr p, bool slab, vy_keep_fds *fds
 {
 	pthread_mutex_lock(&c->vmm_lock);
 	vmm_rec *r = vy_u64map_get(&c->vmm, p);
+	if (r && r->slab != slab)
+		r = NULL; /* not what was adopted here: left as it is */
 	vy_keep_slot slot = r ? r->slot : 0;
 	/* The same memory, a new fd: the keeper's copy in the slot is as before. */
 	int fd = r ? vy_cuda_export(c, r) : -1;
@@ -161,10 +164,13 @@ static vy_err adopt_slot(cuda_device *c, vy_keep_slot slot, uint64_t at, uint64_
 	if (rc != VY_OK)
 		return rc;
 	*out = vy_slabs_adopt(&c->slabs, base, -1, slot, at, bytes);
+	int err = errno;
 	if (*out)
 		return VY_OK;
 	if (made)
 		unadopt_whole(c, base, true, fds);
+	if (err == ENOMEM)
+		return vy_fail(e, VY_ENOMEM, "free host memory", "cuda backend: cannot record a slab");
 	return vy_fail(e, VY_EINVAL, FIX_LAYOUT, "cuda backend: %llu bytes at %llu of keeper slot %u are no free slot of its slab",
 		       (unsigned long long)bytes, (unsigned long long)at, slot);
 }

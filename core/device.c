@@ -1,6 +1,7 @@
 /* Helpers over any backend's table: warm streams, close, allocation sizes
  * (backend.c picks the backend). */
 #include "core/device.h"
+#include "core/slab.h"
 
 vy_err vy_device_warm_streams(vy_device *d, unsigned n, vy_error *e)
 {
@@ -29,7 +30,9 @@ void vy_device_close(vy_device *d)
 uint64_t vy_device_alloc_size(const vy_device *d, uint64_t len)
 {
 	uint64_t g = d->info.share_granularity;
-	if (!g || (len < g && (!d->whole_granules || len <= d->slab_max)))
+	if (len > 0 && len <= d->slab_max)
+		return vy_slab_size(len); /* a slot of its class */
+	if (!g || (len < g && !d->whole_granules))
 		return len;
 	uint64_t rem = len % g;
 	if (!rem)

@@ -160,9 +160,10 @@ struct vy_device {
 	const vy_device_keep_ops *keep;
 	/* Every allocation is whole share granules, small ones too (cuda
 	 * while kept: only VMM memory has an fd), but those of at most
-	 * slab_max bytes: slots of slabs (core/slab.h), their own size, each
-	 * slab a granule; never pooled (core/pool.h), as an idle slot would
-	 * hold its slab. 0: none (the host's slabs count their slots only). */
+	 * slab_max bytes: slots of slabs (core/slab.h), of their class's
+	 * size, each slab a granule; never pooled (core/pool.h), as an idle
+	 * slot would hold its slab. 0: none (the host's slabs count what was
+	 * asked, as before). */
 	bool whole_granules;
 	uint64_t slab_max;
 	vy_device_info info;
@@ -183,9 +184,9 @@ void vy_device_close(vy_device *d);
  * that high-water mark, as many streams as the core may use. */
 vy_err vy_device_warm_streams(vy_device *d, unsigned n, vy_error *e);
 
-/* The bytes an allocation of `len` really takes: rounded up to the share
- * granularity when it is shareable, or with whole_granules when it is over
- * slab_max (0 on overflow). */
+/* The bytes an allocation of `len` really takes: its slab class's size up
+ * to slab_max; else rounded up to the share granularity when it is
+ * shareable, or always with whole_granules (0 on overflow). */
 uint64_t vy_device_alloc_size(const vy_device *d, uint64_t len);
 
 /* Opening a device: the backends and the choice between them. */

@@ -46,7 +46,7 @@ static void cuda_close(vy_device *d)
 	void *value;
 	size_t cursor = 0;
 	if (c->vmm_lock_made)
-		vy_cuda_slabs_destroy(c); /* their granules are in vmm, freed below */
+		vy_cuda_slabs_destroy(c); /* their granules freed (and dropped) here */
 	while (vy_u64map_next(&c->mapped, &cursor, &key, &value))
 		c->api.MemUnmap((CUdeviceptr)key, (size_t)(uintptr_t)value);
 	cursor = 0;
@@ -82,7 +82,10 @@ static vy_err cuda_mem_info(vy_device *d, uint64_t *free_bytes, uint64_t *total_
 	size_t f = 0, t = 0;
 	CU_CURRENT(c, e);
 	CU_CALL(c, e, MemGetInfo, (&f, &t));
-	*free_bytes = f;
+	/* Empty slabs kept for reuse (cuda_alloc.c) are ours to give: free,
+	 * as the pool's idle bytes are, and as a successor, which makes none
+	 * of them again, finds them. */
+	*free_bytes = f + vy_cuda_slabs_idle(c);
 	*total_bytes = t;
 	return VY_OK;
 }

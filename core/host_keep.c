@@ -168,6 +168,8 @@ static vy_err adopt_slab(host_device *h, vy_keep_slot slot, uint64_t was, uint64
 			return vy_fail(e, VY_EINVAL, FIX_LAYOUT, "host backend: keeper slot %u is not a slab of %llu bytes",
 				       slot, (unsigned long long)n);
 		err = vy_host_slab_map(fd, n, &base);
+	} else if (!vy_slabs_tag(&h->slabs, base, &(int64_t){0}, &(uint64_t){0})) {
+		return vy_fail(e, VY_EINVAL, FIX_LAYOUT, "host backend: keeper slot %u names no slab adopted here", slot);
 	}
 	uint64_t p = err ? 0 : vy_slabs_adopt(&h->slabs, base, fd, slot, at, bytes);
 	if (!p && !err)
@@ -196,13 +198,24 @@ static int unadopt_slab(host_device *h, void *p)
 	return (int)fd;
 }
 
-/* Undo adopt_slab or adopt_memfd (fds untouched yet). */
-static void unmake(host_device *h, void *p, uint64_t bytes, bool slab)
+/* Undo adopt_slab or adopt_memfd. A slab this adoption made (`was` 0)
+ * still has its fd in fds; one adopted before that goes now gives its fd
+ * back there, and its slot is nobody's here again. */
+static void unmake(host_device *h, void *p, uint64_t bytes, bool slab, vy_keep_slot slot, uint64_t was,
+		   vy_keep_fds *fds)
 {
-	if (slab)
-		unadopt_slab(h, p); /* a slab's fd, if it goes, is still fds's */
-	else
+	if (!slab) {
 		munmap(p, (size_t)bytes);
+		return;
+	}
+	int fd = unadopt_slab(h, p);
+	if (fd < 0 || !was)
+		return;
+	vy_u64map_remove(&h->by_slot, slot);
+	if (slot < fds->n && fds->fd[slot] < 0)
+		fds->fd[slot] = fd;
+	else
+		close(fd);
 }
 
 static vy_err host_keep_adopt(vy_device *d, vy_keep_slot slot, uint64_t at, uint64_t bytes, vy_keep_fds *fds,
@@ -231,13 +244,13 @@ static vy_err host_keep_adopt(vy_device *d, vy_keep_slot slot, uint64_t at, uint
 	else
 		rc = slab ? adopt_slab(h, slot, was, at, bytes, fds, &p, e) : adopt_memfd(slot, at, bytes, fds, &p, e);
 	if (rc == VY_OK && !vy_u64map_put(&h->live, (uint64_t)(uintptr_t)p, r)) {
-		unmake(h, p, bytes, slab);
+		unmake(h, p, bytes, slab, slot, was, fds);
 		rc = vy_fail(e, VY_ENOMEM, "free host memory", "host backend: cannot record an allocation");
 	}
 	uint64_t what = slab ? ((uint64_t)(uintptr_t)p & ~(h->slabs.slab_bytes - 1)) | SLAB_TAG : (uint64_t)(uintptr_t)p;
 	if (rc == VY_OK && !was && !vy_u64map_put(&h->by_slot, slot, (void *)(uintptr_t)what)) {
 		vy_u64map_remove(&h->live, (uint64_t)(uintptr_t)p);
-		unmake(h, p, bytes, slab);
+		unmake(h, p, bytes, slab, slot, was, fds);
 		rc = vy_fail(e, VY_ENOMEM, "free host memory", "host backend: cannot record a kept slot");
 	}
 	if (rc == VY_OK) {

@@ -214,8 +214,9 @@ static bool bin_push(vy_pool *p, vy_pool_bin *b, vy_dptr ptr)
 vy_err vy_pool_put(vy_pool *p, uint64_t size, vy_dptr ptr, vy_error *e)
 {
 	/* A slab's slot (cuda while kept) is freed at once: idle, it would
-	 * hold its slab's whole granule, which the pool's bytes do not count,
-	 * and the device makes one again with no driver call. */
+	 * hold its slab's whole granule, which the pool's bytes do not count;
+	 * the device makes one again from a slab with room, and keeps one
+	 * empty slab a class, so a loop of one small file makes no memory. */
 	if (size > p->cap || size <= p->dev->slab_max) {
 		vy_telemetry_add(p->tel, pool_bypasses, 1);
 		return free_to_driver(p, ptr, e);

@@ -86,6 +86,7 @@ static vy_slab *slab_record(vy_slabs *s, unsigned cls, uint64_t base, int64_t ha
 		b->taken[i / 64] |= 1ull << (i % 64);
 	list_add(s, b);
 	s->slabs++;
+	s->empty++; /* until its first slot is taken, just after */
 	return b;
 }
 
@@ -98,8 +99,14 @@ static unsigned class_of(uint64_t bytes)
 	return cls;
 }
 
+uint64_t vy_slab_size(uint64_t bytes)
+{
+	return (uint64_t)VY_SLAB_MIN << class_of(bytes);
+}
+
 static void take_slot(vy_slabs *s, vy_slab *b, uint64_t slot)
 {
+	s->empty -= b->used == 0;
 	b->taken[slot / 64] |= 1ull << (slot % 64);
 	if (++b->used == b->slots)
 		list_remove(s, b);
@@ -160,8 +167,12 @@ static bool slot_free(vy_slabs *s, vy_slab *b, uint64_t slot, bool always, uint6
 	if (!b->listed)
 		list_add(s, b);
 	/* A loop that makes and removes one small file keeps its slab. */
-	if (b->used > 0 || (!always && !s->release_empty && !b->prev && !b->next))
+	if (b->used > 0)
 		return false;
+	if (!always && !b->prev && !b->next) {
+		s->empty++;
+		return false;
+	}
 	list_remove(s, b);
 	vy_u64map_remove(&s->by_base, b->base);
 	*base = b->base;

@@ -45,12 +45,12 @@ typedef struct vy_slabs {
 	vy_slab *partial[VY_SLAB_CLASSES];   /* slabs of a class with a free slot */
 	vy_u64map by_base;                   /* slab base address -> vy_slab */
 	uint64_t slabs;                      /* live slabs */
-	/* An emptied slab goes at once, even its class's only one with room
-	 * (cuda while kept: the device then holds exactly the slabs of live
-	 * slots, as a successor rebuilds them, so df reads the same after a
-	 * takeover). False: one empty slab a class stays, for a loop that
-	 * makes and removes one small file. */
-	bool release_empty;
+	/* Of them, empty ones: an emptied slab stays while it is its class's
+	 * only one with room (a loop that makes and removes one small file
+	 * then makes no memory). A backend that counts its memory as the
+	 * driver sees it reports these as free (cuda: a successor does not
+	 * make them again, so df reads the same after a takeover). */
+	uint64_t empty;
 } vy_slabs;
 
 /* `slab_bytes`: a power of two, at least 2 * VY_SLAB_MAX (the largest
@@ -59,15 +59,17 @@ bool vy_slabs_init(vy_slabs *s, uint64_t slab_bytes, const vy_slab_backing *back
 /* Unmake every slab (whatever is still allocated goes too). */
 void vy_slabs_destroy(vy_slabs *s);
 
+/* The slot that serves `bytes` (1 .. VY_SLAB_MAX): its class's size. */
+uint64_t vy_slab_size(uint64_t bytes);
 /* Whether `bytes` is served by slabs (1 .. VY_SLAB_MAX). */
 bool vy_slabs_take(const vy_slabs *s, uint64_t bytes);
 /* A slot of at least `bytes`, aligned to its class; 0 with errno when
  * `make` failed (or EINVAL: not a slab's size). */
 uint64_t vy_slabs_alloc(vy_slabs *s, uint64_t bytes);
 /* Give back a slot vy_slabs_alloc (or adopt) returned; false (nothing
- * changed) for any other address or a second free. An empty slab goes
- * (see release_empty); then its tag in *gone (when not NULL; 0: none
- * went). */
+ * changed) for any other address or a second free. An empty slab goes,
+ * unless it is its class's only one with room; then its tag in *gone
+ * (when not NULL; 0: none went). */
 bool vy_slabs_free(vy_slabs *s, uint64_t p, uint32_t *gone);
 
 /* Whether `p` is where a live slot starts. */

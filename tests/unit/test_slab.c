@@ -162,26 +162,43 @@ static void an_empty_slab_goes_unless_it_is_the_last_with_room(void)
 	CHECK_EQ(k.unmade, 3);
 }
 
-static void release_empty_lets_every_empty_slab_go(void)
+static void empty_slabs_are_counted(void)
 {
 	vy_slabs s;
 	counting k;
 	init_counting(&s, &k);
-	s.release_empty = true;
-	for (int i = 0; i < 3; i++) {
-		uint64_t p = vy_slabs_alloc(&s, 700);
-		CHECK(p != 0 && vy_slabs_free(&s, p, NULL));
-		CHECK_EQ(s.slabs, 0);                  /* its class's only one, gone all the same */
-	}
-	CHECK_EQ(k.made, 3);
-	CHECK_EQ(k.unmade, 3);
 	uint64_t a = vy_slabs_alloc(&s, 700), b = vy_slabs_alloc(&s, 700);
+	CHECK_EQ(s.empty, 0);
 	CHECK(vy_slabs_free(&s, a, NULL));
-	CHECK_EQ(s.slabs, 1);                      /* not empty yet */
+	CHECK_EQ(s.empty, 0);                      /* b still in it */
 	CHECK(vy_slabs_free(&s, b, NULL));
-	CHECK_EQ(s.slabs, 0);
-	CHECK_EQ(k.unmade, 4);
+	CHECK_EQ(s.slabs, 1);                      /* its class's only one: it stays */
+	CHECK_EQ(s.empty, 1);
+	uint64_t c = vy_slabs_alloc(&s, 1000);     /* used again: no memory made */
+	CHECK_EQ(s.empty, 0);
+	CHECK_EQ(k.made, 1);
+	uint64_t x = vy_slabs_alloc(&s, 1u << 20), y = vy_slabs_alloc(&s, 1u << 20), z = vy_slabs_alloc(&s, 1u << 20);
+	CHECK(vy_slabs_free(&s, z, NULL));         /* the 1 MiB class's only one with room */
+	CHECK_EQ(s.empty, 1);
+	CHECK(vy_slabs_free(&s, x, NULL));
+	CHECK(vy_slabs_free(&s, y, NULL));         /* another has room: this one goes */
+	CHECK_EQ(s.empty, 1);
+	CHECK_EQ(s.slabs, 2);
+	/* Adopted slots: an undone one never counts as empty. */
+	uint64_t base = 0;
+	int64_t h;
+	CHECK(vy_slabs_free(&s, c, NULL));
+	CHECK_EQ(s.empty, 2);
+	void *mem = aligned_alloc(SLAB, SLAB);
+	CHECK(mem != NULL);
+	uint64_t p = vy_slabs_adopt(&s, (uint64_t)(uintptr_t)mem, 3, 0, 0, 4096);
+	CHECK(p != 0);
+	CHECK_EQ(s.empty, 2);
+	CHECK(vy_slabs_unadopt(&s, p, &base, &h));
+	CHECK_EQ(s.empty, 2);
+	free(mem);
 	vy_slabs_destroy(&s);
+	CHECK_EQ(k.unmade, 3);
 }
 
 static void a_backing_that_fails_fails_the_allocation(void)
@@ -250,7 +267,7 @@ int main(void)
 		TEST_CASE(bytes_live_in_the_memfd),
 		TEST_CASE(only_live_slots_are_freed),
 		TEST_CASE(an_empty_slab_goes_unless_it_is_the_last_with_room),
-		TEST_CASE(release_empty_lets_every_empty_slab_go),
+		TEST_CASE(empty_slabs_are_counted),
 		TEST_CASE(a_backing_that_fails_fails_the_allocation),
 		TEST_CASE(adopted_slots_are_taken_once_and_undone),
 	};
