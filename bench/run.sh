@@ -17,6 +17,8 @@
 # dropping caches; the figure is their median (default 3).
 # TMPDIR: where the mount points go (default /tmp).
 # BENCH_OPTS=key=value,...: more -o options for every vyrefs and null fs mount
+# BENCH_VYREFS_OPTS=key=value,...: more -o options for vyrefs mounts only
+#   (survive=on: the dd/fio/ctl figures with the state kept)
 # (keys both take, e.g. idle_threads=4), to measure a setting on both.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -107,6 +109,7 @@ mount_target() {
 		wait_mounted "$m" "${PID[$t]}"
 		;;
 	*)
+		o=${BENCH_VYREFS_OPTS:+$BENCH_VYREFS_OPTS${o:+,}}$o
 		env --default-signal=INT "$BUILD/vyrefs" -f -o "backend=${TBACKEND:-$BACKEND}${o:+,$o}" "$m" >>"$OUT/log.txt" 2>&1 &
 		PID[$t]=$!
 		wait_mounted "$m" "${PID[$t]}"
@@ -135,6 +138,7 @@ meta() {
 	fi
 	put meta.fio "$("$FIO" --version 2>/dev/null || echo none)"
 	put meta.opts "${BENCH_OPTS:-none}"
+	put meta.vyrefs_opts "${BENCH_VYREFS_OPTS:-none}"
 	put meta.reps "$REPS"
 }
 
