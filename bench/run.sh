@@ -312,7 +312,7 @@ ctl_figures() {
 		# The same launches in the daemon's own context (VY_NO_SHARE=1:
 		# no shareable memory, so no launcher), as the first milestone ran
 		# them: what the process boundary costs.
-		VY_NO_SHARE=1 mount_target vyrefs_inproc
+		BENCH_VYREFS_OPTS= VY_NO_SHARE=1 mount_target vyrefs_inproc # no VMM: nothing a keeper could hold
 		local mi=${MNT[vyrefs_inproc]}
 		cp bench/noop.ptx "$mi/.vyre/modules/noop.ptx"
 		put ctl.launch_inproc_us "$("$BIN/vybench" ctlw "$mi/.vyre/ctl" "$N" $'launch noop.noop grid=1 block=1\n')"
