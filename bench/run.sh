@@ -6,7 +6,7 @@
 #             bench/report.py writes bench/out/BENCHMARKS.md and the plot.
 # BENCH_BACKEND=cuda|host (default: cuda when nvidia-smi sees a GPU).
 # BENCH_QUICK=1 shrinks every size for a smoke check (any backend).
-# BENCH_PHASES=dd,fio,...: only these (raw state dd fio rand ctl std map ingest cp handles churn survive
+# BENCH_PHASES=dd,fio,...: only these (raw state dd fio rand ctl std map ingest cp handles churn survive steady
 # takeover grow loop devices), adding to results.txt; the report covers whatever it holds. The
 # default is all of them, with devices (one mount over two GPUs) only where
 # nvidia-smi lists two or more; on the host backend devices is a smoke check
@@ -32,7 +32,7 @@ FIO=${FIO:-$(command -v fio || echo .device/tools/fio)}
 RES=$OUT/results.txt
 # How many GPUs nvidia-smi lists (0 without it).
 gpu_count() { nvidia-smi -L 2>/dev/null | grep -c '^GPU ' || true; }
-DEFAULT_PHASES=raw,state,dd,fio,rand,ctl,std,map,ingest,cp,handles,churn,grow,loop,survive,takeover
+DEFAULT_PHASES=raw,state,dd,fio,rand,ctl,std,map,ingest,cp,handles,churn,grow,loop,survive,steady,takeover
 if [ "$(gpu_count)" -ge 2 ]; then DEFAULT_PHASES+=,devices; fi
 PHASES=${BENCH_PHASES:-$DEFAULT_PHASES}
 REPS=${BENCH_REPS:-3}
@@ -584,105 +584,8 @@ devices_figures() {
 	put devices.move_over_staged "$(ratio_of "$(last_of devices.move_gbps)" "$(last_of devices.move_staged_gbps)")"
 }
 
-# survive=on against survive=off (docs/survive.md): what keeping the state
-# region current costs, the same binary and workload in turn on two mounts,
-# each figure the median of REPS. A tree of small files untarred and
-# removed (every create, write, chmod and unlink is kept), opens and closes
-# (each keeps its handle) and a large write and read.
-ns_of() { date +%s%N; }
-survive_figures() {
-	local files=$((QUICK == 1 ? 1000 : 20000)) tar=$ROOT/survive.tar t rep a b
-	python3 - "$tar" "$files" <<'PY'
-import io, sys, tarfile
-path, n = sys.argv[1], int(sys.argv[2])
-with tarfile.open(path, "w") as t:
-    for i in range(n):
-        info = tarfile.TarInfo("tree/d%d/f%d" % (i // 100, i))
-        info.size, info.mode = 1000, 0o644
-        t.addfile(info, io.BytesIO(b"x" * 1000))
-PY
-	mount_target survive_off
-	mount_target survive_on survive=on
-	local -A untar rm opens
-	for rep in $(seq "$REPS"); do
-		for t in survive_off survive_on; do
-			a=$(ns_of)
-			tar -xf "$tar" -C "${MNT[$t]}" || { echo "bench: untar into $t failed" >&2; return 1; }
-			b=$(ns_of)
-			rm -r "${MNT[$t]}/tree"
-			untar[$t]+=" $(((b - a) / 1000))" rm[$t]+=" $((($(ns_of) - b) / 1000))"
-			: >"${MNT[$t]}/opened"
-			opens[$t]+=" $("$BIN/vybench" opens "${MNT[$t]}/opened" $((N * 4)))"
-		done
-	done
-	for t in survive_off survive_on; do
-		put "survive.${t#survive_}.untar_${files}_us" "$(median ${untar[$t]})"
-		put "survive.${t#survive_}.rm_${files}_us" "$(median ${rm[$t]})"
-		put "survive.${t#survive_}.open_us" "$(median ${opens[$t]})"
-		dd_write_read "survive_${t#survive_}" "survive_${t#survive_}" "${MNT[$t]}/seq" "$SEQ" 1M
-	done
-	put survive.untar_on_over_off "$(ratio_of "$(last_of "survive.on.untar_${files}_us")" "$(last_of "survive.off.untar_${files}_us")")"
-	put survive.rm_on_over_off "$(ratio_of "$(last_of "survive.on.rm_${files}_us")" "$(last_of "survive.off.rm_${files}_us")")"
-	put survive.open_on_over_off "$(ratio_of "$(last_of survive.on.open_us)" "$(last_of survive.off.open_us)")"
-	put survive.write_on_over_off "$(ratio_of "$(last_of dd.survive_on.write.1M)" "$(last_of dd.survive_off.write.1M)")"
-	put survive.on.kept_records "$(stat_of survive_on kept_records)"
-	put survive.on.kept_checkpoints "$(stat_of survive_on kept_checkpoints)"
-	unmount_target survive_on
-	unmount_target survive_off
-	rm -f "$tar"
-}
-
-# survive=on (docs/survive.md): a SIGKILL of the daemon to its successor's
-# first answer and to the whole namespace served again, small and large
-# (bench/takeover_bench.py, REPS kills each); then the longest a 4 KiB
-# random write waited across a kill, against the same fio with none.
-takeover_figures() {
-	local sizes s label files bytes small opts=survive=on
-	if [ -n "${BENCH_TAKEOVER_SIZES:-}" ]; then
-		sizes=$BENCH_TAKEOVER_SIZES # LABEL:FILES:BYTES[:FILE_BYTES] ...
-	elif [ "$QUICK" = 1 ]; then
-		sizes="200_16m:200:$((16 << 20))"
-	elif [ "$BACKEND" = cuda ]; then
-		# A cuda file's memory is whole 2 MiB granules (no slabs yet):
-		# 100,000 files of 64 bytes would need 200 GB, so they are empty.
-		sizes="1k_4g:1000:$((4 << 30)) 100k_64g:100000:$((64 << 30)):0"
-	else
-		sizes="1k_256m:1000:$((256 << 20)) 100k_2g:100000:$((2 << 30))"
-	fi
-	[ "$BACKEND" = host ] && opts+=,host_memory=3G
-	# The first size again without the keeper's standby (survive_standby=off):
-	# the successor then starts its driver after the death.
-	local first=${sizes%% *}
-	for s in $sizes "nostandby:$first"; do
-		local o=$opts suffix=""
-		if [ "${s%%:*}" = nostandby ]; then
-			s=${s#nostandby:} o+=,survive_standby=off suffix=_nostandby
-		fi
-		IFS=: read -r label files bytes small <<<"$s"
-		mount_target takeover "$o"
-		python3 bench/takeover_bench.py "${MNT[takeover]}" "$label$suffix" "$files" "$bytes" "$REPS" "${small:-64}" | tee -a "$RES"
-		unmount_target takeover
-	done
-	[ -x "$FIO" ] || { log "no fio: the takeover's longest wait skipped"; return 0; }
-	mount_target takeover "$opts"
-	local args=(--name=gap --directory="${MNT[takeover]}" --rw=randwrite --bs=4k --size=$((64 << 20))
-		--ioengine=psync --time_based --runtime=$((RUNTIME * 2)))
-	fio_run takeover-nokill "${args[@]}"
-	(sleep "$RUNTIME" && kill -9 "$(stat_of takeover pid)") &
-	local killer=$!
-	# An error fio sees across the kill is a bug (programs should see a
-	# pause): counted, not hidden; the figures stop here with it.
-	fio_run takeover-kill "${args[@]}" || log "fio saw an error across the kill (a regression: docs/survive.md, session 12)"
-	wait "$killer"
-	put takeover.fio.kill.error "$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["jobs"][0]["error"])' \
-		"$OUT/fio-takeover-kill.json")"
-	put takeover.fio.nokill.max_ms "$(fio_json "$OUT/fio-takeover-nokill.json" write max_ms)"
-	put takeover.fio.kill.max_ms "$(fio_json "$OUT/fio-takeover-kill.json" write max_ms)"
-	put takeover.fio.kill_over_nokill.iops "$(ratio_of "$(fio_json "$OUT/fio-takeover-kill.json" write iops)" \
-		"$(fio_json "$OUT/fio-takeover-nokill.json" write iops)")"
-	put takeover.fio.takeovers "$(stat_of takeover takeovers)"
-	unmount_target takeover
-}
+# The survive and steady and takeover phases (survive=on).
+. bench/survive.sh
 
 main() {
 	if has raw; then
@@ -757,6 +660,7 @@ main() {
 	if has loop && [ -x "$FIO" ]; then loops_ab; fi
 	if has devices; then devices_figures; fi
 	if has survive; then survive_figures; fi
+	if has steady; then steady_figures; fi
 	if has takeover; then takeover_figures; fi
 	python3 bench/report.py "$RES" "$OUT"
 }
