@@ -38,6 +38,8 @@
 	X(MemFree, "cuMemFree", PFN_cuMemFree_v3020)                            \
 	X(MemHostAlloc, "cuMemHostAlloc", PFN_cuMemHostAlloc_v2020)             \
 	X(MemFreeHost, "cuMemFreeHost", PFN_cuMemFreeHost_v2000)                \
+	X(MemHostRegister, "cuMemHostRegister", PFN_cuMemHostRegister_v6050)    \
+	X(MemHostUnregister, "cuMemHostUnregister", PFN_cuMemHostUnregister_v4000) \
 	X(StreamCreate, "cuStreamCreate", PFN_cuStreamCreate_v2000)             \
 	X(StreamDestroy, "cuStreamDestroy", PFN_cuStreamDestroy_v4000)          \
 	X(StreamSynchronize, "cuStreamSynchronize", PFN_cuStreamSynchronize_v2000) \
@@ -206,7 +208,7 @@ vy_err vy_cuda_vmm_map(cuda_device *c, vmm_rec *r, vy_dptr *out, vy_error *e);
  * current); a freed one's slot dropped (vmm_lock held). */
 int vy_cuda_export(cuda_device *c, const vmm_rec *r);
 vy_keep_slot vy_cuda_keep_add(cuda_device *c, const vmm_rec *r, vy_dptr p);
-void vy_cuda_keep_made(cuda_device *c, vy_dptr p);
+vy_keep_slot vy_cuda_keep_made(cuda_device *c, vy_dptr p);
 void vy_cuda_keep_freed(cuda_device *c, vmm_rec *r);
 /* cuda_keep.c: the keep sub-table over those. */
 extern const vy_device_keep_ops vy_cuda_keep;

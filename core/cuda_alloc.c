@@ -74,10 +74,13 @@ static bool slab_alloc(cuda_device *c, uint64_t bytes, vy_dptr *out, vy_err *rc,
 		return false;
 	pthread_mutex_lock(&c->slab_lock);
 	uint64_t p = vy_slabs_alloc(&c->slabs, bytes);
-	/* A slab the keeper could not take when made is offered again (a
-	 * no-op once it holds it), as the host does. */
-	if (p)
-		vy_cuda_keep_made(c, p & ~(c->slabs.slab_bytes - 1));
+	/* A slab the keeper could not take when made is offered again, as
+	 * the host does; its tag is its keeper slot once it has one. */
+	int64_t handle;
+	uint64_t base;
+	uint32_t *tag = p ? vy_slabs_tag(&c->slabs, p, &handle, &base) : NULL;
+	if (tag && !*tag)
+		*tag = vy_cuda_keep_made(c, base);
 	*rc = VY_OK;
 	if (!p && errno == ENOMEM) {
 		*rc = vy_fail(e, VY_ENOMEM, "free host memory", "cuda backend: cannot record a slab");

@@ -125,13 +125,15 @@ vy_keep_slot vy_cuda_keep_add(cuda_device *c, const vmm_rec *r, vy_dptr p)
 	return slot;
 }
 
-void vy_cuda_keep_made(cuda_device *c, vy_dptr p)
+vy_keep_slot vy_cuda_keep_made(cuda_device *c, vy_dptr p)
 {
 	pthread_mutex_lock(&c->vmm_lock);
 	vmm_rec *r = c->sink ? vy_u64map_get(&c->vmm, p) : NULL;
 	if (r && !r->slot)
 		r->slot = vy_cuda_keep_add(c, r, p);
+	vy_keep_slot slot = r ? r->slot : 0;
 	pthread_mutex_unlock(&c->vmm_lock);
+	return slot;
 }
 
 void vy_cuda_keep_freed(cuda_device *c, vmm_rec *r)
