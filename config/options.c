@@ -22,8 +22,8 @@ const vy_option_doc vy_options[] = {
 	{"write_behind", "on|off", "on",
 	 "acknowledge writes of up to 2 MiB once gathered in pinned host memory and copy them to the device "
 	 "asynchronously; reads, control sequences, close and fsync wait for them, and a failed copy fails the "
-	 "next write, read, close or fsync of that file; always off with survive=on (a gathered write would die "
-	 "with the daemon)"},
+	 "next write, read, close or fsync of that file; with survive=on the pinned memory is a region the keeper "
+	 "holds, so a successor copies what was gathered"},
 	{"readahead", "on|off", "on",
 	 "copy a file read in order from the device 2 MiB ahead into pinned host memory and answer reads from there"},
 	{"idle_threads", "N", "2",

@@ -113,6 +113,12 @@ typedef struct vy_device_ops {
 	/* Page-locked host memory, the source and target of async copies. */
 	vy_err (*host_alloc)(vy_device *d, size_t bytes, void **out, vy_error *e);
 	vy_err (*host_free)(vy_device *d, void *p, vy_error *e);
+	/* Host memory the caller mapped (page-aligned, whole pages), made
+	 * page-locked for async copies until unregistered: memory another
+	 * process may hold too (a memfd the keeper keeps). NULL: any host
+	 * memory serves as it is. */
+	vy_err (*host_register)(vy_device *d, void *p, size_t bytes, vy_error *e);
+	vy_err (*host_unregister)(vy_device *d, void *p, vy_error *e);
 	/* Non-blocking streams: never the null stream. */
 	vy_err (*stream_create)(vy_device *d, vy_stream **out, vy_error *e);
 	vy_err (*stream_destroy)(vy_device *d, vy_stream *s, vy_error *e);

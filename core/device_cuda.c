@@ -106,6 +106,22 @@ static vy_err cuda_host_free(vy_device *d, void *p, vy_error *e)
 	return VY_OK;
 }
 
+static vy_err cuda_host_register(vy_device *d, void *p, size_t bytes, vy_error *e)
+{
+	cuda_device *c = cuda_of(d);
+	CU_CURRENT(c, e);
+	CU_CALL(c, e, MemHostRegister, (p, bytes, CU_MEMHOSTREGISTER_PORTABLE));
+	return VY_OK;
+}
+
+static vy_err cuda_host_unregister(vy_device *d, void *p, vy_error *e)
+{
+	cuda_device *c = cuda_of(d);
+	CU_CURRENT(c, e);
+	CU_CALL(c, e, MemHostUnregister, (p));
+	return VY_OK;
+}
+
 static vy_err cuda_stream_create(vy_device *d, vy_stream **out, vy_error *e)
 {
 	cuda_device *c = cuda_of(d);
@@ -355,6 +371,8 @@ static const vy_device_ops cuda_ops = {
 	.alloc = vy_cuda_alloc,
 	.free = vy_cuda_free,
 	.host_alloc = cuda_host_alloc,
+	.host_register = cuda_host_register,
+	.host_unregister = cuda_host_unregister,
 	.host_free = cuda_host_free,
 	.stream_create = cuda_stream_create,
 	.stream_destroy = cuda_stream_destroy,

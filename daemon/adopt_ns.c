@@ -5,6 +5,7 @@
 #include "daemon/keeper_memory.h"
 #include "daemon/log.h"
 #include "fs/fs.h"
+#include "fs/wbehind_keep.h"
 #include "persist/preload.h"
 #include "persist/replay.h"
 #include "persist/replay_kernel.h"
@@ -39,6 +40,12 @@ bool vy_adopt_namespace(struct vy_fs *fs, struct vy_state *st, struct vy_keeper_
 	ad->preload = NULL;
 	if (rc == VY_OK && vy_replay_mapconns(&sh, &ad->memory, conns, &e) != VY_OK)
 		vy_log(LOG_ERR, "takeover: %s; the clients' mappings end", e.msg);
+	uint64_t wb_applied = 0, wb_skipped = 0;
+	if (rc == VY_OK) /* before any request: resends read these bytes */
+		vy_wbk_adopt(fs, &sh.wbehind, &ad->memory, &wb_applied, &wb_skipped);
+	if (wb_applied || wb_skipped)
+		vy_log(LOG_NOTICE, "takeover: %" PRIu64 " write-behind slots copied to their files (%" PRIu64
+				   " of files gone or not copied)", wb_applied, wb_skipped);
 	vy_keeper_memory_settle(km, &ad->memory); /* what no file or connection took goes */
 	if (rc == VY_ENOENT) {
 		vy_shadow_destroy(&sh);

@@ -5,6 +5,7 @@
 #include "daemon/mountflags.h"
 #include "daemon/mount_devices.h"
 #include "fs/fs.h"
+#include "fs/wbehind_keep.h"
 #include "daemon/log.h"
 #include "fs/ops.h"
 #include "daemon/session.h"
@@ -322,6 +323,8 @@ int vy_mount_serve(const vy_mount_args *a, vy_keeper_link *keeper, vy_keeper_ado
 	}
 	if (km_ready && fs.persist)
 		fs.keep_sink = &km.sink; /* the map server's connections to the keeper */
+	if (fs.keep_sink && fs.cfg.write_behind && !fs.wbk)
+		vy_wbk_start(&fs); /* a successor has the dead daemon's already */
 	/* Client programs map files through it; the mount works without. */
 	if (vy_mapsrv_start(&fs, a->mountpoint, &e) != VY_OK)
 		vy_log(LOG_WARNING, "files cannot be mapped by programs: %s", e.msg);

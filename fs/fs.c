@@ -9,6 +9,7 @@
 #include "fs/moddir.h"
 #include "fs/seqlog.h"
 #include "fs/vyre.h"
+#include "fs/wbehind_keep.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -70,10 +71,8 @@ vy_err vy_fs_init(vy_fs *fs, vy_core *const *cores, unsigned n, const vy_config 
 		return vy_fail(e, VY_EINVAL, "mount 1 to 16 devices", "%u devices", n);
 	fs->cfg = *cfg;
 	/* survive=on: a write is acknowledged only once its bytes are in memory
-	 * the keeper holds. Write-behind's slots are this process's pinned
-	 * memory: a write gathered there dies with the daemon. */
-	if (fs->cfg.survive)
-		fs->cfg.write_behind = false;
+	 * the keeper holds; write-behind gathers only into the keeper's slots
+	 * (fs->wbk, wbehind_keep.h), once the mount has them. */
 	_Static_assert(VY_NS_ROOT == FUSE_ROOT_ID, "the namespace's root is the kernel's");
 	if (!vy_ns_init(vy_fs_ns(fs), cfg->xattr_budget))
 		return vy_fail(e, VY_ENOMEM, "free host memory", "cannot create the namespace lock");
@@ -116,6 +115,7 @@ void vy_fs_destroy(vy_fs *fs)
 			vy_file_drop(fs, in);
 	}
 	vy_ns_destroy(vy_fs_ns(fs)); /* every open file and inode */
+	vy_wbk_stop(fs); /* every slot given back with its file */
 	for (unsigned d = 0; d < fs->ndev; d++) {
 		vy_modules_close(fs->dev[d].modules);
 		fs->dev[d].modules = NULL;

@@ -50,6 +50,9 @@ typedef struct vy_fs {
 	vy_seqlog seqlog; /* .vyre/log and the sequences' numbering */
 	struct fuse_session *se;
 	_Atomic unsigned wb_slots; /* write-behind slots held, all files */
+	/* survive=on: the slots in memory the keeper holds (wbehind_keep.h);
+	 * NULL: write-behind is off. */
+	struct vy_wbk *wbk;
 	_Atomic unsigned ra_chunks; /* readahead chunks held, all files */
 	/* The kernel enforces POSIX ACLs (FUSE_POSIX_ACL, with FUSE_DONT_MASK:
 	 * the umask is ours to apply); set at INIT, before any other request. */

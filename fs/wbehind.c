@@ -2,12 +2,14 @@
 #include "fs/wbehind.h"
 #include "core/async.h"
 #include "daemon/log.h"
+#include "fs/wbehind_keep.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 typedef struct wb_slot {
 	vy_staging_buf buf; /* ptr NULL: no slot held */
+	int kept;           /* survive=on: its number in fs->wbk (0: staging's) */
 	uint64_t start, len;
 	vy_async copy;     /* its copy to the device, when in flight */
 	uint64_t order;    /* when it was queued: oldest completes first */
@@ -39,6 +41,13 @@ static void fail_sticky(struct vy_wbehind *wb, vy_inode *in, vy_err rc, const vy
 	       why->msg);
 }
 
+/* A kept slot's length as a successor reads it: its bytes are written. */
+static void published(vy_fs *fs, const wb_slot *s)
+{
+	if (s->kept)
+		vy_wbk_publish(fs->wbk, s->kept, s->len);
+}
+
 /* Wait for the slot's copy (which drops its pin). */
 static void complete(vy_fs *fs, vy_inode *in, struct vy_wbehind *wb, wb_slot *s)
 {
@@ -49,6 +58,7 @@ static void complete(vy_fs *fs, vy_inode *in, struct vy_wbehind *wb, wb_slot *s)
 	if (rc != VY_OK)
 		fail_sticky(wb, in, rc, &why);
 	s->len = 0;
+	published(fs, s);
 }
 
 static bool overlaps(const wb_slot *a, const wb_slot *b)
@@ -70,6 +80,7 @@ static void queue(vy_fs *fs, vy_inode *in, struct vy_wbehind *wb, wb_slot *s)
 	if (rc != VY_OK) {
 		fail_sticky(wb, in, rc, &why);
 		s->len = 0;
+		published(fs, s);
 		return;
 	}
 	vy_telemetry_add(&vy_fs_core(fs, in)->tel, wb_copies, 1);
@@ -78,13 +89,27 @@ static void queue(vy_fs *fs, vy_inode *in, struct vy_wbehind *wb, wb_slot *s)
 
 static void release(vy_fs *fs, vy_inode *in, wb_slot *s)
 {
+	if (s->kept) {
+		vy_wbk_give(fs->wbk, s->kept);
+		s->kept = 0;
+		s->buf = (vy_staging_buf){0};
+		return;
+	}
 	vy_staging_release_counted(vy_fs_core(fs, in)->staging, &fs->wb_slots, &s->buf);
 }
 
-/* Take a pinned slot, within the fs-wide cap. */
+/* Take a pinned slot, within the fs-wide cap: survive=on, one of the
+ * keeper's (fs->wbk), as only those outlive this daemon. */
 static bool acquire(vy_fs *fs, vy_inode *in, wb_slot *s)
 {
-	return s->buf.ptr || vy_staging_acquire_counted(vy_fs_core(fs, in)->staging, VY_WB_SLOT, &fs->wb_slots, VY_WB_SLOTS, &s->buf);
+	if (s->buf.ptr)
+		return true;
+	if (fs->cfg.survive) {
+		s->buf.ptr = fs->wbk ? vy_wbk_take(fs->wbk, &s->kept) : NULL;
+		s->buf.size = VY_WB_SLOT;
+		return s->buf.ptr != NULL;
+	}
+	return vy_staging_acquire_counted(vy_fs_core(fs, in)->staging, VY_WB_SLOT, &fs->wb_slots, VY_WB_SLOTS, &s->buf);
 }
 
 /* Both slots' copies done, the older first. */
@@ -156,6 +181,7 @@ vy_err vy_wbehind_write(vy_fs *fs, vy_inode *in, uint64_t off, const void *src, 
 			uint64_t at = off - s->start;
 			memcpy((char *)s->buf.ptr + at, src, len);
 			s->len = at + len > s->len ? at + len : s->len;
+			published(fs, s);
 			if (s->len == VY_WB_SLOT) {
 				queue(fs, in, wb, s);
 				wb->filling = -1;
@@ -176,9 +202,12 @@ vy_err vy_wbehind_write(vy_fs *fs, vy_inode *in, uint64_t off, const void *src, 
 	rc = sticky(wb, e);
 	if (rc != VY_OK || !acquire(fs, in, s))
 		goto direct;
+	if (s->kept)
+		vy_wbk_begin(fs->wbk, s->kept, in->ino, off);
 	memcpy(s->buf.ptr, src, len);
 	s->start = off;
 	s->len = len;
+	published(fs, s);
 	wb->filling = k;
 	*taken = true;
 	goto out;

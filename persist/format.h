@@ -26,6 +26,7 @@ enum vy_p_type {
 	VY_P_CTL = 10,   /* vy_p_ctl + reply: an open .vyre/ctl (its handle's) reply and whether a sequence runs */
 	VY_P_MAPCONN = 11, /* vy_p_mapconn + mappings: a client connection that maps files (format 5) */
 	VY_P_MODULE = 12,  /* vy_p_module + name: a loaded module file of .vyre/modules/ (format 6) */
+	VY_P_WBEHIND = 13, /* vy_p_wbehind: where gathered writes wait for their device (format 7) */
 };
 
 /* An image section holds records back to back, each a vy_p_head and its
@@ -189,6 +190,19 @@ typedef struct vy_p_module {
 } vy_p_module;
 
 _Static_assert(sizeof(vy_p_module) == 128, "persist/format.h: fixed layout");
+
+/* The write-behind slots (fs/wbehind_keep.h): a memfd of `bytes` the
+ * keeper holds in `slot`, of `slots` slots of `slot_bytes` after a header
+ * that says which file's bytes each holds. One per mount, the last wins;
+ * `slot` 0: none. */
+#define VY_P_WBEHIND_SLOTS_MAX 1024u
+#define VY_P_WBEHIND_SLOT_MAX (64ull << 20)
+typedef struct vy_p_wbehind {
+	uint32_t slot, slots;
+	uint64_t slot_bytes, bytes;
+} vy_p_wbehind;
+
+_Static_assert(sizeof(vy_p_wbehind) == 24, "persist/format.h: fixed layout");
 
 _Static_assert(sizeof(vy_p_mapconn) == 56 && sizeof(vy_p_mapping) == 24, "persist/format.h: fixed layout");
 

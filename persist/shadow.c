@@ -1,5 +1,6 @@
 /* The kept namespace (shadow.h). */
 #include "persist/shadow.h"
+#include "core/checked.h"
 #include "persist/answers.h"
 #include "persist/format.h"
 #include "ns/ns.h"
@@ -296,6 +297,16 @@ vy_err vy_shadow_apply(vy_shadow *s, uint16_t type, const void *p, uint32_t len,
 		return apply_mapconn(s, p, len, e);
 	case VY_P_MODULE:
 		return apply_module(s, p, len, e);
+	case VY_P_WBEHIND: {
+		const vy_p_wbehind *r = p;
+		uint64_t need;
+		if (len != sizeof(*r) || (r->slot && (r->slots == 0 || r->slots > VY_P_WBEHIND_SLOTS_MAX || r->slot_bytes == 0 ||
+						      r->slot_bytes > VY_P_WBEHIND_SLOT_MAX || r->slot_bytes % 4096 ||
+						      !vy_mul_u64(r->slots, r->slot_bytes, &need) || r->bytes < need)))
+			return bad(e, type, "is not a write-behind region");
+		s->wbehind = *r;
+		return VY_OK;
+	}
 	case VY_P_LOOKUP: {
 		const vy_p_lookup *r = p;
 		if (len != sizeof(*r) || r->ino == 0)
@@ -496,6 +507,8 @@ vy_err vy_shadow_dump(const vy_shadow *s, vy_shadow_emit_fn emit, void *ctx, vy_
 		rc = emit(ctx, VY_P_MAPCONN, v, mapconn_bytes(v), e);
 	for (size_t i = 0; rc == VY_OK && vy_u64map_next(&s->modules, &i, &k, &v);)
 		rc = emit(ctx, VY_P_MODULE, v, (uint32_t)(sizeof(vy_p_module) + ((const vy_p_module *)v)->name_len), e);
+	if (rc == VY_OK && s->wbehind.slot)
+		rc = emit(ctx, VY_P_WBEHIND, &s->wbehind, sizeof(s->wbehind), e);
 	for (size_t i = 0; rc == VY_OK && vy_u64map_next(&s->answers, &i, &k, &v);)
 		if (vy_answer_held(v))
 			rc = emit(ctx, VY_P_GROUP, v, (uint32_t)vy_answer_bytes(v), e);

@@ -13,6 +13,7 @@
 
 #include "core/err.h"
 #include "core/u64map.h"
+#include "persist/format.h"
 #include "ns/dir.h"
 
 typedef struct vy_shadow_node {
@@ -32,6 +33,7 @@ typedef struct vy_shadow {
 	vy_u64map mapconns; /* keeper slot -> vy_p_mapconn and its mappings (a copy): client connections that map */
 	vy_u64map modules;  /* ino -> vy_p_module and its name (a copy): the loaded modules */
 	vy_u64map answers; /* the answers kept for resends (persist/answers.h) */
+	vy_p_wbehind wbehind; /* the write-behind slots (slot 0: none) */
 	uint64_t next_ino;
 	uint64_t sequences; /* the largest .vyre/ctl sequence number kept */
 	uint32_t generation;

@@ -213,6 +213,16 @@ void vy_persist_mapconn(struct vy_fs *fs, const void *rec, uint32_t len)
 	pthread_mutex_unlock(&p->lock);
 }
 
+void vy_persist_wbehind(struct vy_fs *fs, const vy_p_wbehind *r)
+{
+	vy_persist *p = writer_of(fs);
+	if (!p)
+		return;
+	pthread_mutex_lock(&p->lock);
+	vy_persist_commit(p, VY_P_WBEHIND, r, sizeof(*r)); /* no request's: no group holds it */
+	pthread_mutex_unlock(&p->lock);
+}
+
 static vy_p_time ptime(struct timespec t)
 {
 	return (vy_p_time){.sec = t.tv_sec, .nsec = t.tv_nsec};

@@ -65,6 +65,11 @@ void vy_persist_mapconn(struct vy_fs *fs, const void *rec, uint32_t len);
 struct vy_p_module;
 void vy_persist_module(struct vy_fs *fs, struct vy_inode *in, const struct vy_p_module *where, const char *name);
 
+/* The write-behind region (fs/wbehind_keep.h) as it is now, kept at once
+ * (slot 0: none). */
+struct vy_p_wbehind;
+void vy_persist_wbehind(struct vy_fs *fs, const struct vy_p_wbehind *r);
+
 /* What the writer did, for .vyre/stats. */
 typedef struct vy_persist_counts {
 	uint64_t records, checkpoints, failures;
