@@ -125,6 +125,10 @@ static vy_shadow_node *node_of(vy_shadow *s, uint64_t ino)
 /* Replace *slot with a copy of p. */
 static bool keep(uint8_t **slot, uint32_t *slot_len, const void *p, uint32_t len)
 {
+	if (*slot && *slot_len == len && len) { /* the same shape again (a write's size and times): in place */
+		memcpy(*slot, p, len);
+		return true;
+	}
 	uint8_t *c = malloc(len ? len : 1);
 	if (!c)
 		return false;
