@@ -9,6 +9,7 @@
 #include "persist/preload.h"
 #include "persist/replay.h"
 #include "persist/replay_kernel.h"
+#include "persist/format.h"
 #include "persist/writer.h"
 #include "state/state.h"
 
@@ -43,6 +44,9 @@ bool vy_adopt_namespace(struct vy_fs *fs, struct vy_state *st, struct vy_keeper_
 	uint64_t wb_applied = 0, wb_skipped = 0;
 	if (rc == VY_OK) /* before any request: resends read these bytes */
 		vy_wbk_adopt(fs, &sh.wbehind, &ad->memory, &wb_applied, &wb_skipped);
+	uint32_t wb_dropped = rc == VY_OK && sh.wbehind.slot && !fs->wbk ? sh.wbehind.slot : 0;
+	if (wb_dropped)
+		sh.wbehind = (vy_p_wbehind){0}; /* its slot goes with what no file took */
 	if (wb_applied || wb_skipped)
 		vy_log(LOG_NOTICE, "takeover: %" PRIu64 " write-behind slots copied to their files (%" PRIu64
 				   " of files gone or not copied)", wb_applied, wb_skipped);
@@ -64,6 +68,8 @@ bool vy_adopt_namespace(struct vy_fs *fs, struct vy_state *st, struct vy_keeper_
 		rc = vy_persist_start(fs, st, &sh, &e);
 		if (rc != VY_OK)
 			vy_shadow_destroy(&sh);
+		else if (wb_dropped) /* the log may still name it: a later successor must not map that slot */
+			vy_persist_wbehind(fs, &(vy_p_wbehind){0});
 	} else {
 		vy_shadow_destroy(&sh);
 		vy_log(LOG_ERR, "takeover: the kept namespace cannot be made again: %s; serving what was made of it, and "

@@ -171,7 +171,10 @@ vy_err vy_wbehind_write(vy_fs *fs, vy_inode *in, uint64_t off, const void *src, 
 	struct vy_wbehind *wb = in->wb;
 	pthread_mutex_lock(&wb->lock);
 	vy_err rc = sticky(wb, e);
-	if (rc != VY_OK || len > VY_WB_SLOT / 2)
+	/* A mapped file's bytes change under programs too: with its slots
+	 * kept, a slot copied long ago could land again over theirs after a
+	 * takeover. */
+	if (rc != VY_OK || len > VY_WB_SLOT / 2 || (fs->cfg.survive && in->maps))
 		goto direct;
 	if (wb->filling >= 0) {
 		wb_slot *s = &wb->slot[wb->filling];

@@ -43,7 +43,7 @@ struct vy_wbk {
 	vy_keep_slot slot; /* the keeper's */
 	vy_device *dev;    /* the one that page-locks (portable: every context's) */
 	pthread_mutex_t lock;
-	uint64_t busy, locked; /* masks of slots taken, and page-locked */
+	uint64_t busy, locked, bad; /* masks of slots taken, page-locked, and that would not lock */
 	bool said;             /* a slot that would not lock: logged once */
 	_Atomic uint64_t order;
 };
@@ -76,7 +76,7 @@ static vy_wbk *map_region(int fd, uint32_t slots, uint64_t slot_bytes, bool fres
 	struct stat st;
 	if ((fresh && ftruncate(fd, (off_t)bytes) != 0) || fstat(fd, &st) != 0)
 		return NULL;
-	if ((uint64_t)st.st_size < bytes) {
+	if ((uint64_t)st.st_size != bytes) { /* a region is exactly its shape's size */
 		errno = EINVAL;
 		return NULL;
 	}
@@ -99,7 +99,7 @@ static vy_wbk *map_region(int fd, uint32_t slots, uint64_t slot_bytes, bool fres
 
 static void unmap_region(vy_wbk *w)
 {
-	for (int i = 1; i <= (int)w->slots; i++)
+	for (int i = 1; i <= (int)w->slots && i <= 64; i++) /* the masks' */
 		if (w->locked & (1ull << (i - 1))) {
 			vy_error e;
 			if (w->dev->ops->host_unregister(w->dev, slot_mem(w, i), &e) != VY_OK)
@@ -190,8 +190,12 @@ static void apply(vy_fs *fs, vy_wbk *w, uint64_t *applied, uint64_t *skipped)
 			order[k] = order[k - 1];
 		order[k] = i;
 	}
-	for (size_t k = 0; k < n; k++)
+	/* Each cleared once copied, the oldest first: a death in between
+	 * leaves only slots newer than any cleared, copied again. */
+	for (size_t k = 0; k < n; k++) {
 		*(apply_one(fs, w, order[k]) ? applied : skipped) += 1;
+		vy_wbk_publish(w, order[k], 0);
+	}
 	memset(w->base + WBK_DESCS, 0, (size_t)w->slots * sizeof(wbk_desc));
 	atomic_store(&w->order, top);
 }
@@ -237,7 +241,7 @@ void *vy_wbk_take(vy_wbk *w, int *index)
 {
 	pthread_mutex_lock(&w->lock);
 	int i = 1;
-	while (i <= (int)w->slots && (w->busy & (1ull << (i - 1))))
+	while (i <= (int)w->slots && ((w->busy | w->bad) & (1ull << (i - 1))))
 		i++;
 	void *p = i <= (int)w->slots ? slot_mem(w, i) : NULL;
 	uint64_t bit = 1ull << (i - 1);
@@ -248,6 +252,7 @@ void *vy_wbk_take(vy_wbk *w, int *index)
 				vy_log(LOG_WARNING, "write-behind: a slot cannot be page-locked (%s); writes go to the "
 						    "device directly (Fix: raise the locked-memory limit, ulimit -l)", e.msg);
 			w->said = true;
+			w->bad |= bit; /* never tried again: a write would retry it under the lock */
 			p = NULL;
 		}
 	}
@@ -271,6 +276,7 @@ void vy_wbk_begin(vy_wbk *w, int index, uint64_t ino, uint64_t start)
 {
 	wbk_desc *d = desc(w, index);
 	__atomic_store_n(&d->len, 0, __ATOMIC_RELEASE);
+	atomic_thread_fence(memory_order_release); /* no length over the new ino and start */
 	d->ino = ino;
 	d->start = start;
 	__atomic_store_n(&d->order, atomic_fetch_add(&w->order, 1) + 1, __ATOMIC_RELEASE);

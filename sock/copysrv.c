@@ -149,8 +149,11 @@ static vy_err device_side(run *r, piece p, void *staged, vy_error *e)
 	vy_inode *in = r->in;
 	pthread_rwlock_rdlock(&in->lock);
 	uint64_t len = p.off >= in->size ? 0 : in->size - p.off < p.len ? in->size - p.off : p.len;
-	vy_err rc = VY_OK;
-	if (len && r->into && in->holes && !vy_store_backed(vy_fs_core(fs, in)->store, in->buf, p.off, len)) {
+	/* A write through the mount since the copy began may be gathered:
+	 * on the device first, so this piece reads it, or lands after it
+	 * (and no kept slot of it outlives this piece's bytes). */
+	vy_err rc = vy_wbehind_settle(fs, in, e);
+	if (rc == VY_OK && len && r->into && in->holes && !vy_store_backed(vy_fs_core(fs, in)->store, in->buf, p.off, len)) {
 		pthread_rwlock_unlock(&in->lock);
 		pthread_rwlock_wrlock(&in->lock);
 		len = p.off >= in->size ? 0 : in->size - p.off < p.len ? in->size - p.off : p.len;

@@ -259,6 +259,37 @@ static void modules_kept_whole(void)
 	vy_shadow_destroy(&t);
 }
 
+/* The write-behind region's record: the last one wins, a bad shape is
+ * refused and changes nothing, slot 0 forgets it, and a dump carries it. */
+static void write_behind_region_kept_last(void)
+{
+	vy_shadow s, t;
+	vy_shadow_init(&s);
+	vy_shadow_init(&t);
+	vy_error e;
+	vy_p_wbehind r = {.slot = 7, .slots = 32, .slot_bytes = 4u << 20, .bytes = (128u << 20) + 4096};
+	CHECK_EQ(vy_shadow_apply(&s, VY_P_WBEHIND, &r, sizeof(r), 9, &e), VY_OK);
+	vy_p_wbehind bad[] = {
+		{.slot = 8, .slots = 0, .slot_bytes = 4096, .bytes = 8192},
+		{.slot = 8, .slots = VY_P_WBEHIND_SLOTS_MAX + 1, .slot_bytes = 4096, .bytes = UINT64_MAX},
+		{.slot = 8, .slots = 2, .slot_bytes = 4097, .bytes = 1u << 20},
+		{.slot = 8, .slots = 2, .slot_bytes = VY_P_WBEHIND_SLOT_MAX + 4096, .bytes = UINT64_MAX},
+		{.slot = 8, .slots = 2, .slot_bytes = 4096, .bytes = 8191}, /* smaller than its slots */
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		CHECK_EQ(vy_shadow_apply(&s, VY_P_WBEHIND, &bad[i], sizeof(bad[i]), 9, &e), VY_EINVAL);
+	CHECK_EQ(vy_shadow_apply(&s, VY_P_WBEHIND, &r, sizeof(r) - 1, 9, &e), VY_EINVAL);
+	CHECK_EQ(s.wbehind.slot, 7u); /* untouched */
+	dumped d = {.to = &t};
+	CHECK_EQ(vy_shadow_dump(&s, reapply, &d, &e), VY_OK);
+	CHECK(t.wbehind.slot == 7 && t.wbehind.bytes == r.bytes && t.wbehind.slot_bytes == r.slot_bytes);
+	vy_p_wbehind none = {0};
+	CHECK_EQ(vy_shadow_apply(&t, VY_P_WBEHIND, &none, sizeof(none), 9, &e), VY_OK);
+	CHECK_EQ(t.wbehind.slot, 0u);
+	vy_shadow_destroy(&s);
+	vy_shadow_destroy(&t);
+}
+
 int main(void)
 {
 	static const vy_test_case cases[] = {
@@ -268,6 +299,7 @@ int main(void)
 		TEST_CASE(answers_carried_through_a_dump),
 		TEST_CASE(client_connections_kept_whole),
 		TEST_CASE(modules_kept_whole),
+		TEST_CASE(write_behind_region_kept_last),
 	};
 	return vy_test_main("shadow", cases, sizeof(cases) / sizeof(cases[0]));
 }
