@@ -172,11 +172,12 @@ fio_run() { # NAME ARGS...: run fio, keep its JSON under OUT
 	log "fio $name $*"
 	"$FIO" --output-format=json --output="$OUT/fio-$name.json" --fallocate=none "$@" >>"$OUT/log.txt" 2>&1
 }
-fio_gbps() { # NAME RW ARGS...: fio_run NAME ARGS, then print its RW GB/s
-	local name=$1 rw=$2
-	shift 2
-	fio_run "$name" "$@" && fio_json "$OUT/fio-$name.json" "$rw" gbps
+fio_figure() { # NAME RW WHAT ARGS...: fio_run NAME ARGS, then print its RW figure WHAT (fio_figures.py)
+	local name=$1 rw=$2 what=$3
+	shift 3
+	fio_run "$name" "$@" && fio_json "$OUT/fio-$name.json" "$rw" "$what"
 }
+fio_gbps() { fio_figure "$1" "$2" gbps "${@:3}"; } # NAME RW ARGS...: its RW GB/s
 
 seq_fio() {
 	local t=$1 d=${MNT[$1]} rw

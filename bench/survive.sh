@@ -57,11 +57,6 @@ steady_one() { # TARGET KEY CMD...: one sample of CMD into SAMPLE[KEY.TARGET]
 	shift 2
 	SAMPLE[$key.$t]+=" $("$@")"
 }
-steady_fio() { # NAME RW WHAT ARGS...: one fio figure
-	local name=$1 rw=$2 what=$3
-	shift 3
-	fio_run "$name" "$@" && fio_json "$OUT/fio-$name.json" "$rw" "$what"
-}
 steady_figures() {
 	local small=$((QUICK == 1 ? 16 << 20 : 256 << 20)) big=$((QUICK == 1 ? 64 << 20 : 1 << 30)) t m bs bytes rep k
 	local -A SAMPLE
@@ -81,9 +76,9 @@ steady_figures() {
 			steady_one $t rtt_us "$BIN/vybench" rtt "$m/rtt" $((N * 4))
 			rm -f "$m/rtt"
 			if [ -x "$FIO" ]; then
-				steady_one $t fio_randwrite_4k_iops steady_fio "$t-randwrite" write iops --name=rw --directory="$m" \
+				steady_one $t fio_randwrite_4k_iops fio_figure "$t-randwrite" write iops --name=rw --directory="$m" \
 					--rw=randwrite --bs=4k --size=$((64 << 20)) --ioengine=psync --time_based --runtime="$RUNTIME"
-				steady_one $t fio_par8_write_gbps steady_fio "$t-par8" write gbps --name=par --directory="$m" \
+				steady_one $t fio_par8_write_gbps fio_figure "$t-par8" write gbps --name=par --directory="$m" \
 					--rw=write --bs=1M --size=$((big / 8)) --numjobs=8 --ioengine=psync --end_fsync=1 --group_reporting
 				rm -f "$m"/rw.* "$m"/par.*
 			fi

@@ -36,8 +36,7 @@ typedef struct wbk_desc {
 _Static_assert(sizeof(wbk_head) <= WBK_DESCS && VY_WB_SLOTS <= 64, "fs/wbehind_keep.c: the masks hold every slot");
 
 struct vy_wbk {
-	int fd;
-	uint8_t *base;
+	uint8_t *base; /* the memfd's mapping: it and the keeper's copy hold it */
 	uint64_t bytes, head_bytes, slot_bytes;
 	uint32_t slots;
 	vy_keep_slot slot; /* the keeper's */
@@ -88,7 +87,6 @@ static vy_wbk *map_region(int fd, uint32_t slots, uint64_t slot_bytes, bool fres
 		free(w);
 		return NULL;
 	}
-	w->fd = fd;
 	w->bytes = bytes;
 	w->slots = slots;
 	w->slot_bytes = slot_bytes;
@@ -136,7 +134,6 @@ bool vy_wbk_start(vy_fs *fs)
 		return false;
 	}
 	close(fd); /* the mapping and the keeper's copy hold it */
-	w->fd = -1;
 	w->dev = fs->dev[0].core->dev;
 	vy_p_wbehind r = record_of(w);
 	vy_persist_wbehind(fs, &r);
@@ -225,7 +222,6 @@ void vy_wbk_adopt(vy_fs *fs, const vy_p_wbehind *kept, vy_keep_fds *mem, uint64_
 	}
 	mem->fd[kept->slot] = -1; /* ours: the keeper's copy stays, under its slot */
 	close(fd);
-	w->fd = -1;
 	w->slot = kept->slot;
 	fs->wbk = w;
 }
