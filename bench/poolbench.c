@@ -38,7 +38,7 @@ static int measure(vy_backend_kind backend, uint64_t pool_cap, double *out)
 	}
 	*out = median(v, N);
 	vy_telemetry_snapshot t;
-	vy_telemetry_snapshot_take(&c->tel, &t);
+	vy_telemetry_snapshot_take(c->tel, &t);
 	printf("store.%s_driver_allocs %llu\n", pool_cap ? "pool" : "nopool", (unsigned long long)t.driver_allocs);
 	return vy_core_close(c, &e) == VY_OK ? 0 : (fprintf(stderr, "poolbench: %s\n", e.msg), 1);
 }

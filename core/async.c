@@ -38,11 +38,11 @@ static vy_err start(vy_core *c, vy_async *a, vy_handle h, uint64_t off, uint64_t
 	if (rc == VY_OK) {
 		vy_streams_release(&c->streams, s);
 		if (to_device) {
-			vy_telemetry_add(&c->tel, h2d_ops, 1);
-			vy_telemetry_add(&c->tel, h2d_bytes, len);
+			vy_telemetry_add(c->tel, h2d_ops, 1);
+			vy_telemetry_add(c->tel, h2d_bytes, len);
 		} else {
-			vy_telemetry_add(&c->tel, d2h_ops, 1);
-			vy_telemetry_add(&c->tel, d2h_bytes, len);
+			vy_telemetry_add(c->tel, d2h_ops, 1);
+			vy_telemetry_add(c->tel, d2h_bytes, len);
 		}
 		a->pinned = h;
 		a->inflight = true;
@@ -75,7 +75,7 @@ vy_err vy_async_wait(vy_core *c, vy_async *a, vy_error *e)
 	if (!a->inflight)
 		return VY_OK;
 	vy_err rc = c->dev->ops->event_sync(c->dev, a->done, e);
-	vy_telemetry_add(&c->tel, syncs, 1);
+	vy_telemetry_add(c->tel, syncs, 1);
 	a->inflight = false;
 	vy_error why;
 	vy_error_keep_first(&rc, vy_store_unpin_many(c->store, &a->pinned, 1, &why), e, &why);

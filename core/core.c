@@ -25,11 +25,13 @@ vy_err vy_core_attach(vy_device *dev, const vy_core_options *o, vy_core **out, v
 		return vy_fail(e, VY_ENOMEM, "free host memory", "cannot allocate the core");
 	c->dev = dev;
 	c->staging_chunk = o->staging_chunk;
-	vy_telemetry_init(&c->tel);
-	vy_err rc = vy_store_open(dev, &c->tel, &o->store, &c->store, e);
+	c->tel = o->counters ? o->counters : &c->own_tel;
+	if (!o->counters)
+		vy_telemetry_init(c->tel);
+	vy_err rc = vy_store_open(dev, c->tel, &o->store, &c->store, e);
 	if (rc != VY_OK)
 		goto fail;
-	rc = vy_staging_open(dev, &c->tel, o->staging_cache, &c->staging, e);
+	rc = vy_staging_open(dev, c->tel, o->staging_cache, &c->staging, e);
 	if (rc != VY_OK)
 		goto fail_store;
 	rc = vy_streams_init(&c->streams, dev, o->streams, e);
@@ -96,7 +98,7 @@ vy_err vy_core_close(vy_core *c, vy_error *e)
 
 vy_err vy_core_sync(vy_core *c, vy_stream *s, vy_error *e)
 {
-	vy_telemetry_add(&c->tel, syncs, 1);
+	vy_telemetry_add(c->tel, syncs, 1);
 	return c->dev->ops->stream_sync(c->dev, s, e);
 }
 
@@ -121,8 +123,8 @@ static vy_err copy_op(vy_core *c, vy_stream *s, vy_dptr dst, vy_dptr src, uint64
 {
 	vy_err rc = c->dev->ops->copy_dtod(c->dev, s, dst, src, len, e);
 	if (rc == VY_OK) {
-		vy_telemetry_add(&c->tel, d2d_ops, 1);
-		vy_telemetry_add(&c->tel, d2d_bytes, len);
+		vy_telemetry_add(c->tel, d2d_ops, 1);
+		vy_telemetry_add(c->tel, d2d_bytes, len);
 	}
 	return rc;
 }
@@ -132,8 +134,8 @@ static vy_err zero_op(vy_core *c, vy_stream *s, vy_dptr dst, vy_dptr src, uint64
 	(void)src;
 	vy_err rc = c->dev->ops->memset8(c->dev, s, dst, 0, len, e);
 	if (rc == VY_OK) {
-		vy_telemetry_add(&c->tel, memset_ops, 1);
-		vy_telemetry_add(&c->tel, memset_bytes, len);
+		vy_telemetry_add(c->tel, memset_ops, 1);
+		vy_telemetry_add(c->tel, memset_bytes, len);
 	}
 	return rc;
 }

@@ -20,12 +20,17 @@ typedef struct vy_core_options {
 	uint64_t staging_cache; /* idle pinned bytes kept (default 128 MiB) */
 	uint64_t staging_chunk; /* bytes staged per fence (default 64 MiB) */
 	unsigned streams;       /* streams at most (default 8) */
+	/* Where the counters live: NULL, the core's own (from zero); else the
+	 * caller's, used as they are (survive=on: memory the keeper holds,
+	 * so a successor's .vyre/stats go on from the dead daemon's). */
+	vy_telemetry *counters;
 } vy_core_options;
 
 typedef struct vy_core {
 	vy_device *dev;
 	bool owns_dev;
-	vy_telemetry tel;
+	vy_telemetry *tel; /* own_tel, or vy_core_options.counters */
+	vy_telemetry own_tel;
 	vy_store *store;
 	vy_staging *staging;
 	vy_streams streams;

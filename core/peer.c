@@ -57,8 +57,8 @@ static vy_err copy_direct(vy_core *to, vy_handle dst, uint64_t dst_off, vy_core 
 	vy_store_unpin_many(from->store, &src, 1, NULL);
 	vy_store_unpin_many(to->store, &dst, 1, NULL);
 	if (rc == VY_OK) {
-		vy_telemetry_add(&to->tel, peer_copies, 1);
-		vy_telemetry_add(&to->tel, peer_bytes, len);
+		vy_telemetry_add(to->tel, peer_copies, 1);
+		vy_telemetry_add(to->tel, peer_bytes, len);
 	}
 	return rc;
 }
@@ -82,7 +82,7 @@ static vy_err copy_staged(vy_core *to, vy_handle dst, uint64_t dst_off, vy_core 
 	}
 	vy_staging_release(from->staging, &b);
 	if (rc == VY_OK)
-		vy_telemetry_add(&to->tel, peer_staged_bytes, len);
+		vy_telemetry_add(to->tel, peer_staged_bytes, len);
 	return rc;
 }
 

@@ -49,7 +49,7 @@ static vy_err exercise(vy_core *c, FILE *out, vy_error *e)
 
 	/* Three adjacent ranges read back as one fused copy. */
 	vy_telemetry_snapshot before, after;
-	vy_telemetry_snapshot_take(&c->tel, &before);
+	vy_telemetry_snapshot_take(c->tel, &before);
 	size_t third = n / 3;
 	vy_readback rb[3] = {
 		{a, 0, back, third},
@@ -57,17 +57,17 @@ static vy_err exercise(vy_core *c, FILE *out, vy_error *e)
 		{a, 2 * third, back + 2 * third, n - 2 * third},
 	};
 	STEP(vy_readback_many(c, rb, 3, e));
-	vy_telemetry_snapshot_take(&c->tel, &after);
+	vy_telemetry_snapshot_take(c->tel, &after);
 	STEP(expect(!memcmp(src, back, n), "readback differs from upload", e));
 	STEP(expect(after.d2h_ops - before.d2h_ops == 1 && after.syncs - before.syncs == 1,
 		    "three adjacent readbacks were not one copy and one sync", e));
 	fprintf(out, "  fused readback of 3 ranges: 1 copy, 1 sync: ok\n");
 
 	/* Device copy, then fill part of it: no host-to-device bytes. */
-	vy_telemetry_snapshot_take(&c->tel, &before);
+	vy_telemetry_snapshot_take(c->tel, &before);
 	STEP(vy_copy(c, a, 0, b, 0, n, e));
 	STEP(vy_fill(c, b, 1000, 5000, 0xAB, e));
-	vy_telemetry_snapshot_take(&c->tel, &after);
+	vy_telemetry_snapshot_take(c->tel, &after);
 	STEP(expect(after.h2d_bytes == before.h2d_bytes, "copy or fill moved host-to-device bytes", e));
 	memset(src + 1000, 0xAB, 5000);
 	vy_readback whole = {b, 0, back, n};
@@ -85,9 +85,9 @@ static vy_err exercise(vy_core *c, FILE *out, vy_error *e)
 			u.pool_cap, n);
 		goto done;
 	}
-	vy_telemetry_snapshot_take(&c->tel, &before);
+	vy_telemetry_snapshot_take(c->tel, &before);
 	STEP(vy_store_alloc(c->store, n, &b, e));
-	vy_telemetry_snapshot_take(&c->tel, &after);
+	vy_telemetry_snapshot_take(c->tel, &after);
 	STEP(expect(after.pool_hits - before.pool_hits == 1 && after.driver_allocs == before.driver_allocs,
 		    "a same-size allocation after a free was not served by the pool", e));
 	fprintf(out, "  pool reuse: ok, no driver allocation\n");
@@ -130,7 +130,7 @@ vy_err vy_selfcheck(const vy_core_options *opt, FILE *out, vy_error *e)
 	if (rc == VY_OK) {
 		rc = exercise(c, out, e);
 		vy_telemetry_snapshot s;
-		vy_telemetry_snapshot_take(&c->tel, &s);
+		vy_telemetry_snapshot_take(c->tel, &s);
 		char text[2048];
 		vy_telemetry_format(&s, text, sizeof(text));
 		fprintf(out, "telemetry:\n%s", text);

@@ -34,6 +34,28 @@ void vy_telemetry_reset(vy_telemetry *t)
 #undef VY_RESET
 }
 
+void vy_telemetry_clear_gauges(vy_telemetry *t)
+{
+#define VY_CLEAR(name, kind, help)                                                   \
+	if (!VY_KIND_IS_COUNTER_##kind)                                        \
+		atomic_store_explicit(&t->name, 0, memory_order_relaxed);
+	VY_TELEMETRY_FIELDS(VY_CLEAR)
+#undef VY_CLEAR
+}
+
+uint64_t vy_telemetry_layout(void)
+{
+	static const char list[] =
+#define VY_NAME(name, kind, help) #name " " #kind "\n"
+		VY_TELEMETRY_FIELDS(VY_NAME)
+#undef VY_NAME
+		;
+	uint64_t h = 0xcbf29ce484222325ull;
+	for (size_t i = 0; i < sizeof(list) - 1; i++)
+		h = (h ^ (uint8_t)list[i]) * 0x100000001b3ull;
+	return h;
+}
+
 void vy_telemetry_snapshot_add(vy_telemetry_snapshot *a, const vy_telemetry_snapshot *b)
 {
 #define VY_TELEMETRY_SUM(name, kind, help) a->name += b->name;

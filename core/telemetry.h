@@ -85,6 +85,12 @@ void vy_telemetry_snapshot_take(const vy_telemetry *t, vy_telemetry_snapshot *ou
 
 /* Zero the counters; gauges keep describing the current state. */
 void vy_telemetry_reset(vy_telemetry *t);
+/* Zero the gauges; counters keep their counts (a successor's over the
+ * dead daemon's counters: it sets the gauges from what it holds). */
+void vy_telemetry_clear_gauges(vy_telemetry *t);
+/* The field list's identity (FNV-1a of every name and kind, in order): a
+ * vy_telemetry another binary kept is this one's iff the two are equal. */
+uint64_t vy_telemetry_layout(void);
 
 /* Render as `key value` lines into buf (NUL-terminated, truncated to cap).
  * Returns the length the full text needs, like snprintf. */

@@ -230,11 +230,11 @@ static vy_err issue_round(vy_core *c, vy_stream *s, const batch *b, char *stage,
 		if (rc != VY_OK)
 			return rc;
 		if (dir == TO_DEVICE) {
-			vy_telemetry_add(&c->tel, h2d_ops, 1);
-			vy_telemetry_add(&c->tel, h2d_bytes, hi - lo);
+			vy_telemetry_add(c->tel, h2d_ops, 1);
+			vy_telemetry_add(c->tel, h2d_bytes, hi - lo);
 		} else {
-			vy_telemetry_add(&c->tel, d2h_ops, 1);
-			vy_telemetry_add(&c->tel, d2h_bytes, hi - lo);
+			vy_telemetry_add(c->tel, d2h_ops, 1);
+			vy_telemetry_add(c->tel, d2h_bytes, hi - lo);
 		}
 	}
 	return VY_OK;
@@ -421,8 +421,8 @@ static vy_err copy_to_host(vy_core *c, vy_stream *s, vy_dptr at, uint64_t len, v
 {
 	vy_err rc = c->dev->ops->copy_dtoh(c->dev, s, dst, at, len, e);
 	if (rc == VY_OK) {
-		vy_telemetry_add(&c->tel, d2h_ops, 1);
-		vy_telemetry_add(&c->tel, d2h_bytes, len);
+		vy_telemetry_add(c->tel, d2h_ops, 1);
+		vy_telemetry_add(c->tel, d2h_bytes, len);
 	}
 	return rc;
 }
@@ -431,8 +431,8 @@ static vy_err copy_from_host(vy_core *c, vy_stream *s, vy_dptr at, uint64_t len,
 {
 	vy_err rc = c->dev->ops->copy_htod(c->dev, s, at, src, len, e);
 	if (rc == VY_OK) {
-		vy_telemetry_add(&c->tel, h2d_ops, 1);
-		vy_telemetry_add(&c->tel, h2d_bytes, len);
+		vy_telemetry_add(c->tel, h2d_ops, 1);
+		vy_telemetry_add(c->tel, h2d_bytes, len);
 	}
 	return rc;
 }
@@ -441,8 +441,8 @@ static vy_err set_bytes(vy_core *c, vy_stream *s, vy_dptr at, uint64_t len, void
 {
 	vy_err rc = c->dev->ops->memset8(c->dev, s, at, *(const uint8_t *)byte, len, e);
 	if (rc == VY_OK) {
-		vy_telemetry_add(&c->tel, memset_ops, 1);
-		vy_telemetry_add(&c->tel, memset_bytes, len);
+		vy_telemetry_add(c->tel, memset_ops, 1);
+		vy_telemetry_add(c->tel, memset_bytes, len);
 	}
 	return rc;
 }
@@ -493,8 +493,8 @@ static vy_err copy_d2d(vy_core *c, vy_stream *s, vy_dptr dst, vy_dptr src, uint6
 {
 	vy_err rc = c->dev->ops->copy_dtod(c->dev, s, dst, src, len, e);
 	if (rc == VY_OK) {
-		vy_telemetry_add(&c->tel, d2d_ops, 1);
-		vy_telemetry_add(&c->tel, d2d_bytes, len);
+		vy_telemetry_add(c->tel, d2d_ops, 1);
+		vy_telemetry_add(c->tel, d2d_bytes, len);
 	}
 	return rc;
 }

@@ -681,7 +681,7 @@ static vy_err run_cross(run *r, size_t s, vy_run_result *out)
 	}
 	out->steps++;
 	out->syncs++;
-	vy_telemetry_add(&d->dev[dst->dev].core->tel, steps, 1);
+	vy_telemetry_add(d->dev[dst->dev].core->tel, steps, 1);
 	return VY_OK;
 }
 
@@ -707,7 +707,7 @@ static vy_err execute(run *r, vy_ctl_result *res)
 		if (rc == VY_OK)
 			rc = dv->runner->ops->run(dv->runner, &r->seq, views, r->files->stop, &o, &r->err->e);
 		free(views);
-		count_run(&dv->core->tel, &o, rc);
+		count_run(dv->core->tel, &o, rc);
 		out.steps += o.steps;
 		out.launches += o.launches;
 		out.memset_ops += o.memset_ops;
@@ -792,7 +792,7 @@ vy_err vy_ctl_run(const vy_ctl_devices *devs, const vy_ctl_files *files, const v
 	bool ran = rc == VY_OK && total > 0;
 	if (ran)
 		rc = execute(&r, res);
-	vy_telemetry_add(&devs->dev[r.nparts ? r.parts[0].dev : 0].core->tel, sequences, 1);
+	vy_telemetry_add(devs->dev[r.nparts ? r.parts[0].dev : 0].core->tel, sequences, 1);
 	cleanup(&r, ran);
 	res->wall_us = now_us() - t0;
 	return rc;

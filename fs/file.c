@@ -106,7 +106,7 @@ static vy_err rebuffer(vy_fs *fs, vy_inode *in, uint64_t cap, vy_error *e)
 		}
 	}
 	if (in->buf)
-		vy_telemetry_add(&vy_fs_core(fs, in)->tel, moves, 1);
+		vy_telemetry_add(vy_fs_core(fs, in)->tel, moves, 1);
 	free_buffer(fs, in);
 	in->buf = h;
 	in->cap = cap;

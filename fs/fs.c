@@ -42,7 +42,7 @@ static vy_err open_runner(vy_fs *fs, vy_fsdev *dev, vy_error *e)
 		.exiting = fs_exiting,
 		.exiting_ctx = fs,
 	};
-	return vy_runner_launcher_open(dev->core->store, &dev->core->tel, &o, &dev->runner, e);
+	return vy_runner_launcher_open(dev->core->store, dev->core->tel, &o, &dev->runner, e);
 }
 
 /* Each device's launcher and modules; and peer access between them. */

@@ -163,9 +163,9 @@ static vy_err compile_source(vy_fsdev *dev, const char *name, const char *src, c
 		rc = vy_fail(e, VY_ENOTSUP, "mount with backend=cuda on a machine with a GPU",
 			     "cannot compile %s: the host backend cannot launch kernels", name);
 	if (rc == VY_OK && hit)
-		vy_telemetry_add(&dev->core->tel, compile_cache_hits, 1);
+		vy_telemetry_add(dev->core->tel, compile_cache_hits, 1);
 	else if (rc == VY_OK)
-		vy_telemetry_add(&dev->core->tel, compiles, 1);
+		vy_telemetry_add(dev->core->tel, compiles, 1);
 	return rc;
 }
 

@@ -79,7 +79,7 @@ static bool fetch(vy_fs *fs, vy_inode *in, struct vy_readahead *ra, ra_chunk *c,
 		vy_log(LOG_NOTICE, "inode %llu: readahead: %s", (unsigned long long)in->ino, why.msg);
 		return false;
 	}
-	vy_telemetry_add(&vy_fs_core(fs, in)->tel, ra_copies, 1);
+	vy_telemetry_add(vy_fs_core(fs, in)->tel, ra_copies, 1);
 	c->start = at;
 	c->len = len;
 	c->gen = ra->gen;
@@ -134,7 +134,7 @@ bool vy_readahead_get(vy_fs *fs, vy_inode *in, uint64_t off, size_t len, vy_ra_h
 	hit->chunk = c;
 	hit->data = (const char *)c->buf.ptr + (off - c->start);
 	hit->len = len;
-	vy_telemetry_add(&vy_fs_core(fs, in)->tel, ra_hits, 1);
+	vy_telemetry_add(vy_fs_core(fs, in)->tel, ra_hits, 1);
 	/* The next chunk's copy runs while this one is consumed. */
 	uint64_t end = c->start + c->len;
 	ra_chunk *n = &ra->chunk[c == &ra->chunk[0]];

@@ -99,7 +99,7 @@ static void totals(vy_fs *fs, vy_telemetry_snapshot *s, uint64_t *budget)
 	*budget = 0;
 	for (unsigned d = 0; d < fs->ndev; d++) {
 		vy_telemetry_snapshot one;
-		vy_telemetry_snapshot_take(&fs->dev[d].core->tel, &one);
+		vy_telemetry_snapshot_take(fs->dev[d].core->tel, &one);
 		vy_telemetry_snapshot_add(s, &one);
 		vy_store_usage u;
 		vy_store_usage_get(fs->dev[d].core->store, &u);
@@ -203,7 +203,7 @@ static void render_stats(vy_fs *fs, text *t)
 	for (unsigned d = 0; d < fs->ndev; d++) {
 		char prefix[32];
 		snprintf(prefix, sizeof(prefix), "dev%d.", fs->dev[d].core->dev->info.ordinal);
-		vy_telemetry_snapshot_take(&fs->dev[d].core->tel, &s);
+		vy_telemetry_snapshot_take(fs->dev[d].core->tel, &s);
 		add_snapshot(t, &s, prefix);
 		vy_store_usage u;
 		vy_store_usage_get(fs->dev[d].core->store, &u);

@@ -83,7 +83,7 @@ static void queue(vy_fs *fs, vy_inode *in, struct vy_wbehind *wb, wb_slot *s)
 		published(fs, s);
 		return;
 	}
-	vy_telemetry_add(&vy_fs_core(fs, in)->tel, wb_copies, 1);
+	vy_telemetry_add(vy_fs_core(fs, in)->tel, wb_copies, 1);
 	s->order = ++wb->queued;
 }
 

@@ -456,7 +456,7 @@ vy_err vy_copysrv_run(vy_fs *fs, const vy_copysrv_job *job, uint64_t *done, uint
 	}
 	pthread_mutex_unlock(&r->lock);
 	if (stalled)
-		vy_telemetry_add(&vy_fs_core(fs, job->in)->tel, copy_timeouts, 1);
+		vy_telemetry_add(vy_fs_core(fs, job->in)->tel, copy_timeouts, 1);
 	*done = atomic_load(&r->done);
 	if (job->into && *done) {
 		pthread_rwlock_wrlock(&job->in->lock);

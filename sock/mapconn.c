@@ -67,7 +67,7 @@ void vy_mapconn_unmap_at(conn *c, size_t i)
 	vy_core *core = vy_fs_core(fs, mp.in);
 	vy_store_unexport(core->store, mp.buf, NULL);
 	if (mp.in->maps == 0) {
-		vy_telemetry_add(&core->tel, mapped_bytes, (uint64_t)0 - mp.in->mapped_counted);
+		vy_telemetry_add(core->tel, mapped_bytes, (uint64_t)0 - mp.in->mapped_counted);
 		mp.in->mapped_counted = 0;
 	}
 	pthread_rwlock_unlock(&mp.in->lock);

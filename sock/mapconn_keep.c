@@ -97,12 +97,12 @@ static bool take_mapping(conn *c, const vy_p_mapping *r)
 	if (rc == VY_OK) {
 		vy_export_close(&x);
 		if (v.alloc > in->mapped_counted) {
-			vy_telemetry_add(&core->tel, mapped_bytes, v.alloc - in->mapped_counted);
+			vy_telemetry_add(core->tel, mapped_bytes, v.alloc - in->mapped_counted);
 			in->mapped_counted = v.alloc;
 		}
 		in->maps++;
 		c->maps[c->nmaps++] = (mapping){.id = r->id, .in = in, .buf = in->buf, .bytes = v.alloc};
-		vy_telemetry_add(&core->tel, maps, 1);
+		vy_telemetry_add(core->tel, maps, 1);
 	}
 	pthread_rwlock_unlock(&in->lock);
 	if (rc != VY_OK) {

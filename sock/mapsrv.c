@@ -107,7 +107,7 @@ static vy_err op_map(conn *c, vy_msg *m)
 			/* mapped_bytes is the memory mapped, however many
 			 * mappings share it. */
 			if (v.alloc > in->mapped_counted) {
-				vy_telemetry_add(&vy_fs_core(fs, in)->tel, mapped_bytes, v.alloc - in->mapped_counted);
+				vy_telemetry_add(vy_fs_core(fs, in)->tel, mapped_bytes, v.alloc - in->mapped_counted);
 				in->mapped_counted = v.alloc;
 			}
 			in->maps++;
@@ -118,7 +118,7 @@ static vy_err op_map(conn *c, vy_msg *m)
 			out.ordinal = vy_fs_core(fs, in)->dev->info.ordinal;
 			c->maps[c->nmaps++] = (mapping){.id = out.id, .in = in, .buf = in->buf, .bytes = v.alloc};
 			c->req.ref = out.id;
-			vy_telemetry_add(&vy_fs_core(fs, in)->tel, maps, 1);
+			vy_telemetry_add(vy_fs_core(fs, in)->tel, maps, 1);
 		}
 		pthread_rwlock_unlock(&in->lock);
 		if (rc != VY_OK)
@@ -480,7 +480,7 @@ static void *accept_loop(void *arg)
 			}
 		}
 		if (!c) {
-			vy_telemetry_add(&srv->fs->dev[0].core->tel, client_refusals, 1);
+			vy_telemetry_add(srv->fs->dev[0].core->tel, client_refusals, 1);
 			log_refusal(srv, why ? cred.uid : 0, why ? why : "no memory for it");
 			close(s);
 		}

@@ -88,11 +88,11 @@ static void large_round_trip_through_staging(void)
 	vy_handle h;
 	MUST(vy_store_alloc(f.c->store, n, &h, E));
 	vy_telemetry_snapshot a, b;
-	vy_telemetry_snapshot_take(&f.c->tel, &a);
+	vy_telemetry_snapshot_take(f.c->tel, &a);
 	MUST(vy_upload_whole(f.c, h, src, n, E));
 	vy_readback rb = {h, 0, back, n};
 	MUST(vy_readback_many(f.c, &rb, 1, E));
-	vy_telemetry_snapshot_take(&f.c->tel, &b);
+	vy_telemetry_snapshot_take(f.c->tel, &b);
 	CHECK(memcmp(src, back, n) == 0);
 	uint64_t rounds = (n + 64 * MiB - 1) / (64 * MiB);
 	CHECK_EQ(b.syncs - a.syncs, 2 * rounds);
@@ -118,9 +118,9 @@ static void fill_of_a_gigabyte_moves_no_host_bytes(void)
 	vy_handle h;
 	MUST(vy_store_alloc(f.c->store, GiB, &h, E));
 	vy_telemetry_snapshot a, b;
-	vy_telemetry_snapshot_take(&f.c->tel, &a);
+	vy_telemetry_snapshot_take(f.c->tel, &a);
 	MUST(vy_fill(f.c, h, 0, GiB, 0x5A, E));
-	vy_telemetry_snapshot_take(&f.c->tel, &b);
+	vy_telemetry_snapshot_take(f.c->tel, &b);
 	CHECK_EQ(b.h2d_bytes, a.h2d_bytes);
 	CHECK_EQ(b.memset_bytes - a.memset_bytes, GiB);
 	unsigned char probe[4096], want[4096];

@@ -804,6 +804,35 @@ static void telemetry_reset_zeroes_counters_keeps_gauges(void)
 	CHECK_EQ(s.h2d_bytes, 3);
 }
 
+/* A successor's counters over the dead daemon's: counts stay, gauges go
+ * (it sets them from what it holds); the layout names the field list. */
+static void telemetry_clear_gauges_keeps_counts(void)
+{
+	vy_telemetry t;
+	vy_telemetry_init(&t);
+	uint64_t v = 1;
+#define FILL(name, kind, help) atomic_store(&t.name, v++);
+	VY_TELEMETRY_FIELDS(FILL)
+#undef FILL
+	vy_telemetry_clear_gauges(&t);
+	vy_telemetry_snapshot s;
+	vy_telemetry_snapshot_take(&t, &s);
+	size_t bad = 0, gauges = 0;
+	v = 1;
+#define AFTER(name, kind, help)                                                \
+	bad += s.name != (KIND_IS_COUNTER_##kind ? v : 0);                     \
+	gauges += !KIND_IS_COUNTER_##kind;                                     \
+	v++;
+	VY_TELEMETRY_FIELDS(AFTER)
+#undef AFTER
+	CHECK_EQ(bad, 0);
+	CHECK(gauges >= 6);
+	CHECK_EQ(s.h2d_bytes, 1); /* the first field, a counter */
+	CHECK_EQ(s.resident_bytes, 0);
+	CHECK_EQ(vy_telemetry_layout(), vy_telemetry_layout());
+	CHECK(vy_telemetry_layout() != 0xcbf29ce484222325ull); /* not the empty list's */
+}
+
 int main(void)
 {
 	static const vy_test_case cases[] = {
@@ -828,6 +857,7 @@ int main(void)
 		TEST_CASE(telemetry_format_prints_every_key_once),
 		TEST_CASE(telemetry_format_truncates_like_snprintf),
 		TEST_CASE(telemetry_reset_zeroes_counters_keeps_gauges),
+		TEST_CASE(telemetry_clear_gauges_keeps_counts),
 	};
 	return vy_test_main("config", cases, sizeof(cases) / sizeof(cases[0]));
 }

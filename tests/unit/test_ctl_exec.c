@@ -147,9 +147,9 @@ static void sequence_results_and_one_sync(void)
 	vy_ctl_result res;
 	vy_ctl_error err;
 	vy_telemetry_snapshot a, b;
-	vy_telemetry_snapshot_take(&f.c->tel, &a);
+	vy_telemetry_snapshot_take(f.c->tel, &a);
 	MUST(run(&f, "fill a 0x11\nrepeat 3\nfill b 0x22 0 100\ncopy a b 0 100 8\nend\ncopy b c 0 0 64\n", &res, &err));
-	vy_telemetry_snapshot_take(&f.c->tel, &b);
+	vy_telemetry_snapshot_take(f.c->tel, &b);
 	CHECK_EQ(res.steps, 1 + 6 + 1);
 	CHECK_EQ(b.syncs - a.syncs, 1);
 	CHECK_EQ(b.memset_ops - a.memset_ops, 4);

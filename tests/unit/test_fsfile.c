@@ -125,7 +125,7 @@ static void readahead_copy_failure_costs_only_a_direct_read(void)
 
 	pthread_rwlock_rdlock(&f.in->lock);
 	vy_telemetry_snapshot t0;
-	vy_telemetry_snapshot_take(&f.c->tel, &t0);
+	vy_telemetry_snapshot_take(f.c->tel, &t0);
 	uint64_t dtoh0 = vy_counts_get(f.d).copy_dtoh;
 	atomic_store(&f.d->fail_dtoh, 1); /* the chunk's copy */
 	bool same = false;
@@ -138,7 +138,7 @@ static void readahead_copy_failure_costs_only_a_direct_read(void)
 		CHECK(same);
 	}
 	vy_telemetry_snapshot t1;
-	vy_telemetry_snapshot_take(&f.c->tel, &t1);
+	vy_telemetry_snapshot_take(f.c->tel, &t1);
 	/* 32 reads: the first direct (its chunk failed), then one chunk from
 	 * the second read on and the next queued at its first hit. */
 	CHECK_EQ(vy_counts_get(f.d).copy_dtoh - dtoh0, 3);

@@ -52,7 +52,7 @@ static void fx_close(fixture *f)
 static vy_telemetry_snapshot snap(fixture *f)
 {
 	vy_telemetry_snapshot s;
-	vy_telemetry_snapshot_take(&f->c->tel, &s);
+	vy_telemetry_snapshot_take(f->c->tel, &s);
 	return s;
 }
 
@@ -187,7 +187,7 @@ static vy_runner *launcher_open(fixture *f, uint64_t timeout_ms)
 				 .timeout_ms = timeout_ms};
 	vy_runner *r = NULL;
 	vy_error e;
-	if (vy_runner_launcher_open(f->c->store, &f->c->tel, &o, &r, &e) != VY_OK) {
+	if (vy_runner_launcher_open(f->c->store, f->c->tel, &o, &r, &e) != VY_OK) {
 		fprintf(stderr, "launcher: %s\n", e.msg);
 		exit(2);
 	}

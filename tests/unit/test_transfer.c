@@ -43,7 +43,7 @@ static void fx_close(fixture *f)
 static vy_telemetry_snapshot snap(fixture *f)
 {
 	vy_telemetry_snapshot s;
-	vy_telemetry_snapshot_take(&f->c->tel, &s);
+	vy_telemetry_snapshot_take(f->c->tel, &s);
 	return s;
 }
 
