@@ -45,13 +45,19 @@ typedef struct vy_state_hdr {
 	uint64_t log_tail;                /* 1152 the commit: records below it are there */
 	uint64_t takeovers;               /* 1160 */
 	uint64_t takeover_ms;             /* 1168 the last one's */
-	uint64_t reserved[5];             /* 1176 zero: room for format 1's own growth */
+	/* The .vyre/stats counters' memfd (daemon/kept_counters.h): its
+	 * keeper memory slot (0: none) and the key its header must hold. A
+	 * binary that predates them reads them as reserved and leaves them. */
+	uint64_t counters_slot;           /* 1176 */
+	uint64_t counters_key;            /* 1184 */
+	uint64_t reserved[3];             /* 1192 zero: room for format 1's own growth */
 	uint64_t stats[VY_STATE_STATS];   /* 1216 */
 } vy_state_hdr;
 _Static_assert(offsetof(vy_state_hdr, version) == 40, "state header layout");
 _Static_assert(offsetof(vy_state_hdr, init_req) == 112, "state header layout");
 _Static_assert(offsetof(vy_state_hdr, root) == 1136, "state header layout");
 _Static_assert(offsetof(vy_state_hdr, log_tail) == 1152, "state header layout");
+_Static_assert(offsetof(vy_state_hdr, counters_slot) == 1176, "state header layout");
 _Static_assert(offsetof(vy_state_hdr, stats) == 1216, "state header layout");
 _Static_assert(sizeof(vy_state_hdr) == 3264, "state header layout");
 _Static_assert(sizeof(vy_state_hdr) <= VY_STATE_HEADER_BYTES, "the header fits its page");

@@ -248,6 +248,20 @@ uint64_t vy_state_takeovers(const vy_state *s, uint64_t *last_ms)
 	return __atomic_load_n(&s->hdr->takeovers, __ATOMIC_RELAXED);
 }
 
+void vy_state_set_counters(vy_state *s, uint64_t slot, uint64_t key)
+{
+	__atomic_store_n(&s->hdr->counters_slot, 0, __ATOMIC_RELEASE); /* never a slot with another's key */
+	__atomic_store_n(&s->hdr->counters_key, key, __ATOMIC_RELEASE);
+	__atomic_store_n(&s->hdr->counters_slot, slot, __ATOMIC_RELEASE);
+}
+
+uint64_t vy_state_counters(const vy_state *s, uint64_t *key)
+{
+	uint64_t slot = __atomic_load_n(&s->hdr->counters_slot, __ATOMIC_ACQUIRE);
+	*key = __atomic_load_n(&s->hdr->counters_key, __ATOMIC_ACQUIRE);
+	return slot;
+}
+
 void vy_state_stat_add(vy_state *s, unsigned idx, uint64_t v)
 {
 	if (idx < VY_STATE_STATS)

@@ -83,6 +83,11 @@ void vy_state_writer_version(const vy_state *s, char out[VY_STATE_VERSION_MAX]);
 /* Counters in the region: a successor's .vyre/stats go on from them. */
 void vy_state_note_takeover(vy_state *s, uint64_t ms);
 uint64_t vy_state_takeovers(const vy_state *s, uint64_t *last_ms);
+/* Where the .vyre/stats counters are kept (a keeper memory slot, 0: none)
+ * and the key that proves a memfd there is them: stored together, read
+ * together (each a relaxed 8-byte store; a reader checks both). */
+void vy_state_set_counters(vy_state *s, uint64_t slot, uint64_t key);
+uint64_t vy_state_counters(const vy_state *s, uint64_t *key);
 /* The daemon's counters by index (< VY_STATE_STATS): relaxed atomics. An
  * index out of range is a caller's bug: ignored, reads as 0. */
 void vy_state_stat_add(vy_state *s, unsigned idx, uint64_t v);

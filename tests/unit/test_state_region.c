@@ -25,6 +25,9 @@ static void create_adopt_round_trip(void)
 	CHECK(!vy_state_get_init(s, &rq, &rql, &rp, &rpl)); /* none yet */
 	MUST(vy_state_set_init(s, req, sizeof(req), reply, sizeof(reply), E));
 	vy_state_note_takeover(s, 3);
+	uint64_t key;
+	CHECK_EQ(vy_state_counters(s, &key), 0); /* none yet */
+	vy_state_set_counters(s, 17, 0xfeedull);
 	vy_state_stat_add(s, 5, 40);
 	vy_state_stat_add(s, 5, 2);
 	vy_state_stat_set(s, VY_STATE_STATS - 1, 9);
@@ -44,6 +47,8 @@ static void create_adopt_round_trip(void)
 	uint64_t ms;
 	CHECK_EQ(vy_state_takeovers(t, &ms), 1);
 	CHECK_EQ(ms, 3);
+	CHECK_EQ(vy_state_counters(t, &key), 17);
+	CHECK_EQ(key, 0xfeedull);
 	CHECK_EQ(vy_state_stat_get(t, 5), 42);
 	CHECK_EQ(vy_state_stat_get(t, VY_STATE_STATS - 1), 9);
 	CHECK_EQ(vy_state_stat_get(t, VY_STATE_STATS), 0);
