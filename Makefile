@@ -130,6 +130,11 @@ $(BUILD)/tests/unit/test_keeper_memory: $(BUILD)/tests/unit/test_keeper_memory.o
 		$(BUILD)/daemon/log.o $(BUILD)/keeper/wire.o $(CORE_LIB)
 	$(CC) $(CFLAGS) -o $@ $^ $(PKG_LIBS) $(LDLIBS)
 
+# The .vyre/stats counters a successor finds (daemon/), over a real region.
+$(BUILD)/tests/unit/test_kept_counters: $(BUILD)/tests/unit/test_kept_counters.o $(UNIT_LIB) \
+		$(BUILD)/daemon/kept_counters.o $(BUILD)/daemon/log.o $(STATE_OBJ) $(CORE_LIB)
+	$(CC) $(CFLAGS) -o $@ $^ $(PKG_LIBS) $(LDLIBS)
+
 # The kept namespace's groups and answers (persist/).
 $(BUILD)/tests/unit/test_shadow: $(BUILD)/tests/unit/test_shadow.o $(UNIT_LIB) $(BUILD)/persist/shadow.o \
 		$(BUILD)/persist/answers.o $(CORE_LIB)

@@ -3,6 +3,7 @@
 #include "core/store_keep.h"
 #include "daemon/keeper_link.h"
 #include "daemon/keeper_memory.h"
+#include "daemon/kept_counters.h"
 #include "daemon/log.h"
 #include "fs/fs.h"
 #include "fs/wbehind_keep.h"
@@ -17,7 +18,8 @@
 #include <stdio.h>
 
 bool vy_adopt_namespace(struct vy_fs *fs, struct vy_state *st, struct vy_keeper_adoption *ad,
-			struct vy_keeper_link *link, struct vy_keeper_memory *km, struct vy_kept_conns *conns)
+			struct vy_keeper_link *link, struct vy_keeper_memory *km, struct vy_kept_conns *conns,
+			struct vy_kept_counters *counters)
 {
 	char why[256];
 	vy_error e;
@@ -26,6 +28,7 @@ bool vy_adopt_namespace(struct vy_fs *fs, struct vy_state *st, struct vy_keeper_
 				"umount and mount again)", why);
 		return false;
 	}
+	vy_kept_counters_claim(counters, &ad->memory); /* its slot counted in use: not settled */
 	vy_err rc = VY_OK;
 	for (unsigned d = 0; rc == VY_OK && d < fs->ndev; d++)
 		rc = vy_store_keep(fs->dev[d].core->store, &km->sink, &e);

@@ -11,14 +11,17 @@
  * here over the keeper's link). What cannot be taken back is said in the
  * log; the mount serves on either way. Whether `km` was made (the caller
  * destroys it after its stores). `conns`: the client connections that map
- * files, for the map server (the caller frees what it does not take). */
+ * files, for the map server (the caller frees what it does not take).
+ * `counters`: the .vyre/stats counters adopted already (or NULL). */
 struct vy_fs;
 struct vy_state;
 struct vy_keeper_adoption;
 struct vy_keeper_link;
 struct vy_keeper_memory;
 struct vy_kept_conns;
+struct vy_kept_counters;
 bool vy_adopt_namespace(struct vy_fs *fs, struct vy_state *st, struct vy_keeper_adoption *ad,
-			struct vy_keeper_link *link, struct vy_keeper_memory *km, struct vy_kept_conns *conns);
+			struct vy_keeper_link *link, struct vy_keeper_memory *km, struct vy_kept_conns *conns,
+			struct vy_kept_counters *counters);
 
 #endif

@@ -15,6 +15,7 @@
 #include "daemon/resend.h"
 #include "daemon/upgrade.h"
 #include "daemon/keeper_memory.h"
+#include "daemon/kept_counters.h"
 #include "core/store_keep.h"
 #include "core/clock.h"
 #include "persist/writer.h"
@@ -188,6 +189,7 @@ int vy_mount_serve(const vy_mount_args *a, vy_keeper_link *keeper, vy_keeper_ado
 	vy_error e;
 	vy_fs fs;
 	bool fs_ready = false;
+	vy_kept_counters *counters = NULL; /* survive=on: the cores count into it */
 	vy_keeper_memory km; /* survive=on: file memory to the keeper */
 	bool km_ready = false;
 	struct fuse_session *se = NULL;
@@ -202,12 +204,18 @@ int vy_mount_serve(const vy_mount_args *a, vy_keeper_link *keeper, vy_keeper_ado
 	}
 	if (opened.note[0])
 		report('N', "%s", opened.note);
+	if (kept) /* the .vyre/stats counts, where a successor finds them */
+		counters = adopt ? vy_kept_counters_adopt(st, &adopt->memory, dev, opened.n) : NULL;
+	if (kept && !counters)
+		counters = vy_kept_counters_new(dev, opened.n);
 	/* Each baseline comes after the driver's own stream memory is there. */
 	for (; ncores < opened.n; ncores++) {
 		uint64_t total;
+		vy_core_options co = a->cfg.core;
+		co.counters = counters ? vy_kept_counters_device(counters, ncores) : NULL;
 		if (vy_device_warm_streams(dev[ncores], a->cfg.core.streams, &e) != VY_OK ||
 		    dev[ncores]->ops->mem_info(dev[ncores], &free0[ncores], &total, &e) != VY_OK ||
-		    vy_core_attach(dev[ncores], &a->cfg.core, &cores[ncores], &e) != VY_OK)
+		    vy_core_attach(dev[ncores], &co, &cores[ncores], &e) != VY_OK)
 			break;
 	}
 	if (ncores < opened.n || vy_fs_init(&fs, cores, opened.n, &a->cfg, &e) != VY_OK) {
@@ -318,11 +326,13 @@ int vy_mount_serve(const vy_mount_args *a, vy_keeper_link *keeper, vy_keeper_ado
 	if (adopt) {
 		fs.takeovers = adopt->takeovers;
 		fs.death_ns = adopt->death_ns;
-		km_ready = vy_adopt_namespace(&fs, st, adopt, keeper, &km, &conns);
+		km_ready = vy_adopt_namespace(&fs, st, adopt, keeper, &km, &conns, counters);
 		fs.replayed_ns = vy_monotonic_ns();
 	}
 	if (km_ready && fs.persist)
 		fs.keep_sink = &km.sink; /* the map server's connections to the keeper */
+	if (fs.keep_sink)
+		vy_kept_counters_hand(counters, st, fs.keep_sink);
 	if (fs.keep_sink && fs.cfg.write_behind && !fs.wbk)
 		vy_wbk_start(&fs); /* a successor has the dead daemon's already */
 	/* Client programs map files through it; the mount works without. */
@@ -382,6 +392,7 @@ out:
 			       mounted ? "unmounted" : "after the failed mount of", a->mountpoint, dev[d]->info.ordinal,
 			       free1, free0[d]);
 	}
+	vy_kept_counters_free(counters); /* after the cores counting into it */
 	vy_mount_devices_close(&opened);
 	if (km_ready)
 		vy_keeper_memory_destroy(&km); /* after the stores: their frees went through it */

@@ -5,7 +5,7 @@
 # tests look at the mount, .vyre/ and the processes.
 # Kills at chosen points come from an LD_PRELOAD shim (killshim.c).
 . tests/fs/lib.sh
-SHIM=$PWD/$BUILD/tests/survive/killshim.so
+. tests/survive/lib.sh # SHIM, stat_is
 T=""
 
 setUp() {
@@ -118,6 +118,26 @@ test_handle_of_dead_daemon_reads_on() {
 	assertEquals "the old descriptor reads the config" "$(cat "$MNT/.vyre/config")" "$(cat <&3)"
 	exec 3<&-
 	assertEquals "takeovers" 1 "$(stat_of takeovers)"
+}
+
+# .vyre/stats counts on across deaths (the counters live in memory the
+# keeper holds); gauges describe what the successor holds.
+test_stats_counters_go_on_across_takeovers() {
+	mount_vyrefs "survive=on" || { fail "mount"; return; }
+	local keys="h2d_bytes d2h_bytes driver_allocs syncs resident_bytes resident_buffers" k before after i
+	dd if=/dev/zero of="$MNT/f" bs=1M count=3 conv=fsync status=none || fail "the first write"
+	cat "$MNT/f" >/dev/null || fail "the first read"
+	before=$(for k in $keys; do echo "$k $(stat_of "$k")"; done)
+	assertEquals "3 MiB uploaded" 3145728 "$(stat_of h2d_bytes)"
+	for i in 1 2; do
+		kill -9 "$(stat_of pid)"
+		wait_for "successor $i serves" stat_is takeovers "$i" || return
+		after=$(for k in $keys; do echo "$k $(stat_of "$k")"; done)
+		assertEquals "the counts and gauges after takeover $i" "$before" "$after"
+	done
+	dd if=/dev/zero of="$MNT/g" bs=1M count=1 conv=fsync status=none || fail "a write after"
+	assertEquals "the successor counts on" $((4 << 20)) "$(stat_of h2d_bytes)"
+	assertNotContains "nothing started again" "$(cat "$VY_LOG")" "counters start again"
 }
 
 test_five_quick_deaths_give_up() {
