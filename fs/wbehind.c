@@ -48,6 +48,21 @@ static void published(vy_fs *fs, const wb_slot *s)
 		vy_wbk_publish(fs->wbk, s->kept, s->len);
 }
 
+/* A copy that failed: the bytes are the error's now. A kept slot stays
+ * as it is, out of use, for a successor to copy again (its file's
+ * changes are refused from now on, so nothing newer lands under it)
+ * until the file goes (vy_wbehind_free). */
+static void failed(vy_fs *fs, vy_inode *in, struct vy_wbehind *wb, wb_slot *s, vy_err rc, const vy_error *why)
+{
+	fail_sticky(wb, in, rc, why);
+	if (s->kept) {
+		vy_wbk_hold(fs->wbk, s->kept);
+		s->kept = 0;
+		s->buf = (vy_staging_buf){0};
+	}
+	s->len = 0;
+}
+
 /* Wait for the slot's copy (which drops its pin). */
 static void complete(vy_fs *fs, vy_inode *in, struct vy_wbehind *wb, wb_slot *s)
 {
@@ -55,8 +70,10 @@ static void complete(vy_fs *fs, vy_inode *in, struct vy_wbehind *wb, wb_slot *s)
 		return;
 	vy_error why;
 	vy_err rc = vy_async_wait(vy_fs_core(fs, in), &s->copy, &why);
-	if (rc != VY_OK)
-		fail_sticky(wb, in, rc, &why);
+	if (rc != VY_OK) {
+		failed(fs, in, wb, s, rc, &why);
+		return;
+	}
 	s->len = 0;
 	published(fs, s);
 }
@@ -78,9 +95,7 @@ static void queue(vy_fs *fs, vy_inode *in, struct vy_wbehind *wb, wb_slot *s)
 	vy_error why;
 	vy_err rc = vy_async_htod(vy_fs_core(fs, in), &s->copy, in->buf, s->start, s->buf.ptr, s->len, &why);
 	if (rc != VY_OK) {
-		fail_sticky(wb, in, rc, &why);
-		s->len = 0;
-		published(fs, s);
+		failed(fs, in, wb, s, rc, &why);
 		return;
 	}
 	vy_telemetry_add(vy_fs_core(fs, in)->tel, wb_copies, 1);
@@ -155,6 +170,16 @@ vy_err vy_wbehind_settle(vy_fs *fs, vy_inode *in, vy_error *e)
 	return rc;
 }
 
+static struct vy_wbehind *fresh(void)
+{
+	struct vy_wbehind *wb = calloc(1, sizeof(*wb));
+	if (!wb)
+		return NULL;
+	pthread_mutex_init(&wb->lock, NULL);
+	wb->filling = -1;
+	return wb;
+}
+
 vy_err vy_wbehind_write(vy_fs *fs, vy_inode *in, uint64_t off, const void *src, size_t len, bool *taken,
 			vy_error *e)
 {
@@ -162,11 +187,9 @@ vy_err vy_wbehind_write(vy_fs *fs, vy_inode *in, uint64_t off, const void *src, 
 	if (!in->wb) {
 		if (len > VY_WB_SLOT / 2)
 			return VY_OK;
-		in->wb = calloc(1, sizeof(*in->wb));
+		in->wb = fresh();
 		if (!in->wb)
 			return VY_OK; /* the direct path needs no state */
-		pthread_mutex_init(&in->wb->lock, NULL);
-		in->wb->filling = -1;
 	}
 	struct vy_wbehind *wb = in->wb;
 	pthread_mutex_lock(&wb->lock);
@@ -223,11 +246,23 @@ out:
 	return rc;
 }
 
+void vy_wbehind_fail(vy_fs *fs, vy_inode *in, vy_err rc, const vy_error *why)
+{
+	(void)fs;
+	if (!in->wb && !(in->wb = fresh()))
+		return; /* no memory: the log line is all that says so */
+	pthread_mutex_lock(&in->wb->lock);
+	fail_sticky(in->wb, in, rc, why);
+	pthread_mutex_unlock(&in->wb->lock);
+}
+
 void vy_wbehind_free(vy_fs *fs, vy_inode *in)
 {
 	if (!in->wb)
 		return;
 	vy_wbehind_settle(fs, in, NULL);
+	if (in->wb->err != VY_OK && fs->wbk) /* the file goes, and with it what its failed copies held */
+		vy_wbk_drop_held(fs->wbk, in->ino);
 	for (int k = 0; k < 2; k++) {
 		vy_error why;
 		if (vy_async_destroy(vy_fs_core(fs, in), &in->wb->slot[k].copy, &why) != VY_OK)

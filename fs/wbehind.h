@@ -9,7 +9,8 @@
  * sequences, the fit at close, flush, fsync, freeing): every gathered byte
  * is copied and waited for. A copy that fails is sticky: every later read,
  * write, flush and fsync of the file reports it, so the loss is never
- * silent. Slots are capped fs-wide (VY_WB_SLOTS); a write that gets none,
+ * silent (survive=on: its slot is kept for a successor, which copies it
+ * again, or reports it as its own if that fails too). Slots are capped fs-wide (VY_WB_SLOTS); a write that gets none,
  * or one larger than half a slot, goes to the device directly, after what
  * was gathered before it. The caller holds the inode's lock: write for
  * vy_wbehind_write, read or write for vy_wbehind_settle. */
@@ -34,5 +35,9 @@ vy_err vy_wbehind_settle(vy_fs *fs, vy_inode *in, vy_error *e);
 vy_err vy_wbehind_quiesce(vy_fs *fs, vy_inode *in, vy_error *e);
 /* Settle and free the state (the inode is going). */
 void vy_wbehind_free(vy_fs *fs, vy_inode *in);
+/* The file's written bytes did not all reach the device (a successor's
+ * copy of a kept slot failed): sticky from now on, as a failed copy of
+ * its own is. */
+void vy_wbehind_fail(vy_fs *fs, vy_inode *in, vy_err rc, const vy_error *why);
 
 #endif

@@ -43,6 +43,7 @@ struct vy_wbk {
 	vy_device *dev;    /* the one that page-locks (portable: every context's) */
 	pthread_mutex_t lock;
 	uint64_t busy, locked, bad; /* masks of slots taken, page-locked, and that would not lock */
+	uint64_t held;              /* taken too: a failed copy's, kept for a successor */
 	bool said;             /* a slot that would not lock: logged once */
 	_Atomic uint64_t order;
 };
@@ -161,9 +162,10 @@ static bool apply_one(vy_fs *fs, vy_wbk *w, int index)
 		to = to < end ? to : end;
 		vy_upload up = {.handle = in->buf, .offset = at, .src = slot_mem(w, index) + (at - d->start), .len = to - at};
 		vy_error e;
-		if (vy_upload_many(core, &up, 1, &e) != VY_OK) {
-			vy_log(LOG_ERR, "takeover: inode %llu: written bytes did not reach the device: %s",
-			       (unsigned long long)d->ino, e.msg);
+		vy_err rc = vy_upload_many(core, &up, 1, &e);
+		if (rc != VY_OK) {
+			/* Its writer was answered: the file's next fsync says so. */
+			vy_wbehind_fail(fs, in, rc, &e);
 			return false;
 		}
 		from = to;
@@ -265,6 +267,27 @@ void vy_wbk_give(vy_wbk *w, int index)
 {
 	pthread_mutex_lock(&w->lock);
 	w->busy &= ~(1ull << (index - 1));
+	pthread_mutex_unlock(&w->lock);
+}
+
+void vy_wbk_hold(vy_wbk *w, int index)
+{
+	pthread_mutex_lock(&w->lock);
+	w->held |= 1ull << (index - 1); /* and busy still */
+	pthread_mutex_unlock(&w->lock);
+}
+
+void vy_wbk_drop_held(vy_wbk *w, uint64_t ino)
+{
+	pthread_mutex_lock(&w->lock);
+	for (int i = 1; i <= (int)w->slots; i++) {
+		uint64_t bit = 1ull << (i - 1);
+		if ((w->held & bit) && desc(w, i)->ino == ino) {
+			vy_wbk_publish(w, i, 0);
+			w->held &= ~bit;
+			w->busy &= ~bit;
+		}
+	}
 	pthread_mutex_unlock(&w->lock);
 }
 

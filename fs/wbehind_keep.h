@@ -11,7 +11,8 @@
  * A slot's owner (one file's write-behind, under its lock) writes the
  * bytes first and then the descriptor's length, so whatever length a
  * successor reads covers bytes written. A copy that reached the device
- * sets the length 0 before the slot is reused. A successor copies every
+ * sets the length 0 before the slot is reused; one that failed keeps it
+ * (vy_wbk_hold), for the successor to try again. A successor copies every
  * slot of a non-zero length into its file, the oldest first, before it
  * answers any request: a write answered is on the device again; one not
  * answered may land partly, and the kernel resends it whole. */
@@ -46,6 +47,12 @@ void vy_wbk_stop(vy_fs *fs);
 void *vy_wbk_take(vy_wbk *w, int *index);
 /* Give it back: its length is 0 already. */
 void vy_wbk_give(vy_wbk *w, int index);
+/* Its copy failed: the slot keeps its bytes and length, out of use, so a
+ * successor copies it again (its file's sticky error refuses every later
+ * change meanwhile); instead of vy_wbk_give. */
+void vy_wbk_hold(vy_wbk *w, int index);
+/* File `ino` goes: the slots its failed copies held are cleared and free. */
+void vy_wbk_drop_held(vy_wbk *w, uint64_t ino);
 /* The slot now gathers file `ino` from `start` (its length set 0 first). */
 void vy_wbk_begin(vy_wbk *w, int index, uint64_t ino, uint64_t start);
 /* Its bytes [0, len) are written (len 0: none waits). */

@@ -2,11 +2,18 @@
  * device): a write-behind copy that fails, at queueing or at completion, is
  * reported by every later settle, write and read of the file (never a
  * silent loss); a readahead copy that fails only costs the read a direct
- * copy; and everything is given back at the end. */
+ * copy; survive=on, a failed copy's slot stays for a successor, which
+ * copies it again (or, failing too, reports it); and everything is given
+ * back at the end. */
 #include "fs/file.h"
+#include "fs/wbehind.h"
+#include "fs/wbehind_keep.h"
+#include "persist/format.h"
 #include "tests/unit/fs_fixture.h"
 
 #include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 typedef struct fixture {
 	struct vy_test_fs; /* d, c, fs, free0 (fs_fixture.h): the first member */
@@ -148,12 +155,135 @@ static void readahead_copy_failure_costs_only_a_direct_read(void)
 	fx_close(&f);
 }
 
+/* survive=on: the keeper, as far as the write-behind region goes (a
+ * fake sink keeping a copy of its fd, in slot KEPT). */
+enum { KEPT = 7 };
+static int keeper_fd = -1;
+
+static vy_keep_slot keep_add(void *ctx, int fd)
+{
+	(void)ctx;
+	keeper_fd = dup(fd);
+	return keeper_fd >= 0 ? KEPT : 0;
+}
+
+static void keep_drop(void *ctx, vy_keep_slot slot)
+{
+	(void)ctx;
+	(void)slot;
+}
+
+/* Three writes gathered in a kept slot whose copy fails; the daemon dies
+ * (the region unmapped, nothing else run); a successor adopts the region
+ * and copies the slot again: the bytes land, or (`again_fails`) the
+ * file's settle reports it. */
+static void failed_kept_copy(bool again_fails)
+{
+	fixture f;
+	fx_open(&f);
+	vy_keep_sink sink = {.add = keep_add, .drop = keep_drop};
+	f.fs.cfg.survive = true;
+	f.fs.keep_sink = &sink;
+	CHECK(vy_wbk_start(&f.fs));
+	uint8_t chunk[4096];
+	pthread_rwlock_wrlock(&f.in->lock);
+	for (uint64_t off = 0; off < 3 * sizeof(chunk); off += sizeof(chunk)) {
+		fill(chunk, off, sizeof(chunk));
+		MUST(vy_file_write(&f.fs, f.in, off, chunk, sizeof(chunk), E));
+	}
+	atomic_store(&f.d->fail_htod, 1);
+	MUST_FAIL(VY_EDEVICE, vy_file_settle(&f.fs, f.in, E));
+	/* The death: what was in this daemon's memory is gone. */
+	vy_wbk_stop(&f.fs);
+	vy_wbehind_free(&f.fs, f.in);
+	struct stat st;
+	CHECK(fstat(keeper_fd, &st) == 0);
+	vy_p_wbehind rec = {.slot = KEPT, .slots = VY_WB_SLOTS, .slot_bytes = VY_WB_SLOT, .bytes = (uint64_t)st.st_size};
+	int table[KEPT + 1] = {-1, -1, -1, -1, -1, -1, -1, dup(keeper_fd)};
+	vy_keep_fds mem = {.fd = table, .n = KEPT + 1};
+	uint64_t applied = 0, skipped = 0;
+	atomic_store(&f.d->fail_htod, again_fails ? 1 : 0);
+	vy_wbk_adopt(&f.fs, &rec, &mem, &applied, &skipped);
+	CHECK_EQ(applied, again_fails ? 0 : 1);
+	CHECK_EQ(skipped, again_fails ? 1 : 0);
+	CHECK_EQ(table[KEPT], -1); /* the region is the successor's */
+	bool same = false;
+	if (again_fails) {
+		MUST_FAIL(VY_EDEVICE, vy_file_settle(&f.fs, f.in, E));
+		CHECK(strstr(vy_test_last_error.msg, "injected") != NULL);
+	} else {
+		MUST(vy_file_settle(&f.fs, f.in, E));
+		MUST(read_back(&f, 0, 3 * sizeof(chunk), &same, E));
+		CHECK(same);
+	}
+	pthread_rwlock_unlock(&f.in->lock);
+	vy_wbk_stop(&f.fs);
+	close(keeper_fd);
+	fx_close(&f);
+}
+
+static void failed_kept_copy_is_copied_again_by_a_successor(void)
+{
+	failed_kept_copy(false);
+}
+
+static void failed_kept_copy_failing_again_is_reported_by_the_successor(void)
+{
+	failed_kept_copy(true);
+}
+
+/* Until the file goes: then its held slot is cleared and free again. */
+static void failed_kept_copy_is_held_until_its_file_goes(void)
+{
+	fixture f;
+	fx_open(&f);
+	vy_keep_sink sink = {.add = keep_add, .drop = keep_drop};
+	f.fs.cfg.survive = true;
+	f.fs.keep_sink = &sink;
+	CHECK(vy_wbk_start(&f.fs));
+	uint8_t chunk[4096];
+	fill(chunk, 0, sizeof(chunk));
+	pthread_rwlock_wrlock(&f.in->lock);
+	MUST(vy_file_write(&f.fs, f.in, 0, chunk, sizeof(chunk), E));
+	atomic_store(&f.d->fail_htod, 1);
+	MUST_FAIL(VY_EDEVICE, vy_file_settle(&f.fs, f.in, E));
+	/* Every other slot can be taken, that one not. */
+	int idx[VY_WB_SLOTS], n = 0;
+	while (n < VY_WB_SLOTS && vy_wbk_take(f.fs.wbk, &idx[n]))
+		n++;
+	CHECK_EQ(n, VY_WB_SLOTS - 1);
+	for (int i = 0; i < n; i++)
+		vy_wbk_give(f.fs.wbk, idx[i]);
+	vy_wbehind_free(&f.fs, f.in); /* the file goes */
+	pthread_rwlock_unlock(&f.in->lock);
+	n = 0;
+	while (n < VY_WB_SLOTS && vy_wbk_take(f.fs.wbk, &idx[n]))
+		n++;
+	CHECK_EQ(n, VY_WB_SLOTS);
+	/* A successor would find nothing waiting. */
+	vy_wbk_stop(&f.fs);
+	struct stat st;
+	CHECK(fstat(keeper_fd, &st) == 0);
+	vy_p_wbehind rec = {.slot = KEPT, .slots = VY_WB_SLOTS, .slot_bytes = VY_WB_SLOT, .bytes = (uint64_t)st.st_size};
+	int table[KEPT + 1] = {-1, -1, -1, -1, -1, -1, -1, dup(keeper_fd)};
+	vy_keep_fds mem = {.fd = table, .n = KEPT + 1};
+	uint64_t applied = 0, skipped = 0;
+	vy_wbk_adopt(&f.fs, &rec, &mem, &applied, &skipped);
+	CHECK_EQ(applied + skipped, 0);
+	vy_wbk_stop(&f.fs);
+	close(keeper_fd);
+	fx_close(&f);
+}
+
 int main(void)
 {
 	static const vy_test_case cases[] = {
 		TEST_CASE(write_behind_copy_failing_to_queue_is_reported_from_then_on),
 		TEST_CASE(write_behind_copy_failing_on_the_device_is_reported_from_then_on),
 		TEST_CASE(readahead_copy_failure_costs_only_a_direct_read),
+		TEST_CASE(failed_kept_copy_is_copied_again_by_a_successor),
+		TEST_CASE(failed_kept_copy_failing_again_is_reported_by_the_successor),
+		TEST_CASE(failed_kept_copy_is_held_until_its_file_goes),
 	};
 	return vy_test_main("fsfile", cases, sizeof(cases) / sizeof(cases[0]));
 }
