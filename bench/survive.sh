@@ -49,9 +49,10 @@ PY
 
 # The steady-state cost (issue "survive": every dd/fio/ctl figure within 5%
 # of survive=off): the same binary on two mounts, survive=on and off, both
-# live, each figure taken on one then the other, REPS times; each median
-# goes under steady.on|off.KEY and their cost under steady.cost.KEY: on's
-# time over off's (1.05 is 5% slower with the state kept).
+# live, each figure taken on one then the other (each first in turn),
+# REPS times; each median goes under steady.on|off.KEY and their cost
+# under steady.cost.KEY: on's time over off's (1.05 is 5% slower with the
+# state kept).
 steady_one() { # TARGET KEY CMD...: one sample of CMD into SAMPLE[KEY.TARGET]
 	local t=$1 key=$2
 	shift 2
@@ -64,7 +65,12 @@ steady_figures() {
 	mount_target steady_on survive=on
 	[ "$BACKEND" = cuda ] && for t in steady_off steady_on; do cp bench/noop.ptx "${MNT[$t]}/.vyre/modules/noop.ptx"; done
 	for rep in $(seq "$REPS"); do
-		for t in steady_off steady_on; do
+		# Each goes first in every other round: neither mount always
+		# meets what the other's figures left (the device's clocks, the
+		# page cache, a cooling CPU).
+		local order="steady_off steady_on"
+		[ $((rep % 2)) = 0 ] && order="steady_on steady_off"
+		for t in $order; do
 			m=${MNT[$t]}
 			for bs in 4K 1M 4M; do
 				bytes=$([ $bs = 4K ] && echo $small || echo $big)
