@@ -52,11 +52,23 @@ PY
 # live, each figure taken on one then the other (each first in turn),
 # REPS times; each median goes under steady.on|off.KEY and their cost
 # under steady.cost.KEY: on's time over off's (1.05 is 5% slower with the
-# state kept).
+# state kept); steady.paired.KEY is the median of each round's own ratio.
 steady_one() { # TARGET KEY CMD...: one sample of CMD into SAMPLE[KEY.TARGET]
 	local t=$1 key=$2
 	shift 2
 	SAMPLE[$key.$t]+=" $("$@")"
+}
+# paired_cost "A1 A2 ..." "B1 B2 ...": the median of the rounds' Ai/Bi
+# (each round's two samples were taken one right after the other, so a
+# drift of the machine between rounds cancels out of each ratio).
+paired_cost() {
+	local r=() a b i
+	read -ra a <<<"$1"
+	read -ra b <<<"$2"
+	for i in "${!a[@]}"; do
+		r+=("$(ratio_of "${a[$i]}" "${b[$i]:-}")")
+	done
+	median "${r[@]}"
 }
 steady_figures() {
 	local small=$((QUICK == 1 ? 16 << 20 : 256 << 20)) big=$((QUICK == 1 ? 64 << 20 : 1 << 30)) t m bs bytes rep k
@@ -101,8 +113,14 @@ steady_figures() {
 		put "steady.on.$k" "$on"
 		put "steady.off.$k" "$off"
 		case $k in # a time's cost is on/off; a rate's is off/on
-		*_us) put "steady.cost.$k" "$(ratio_of "$on" "$off")" ;;
-		*) put "steady.cost.$k" "$(ratio_of "$off" "$on")" ;;
+		*_us)
+			put "steady.cost.$k" "$(ratio_of "$on" "$off")"
+			put "steady.paired.$k" "$(paired_cost "${SAMPLE[$k.steady_on]}" "${SAMPLE[$k.steady_off]}")"
+			;;
+		*)
+			put "steady.cost.$k" "$(ratio_of "$off" "$on")"
+			put "steady.paired.$k" "$(paired_cost "${SAMPLE[$k.steady_off]}" "${SAMPLE[$k.steady_on]}")"
+			;;
 		esac
 	done
 	put steady.on.kept_records "$(stat_of steady_on kept_records)"
