@@ -72,10 +72,13 @@ vy_kept_counters *vy_kept_counters_new(vy_device *const *dev, unsigned n)
 		goto fail;
 	}
 	/* The key: what no file's bytes in a reused slot can hold by chance
-	 * or by a user's design (0 is never one). */
+	 * or by a user's design (0 is never one). Never a wait: a mount at
+	 * boot before the pool is ready keeps no counters instead. */
+	const char *what = "no random key (the kernel's pool is not ready yet)";
 	while (key == 0)
-		if (getrandom(&key, sizeof(key), 0) != (ssize_t)sizeof(key) && errno != EINTR)
+		if (getrandom(&key, sizeof(key), GRND_NONBLOCK) != (ssize_t)sizeof(key) && errno != EINTR)
 			goto fail;
+	what = "no memory to keep them in";
 	fd = memfd_create("vyrefs-counters", MFD_CLOEXEC);
 	if (fd < 0 || ftruncate(fd, (off_t)bytes_for(n)) != 0 || !(k = map_fd(fd, bytes_for(n))))
 		goto fail;
@@ -84,8 +87,8 @@ vy_kept_counters *vy_kept_counters_new(vy_device *const *dev, unsigned n)
 	k->key = key;
 	return k;
 fail:
-	vy_log(LOG_WARNING, ".vyre/stats counters start again from zero after a takeover: no memory to keep them in "
-			    "(%s; Fix: free host memory, then umount and mount again)", strerror(errno));
+	vy_log(LOG_WARNING, ".vyre/stats counters start again from zero after a takeover: %s (%s; Fix: free host "
+			    "memory, or wait for the random pool, then umount and mount again)", what, strerror(errno));
 	if (fd >= 0)
 		close(fd);
 	return NULL;
@@ -103,8 +106,11 @@ vy_kept_counters *vy_kept_counters_adopt(vy_state *st, vy_keep_fds *mem, vy_devi
 	vy_kept_counters *k = NULL;
 	if (fd >= 0) {
 		why = "they are not this mount's";
-		if (n <= VY_DEVICES_MAX && fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) &&
-		    (uint64_t)sb.st_size == bytes_for(n) && (k = map_fd(fd, bytes_for(n)))) {
+		bool fits = n <= VY_DEVICES_MAX && fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) &&
+			    (uint64_t)sb.st_size == bytes_for(n);
+		if (fits && !(k = map_fd(fd, bytes_for(n))))
+			why = "no memory to map them";
+		if (k) {
 			k->fd = -1; /* mem's until taken */
 			kc_head want = head_for(dev, n, key), got;
 			memcpy(&got, k->base, sizeof(got));

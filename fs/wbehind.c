@@ -48,19 +48,26 @@ static void published(vy_fs *fs, const wb_slot *s)
 		vy_wbk_publish(fs->wbk, s->kept, s->len);
 }
 
-/* A copy that failed: the bytes are the error's now. A kept slot stays
- * as it is, out of use, for a successor to copy again (its file's
- * changes are refused from now on, so nothing newer lands under it)
- * until the file goes (vy_wbehind_free). */
-static void failed(vy_fs *fs, vy_inode *in, struct vy_wbehind *wb, wb_slot *s, vy_err rc, const vy_error *why)
+/* A kept slot whose bytes did not reach the device stays as it is, out
+ * of use, for a successor to copy again, until the file goes
+ * (vy_wbehind_free). So does every later kept slot of the file, never
+ * copied here (queue): the successor copies them in their order, and the
+ * file's sticky error refuses every other change meanwhile. */
+static void hold(vy_fs *fs, wb_slot *s)
 {
-	fail_sticky(wb, in, rc, why);
 	if (s->kept) {
 		vy_wbk_hold(fs->wbk, s->kept);
 		s->kept = 0;
 		s->buf = (vy_staging_buf){0};
 	}
 	s->len = 0;
+}
+
+/* A copy that failed: the bytes are the error's now. */
+static void failed(vy_fs *fs, vy_inode *in, struct vy_wbehind *wb, wb_slot *s, vy_err rc, const vy_error *why)
+{
+	fail_sticky(wb, in, rc, why);
+	hold(fs, s);
 }
 
 /* Wait for the slot's copy (which drops its pin). */
@@ -92,6 +99,12 @@ static void queue(vy_fs *fs, vy_inode *in, struct vy_wbehind *wb, wb_slot *s)
 	wb_slot *other = &wb->slot[s == &wb->slot[0]];
 	if (other->copy.inflight && overlaps(s, other))
 		complete(fs, in, wb, other);
+	if (wb->err != VY_OK && s->kept) {
+		/* Copied here, newer bytes would land before an older slot's
+		 * retry, which a successor would then copy over them. */
+		hold(fs, s);
+		return;
+	}
 	vy_error why;
 	vy_err rc = vy_async_htod(vy_fs_core(fs, in), &s->copy, in->buf, s->start, s->buf.ptr, s->len, &why);
 	if (rc != VY_OK) {

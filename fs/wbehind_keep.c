@@ -45,6 +45,7 @@ struct vy_wbk {
 	uint64_t busy, locked, bad; /* masks of slots taken, page-locked, and that would not lock */
 	uint64_t held;              /* taken too: a failed copy's, kept for a successor */
 	bool said;             /* a slot that would not lock: logged once */
+	bool said_held;        /* half the slots held: logged once */
 	_Atomic uint64_t order;
 };
 
@@ -142,15 +143,17 @@ bool vy_wbk_start(vy_fs *fs)
 	return true;
 }
 
+enum { COPIED, GONE, FAILED };
+
 /* Copy one waiting slot into its file, only where the file has memory
  * (a hole there belongs to a write not answered, which comes again). */
-static bool apply_one(vy_fs *fs, vy_wbk *w, int index)
+static int apply_one(vy_fs *fs, vy_wbk *w, int index)
 {
 	const wbk_desc *d = desc(w, index);
 	vy_inode *in = vy_fs_inode(fs, d->ino);
 	uint64_t end;
 	if (!in || in->kind != VY_FILE || !in->buf || !vy_add_u64(d->start, d->len, &end))
-		return false;
+		return GONE;
 	uint64_t stop = in->size < in->cap ? in->size : in->cap;
 	end = end < stop ? end : stop;
 	vy_core *core = vy_fs_core(fs, in);
@@ -166,18 +169,21 @@ static bool apply_one(vy_fs *fs, vy_wbk *w, int index)
 		if (rc != VY_OK) {
 			/* Its writer was answered: the file's next fsync says so. */
 			vy_wbehind_fail(fs, in, rc, &e);
-			return false;
+			return FAILED;
 		}
 		from = to;
 	}
-	return true;
+	return COPIED;
 }
 
-/* Every waiting slot into its file, the oldest first; then none waits. */
+/* Every waiting slot into its file, the oldest first; then none waits but
+ * those of a file whose copy failed, held (vy_wbk_hold) for the next
+ * successor in their order. */
 static void apply(vy_fs *fs, vy_wbk *w, uint64_t *applied, uint64_t *skipped)
 {
 	int order[VY_P_WBEHIND_SLOTS_MAX];
-	size_t n = 0;
+	uint64_t failed[VY_P_WBEHIND_SLOTS_MAX];
+	size_t n = 0, nfailed = 0;
 	uint64_t top = 0;
 	for (int i = 1; i <= (int)w->slots; i++) {
 		const wbk_desc *d = desc(w, i);
@@ -192,10 +198,25 @@ static void apply(vy_fs *fs, vy_wbk *w, uint64_t *applied, uint64_t *skipped)
 	/* Each cleared once copied, the oldest first: a death in between
 	 * leaves only slots newer than any cleared, copied again. */
 	for (size_t k = 0; k < n; k++) {
-		*(apply_one(fs, w, order[k]) ? applied : skipped) += 1;
-		vy_wbk_publish(w, order[k], 0);
+		int i = order[k];
+		uint64_t ino = desc(w, i)->ino;
+		bool after_failure = false;
+		for (size_t f = 0; f < nfailed && !after_failure; f++)
+			after_failure = failed[f] == ino;
+		int got = after_failure ? FAILED : apply_one(fs, w, i);
+		if (got == FAILED) {
+			if (!after_failure)
+				failed[nfailed++] = ino;
+			vy_wbk_hold(w, i);
+			*skipped += 1;
+			continue;
+		}
+		*(got == COPIED ? applied : skipped) += 1;
+		vy_wbk_publish(w, i, 0);
 	}
-	memset(w->base + WBK_DESCS, 0, (size_t)w->slots * sizeof(wbk_desc));
+	for (int i = 1; i <= (int)w->slots; i++)
+		if (!(w->held & (1ull << (i - 1))))
+			memset(desc(w, i), 0, sizeof(wbk_desc));
 	atomic_store(&w->order, top);
 }
 
@@ -273,7 +294,14 @@ void vy_wbk_give(vy_wbk *w, int index)
 void vy_wbk_hold(vy_wbk *w, int index)
 {
 	pthread_mutex_lock(&w->lock);
-	w->held |= 1ull << (index - 1); /* and busy still */
+	w->held |= 1ull << (index - 1);
+	w->busy |= 1ull << (index - 1);
+	if (!w->said_held && 2 * (unsigned)__builtin_popcountll(w->held) >= w->slots) {
+		w->said_held = true;
+		vy_log(LOG_WARNING, "write-behind: %d of %u slots hold bytes whose copy to the device failed; small "
+				    "writes go to the device one by one once none is left (Fix: delete the files whose "
+				    "writes failed, or umount and mount again)", __builtin_popcountll(w->held), w->slots);
+	}
 	pthread_mutex_unlock(&w->lock);
 }
 

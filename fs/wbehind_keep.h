@@ -47,9 +47,11 @@ void vy_wbk_stop(vy_fs *fs);
 void *vy_wbk_take(vy_wbk *w, int *index);
 /* Give it back: its length is 0 already. */
 void vy_wbk_give(vy_wbk *w, int index);
-/* Its copy failed: the slot keeps its bytes and length, out of use, so a
- * successor copies it again (its file's sticky error refuses every later
- * change meanwhile); instead of vy_wbk_give. */
+/* Its copy failed, or an older slot's of its file did: the slot keeps its
+ * bytes and length, out of use, so a successor copies it again in its
+ * order (the file's sticky error refuses every other change meanwhile);
+ * instead of vy_wbk_give. A successor whose own copy fails holds it
+ * again, with every newer slot of that file, for the next one. */
 void vy_wbk_hold(vy_wbk *w, int index);
 /* File `ino` goes: the slots its failed copies held are cleared and free. */
 void vy_wbk_drop_held(vy_wbk *w, uint64_t ino);

@@ -85,7 +85,7 @@ void vy_state_note_takeover(vy_state *s, uint64_t ms);
 uint64_t vy_state_takeovers(const vy_state *s, uint64_t *last_ms);
 /* Where the .vyre/stats counters are kept (a keeper memory slot, 0: none)
  * and the key that proves a memfd there is them: stored together, read
- * together (each a relaxed 8-byte store; a reader checks both). */
+ * together (8-byte stores, the slot cleared first and set last; a reader checks both). */
 void vy_state_set_counters(vy_state *s, uint64_t slot, uint64_t key);
 uint64_t vy_state_counters(const vy_state *s, uint64_t *key);
 /* The daemon's counters by index (< VY_STATE_STATS): relaxed atomics. An

@@ -173,18 +173,43 @@ static void keep_drop(void *ctx, vy_keep_slot slot)
 	(void)slot;
 }
 
-/* Three writes gathered in a kept slot whose copy fails; the daemon dies
- * (the region unmapped, nothing else run); a successor adopts the region
- * and copies the slot again: the bytes land, or (`again_fails`) the
- * file's settle reports it. */
+static void start_kept(fixture *f, vy_keep_sink *sink)
+{
+	*sink = (vy_keep_sink){.add = keep_add, .drop = keep_drop};
+	f->fs.cfg.survive = true;
+	f->fs.keep_sink = sink;
+	CHECK(vy_wbk_start(&f->fs));
+}
+
+/* The daemon dies (what was in its memory is gone: the region unmapped,
+ * nothing else run) and a successor adopts the keeper's copy of the
+ * region, its copies failing when `fail`. */
+static void die_and_adopt(fixture *f, bool fail, uint64_t *applied, uint64_t *skipped)
+{
+	vy_wbk_stop(&f->fs);
+	vy_wbehind_free(&f->fs, f->in);
+	struct stat st;
+	CHECK(fstat(keeper_fd, &st) == 0);
+	vy_p_wbehind rec = {.slot = KEPT, .slots = VY_WB_SLOTS, .slot_bytes = VY_WB_SLOT, .bytes = (uint64_t)st.st_size};
+	int table[KEPT + 1] = {-1, -1, -1, -1, -1, -1, -1, dup(keeper_fd)};
+	vy_keep_fds mem = {.fd = table, .n = KEPT + 1};
+	*applied = *skipped = 0;
+	atomic_store(&f->d->fail_htod, fail ? 1 : 0);
+	vy_wbk_adopt(&f->fs, &rec, &mem, applied, skipped);
+	atomic_store(&f->d->fail_htod, 0);
+	CHECK_EQ(table[KEPT], -1); /* the region is the successor's */
+}
+
+/* Three writes gathered in a kept slot whose copy fails; a successor
+ * copies the slot again: the bytes land, or (`again_fails`) the file's
+ * settle reports it and the slot waits, held, for the next successor,
+ * which copies it. */
 static void failed_kept_copy(bool again_fails)
 {
 	fixture f;
 	fx_open(&f);
-	vy_keep_sink sink = {.add = keep_add, .drop = keep_drop};
-	f.fs.cfg.survive = true;
-	f.fs.keep_sink = &sink;
-	CHECK(vy_wbk_start(&f.fs));
+	vy_keep_sink sink;
+	start_kept(&f, &sink);
 	uint8_t chunk[4096];
 	pthread_rwlock_wrlock(&f.in->lock);
 	for (uint64_t off = 0; off < 3 * sizeof(chunk); off += sizeof(chunk)) {
@@ -193,29 +218,21 @@ static void failed_kept_copy(bool again_fails)
 	}
 	atomic_store(&f.d->fail_htod, 1);
 	MUST_FAIL(VY_EDEVICE, vy_file_settle(&f.fs, f.in, E));
-	/* The death: what was in this daemon's memory is gone. */
-	vy_wbk_stop(&f.fs);
-	vy_wbehind_free(&f.fs, f.in);
-	struct stat st;
-	CHECK(fstat(keeper_fd, &st) == 0);
-	vy_p_wbehind rec = {.slot = KEPT, .slots = VY_WB_SLOTS, .slot_bytes = VY_WB_SLOT, .bytes = (uint64_t)st.st_size};
-	int table[KEPT + 1] = {-1, -1, -1, -1, -1, -1, -1, dup(keeper_fd)};
-	vy_keep_fds mem = {.fd = table, .n = KEPT + 1};
-	uint64_t applied = 0, skipped = 0;
-	atomic_store(&f.d->fail_htod, again_fails ? 1 : 0);
-	vy_wbk_adopt(&f.fs, &rec, &mem, &applied, &skipped);
+	uint64_t applied, skipped;
+	die_and_adopt(&f, again_fails, &applied, &skipped);
 	CHECK_EQ(applied, again_fails ? 0 : 1);
 	CHECK_EQ(skipped, again_fails ? 1 : 0);
-	CHECK_EQ(table[KEPT], -1); /* the region is the successor's */
-	bool same = false;
 	if (again_fails) {
 		MUST_FAIL(VY_EDEVICE, vy_file_settle(&f.fs, f.in, E));
 		CHECK(strstr(vy_test_last_error.msg, "injected") != NULL);
-	} else {
-		MUST(vy_file_settle(&f.fs, f.in, E));
-		MUST(read_back(&f, 0, 3 * sizeof(chunk), &same, E));
-		CHECK(same);
+		die_and_adopt(&f, false, &applied, &skipped);
+		CHECK_EQ(applied, 1);
+		CHECK_EQ(skipped, 0);
 	}
+	MUST(vy_file_settle(&f.fs, f.in, E));
+	bool same = false;
+	MUST(read_back(&f, 0, 3 * sizeof(chunk), &same, E));
+	CHECK(same);
 	pthread_rwlock_unlock(&f.in->lock);
 	vy_wbk_stop(&f.fs);
 	close(keeper_fd);
@@ -227,9 +244,41 @@ static void failed_kept_copy_is_copied_again_by_a_successor(void)
 	failed_kept_copy(false);
 }
 
-static void failed_kept_copy_failing_again_is_reported_by_the_successor(void)
+static void failed_kept_copy_failing_again_waits_for_the_next_successor(void)
 {
 	failed_kept_copy(true);
+}
+
+/* A slot gathering newer bytes over a slot whose copy then fails on the
+ * device is not copied after it: a successor copies both, the older
+ * first, so the newer bytes win. */
+static void newer_slot_waits_behind_a_failed_older_one(void)
+{
+	fixture f;
+	fx_open(&f);
+	vy_keep_sink sink;
+	start_kept(&f, &sink);
+	uint8_t chunk[4096];
+	pthread_rwlock_wrlock(&f.in->lock);
+	memset(chunk, 0xaa, sizeof(chunk));
+	MUST(vy_file_write(&f.fs, f.in, 4096, chunk, sizeof(chunk), E)); /* slot A: [4K, 8K) */
+	fill(chunk, 0, sizeof(chunk));
+	MUST(vy_file_write(&f.fs, f.in, 0, chunk, sizeof(chunk), E)); /* A queued; slot B: [0, 4K) */
+	fill(chunk, 4096, sizeof(chunk));
+	MUST(vy_file_write(&f.fs, f.in, 4096, chunk, sizeof(chunk), E)); /* B: [0, 8K), over A */
+	atomic_store(&f.d->fail_event_syncs, 1); /* A's copy, waited for before B's is queued */
+	MUST_FAIL(VY_EDEVICE, vy_file_settle(&f.fs, f.in, E));
+	uint64_t applied, skipped;
+	die_and_adopt(&f, false, &applied, &skipped);
+	CHECK_EQ(applied, 2);
+	MUST(vy_file_settle(&f.fs, f.in, E));
+	bool same = false;
+	MUST(read_back(&f, 0, 2 * sizeof(chunk), &same, E));
+	CHECK(same);
+	pthread_rwlock_unlock(&f.in->lock);
+	vy_wbk_stop(&f.fs);
+	close(keeper_fd);
+	fx_close(&f);
 }
 
 /* Until the file goes: then its held slot is cleared and free again. */
@@ -282,7 +331,8 @@ int main(void)
 		TEST_CASE(write_behind_copy_failing_on_the_device_is_reported_from_then_on),
 		TEST_CASE(readahead_copy_failure_costs_only_a_direct_read),
 		TEST_CASE(failed_kept_copy_is_copied_again_by_a_successor),
-		TEST_CASE(failed_kept_copy_failing_again_is_reported_by_the_successor),
+		TEST_CASE(failed_kept_copy_failing_again_waits_for_the_next_successor),
+		TEST_CASE(newer_slot_waits_behind_a_failed_older_one),
 		TEST_CASE(failed_kept_copy_is_held_until_its_file_goes),
 	};
 	return vy_test_main("fsfile", cases, sizeof(cases) / sizeof(cases[0]));
