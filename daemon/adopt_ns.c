@@ -6,6 +6,7 @@
 #include "daemon/kept_counters.h"
 #include "daemon/log.h"
 #include "fs/fs.h"
+#include "fs/wbehind.h"
 #include "fs/wbehind_keep.h"
 #include "persist/preload.h"
 #include "persist/replay.h"
@@ -46,7 +47,7 @@ bool vy_adopt_namespace(struct vy_fs *fs, struct vy_state *st, struct vy_keeper_
 		vy_log(LOG_ERR, "takeover: %s; the clients' mappings end", e.msg);
 	uint64_t wb_applied = 0, wb_skipped = 0;
 	if (rc == VY_OK) /* before any request: resends read these bytes */
-		vy_wbk_adopt(fs, &sh.wbehind, &ad->memory, &wb_applied, &wb_skipped);
+		vy_wbk_adopt(fs, &sh.wbehind, &ad->memory, vy_wbehind_fail, &wb_applied, &wb_skipped);
 	uint32_t wb_dropped = rc == VY_OK && sh.wbehind.slot && !fs->wbk ? sh.wbehind.slot : 0;
 	if (wb_dropped)
 		sh.wbehind = (vy_p_wbehind){0}; /* its slot goes with what no file took */

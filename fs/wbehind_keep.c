@@ -147,7 +147,7 @@ enum { COPIED, GONE, FAILED };
 
 /* Copy one waiting slot into its file, only where the file has memory
  * (a hole there belongs to a write not answered, which comes again). */
-static int apply_one(vy_fs *fs, vy_wbk *w, int index)
+static int apply_one(vy_fs *fs, vy_wbk *w, int index, vy_wbk_failed failed)
 {
 	const wbk_desc *d = desc(w, index);
 	vy_inode *in = vy_fs_inode(fs, d->ino);
@@ -167,8 +167,7 @@ static int apply_one(vy_fs *fs, vy_wbk *w, int index)
 		vy_error e;
 		vy_err rc = vy_upload_many(core, &up, 1, &e);
 		if (rc != VY_OK) {
-			/* Its writer was answered: the file's next fsync says so. */
-			vy_wbehind_fail(fs, in, rc, &e);
+			failed(fs, in, rc, &e); /* its writer was answered: the next fsync says so */
 			return FAILED;
 		}
 		from = to;
@@ -179,7 +178,7 @@ static int apply_one(vy_fs *fs, vy_wbk *w, int index)
 /* Every waiting slot into its file, the oldest first; then none waits but
  * those of a file whose copy failed, held (vy_wbk_hold) for the next
  * successor in their order. */
-static void apply(vy_fs *fs, vy_wbk *w, uint64_t *applied, uint64_t *skipped)
+static void apply(vy_fs *fs, vy_wbk *w, vy_wbk_failed on_fail, uint64_t *applied, uint64_t *skipped)
 {
 	int order[VY_P_WBEHIND_SLOTS_MAX];
 	uint64_t failed[VY_P_WBEHIND_SLOTS_MAX];
@@ -203,7 +202,7 @@ static void apply(vy_fs *fs, vy_wbk *w, uint64_t *applied, uint64_t *skipped)
 		bool after_failure = false;
 		for (size_t f = 0; f < nfailed && !after_failure; f++)
 			after_failure = failed[f] == ino;
-		int got = after_failure ? FAILED : apply_one(fs, w, i);
+		int got = after_failure ? FAILED : apply_one(fs, w, i, on_fail);
 		if (got == FAILED) {
 			if (!after_failure)
 				failed[nfailed++] = ino;
@@ -220,7 +219,8 @@ static void apply(vy_fs *fs, vy_wbk *w, uint64_t *applied, uint64_t *skipped)
 	atomic_store(&w->order, top);
 }
 
-void vy_wbk_adopt(vy_fs *fs, const vy_p_wbehind *kept, vy_keep_fds *mem, uint64_t *applied, uint64_t *skipped)
+void vy_wbk_adopt(vy_fs *fs, const vy_p_wbehind *kept, vy_keep_fds *mem, vy_wbk_failed failed, uint64_t *applied,
+		  uint64_t *skipped)
 {
 	if (!kept->slot)
 		return;
@@ -238,7 +238,7 @@ void vy_wbk_adopt(vy_fs *fs, const vy_p_wbehind *kept, vy_keep_fds *mem, uint64_
 		return;
 	}
 	w->dev = fs->dev[0].core->dev;
-	apply(fs, w, applied, skipped);
+	apply(fs, w, failed, applied, skipped);
 	if (w->slots != VY_WB_SLOTS || w->slot_bytes != VY_WB_SLOT || !fs->cfg.write_behind) {
 		unmap_region(w); /* another build's shape, or none wanted: its fd stays in mem, dropped */
 		return;

@@ -34,9 +34,12 @@ bool vy_wbk_start(vy_fs *fs);
  * fd in mem, taken), every write waiting there copied into its file; the
  * region is fs->wbk from now on when it has this binary's shape and
  * write-behind is on (else its fd is left in mem, for the caller to drop). The copies done go to
- * *applied, those whose file is gone to *skipped. */
-void vy_wbk_adopt(vy_fs *fs, const struct vy_p_wbehind *kept, vy_keep_fds *mem, uint64_t *applied,
-		  uint64_t *skipped);
+ * *applied, those whose file is gone or that failed to *skipped; a file
+ * whose copy failed is told through `failed` (vy_wbehind_fail: its
+ * writers were answered, so its next fsync must say so). */
+typedef void (*vy_wbk_failed)(vy_fs *fs, vy_inode *in, vy_err rc, const vy_error *why);
+void vy_wbk_adopt(vy_fs *fs, const struct vy_p_wbehind *kept, vy_keep_fds *mem, vy_wbk_failed failed,
+		  uint64_t *applied, uint64_t *skipped);
 
 /* Unregister and unmap (the keeper's copy ends with the keeper). Every
  * slot given back first. */

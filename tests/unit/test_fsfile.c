@@ -195,7 +195,7 @@ static void die_and_adopt(fixture *f, bool fail, uint64_t *applied, uint64_t *sk
 	vy_keep_fds mem = {.fd = table, .n = KEPT + 1};
 	*applied = *skipped = 0;
 	atomic_store(&f->d->fail_htod, fail ? 1 : 0);
-	vy_wbk_adopt(&f->fs, &rec, &mem, applied, skipped);
+	vy_wbk_adopt(&f->fs, &rec, &mem, vy_wbehind_fail, applied, skipped);
 	atomic_store(&f->d->fail_htod, 0);
 	CHECK_EQ(table[KEPT], -1); /* the region is the successor's */
 }
@@ -317,7 +317,7 @@ static void failed_kept_copy_is_held_until_its_file_goes(void)
 	int table[KEPT + 1] = {-1, -1, -1, -1, -1, -1, -1, dup(keeper_fd)};
 	vy_keep_fds mem = {.fd = table, .n = KEPT + 1};
 	uint64_t applied = 0, skipped = 0;
-	vy_wbk_adopt(&f.fs, &rec, &mem, &applied, &skipped);
+	vy_wbk_adopt(&f.fs, &rec, &mem, vy_wbehind_fail, &applied, &skipped);
 	CHECK_EQ(applied + skipped, 0);
 	vy_wbk_stop(&f.fs);
 	close(keeper_fd);
