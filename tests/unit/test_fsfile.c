@@ -173,12 +173,16 @@ static void keep_drop(void *ctx, vy_keep_slot slot)
 	(void)slot;
 }
 
+/* A fixture with survive=on's write-behind region, the inode's lock
+ * held for writing. */
 static void start_kept(fixture *f, vy_keep_sink *sink)
 {
+	fx_open(f);
 	*sink = (vy_keep_sink){.add = keep_add, .drop = keep_drop};
 	f->fs.cfg.survive = true;
 	f->fs.keep_sink = sink;
 	CHECK(vy_wbk_start(&f->fs));
+	pthread_rwlock_wrlock(&f->in->lock);
 }
 
 /* The daemon dies (what was in its memory is gone: the region unmapped,
@@ -200,6 +204,25 @@ static void die_and_adopt(fixture *f, bool fail, uint64_t *applied, uint64_t *sk
 	CHECK_EQ(table[KEPT], -1); /* the region is the successor's */
 }
 
+static void end_kept(fixture *f)
+{
+	vy_wbk_stop(&f->fs);
+	close(keeper_fd);
+	fx_close(f);
+}
+
+/* Settled, the file reads the pattern over [0, n); then all ends (the
+ * inode's lock, held by the caller, let go). */
+static void reads_pattern_then_ends(fixture *f, size_t n)
+{
+	MUST(vy_file_settle(&f->fs, f->in, E));
+	bool same = false;
+	MUST(read_back(f, 0, n, &same, E));
+	CHECK(same);
+	pthread_rwlock_unlock(&f->in->lock);
+	end_kept(f);
+}
+
 /* Three writes gathered in a kept slot whose copy fails; a successor
  * copies the slot again: the bytes land, or (`again_fails`) the file's
  * settle reports it and the slot waits, held, for the next successor,
@@ -207,11 +230,9 @@ static void die_and_adopt(fixture *f, bool fail, uint64_t *applied, uint64_t *sk
 static void failed_kept_copy(bool again_fails)
 {
 	fixture f;
-	fx_open(&f);
 	vy_keep_sink sink;
 	start_kept(&f, &sink);
 	uint8_t chunk[4096];
-	pthread_rwlock_wrlock(&f.in->lock);
 	for (uint64_t off = 0; off < 3 * sizeof(chunk); off += sizeof(chunk)) {
 		fill(chunk, off, sizeof(chunk));
 		MUST(vy_file_write(&f.fs, f.in, off, chunk, sizeof(chunk), E));
@@ -229,14 +250,7 @@ static void failed_kept_copy(bool again_fails)
 		CHECK_EQ(applied, 1);
 		CHECK_EQ(skipped, 0);
 	}
-	MUST(vy_file_settle(&f.fs, f.in, E));
-	bool same = false;
-	MUST(read_back(&f, 0, 3 * sizeof(chunk), &same, E));
-	CHECK(same);
-	pthread_rwlock_unlock(&f.in->lock);
-	vy_wbk_stop(&f.fs);
-	close(keeper_fd);
-	fx_close(&f);
+	reads_pattern_then_ends(&f, 3 * sizeof(chunk));
 }
 
 static void failed_kept_copy_is_copied_again_by_a_successor(void)
@@ -255,11 +269,9 @@ static void failed_kept_copy_failing_again_waits_for_the_next_successor(void)
 static void newer_slot_waits_behind_a_failed_older_one(void)
 {
 	fixture f;
-	fx_open(&f);
 	vy_keep_sink sink;
 	start_kept(&f, &sink);
 	uint8_t chunk[4096];
-	pthread_rwlock_wrlock(&f.in->lock);
 	memset(chunk, 0xaa, sizeof(chunk));
 	MUST(vy_file_write(&f.fs, f.in, 4096, chunk, sizeof(chunk), E)); /* slot A: [4K, 8K) */
 	fill(chunk, 0, sizeof(chunk));
@@ -271,28 +283,17 @@ static void newer_slot_waits_behind_a_failed_older_one(void)
 	uint64_t applied, skipped;
 	die_and_adopt(&f, false, &applied, &skipped);
 	CHECK_EQ(applied, 2);
-	MUST(vy_file_settle(&f.fs, f.in, E));
-	bool same = false;
-	MUST(read_back(&f, 0, 2 * sizeof(chunk), &same, E));
-	CHECK(same);
-	pthread_rwlock_unlock(&f.in->lock);
-	vy_wbk_stop(&f.fs);
-	close(keeper_fd);
-	fx_close(&f);
+	reads_pattern_then_ends(&f, 2 * sizeof(chunk));
 }
 
 /* Until the file goes: then its held slot is cleared and free again. */
 static void failed_kept_copy_is_held_until_its_file_goes(void)
 {
 	fixture f;
-	fx_open(&f);
-	vy_keep_sink sink = {.add = keep_add, .drop = keep_drop};
-	f.fs.cfg.survive = true;
-	f.fs.keep_sink = &sink;
-	CHECK(vy_wbk_start(&f.fs));
+	vy_keep_sink sink;
+	start_kept(&f, &sink);
 	uint8_t chunk[4096];
 	fill(chunk, 0, sizeof(chunk));
-	pthread_rwlock_wrlock(&f.in->lock);
 	MUST(vy_file_write(&f.fs, f.in, 0, chunk, sizeof(chunk), E));
 	atomic_store(&f.d->fail_htod, 1);
 	MUST_FAIL(VY_EDEVICE, vy_file_settle(&f.fs, f.in, E));
@@ -309,19 +310,13 @@ static void failed_kept_copy_is_held_until_its_file_goes(void)
 	while (n < VY_WB_SLOTS && vy_wbk_take(f.fs.wbk, &idx[n]))
 		n++;
 	CHECK_EQ(n, VY_WB_SLOTS);
+	for (int i = 0; i < n; i++)
+		vy_wbk_give(f.fs.wbk, idx[i]);
 	/* A successor would find nothing waiting. */
-	vy_wbk_stop(&f.fs);
-	struct stat st;
-	CHECK(fstat(keeper_fd, &st) == 0);
-	vy_p_wbehind rec = {.slot = KEPT, .slots = VY_WB_SLOTS, .slot_bytes = VY_WB_SLOT, .bytes = (uint64_t)st.st_size};
-	int table[KEPT + 1] = {-1, -1, -1, -1, -1, -1, -1, dup(keeper_fd)};
-	vy_keep_fds mem = {.fd = table, .n = KEPT + 1};
-	uint64_t applied = 0, skipped = 0;
-	vy_wbk_adopt(&f.fs, &rec, &mem, vy_wbehind_fail, &applied, &skipped);
+	uint64_t applied, skipped;
+	die_and_adopt(&f, false, &applied, &skipped);
 	CHECK_EQ(applied + skipped, 0);
-	vy_wbk_stop(&f.fs);
-	close(keeper_fd);
-	fx_close(&f);
+	end_kept(&f);
 }
 
 int main(void)
