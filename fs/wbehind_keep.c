@@ -240,6 +240,10 @@ void vy_wbk_adopt(vy_fs *fs, const vy_p_wbehind *kept, vy_keep_fds *mem, vy_wbk_
 	w->dev = fs->dev[0].core->dev;
 	apply(fs, w, failed, applied, skipped);
 	if (w->slots != VY_WB_SLOTS || w->slot_bytes != VY_WB_SLOT || !fs->cfg.write_behind) {
+		if (w->held) /* their files' errors stand in this daemon, not after its death */
+			vy_log(LOG_WARNING, "takeover: %d write-behind slots whose copy failed again are not kept for a "
+					    "later successor (this region is not taken: %s)", __builtin_popcountll(w->held),
+			       fs->cfg.write_behind ? "another build's slot size" : "write_behind=off");
 		unmap_region(w); /* another build's shape, or none wanted: its fd stays in mem, dropped */
 		return;
 	}
