@@ -58,7 +58,7 @@ static void hold(vy_fs *fs, wb_slot *s)
 	if (s->kept) {
 		vy_wbk_hold(fs->wbk, s->kept);
 		s->kept = 0;
-		s->buf = (vy_staging_buf){0};
+		s->buf = (vy_staging_buf){0}; /* the region's, not staging's */
 	}
 	s->len = 0;
 }

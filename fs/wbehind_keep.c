@@ -145,6 +145,15 @@ bool vy_wbk_start(vy_fs *fs)
 
 enum { COPIED, GONE, FAILED };
 
+/* Whether a held slot is file `ino`'s (w->lock held, or no other thread). */
+static bool holds_file(vy_wbk *w, uint64_t ino)
+{
+	for (int i = 1; i <= (int)w->slots; i++)
+		if ((w->held & (1ull << (i - 1))) && desc(w, i)->ino == ino)
+			return true;
+	return false;
+}
+
 /* Copy one waiting slot into its file, only where the file has memory
  * (a hole there belongs to a write not answered, which comes again). */
 static int apply_one(vy_fs *fs, vy_wbk *w, int index, vy_wbk_failed failed)
@@ -181,8 +190,7 @@ static int apply_one(vy_fs *fs, vy_wbk *w, int index, vy_wbk_failed failed)
 static void apply(vy_fs *fs, vy_wbk *w, vy_wbk_failed on_fail, uint64_t *applied, uint64_t *skipped)
 {
 	int order[VY_P_WBEHIND_SLOTS_MAX];
-	uint64_t failed[VY_P_WBEHIND_SLOTS_MAX];
-	size_t n = 0, nfailed = 0;
+	size_t n = 0;
 	uint64_t top = 0;
 	for (int i = 1; i <= (int)w->slots; i++) {
 		const wbk_desc *d = desc(w, i);
@@ -198,14 +206,9 @@ static void apply(vy_fs *fs, vy_wbk *w, vy_wbk_failed on_fail, uint64_t *applied
 	 * leaves only slots newer than any cleared, copied again. */
 	for (size_t k = 0; k < n; k++) {
 		int i = order[k];
-		uint64_t ino = desc(w, i)->ino;
-		bool after_failure = false;
-		for (size_t f = 0; f < nfailed && !after_failure; f++)
-			after_failure = failed[f] == ino;
-		int got = after_failure ? FAILED : apply_one(fs, w, i, on_fail);
+		/* After a failed slot of its file: held behind it, in order. */
+		int got = holds_file(w, desc(w, i)->ino) ? FAILED : apply_one(fs, w, i, on_fail);
 		if (got == FAILED) {
-			if (!after_failure)
-				failed[nfailed++] = ino;
 			vy_wbk_hold(w, i);
 			*skipped += 1;
 			continue;
