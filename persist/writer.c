@@ -187,7 +187,8 @@ void vy_persist_ctl(struct vy_fs *fs, const struct vy_open *h, uint64_t running,
 	struct {
 		vy_p_ctl r;
 		char reply[VY_P_CTL_REPLY_MAX];
-	} rec = {.r = {.id = h->fh, .running = running, .seq = seq, .next_line = h->next_line}};
+	} rec; /* only its first `len` bytes are kept: the reply's rest is not zeroed (twice a control write) */
+	rec.r = (vy_p_ctl){.id = h->fh, .running = running, .seq = seq, .next_line = h->next_line};
 	size_t left = h->reply && h->reply_pos < h->reply_len ? h->reply_len - h->reply_pos : 0;
 	rec.r.reply_len = (uint32_t)(left < VY_P_CTL_REPLY_MAX ? left : VY_P_CTL_REPLY_MAX);
 	memcpy(rec.reply, h->reply ? h->reply + h->reply_pos : "", rec.r.reply_len);
