@@ -70,6 +70,42 @@ paired_cost() {
 	done
 	median "${r[@]}"
 }
+# quartiles "R1 R2 ...": the first quartile, the median and the third.
+quartiles() {
+	printf '%s\n' $1 | sort -g | awk '{ v[NR] = $1 } END { printf "%s %s %s", v[int(NR / 4) + 1], v[int(NR / 2) + 1], v[int(3 * NR / 4) + 1] }'
+}
+# The control write in tight pairs: one short sample on each mount back to
+# back, PAIRS times, each first in turn. The rounds above are a minute
+# apart and the machine drifts between them (±10% on the H100, more than
+# the 5% asked); two samples a second apart share its state, so the spread
+# of their ratios is the cost's own. steady.pairs.KEY is the median ratio
+# (on over off), .q1 and .q3 its quartiles. On cuda a launch; on host a
+# fill of a 4 KiB file, the same path without the device.
+steady_pairs() {
+	local pairs=$((QUICK == 1 ? 6 : ${BENCH_PAIRS:-40})) n=$N i t order text key=fill_us q1 med q3
+	local -A one
+	local ratios=""
+	text=$'fill x 7\n'
+	if [ "$BACKEND" = cuda ]; then
+		text=$'launch noop.noop grid=1 block=1\n' key=launch_us
+	else
+		for t in steady_off steady_on; do head -c 4096 /dev/zero >"${MNT[$t]}/x"; done
+	fi
+	for i in $(seq "$pairs"); do
+		order="steady_off steady_on"
+		[ $((i % 2)) = 0 ] && order="steady_on steady_off"
+		for t in $order; do
+			one[$t]=$("$BIN/vybench" ctlw "${MNT[$t]}/.vyre/ctl" "$n" "$text") || return 1
+		done
+		ratios+=" $(ratio_of "${one[steady_on]}" "${one[steady_off]}")"
+	done
+	log "steady pairs $key ($n writes each): on/off$ratios"
+	read -r q1 med q3 <<<"$(quartiles "$ratios")"
+	put "steady.pairs.$key" "$med"
+	put "steady.pairs.$key.q1" "$q1"
+	put "steady.pairs.$key.q3" "$q3"
+	rm -f "${MNT[steady_off]}/x" "${MNT[steady_on]}/x"
+}
 steady_figures() {
 	local small=$((QUICK == 1 ? 16 << 20 : 256 << 20)) big=$((QUICK == 1 ? 64 << 20 : 1 << 30)) t m bs bytes rep k
 	local -A SAMPLE
@@ -123,6 +159,7 @@ steady_figures() {
 			;;
 		esac
 	done
+	steady_pairs
 	put steady.on.kept_records "$(stat_of steady_on kept_records)"
 	put steady.on.kept_checkpoints "$(stat_of steady_on kept_checkpoints)"
 	unmount_target steady_on
