@@ -47,8 +47,8 @@ vy_err vy_state_region_create(uint64_t log_bytes, vy_state *s, vy_error *e)
 	}
 	/* Its memory taken now, not at the log's first lap: a write into a
 	 * page not yet there costs a fault (one per 9 control writes, 3 µs
-	 * each on a VM), and a page the kernel cannot give then would be a
-	 * SIGBUS mid-change rather than this error at mount. */
+	 * each on a VM), and a page the kernel cannot give then would call
+	 * its out-of-memory killer mid-change rather than fail the mount. */
 	if (ftruncate(s->fds.region, (off_t)bytes) != 0 || fallocate(s->fds.region, 0, 0, (off_t)bytes) != 0 ||
 	    fcntl(s->fds.region, F_ADD_SEALS, SEALS) != 0) {
 		int err = errno;
