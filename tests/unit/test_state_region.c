@@ -1,6 +1,6 @@
 /* The state region's header: create and adopt round trip, the format
  * refusal (bytes unchanged), every hostile header field refused with a
- * Fix, the recorded INIT and the counters. */
+ * Fix, the recorded INIT and the counters, the log's memory taken at once. */
 #include "tests/unit/state_support.h"
 
 #include <fcntl.h>
@@ -222,13 +222,37 @@ static void torn_init_absent(void)
 	vy_state_close(s);
 }
 
+/* The log's memory is the region's from its creation (state/region.c): no
+ * page of it is first allocated, nor faulted in, by a change. */
+static void log_memory_taken_at_create(void)
+{
+	vy_state *s;
+	MUST(vy_state_create(1 << 20, &s, E));
+	struct stat st;
+	CHECK_EQ(fstat(s->fds.region, &st), 0);
+	CHECK((uint64_t)st.st_blocks * 512 >= s->bytes); /* allocated, not only sized */
+	long page = sysconf(_SC_PAGESIZE);
+	size_t pages = (s->bytes + (size_t)page - 1) / (size_t)page;
+	unsigned char *in = calloc(pages, 1);
+	CHECK(in != NULL);
+	if (in) {
+		CHECK_EQ(mincore(s->base, s->bytes, in), 0);
+		size_t resident = 0;
+		for (size_t i = 0; i < pages; i++)
+			resident += in[i] & 1;
+		CHECK_EQ(resident, pages);
+		free(in);
+	}
+	vy_state_close(s);
+}
+
 int main(void)
 {
 	static const vy_test_case cases[] = {
 		TEST_CASE(create_adopt_round_trip), TEST_CASE(bad_sizes_refused),
 		TEST_CASE(other_format_refused_untouched), TEST_CASE(older_format_adopted_and_claimed),
 		TEST_CASE(hostile_headers_refused),
-		TEST_CASE(unsealed_or_small_refused), TEST_CASE(torn_init_absent),
+		TEST_CASE(unsealed_or_small_refused), TEST_CASE(torn_init_absent), TEST_CASE(log_memory_taken_at_create),
 	};
 	return vy_test_main("state_region", cases, sizeof(cases) / sizeof(*cases));
 }
