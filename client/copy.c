@@ -200,6 +200,21 @@ static int plain_copy(int in, int out, uint64_t total, void (*progress)(uint64_t
 	return 0;
 }
 
+/* The source's first bytes through the mount, before the file is sized:
+ * the mount places a file for its format from them (docs/core.md,
+ * "Placement"), and a sized file already has its memory. */
+#define FIRST_BYTES 16
+static int first_bytes(int in, int out, const char *dst)
+{
+	char head[FIRST_BYTES];
+	ssize_t n = pread(in, head, sizeof(head), 0);
+	if (n < 0)
+		return vy_client_fail(errno, "vyrefs: cannot read the source: %s", strerror(errno));
+	if (n > 0 && pwrite(out, head, (size_t)n, 0) != n)
+		return vy_client_fail(errno ? errno : EIO, "vyrefs: cannot write '%s': %s", dst, strerror(errno ? errno : EIO));
+	return 0;
+}
+
 API int vy_copy_file(const char *src, const char *dst, int threads, void (*progress)(uint64_t, uint64_t, void *), void *ctx,
 		int *how)
 {
@@ -242,7 +257,9 @@ API int vy_copy_file(const char *src, const char *dst, int threads, void (*progr
 		/* The daemon moves the bytes; the destination on the mount is
 		 * sized first, so the copy lands in memory it already has. */
 		bool asked = false;
-		if (dst_mount && ftruncate(out, (off_t)size) != 0)
+		if (dst_mount)
+			rc = first_bytes(in, out, dst);
+		if (!rc && dst_mount && ftruncate(out, (off_t)size) != 0)
 			rc = vy_client_fail(errno, "vyrefs: cannot size '%s': %s", dst, strerror(errno));
 		if (!rc)
 			rc = daemon_copy(dst_mount ? dst : src, dst_mount ? out : in, dst_mount ? in : out, dst_mount, size,

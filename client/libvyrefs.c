@@ -26,6 +26,7 @@ struct vy_mapping {
 	vy_client_conn conn;
 	uint64_t id, size;
 	vy_span span; /* the file's memory, its allocations back to back */
+	uint64_t lead; /* the file's byte 0 is this far into span (its placement) */
 	vy_device *dev;
 	int ordinal; /* -1: host */
 };
@@ -108,11 +109,15 @@ static int ask_map(const char *path, int fd, dev_t dev, vy_mapping *m, vy_msg *m
 	}
 	if (!rc) {
 		vy_client_map_in in = {0};
-		rc = call(&m->conn, VY_OP_CLIENT_MAP, &in, sizeof(in), fd, sizeof(*mo), mem);
+		/* A daemon of 2.2 or before sends no lead: its files have none. */
+		size_t head = minor >= 3 ? sizeof(*mo) : VY_CLIENT_MAP_OUT_V22;
+		rc = call(&m->conn, VY_OP_CLIENT_MAP, &in, sizeof(in), fd, head, mem);
 		if (!rc) {
-			memcpy(mo, mem->body, sizeof(*mo));
+			memset(mo, 0, sizeof(*mo));
+			memcpy(mo, mem->body, head);
 			if (mo->nchunks == 0 || mo->nchunks > VY_CHUNKS_MAX || mem->nfds != mo->nchunks ||
-			    mem->len != sizeof(*mo) + mo->nchunks * sizeof(uint64_t))
+			    mem->len != head + mo->nchunks * sizeof(uint64_t) || mo->lead >= mo->bytes ||
+			    mo->size > mo->bytes - mo->lead)
 				rc = fail(EPROTO, "vyrefs: the daemon sent no memory (Fix: use libvyrefs of the mount's version)");
 			if (!rc && minor >= 2)
 				*ordinal = mo->ordinal; /* a mount over several devices names the file's */
@@ -168,7 +173,7 @@ API int vy_map(const char *path, int flags, vy_mapping **out)
 	if (!rc) {
 		vy_error e;
 		uint64_t chunk[VY_CHUNKS_MAX];
-		memcpy(chunk, (char *)mem.body + sizeof(mo), mo.nchunks * sizeof(uint64_t));
+		memcpy(chunk, (char *)mem.body + (mem.len - mo.nchunks * sizeof(uint64_t)), mo.nchunks * sizeof(uint64_t));
 		if (vy_span_import(m->dev, mem.fds, chunk, mo.nchunks, &m->span, &e) != VY_OK)
 			rc = vy_client_fail_local(&e);
 	}
@@ -180,6 +185,7 @@ API int vy_map(const char *path, int flags, vy_mapping **out)
 	}
 	m->id = mo.id;
 	m->size = mo.size;
+	m->lead = mo.lead;
 	m->ordinal = backend == VY_BACKEND_CUDA ? ordinal : -1;
 	*out = m;
 	return 0;
@@ -187,7 +193,7 @@ API int vy_map(const char *path, int flags, vy_mapping **out)
 
 API uint64_t vy_mapping_ptr(const vy_mapping *m)
 {
-	return m ? m->span.ptr : 0;
+	return m ? m->span.ptr + m->lead : 0;
 }
 
 API uint64_t vy_mapping_size(const vy_mapping *m)

@@ -193,9 +193,17 @@ vy_err vy_store_take_memory(vy_store *s, uint64_t alloc, vy_dptr *ptr, vy_error 
 
 vy_err vy_store_alloc(vy_store *s, uint64_t len, vy_handle *out, vy_error *e)
 {
+	return vy_store_alloc_placed(s, len, 0, out, e);
+}
+
+vy_err vy_store_alloc_placed(vy_store *s, uint64_t len, uint64_t lead, vy_handle *out, vy_error *e)
+{
 	if (len == 0)
 		return vy_fail(e, VY_EINVAL, "allocate at least 1 byte (an empty file holds no buffer)",
 			       "zero-length resident buffer");
+	if (lead > VY_STORE_LEAD_MAX || !vy_add_u64(len, lead, &len))
+		return vy_fail(e, VY_EINVAL, "place byte 0 at most 64 KiB into a buffer",
+			       "a buffer's byte 0 %llu bytes into its memory", (unsigned long long)lead);
 	store_buffer *b = malloc(sizeof(*b));
 	if (!b)
 		return vy_fail(e, VY_ENOMEM, "free host memory", "cannot allocate a buffer record");
@@ -217,7 +225,8 @@ vy_err vy_store_alloc(vy_store *s, uint64_t len, vy_handle *out, vy_error *e)
 	rc = vy_store_take_memory(s, alloc, &ptr, e);
 	if (rc != VY_OK)
 		goto out;
-	*b = (store_buffer){.id = s->next_id, .ptr = ptr, .len = len, .alloc = alloc, .gen = ++s->next_gen};
+	*b = (store_buffer){.id = s->next_id, .ptr = ptr, .len = len, .alloc = alloc, .gen = ++s->next_gen,
+			    .lead = (uint32_t)lead};
 	if (!vy_u64map_put(&s->buffers, b->id, b)) {
 		/* The memory is ours and idle: the pool keeps or frees it. */
 		vy_pool_put(&s->pool, alloc, ptr, NULL);
@@ -327,8 +336,8 @@ vy_err vy_store_free(vy_store *s, vy_handle h, vy_error *e)
 
 vy_buffer_view vy_store_view_of(const store_buffer *b)
 {
-	return (vy_buffer_view){.handle = b->id, .ptr = b->ptr, .len = b->len, .alloc = b->alloc, .gen = b->gen,
-				.holes = b->view.holes};
+	return (vy_buffer_view){.handle = b->id, .ptr = b->ptr + b->lead, .len = b->len - b->lead, .alloc = b->alloc,
+				.gen = b->gen, .holes = b->view.holes, .lead = b->lead};
 }
 
 vy_err vy_store_view(vy_store *s, vy_handle h, vy_buffer_view *out, vy_error *e)

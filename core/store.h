@@ -33,13 +33,23 @@ typedef struct vy_store_options {
 	uint64_t pool_cap;     /* idle pooled bytes; VY_POOL_CAP_DEFAULT; 0: no pool */
 } vy_store_options;
 
+/* Placement: a buffer's byte 0 may sit `lead` bytes into its first
+ * allocation (vy_store_alloc_placed), so that what a file's format puts
+ * at some offset lands on the alignment the readers of that format want
+ * (fs/place.h decides it; the store only honours it). The lead's bytes
+ * are no byte of the buffer: every offset, length and pointer the store
+ * takes or gives is the buffer's, from its byte 0; only the memory a
+ * mapping covers (vy_export) and `alloc` include them. */
+#define VY_STORE_LEAD_MAX 65535u
+
 typedef struct vy_buffer_view {
 	vy_handle handle;
-	vy_dptr ptr;
+	vy_dptr ptr;    /* the buffer's byte 0 (its memory's start + lead) */
 	uint64_t len;
-	uint64_t alloc; /* bytes the device holds for it (len rounded up when shareable) */
+	uint64_t alloc; /* bytes the device holds for it (lead + len rounded up when shareable) */
 	uint64_t gen;   /* changes whenever ptr does: a mapping of another gen is stale */
-	uint64_t holes; /* bytes of len with no memory of their own (core/view.h) */
+	uint64_t holes; /* bytes with no memory of their own (core/view.h) */
+	uint64_t lead;  /* bytes of its memory before byte 0 (placement) */
 } vy_buffer_view;
 
 typedef struct vy_store_usage {
@@ -59,6 +69,10 @@ vy_err vy_store_open(vy_device *dev, vy_telemetry *tel, const vy_store_options *
 vy_err vy_store_close(vy_store *s, vy_error *e);
 
 vy_err vy_store_alloc(vy_store *s, uint64_t len, vy_handle *out, vy_error *e);
+/* The same, with byte 0 `lead` bytes into the memory (at most
+ * VY_STORE_LEAD_MAX): the buffer then costs lead + len. The caller zeroes
+ * the lead's bytes before another process may map them (vy_clear_past). */
+vy_err vy_store_alloc_placed(vy_store *s, uint64_t len, uint64_t lead, vy_handle *out, vy_error *e);
 vy_err vy_store_free(vy_store *s, vy_handle h, vy_error *e);
 
 /* Where a buffer lives now, without pinning it. */

@@ -25,6 +25,10 @@ typedef struct store_buffer {
 	uint32_t exports; /* mappings another process may hold */
 	bool untrusted;   /* exported to a client: its memory is never reused */
 	bool doomed; /* freed while pinned or exported: released at the last */
+	/* Bytes before the buffer's byte 0 in its first allocation (its
+	 * placement, core/store.h): ptr, len and every piece are the
+	 * memory's; the view a caller gets starts `lead` bytes in. */
+	uint32_t lead;
 	/* A buffer that grew in place or has holes is pieces in a view
 	 * (core/view.h): ptr is then the view's, len its length, alloc the sum
 	 * of its pieces. With no view (view.ptr 0) it is the one allocation at

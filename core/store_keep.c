@@ -40,7 +40,7 @@ vy_err vy_store_keep_layout(vy_store *s, vy_handle h, vy_keep_layout *out, vy_er
 	if (rc == VY_OK) {
 		out->len = b->len;
 		out->n = 0;
-		out->zero = 0;
+		out->lead = b->lead;
 	}
 	for (uint32_t i = 0; rc == VY_OK && i < chunks_of(b); i++) {
 		vy_piece c = chunk_at(b, i);
@@ -72,9 +72,10 @@ static bool is_plain(vy_store *s, const vy_keep_layout *l)
 static vy_err check_layout(vy_store *s, const vy_keep_layout *l, bool plain, vy_error *e)
 {
 	uint64_t g = s->dev->info.share_granularity, at = 0, end;
-	if (l->n > VY_CHUNKS_MAX || l->len == 0 || l->zero)
-		return vy_fail(e, VY_EINVAL, FIX_LAYOUT, "a layout of %u pieces and %llu bytes (at most %u pieces, 1 byte)",
-			       l->n, (unsigned long long)l->len, VY_CHUNKS_MAX);
+	if (l->n > VY_CHUNKS_MAX || l->lead > VY_STORE_LEAD_MAX || l->len <= l->lead)
+		return vy_fail(e, VY_EINVAL, FIX_LAYOUT,
+			       "a layout of %u pieces and %llu bytes, byte 0 at %u (at most %u pieces, 1 byte past byte 0)",
+			       l->n, (unsigned long long)l->len, l->lead, VY_CHUNKS_MAX);
 	if (!plain && (!s->dev->share || !g || l->len % g))
 		return vy_fail(e, VY_EINVAL, FIX_LAYOUT,
 			       "a layout of %llu bytes in %u pieces is neither one allocation nor a view of whole granules",
@@ -163,6 +164,7 @@ vy_err vy_store_keep_adopt(vy_store *s, const vy_keep_layout *l, vy_keep_fds *fd
 	if (rc == VY_OK) {
 		b->id = s->next_id;
 		b->gen = ++s->next_gen;
+		b->lead = l->lead;
 		/* A client of the dead daemon may hold fds of this memory: it
 		 * never goes to the pool, so it never holds another file's. */
 		b->untrusted = true;

@@ -32,9 +32,9 @@ typedef struct vy_keep_piece {
 } vy_keep_piece;
 
 typedef struct vy_keep_layout {
-	uint64_t len; /* the buffer's length (vy_buffer_view.len) */
+	uint64_t len;  /* the buffer's memory's length: its lead, then vy_buffer_view.len */
 	uint32_t n;
-	uint32_t zero; /* 0 */
+	uint32_t lead; /* vy_buffer_view.lead: bytes of the memory before byte 0 */
 	vy_keep_piece piece[VY_CHUNKS_MAX];
 } vy_keep_layout;
 

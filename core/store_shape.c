@@ -48,6 +48,13 @@ static uint64_t span_of(const store_buffer *b)
 	return b->view.ptr ? b->view.len : b->alloc;
 }
 
+/* A byte of the buffer as an offset in its memory (the view's): past the
+ * lead. Offsets near the top saturate; every caller clamps to the view. */
+static uint64_t in_memory(const store_buffer *b, uint64_t off)
+{
+	return off > UINT64_MAX - b->lead ? UINT64_MAX : off + b->lead;
+}
+
 /* After a change of pieces: new generation, accounting, the view's length. */
 static void changed(vy_store *s, store_buffer *b)
 {
@@ -61,12 +68,13 @@ static void changed(vy_store *s, store_buffer *b)
  * granules (*want), or why not. Lock held. */
 static vy_err shapeable(vy_store *s, vy_handle h, uint64_t len, store_buffer **out, uint64_t *want, vy_error *e)
 {
-	*want = granules(s, len);
-	if (!*want)
-		return vy_fail(e, VY_EOVERFLOW, "allocate less", "a %llu-byte buffer is too large", (unsigned long long)len);
 	store_buffer *b = vy_store_live(s, h);
 	if (!b)
 		return vy_store_unknown(e, h);
+	uint64_t mem;
+	*want = vy_add_u64(len, b->lead, &mem) ? granules(s, mem) : 0;
+	if (!*want)
+		return vy_fail(e, VY_EOVERFLOW, "allocate less", "a %llu-byte buffer is too large", (unsigned long long)len);
 	if (!vy_store_is_growable(s, b))
 		return vy_fail(e, VY_ENOTSUP, "move the buffer to a larger one",
 			       "resident handle %llu cannot grow in place", (unsigned long long)h);
@@ -164,9 +172,17 @@ out:
 
 vy_err vy_store_alloc_holes(vy_store *s, uint64_t len, vy_handle *out, vy_error *e)
 {
+	return vy_store_alloc_holes_placed(s, len, 0, out, e);
+}
+
+vy_err vy_store_alloc_holes_placed(vy_store *s, uint64_t len, uint64_t lead, vy_handle *out, vy_error *e)
+{
 	uint64_t g = s->dev->info.share_granularity;
 	if (!s->dev->share || !g)
 		return vy_fail(e, VY_ENOTSUP, "allocate the buffer whole", "this device cannot map holes");
+	if (lead > VY_STORE_LEAD_MAX || !vy_add_u64(len, lead, &len))
+		return vy_fail(e, VY_EINVAL, "place byte 0 at most 64 KiB into a buffer",
+			       "a buffer's byte 0 %llu bytes into its memory", (unsigned long long)lead);
 	uint64_t want = granules(s, len);
 	if (!want)
 		return vy_fail(e, VY_EOVERFLOW, "allocate less", "a %llu-byte buffer is too large", (unsigned long long)len);
@@ -187,6 +203,7 @@ vy_err vy_store_alloc_holes(vy_store *s, uint64_t len, vy_handle *out, vy_error 
 		b->id = s->next_id;
 		b->gen = ++s->next_gen;
 		b->len = want;
+		b->lead = (uint32_t)lead;
 		if (!vy_u64map_put(&s->buffers, b->id, b))
 			rc = vy_fail(e, VY_ENOMEM, "free host memory", "cannot record a new buffer");
 	}
@@ -237,6 +254,7 @@ vy_err vy_store_back(vy_store *s, vy_handle h, uint64_t off, uint64_t len, vy_st
 	vy_err rc = b ? VY_OK : vy_store_unknown(e, h);
 	bool any = false;
 	if (rc == VY_OK && b->view.ptr && b->view.holes) {
+		off = in_memory(b, off);
 		uint64_t end = off + len < off || off + len > b->view.len ? b->view.len : off + len;
 		uint64_t at = off / g * g;
 		while (rc == VY_OK && at < end) {
@@ -290,6 +308,7 @@ vy_err vy_store_punch(vy_store *s, vy_handle h, uint64_t off, uint64_t len, vy_b
 	vy_err rc = b ? VY_OK : vy_store_unknown(e, h);
 	/* Memory another process maps, or work uses, stays until it ends. */
 	if (rc == VY_OK && b->view.ptr && !b->exports && !b->inflight) {
+		off = in_memory(b, off);
 		uint64_t end = off + len < off ? UINT64_MAX : off + len;
 		bool any = false;
 		for (uint32_t i = b->view.n; rc == VY_OK && i-- > 0;) {
@@ -322,7 +341,7 @@ vy_err vy_store_shrink(vy_store *s, vy_handle h, uint64_t len, vy_buffer_view *o
 	vy_err rc = b ? VY_OK : vy_store_unknown(e, h);
 	/* Memory another process maps, or work uses, stays until it ends. */
 	if (rc == VY_OK && b->view.ptr && !b->exports && !b->inflight) {
-		uint64_t keep = granules(s, len ? len : 1), before = span_of(b);
+		uint64_t keep = granules(s, in_memory(b, len ? len : 1)), before = span_of(b);
 		while (rc == VY_OK && b->view.n > 0) { /* pieces that start at or past keep */
 			vy_piece pc = b->view.piece[b->view.n - 1];
 			if (pc.off < keep)
@@ -349,7 +368,7 @@ bool vy_store_backed(vy_store *s, vy_handle h, uint64_t off, uint64_t len)
 {
 	pthread_mutex_lock(&s->lock);
 	store_buffer *b = vy_store_live(s, h);
-	bool yes = !b || !b->view.ptr || !b->view.holes || vy_view_backed(&b->view, off, len);
+	bool yes = !b || !b->view.ptr || !b->view.holes || vy_view_backed(&b->view, in_memory(b, off), len);
 	pthread_mutex_unlock(&s->lock);
 	return yes;
 }
@@ -359,10 +378,13 @@ uint64_t vy_store_seek(vy_store *s, vy_handle h, uint64_t off, bool data)
 	pthread_mutex_lock(&s->lock);
 	store_buffer *b = vy_store_live(s, h);
 	uint64_t at = off;
-	if (b && b->view.ptr)
-		at = data ? vy_view_next_data(&b->view, off) : vy_view_next_hole(&b->view, off);
-	else if (b && !data)
-		at = off > b->len ? off : b->len; /* one allocation: all data */
+	if (b && b->view.ptr) {
+		at = data ? vy_view_next_data(&b->view, in_memory(b, off)) : vy_view_next_hole(&b->view, in_memory(b, off));
+		if (at != UINT64_MAX)
+			at -= b->lead; /* at or past in_memory(b, off): past the lead */
+	} else if (b && !data) {
+		at = off > b->len - b->lead ? off : b->len - b->lead; /* one allocation: all data */
+	}
 	pthread_mutex_unlock(&s->lock);
 	return at;
 }

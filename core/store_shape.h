@@ -22,6 +22,8 @@ vy_err vy_store_grow(vy_store *s, vy_handle h, uint64_t len, vy_buffer_view *out
  * writes backs the range first (vy_store_backed says whether it is). */
 typedef vy_err (*vy_store_zero_fn)(void *ctx, vy_dptr p, uint64_t bytes, vy_error *e);
 vy_err vy_store_alloc_holes(vy_store *s, uint64_t len, vy_handle *out, vy_error *e);
+/* The same, byte 0 `lead` bytes into its memory (vy_store_alloc_placed). */
+vy_err vy_store_alloc_holes_placed(vy_store *s, uint64_t len, uint64_t lead, vy_handle *out, vy_error *e);
 vy_err vy_store_extend(vy_store *s, vy_handle h, uint64_t len, vy_buffer_view *out, vy_error *e);
 vy_err vy_store_back(vy_store *s, vy_handle h, uint64_t off, uint64_t len, vy_store_zero_fn zero, void *ctx,
 		     vy_buffer_view *out, vy_error *e);

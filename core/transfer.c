@@ -457,13 +457,17 @@ vy_err vy_clear_past(vy_core *c, vy_handle h, uint64_t from, vy_error *e)
 	 * len); a view's pieces are back to back over its len (alloc == len
 	 * once it has no holes, and holes map the zero granule: only zeros
 	 * are ever written there). */
-	uint64_t end = v.holes ? v.len : v.alloc > v.len ? v.alloc : v.len;
+	uint64_t end = v.holes ? v.len : v.alloc - v.lead > v.len ? v.alloc - v.lead : v.len;
+	/* The lead (placement: bytes before byte 0) leaves too, where it has
+	 * memory of its own (a hole's granule maps the zeros). */
+	bool lead = v.lead && vy_store_backed(c->store, h, 0, 1);
 	vy_stream *s = NULL;
-	if (from < end) {
+	if (from < end || lead)
 		rc = vy_streams_acquire(&c->streams, &s, e);
-		if (rc == VY_OK)
-			rc = set_bytes(c, s, v.ptr + from, end - from, &(uint8_t){0}, e);
-	}
+	if (rc == VY_OK && from < end)
+		rc = set_bytes(c, s, v.ptr + from, end - from, &(uint8_t){0}, e);
+	if (rc == VY_OK && lead)
+		rc = set_bytes(c, s, v.ptr - v.lead, v.lead, &(uint8_t){0}, e);
 	return device_op_end(c, s, &h, 1, rc, e);
 }
 

@@ -441,7 +441,7 @@ static vy_err map_buffers(launcher_runner *l, const vy_seq *seq, const vy_buffer
 		vy_err rc = vy_store_export(l->store, h, false, &v, &x, e);
 		if (rc != VY_OK)
 			return rc;
-		vy_map_in in = {.handle = h, .gen = v.gen, .bytes = v.alloc, .nchunks = x.n};
+		vy_map_in in = {.handle = h, .gen = v.gen, .bytes = v.alloc, .nchunks = x.n, .lead = (uint32_t)v.lead};
 		const void *parts[2] = {&in, x.chunk};
 		size_t lens[2] = {sizeof(in), x.n * sizeof(uint64_t)};
 		vy_msg m;

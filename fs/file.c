@@ -4,6 +4,7 @@
 #include "core/peer.h"
 #include "core/transfer.h"
 #include "fs/devices.h"
+#include "fs/place.h"
 #include "daemon/log.h"
 #include "persist/writer.h"
 #include "fs/readahead.h"
@@ -74,6 +75,7 @@ void vy_file_drop(vy_fs *fs, vy_inode *in)
 {
 	vy_wbehind_free(fs, in); /* settles: no copy may land in a freed buffer */
 	vy_readahead_free(fs, in);
+	in->lead = 0; /* no bytes: the next first bytes place it again */
 	free_buffer(fs, in);
 }
 
@@ -95,7 +97,7 @@ static vy_err rebuffer(vy_fs *fs, vy_inode *in, uint64_t cap, vy_error *e)
 	 * go to the new one when they are. */
 	vy_err rc = vy_wbehind_quiesce(fs, in, e);
 	if (rc == VY_OK)
-		rc = vy_store_alloc(vy_fs_core(fs, in)->store, cap, &h, e);
+		rc = vy_store_alloc_placed(vy_fs_core(fs, in)->store, cap, in->lead, &h, e);
 	if (rc != VY_OK)
 		return rc;
 	if (in->buf && data_end(in) > 0) {
@@ -240,7 +242,7 @@ static vy_err extend_sparse(vy_fs *fs, vy_inode *in, uint64_t from, uint64_t to,
 	vy_buffer_view v;
 	if (!in->buf) {
 		vy_handle h;
-		rc = vy_store_alloc_holes(vy_fs_core(fs, in)->store, to, &h, e);
+		rc = vy_store_alloc_holes_placed(vy_fs_core(fs, in)->store, to, in->lead, &h, e);
 		if (rc == VY_OK)
 			rc = vy_store_view(vy_fs_core(fs, in)->store, h, &v, e);
 		if (rc == VY_OK)
@@ -336,6 +338,38 @@ vy_err vy_file_read(vy_fs *fs, vy_inode *in, uint64_t off, size_t size, vy_ra_hi
 	return rc;
 }
 
+/* A file whose bytes moved past this cannot be placed again: a move by
+ * copy would cost more than what the placement saves it. */
+#define PLACE_MOVE_MAX (64u << 10)
+
+/* Placement (fs/place.h): the write that completes the first
+ * VY_PLACE_HEAD bytes of a file being written from its start decides
+ * where its byte 0 sits. A buffer it has already (its first 8 bytes came
+ * alone, as safetensors' own writer sends them) moves there by a copy of
+ * those few bytes. Best effort: a file that cannot be placed is written
+ * as it is, and a mapping of it says how it sits (vy_mapping_ptr). */
+static void place(vy_fs *fs, vy_inode *in, uint64_t off, const void *buf, size_t size)
+{
+	if (off >= VY_PLACE_HEAD || size < VY_PLACE_HEAD - off || in->size != off || in->maps)
+		return;
+	uint8_t head[VY_PLACE_HEAD];
+	vy_error why;
+	if (off && (vy_wbehind_settle(fs, in, &why) != VY_OK || !in->buf || data_end(in) < off ||
+		    vy_readback_many(vy_fs_core(fs, in), &(vy_readback){.handle = in->buf, .dst = head, .len = off}, 1,
+				     &why) != VY_OK))
+		return;
+	memcpy(head + off, buf, VY_PLACE_HEAD - off);
+	uint32_t lead = vy_place_lead(head);
+	if (lead == in->lead || (in->buf && data_end(in) > PLACE_MOVE_MAX))
+		return;
+	uint16_t was = in->lead;
+	in->lead = (uint16_t)lead;
+	if (in->buf && rebuffer(fs, in, in->cap, &why) != VY_OK) {
+		in->lead = was;
+		vy_log(LOG_NOTICE, "inode %llu: not placed for its format: %s", (unsigned long long)in->ino, why.msg);
+	}
+}
+
 vy_err vy_file_write(vy_fs *fs, vy_inode *in, uint64_t off, const void *buf, size_t size, vy_error *e)
 {
 	uint64_t end;
@@ -345,6 +379,7 @@ vy_err vy_file_write(vy_fs *fs, vy_inode *in, uint64_t off, const void *buf, siz
 	if (size == 0)
 		return VY_OK;
 	vy_readahead_forget(in);
+	place(fs, in, off, buf, size);
 	vy_err rc = make_room(fs, in, off, end, e);
 	if (rc == VY_OK && off > in->size)
 		rc = zero(fs, in, in->size, off, e);
@@ -468,6 +503,9 @@ vy_err vy_file_copy(vy_fs *fs, vy_inode *src, uint64_t off_in, vy_inode *dst, ui
 		return vy_fail(e, VY_EOVERFLOW, "copy below 8 EiB", "the copy ends past byte %llu",
 			       (unsigned long long)VY_FILE_MAX);
 	vy_readahead_forget(dst);
+	/* A whole copy is placed as its source is (fs/place.h). */
+	if (off_in == 0 && off_out == 0 && dst != src && !dst->buf && dst->size == 0)
+		dst->lead = src->lead;
 	/* Room first: when src is dst, this may move the source too. */
 	rc = make_room(fs, dst, off_out, end, e);
 	if (rc == VY_OK && off_out > dst->size)
@@ -536,7 +574,8 @@ vy_err vy_file_move(vy_fs *fs, vy_inode *in, unsigned dev, vy_error *e)
 	vy_core *to = fs->dev[dev].core;
 	vy_handle h = 0;
 	uint64_t len = page_up(data_end(in)) ? page_up(data_end(in)) : in->cap;
-	rc = in->holes ? vy_store_alloc_holes(to->store, len, &h, e) : vy_store_alloc(to->store, len, &h, e);
+	rc = in->holes ? vy_store_alloc_holes_placed(to->store, len, in->lead, &h, e)
+		       : vy_store_alloc_placed(to->store, len, in->lead, &h, e);
 	if (rc == VY_OK)
 		rc = move_bytes(fs, in, to, h, dev, e);
 	vy_buffer_view v;

@@ -21,6 +21,7 @@
 /* A buffer the daemon exported to us, mapped here. */
 typedef struct mapping {
 	uint64_t gen;
+	uint64_t lead; /* the buffer's byte 0 is this far into span */
 	vy_span span;
 } mapping;
 
@@ -212,13 +213,14 @@ static vy_err op_map(launcher *l, vy_msg *m)
 		rc = vy_fail(&e, VY_ENOMEM, "free host memory", "launcher: cannot record a mapping");
 	if (rc == VY_OK)
 		rc = vy_span_import(l->dev, m->fds, chunk, in.nchunks, &mp->span, &e);
-	if (rc == VY_OK && mp->span.bytes != in.bytes) {
+	if (rc == VY_OK && (mp->span.bytes != in.bytes || in.lead >= in.bytes)) {
 		vy_span_release(l->dev, &mp->span, NULL);
-		rc = vy_fail(&e, VY_EINVAL, "report this bug", "launcher: a mapping of %llu bytes said it was %llu",
-			     (unsigned long long)mp->span.bytes, (unsigned long long)in.bytes);
+		rc = vy_fail(&e, VY_EINVAL, "report this bug", "launcher: a mapping of %llu bytes said it was %llu, byte 0 at %u",
+			     (unsigned long long)mp->span.bytes, (unsigned long long)in.bytes, in.lead);
 	}
 	if (rc == VY_OK) {
 		mp->gen = in.gen;
+		mp->lead = in.lead;
 		if (!vy_u64map_put(&l->maps, in.handle, mp)) {
 			vy_span_release(l->dev, &mp->span, NULL);
 			rc = vy_fail(&e, VY_ENOMEM, "free host memory", "launcher: cannot record a mapping");
@@ -256,12 +258,12 @@ static vy_err op_run(launcher *l, vy_msg *m)
 	for (uint32_t i = 0; rc == VY_OK && i < seq.nbuffers; i++) {
 		const vy_wire_buffer *b = &seq.buffers[i];
 		mapping *mp = vy_u64map_get(&l->maps, b->handle);
-		if (!mp || mp->gen != b->gen || b->len > mp->span.bytes)
+		if (!mp || mp->gen != b->gen || b->len > mp->span.bytes - mp->lead)
 			rc = vy_fail(&e, VY_EINTERNAL, "report this bug: the daemon and its launcher disagree",
 				     "launcher: buffer %llu (generation %llu) is not mapped here",
 				     (unsigned long long)b->handle, (unsigned long long)b->gen);
 		else
-			ptrs[i] = mp->span.ptr;
+			ptrs[i] = mp->span.ptr + mp->lead;
 	}
 	if (rc == VY_OK)
 		rc = vy_runner_local_run_ptrs(l->runner, &seq, ptrs, vy_chan_stop_flag(&l->ch), &res, &e);

@@ -72,6 +72,11 @@ typedef struct vy_inode {
 	 * creation, changed only by a move (fs/devices_xattr.h) under the write
 	 * lock. */
 	uint8_t dev;
+	/* VY_FILE: its byte 0 is this far into its buffer's memory (fs/place.h),
+	 * so its format's data lands where its readers want it; every buffer
+	 * the file gets (growth, a move, a takeover) is placed so. 0 while
+	 * the file has no bytes. Under the write lock. */
+	uint16_t lead;
 	/* VY_DIR, ns: 1 + the fs->dev index its new files go to (its
 	 * user.vyre.device); 0: the device with the most free budget. */
 	uint8_t place;

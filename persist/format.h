@@ -92,7 +92,11 @@ typedef struct vy_p_layout {
 	uint16_t dev;   /* the mount's device index that holds it */
 	uint16_t lost;  /* 1: its memory is not with the keeper (a successor empties the file) */
 	uint32_t n;     /* pieces that follow (vy_keep_piece); 0 with cap 0: no buffer */
+	uint32_t lead;  /* vy_inode.lead: byte 0 this far into the memory (format 8) */
+	uint32_t zero;
 } vy_p_layout;
+/* A layout of format 7 or before: the first 32 bytes, no lead (0). */
+#define VY_P_LAYOUT_V7_BYTES 32u
 
 /* The kernel's `fh`: a handle id (ns/handles.h), taken back as it is. */
 typedef struct vy_p_handle {
@@ -208,7 +212,7 @@ _Static_assert(sizeof(vy_p_mapconn) == 56 && sizeof(vy_p_mapping) == 24, "persis
 
 _Static_assert(sizeof(vy_p_head) == 8 && sizeof(vy_p_ns) == 24 && sizeof(vy_p_group) == 24 && sizeof(vy_p_inode) == 128 && sizeof(vy_p_name) == 32 &&
 		       sizeof(vy_p_handle) == 32 && sizeof(vy_p_lookup) == 16 && sizeof(vy_p_ctl) == 40 &&
-		       sizeof(vy_p_layout) == 32 && sizeof(vy_keep_piece) == 32,
+		       sizeof(vy_p_layout) == 40 && sizeof(vy_keep_piece) == 32,
 	       "persist/format.h: fixed layout");
 
 #endif

@@ -147,7 +147,8 @@ static vy_err adopt_memory(vy_fs *fs, const vy_replay_walk *w, vy_keep_fds *mem,
 			continue;
 		}
 		memset(l, 0, sizeof(*l));
-		l->len = r->cap;
+		l->len = r->cap + r->lead; /* the memory's: lead, then the buffer (the shadow checked both) */
+		l->lead = r->lead;
 		l->n = r->n;
 		memcpy(l->piece, r + 1, r->n * sizeof(vy_keep_piece));
 		vy_handle h;
@@ -159,6 +160,7 @@ static vy_err adopt_memory(vy_fs *fs, const vy_replay_walk *w, vy_keep_fds *mem,
 		in->buf = h;
 		in->cap = r->cap;
 		in->holes = r->holes;
+		in->lead = (uint16_t)r->lead;
 		in->dev = (uint8_t)r->dev;
 		counts->files++;
 	}

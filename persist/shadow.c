@@ -255,12 +255,30 @@ vy_err vy_shadow_apply(vy_shadow *s, uint16_t type, const void *p, uint32_t len,
 		return VY_OK;
 	}
 	case VY_P_LAYOUT: {
-		const vy_p_layout *r = p;
-		if (len < sizeof(*r) || r->n > VY_CHUNKS_MAX || len - sizeof(*r) != (uint64_t)r->n * sizeof(vy_keep_piece) ||
-		    r->ino == 0 || r->holes > r->cap || r->lost > 1 || (r->lost && r->n))
+		/* Format 7's ends before the lead: kept as format 8's, lead 0.
+		 * The two differ in length by 8, pieces by 32: never confused. */
+		bool v7 = len % sizeof(vy_keep_piece) == VY_P_LAYOUT_V7_BYTES % sizeof(vy_keep_piece);
+		uint32_t head = v7 ? VY_P_LAYOUT_V7_BYTES : sizeof(vy_p_layout);
+		vy_p_layout r = {0};
+		if (len < head)
 			return bad(e, type, "is not a layout");
-		vy_shadow_node *n = node_of(s, r->ino);
-		if (!n || !keep(&n->layout, &n->layout_len, p, len))
+		memcpy(&r, p, head);
+		if (r.n > VY_CHUNKS_MAX || len - head != (uint64_t)r.n * sizeof(vy_keep_piece) || r.ino == 0 ||
+		    r.holes > r.cap || r.lost > 1 || (r.lost && r.n) || r.lead > VY_STORE_LEAD_MAX || r.zero ||
+		    (r.lead && r.cap == 0) || r.cap > UINT64_MAX - r.lead)
+			return bad(e, type, "is not a layout");
+		vy_shadow_node *n = node_of(s, r.ino);
+		bool kept = n && !v7 && keep(&n->layout, &n->layout_len, p, len);
+		uint8_t *c = n && v7 ? malloc(sizeof(r) + (size_t)r.n * sizeof(vy_keep_piece)) : NULL;
+		if (c) {
+			memcpy(c, &r, sizeof(r));
+			memcpy(c + sizeof(r), (const uint8_t *)p + head, (size_t)r.n * sizeof(vy_keep_piece));
+			free(n->layout);
+			n->layout = c;
+			n->layout_len = (uint32_t)(sizeof(r) + r.n * sizeof(vy_keep_piece));
+			kept = true;
+		}
+		if (!kept)
 			return vy_fail(e, VY_ENOMEM, "free host memory", "kept state: no memory for a layout");
 		n->layout_seq = seq;
 		return VY_OK;

@@ -415,7 +415,7 @@ void vy_persist_layout(struct vy_fs *fs, struct vy_inode *in)
 		bool lost = rc == VY_ENOTSUP;
 		uint32_t n = in->buf && !lost ? l->n : 0;
 		*r = (vy_p_layout){.ino = in->ino, .cap = in->buf ? in->cap : 0, .holes = in->buf ? in->holes : 0,
-				   .dev = in->dev, .lost = lost, .n = n};
+				   .dev = in->dev, .lost = lost, .n = n, .lead = in->buf ? in->lead : 0};
 		memcpy(p->scratch + sizeof(*r), l->piece, n * sizeof(vy_keep_piece));
 		/* Never held for a request: the memory a layout drops is dropped
 		 * from the keeper now, so no older layout may outlive it. */

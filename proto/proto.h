@@ -26,9 +26,11 @@
 
 /* 2.0: a buffer is mapped as its pieces (map_in, client_map_out);
  * 2.1: kernel_out carries the occupancy answer;
- * 2.2: client_map_out names the device that holds the file. */
+ * 2.2: client_map_out names the device that holds the file;
+ * 2.3: map_in and client_map_out carry the buffer's lead (its byte 0 is
+ *      that far into the memory: core/store.h, placement). */
 #define VY_PROTO_MAJOR 2
-#define VY_PROTO_MINOR 2
+#define VY_PROTO_MINOR 3
 /* No message is larger: a sequence of 1 MiB of text fits well within. */
 #define VY_PROTO_MSG_MAX (64u << 20)
 /* A buffer that grew in place is up to VY_CHUNKS_MAX allocations, one fd
@@ -126,11 +128,12 @@ typedef struct vy_kernel_out {
 _Static_assert(sizeof(vy_kernel_out) == 520 + 16 + 4 * 256 + 8, "vy_kernel_out layout");
 
 /* Followed by nchunks uint64_t sizes, with one fd each: the exported
- * allocations, to be mapped back to back (core/span.h); `bytes` is their sum. */
+ * allocations, to be mapped back to back (core/span.h); `bytes` is their
+ * sum, and the buffer's byte 0 is `lead` bytes into them (2.3). */
 typedef struct vy_map_in {
 	uint64_t handle, gen, bytes;
 	uint32_t nchunks;
-	uint32_t pad;
+	uint32_t lead;
 } vy_map_in;
 _Static_assert(sizeof(vy_map_in) == 32, "vy_map_in is 32 bytes");
 _Static_assert(VY_PROTO_FDS_MAX >= VY_CHUNKS_MAX, "a buffer's fds fit one message");
@@ -161,7 +164,9 @@ typedef struct vy_client_map_in {
 } vy_client_map_in;
 _Static_assert(sizeof(vy_client_map_in) == 8, "vy_client_map_in is 8 bytes");
 
-/* Followed by nchunks uint64_t sizes, with one fd each, as vy_map_in. */
+/* Followed by nchunks uint64_t sizes, with one fd each, as vy_map_in. A
+ * client of 2.2 or before gets the first VY_CLIENT_MAP_OUT_V22 bytes, and
+ * only files whose lead is 0 (it would take byte 0 for the memory's). */
 typedef struct vy_client_map_out {
 	vy_status st;
 	uint64_t id;    /* names the mapping in SYNC and UNMAP */
@@ -169,8 +174,10 @@ typedef struct vy_client_map_out {
 	uint64_t bytes; /* the memory to map: the sum of the sizes */
 	uint32_t nchunks;
 	int32_t ordinal; /* the device that holds the file (2.2; before: HELLO's) */
+	uint64_t lead;   /* the file's byte 0 is this far into the memory (2.3) */
 } vy_client_map_out;
-_Static_assert(sizeof(vy_client_map_out) == 552, "vy_client_map_out layout");
+#define VY_CLIENT_MAP_OUT_V22 552u
+_Static_assert(sizeof(vy_client_map_out) == 560, "vy_client_map_out layout");
 
 typedef struct vy_client_ref_in {
 	uint64_t id;

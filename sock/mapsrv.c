@@ -87,6 +87,11 @@ static vy_err op_map(conn *c, vy_msg *m)
 				     c->minor, first);
 		if (rc == VY_OK)
 			rc = vy_file_share(fs, in, &e);
+		if (rc == VY_OK && c->minor < 3 && in->lead)
+			rc = vy_fail(&e, VY_EINVAL, "use libvyrefs 2.3 or newer (it maps a placed file at its byte 0)",
+				     "the file's byte 0 is %u bytes into its memory (placed for its format); a protocol "
+				     "2.%u client would map it %u bytes early",
+				     in->lead, c->minor, in->lead);
 		/* Past the end of the file the memory may hold what a pooled
 		 * buffer held before: another file's bytes. Zeros leave. */
 		if (rc == VY_OK)
@@ -116,6 +121,7 @@ static vy_err op_map(conn *c, vy_msg *m)
 			out.bytes = v.alloc;
 			out.nchunks = x.n;
 			out.ordinal = vy_fs_core(fs, in)->dev->info.ordinal;
+			out.lead = v.lead;
 			c->maps[c->nmaps++] = (mapping){.id = out.id, .in = in, .buf = in->buf, .bytes = v.alloc};
 			c->req.ref = out.id;
 			vy_telemetry_add(vy_fs_core(fs, in)->tel, maps, 1);
@@ -125,7 +131,8 @@ static vy_err op_map(conn *c, vy_msg *m)
 			vy_clientfd_let_go(fs, in);
 	}
 	vy_mapconn_status_of(&out.st, rc, &e);
-	vy_err sent = vy_mapconn_reply_with(c, m, &out, sizeof(out), rc == VY_OK ? &x : NULL);
+	vy_err sent = vy_mapconn_reply_with(c, m, &out, c->minor < 3 ? VY_CLIENT_MAP_OUT_V22 : sizeof(out),
+					    rc == VY_OK ? &x : NULL);
 	vy_export_close(&x); /* the client has its own now */
 	return sent;
 }

@@ -21,6 +21,7 @@ import json
 import math
 import os
 import struct
+import warnings
 
 from . import VyrefsError
 from . import map as _map
@@ -33,6 +34,17 @@ DTYPES = {"F64": ("float64", 8), "F32": ("float32", 4), "F16": ("float16", 2), "
           "C64": ("complex64", 8)}
 _FROM_TORCH = {attr: code for code, (attr, _) in DTYPES.items()}
 _HEADER_MAX = 100 << 20  # the safetensors package's own limit
+# Where a mount places a safetensors file's data section (docs/core.md,
+# "Placement"), and the alignment GPU libraries' fast kernels want of an
+# operand: a tensor off it is computed by other kernels, slower and rounding
+# otherwise (issue "exact": 1.22x slower, logits not equal to transformers').
+DATA_ALIGN = 4096
+TENSOR_ALIGN = 16
+_PAD_TO = 512  # save: tensors whose size is a multiple of this go first
+
+
+class AlignmentWarning(UserWarning):
+    """Tensors of a mapped file sit off the alignment GPU kernels want."""
 
 
 def _not_safetensors(path, why):
@@ -108,17 +120,41 @@ def whole(m):
     return torch.frombuffer(m.buffer, dtype=torch.uint8)      # the buffer holds m
 
 
+def misaligned(m, start, entries):
+    """How many of the tensors (read_header's entries) of the mapping `m`
+    sit at an address that is not a multiple of TENSOR_ALIGN, and how many
+    of those are copied to be viewed at all (off their element size)."""
+    off = sum(1 for _, _, a, b in entries.values() if b > a and (m.ptr + start + a) % TENSOR_ALIGN)
+    copied = sum(1 for code, _, a, b in entries.values() if b > a and (m.ptr + start + a) % DTYPES[code][1])
+    return off, copied
+
+
+def _say_misaligned(path, m, start, entries):
+    off, copied = misaligned(m, start, entries)
+    if off:
+        warnings.warn(
+            "vyrefs: %s: %d of %d tensors sit off %d-byte alignment (its data starts at byte %d of a %d-byte "
+            "page)%s; GPU kernels compute them slower and round otherwise than for the framework's own load "
+            "(Fix: write the file into the mount again from its first byte, e.g. cp or vyrefs cp, so the mount "
+            "places it; or save it with vyrefs.torch.save)"
+            % (path, off, len(entries), TENSOR_ALIGN, (m.ptr + start) % DATA_ALIGN, DATA_ALIGN,
+               ", %d of them copied to be viewed at all" % copied if copied else ""),
+            AlignmentWarning, stacklevel=3)
+
+
 def views(path, m, start, entries):
-    """{name: tensor} over the mapping `m` of `path` (read_header's entries)."""
+    """{name: tensor} over the mapping `m` of `path` (read_header's entries).
+    Tensors off TENSOR_ALIGN are said (AlignmentWarning), never silently."""
     out = {}
     if not entries:
         return out
+    _say_misaligned(path, m, start, entries)
     all_bytes = whole(m)
     for name, (code, shape, a, b) in entries.items():
         dt = torch_dtype(code, path, name)
         raw = all_bytes[start + a:start + b]
-        if (start + a) % DTYPES[code][1]:
-            raw = raw.clone()  # a writer that did not align it: a copy, the only way to view it
+        if (m.ptr + start + a) % DTYPES[code][1]:
+            raw = raw.clone()  # a writer that did not align it: a copy, the only way to view it (said above)
         out[name] = raw.view(dt).view(shape)
     return out
 
@@ -159,9 +195,13 @@ def write(tensors, path, metadata=None):
     each tensor's bytes into the mapped file."""
     import torch
     header, offset = {}, 0
-    # Widest elements first, as safetensors orders them: every tensor then
-    # starts at a multiple of its element size, so load can view it in place.
-    items = sorted(tensors.items(), key=lambda kv: (-kv[1].element_size(), kv[0]))
+    # Tensors whose size is a multiple of 512 first: each then starts at a
+    # multiple of 512 of a data section that starts on a page (below), where
+    # PyTorch's allocator would put it, wherever the file is copied. Then,
+    # and among them, widest elements first, as safetensors orders them:
+    # every tensor starts at a multiple of its element size.
+    items = sorted(tensors.items(), key=lambda kv: (kv[1].numel() * kv[1].element_size() % _PAD_TO != 0,
+                                                    -kv[1].element_size(), kv[0]))
     for name, t in items:
         nbytes = t.numel() * t.element_size()
         header[name] = {"dtype": code_of(t, name), "shape": list(t.shape), "data_offsets": [offset, offset + nbytes]}
@@ -169,7 +209,10 @@ def write(tensors, path, metadata=None):
     if metadata:
         header["__metadata__"] = {str(k): str(v) for k, v in metadata.items()}
     text = json.dumps(header, separators=(",", ":")).encode()
-    text += b" " * (-len(text) % 8)  # the data starts 8-aligned, as safetensors writes it
+    # The data starts on a page: the format allows a header padded with
+    # spaces (safetensors pads to 8 so), and a file mapped from any page-
+    # aligned start (a mount, mmap of tmpfs) has every tensor aligned.
+    text += b" " * (-(8 + len(text)) % DATA_ALIGN)
     start = 8 + len(text)
     try:
         with open(path, "wb") as f:
