@@ -53,12 +53,12 @@ FS_OBJ     := $(FS_SRC:%.c=$(BUILD)/%.o)
 LAUNCHER_SRC := $(wildcard launcher/*.c)
 LAUNCHER_OBJ := $(LAUNCHER_SRC:%.c=$(BUILD)/%.o)
 # `vyrefs cp` is the client library at work: linked into the binary too.
-CLIENT_SRC := client/libvyrefs.c client/fail.c client/daemon.c client/mountinfo.c client/copy.c client/cp.c
+CLIENT_SRC := client/libvyrefs.c client/fail.c client/daemon.c client/mountinfo.c client/copy.c client/cp.c core/place.c
 CLIENT_OBJ := $(CLIENT_SRC:%.c=$(BUILD)/%.o)
 # libvyrefs.so, the client library (client/): its own code, and the core's
 # device backends and the channel it imports memory and talks with, built
 # position-independent with everything but client/vyrefs.h hidden.
-LIB_SRC    := client/libvyrefs.c client/fail.c client/daemon.c client/mountinfo.c client/copy.c core/device.c core/device_cuda.c core/cuda_driver.c core/cuda_vmm.c core/cuda_alloc.c core/device_host.c core/slab.c core/host_slab.c core/host_keep.c core/cuda_keep.c core/err.c core/span.c core/u64map.c \
+LIB_SRC    := client/libvyrefs.c client/fail.c client/daemon.c client/mountinfo.c client/copy.c core/place.c core/device.c core/device_cuda.c core/cuda_driver.c core/cuda_vmm.c core/cuda_alloc.c core/device_host.c core/slab.c core/host_slab.c core/host_keep.c core/cuda_keep.c core/err.c core/span.c core/u64map.c \
 	      proto/channel.c
 LIB_OBJ    := $(LIB_SRC:%.c=$(BUILD)/pic/%.o)
 LIB        := $(BUILD)/libvyrefs.so

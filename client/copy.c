@@ -6,6 +6,7 @@
  * (about 1 GB/s) is not in the way, and this process needs no CUDA context
  * (starting one costs more than copying a few GiB). */
 #include "client/mapping.h"
+#include "core/place.h"
 #include "proto/channel.h"
 
 #include <errno.h>
@@ -200,17 +201,20 @@ static int plain_copy(int in, int out, uint64_t total, void (*progress)(uint64_t
 	return 0;
 }
 
-/* The source's first bytes through the mount, before the file is sized:
- * the mount places a file for its format from them (docs/core.md,
- * "Placement"), and a sized file already has its memory. */
-#define FIRST_BYTES 16
+/* A source of a format the mount places (core/place.h): its first bytes
+ * through the mount before the file is sized, so the mount places it from
+ * them as it does a file written from its start (a sized file already has
+ * its memory). Other files cost nothing more. */
 static int first_bytes(int in, int out, const char *dst)
 {
-	char head[FIRST_BYTES];
+	uint8_t head[VY_PLACE_HEAD];
 	ssize_t n = pread(in, head, sizeof(head), 0);
 	if (n < 0)
 		return vy_client_fail(errno, "vyrefs: cannot read the source: %s", strerror(errno));
-	if (n > 0 && pwrite(out, head, (size_t)n, 0) != n)
+	if (n != (ssize_t)sizeof(head) || vy_place_lead(head) == 0)
+		return 0;
+	errno = 0;
+	if (pwrite(out, head, sizeof(head), 0) != (ssize_t)sizeof(head))
 		return vy_client_fail(errno ? errno : EIO, "vyrefs: cannot write '%s': %s", dst, strerror(errno ? errno : EIO));
 	return 0;
 }

@@ -36,7 +36,7 @@ typedef struct vy_store_options {
 /* Placement: a buffer's byte 0 may sit `lead` bytes into its first
  * allocation (vy_store_alloc_placed), so that what a file's format puts
  * at some offset lands on the alignment the readers of that format want
- * (fs/place.h decides it; the store only honours it). The lead's bytes
+ * (core/place.h decides it; the store only honours it). The lead's bytes
  * are no byte of the buffer: every offset, length and pointer the store
  * takes or gives is the buffer's, from its byte 0; only the memory a
  * mapping covers (vy_export) and `alloc` include them. */

@@ -4,7 +4,7 @@
 #include "core/peer.h"
 #include "core/transfer.h"
 #include "fs/devices.h"
-#include "fs/place.h"
+#include "core/place.h"
 #include "daemon/log.h"
 #include "persist/writer.h"
 #include "fs/readahead.h"
@@ -342,7 +342,7 @@ vy_err vy_file_read(vy_fs *fs, vy_inode *in, uint64_t off, size_t size, vy_ra_hi
  * copy would cost more than what the placement saves it. */
 #define PLACE_MOVE_MAX (64u << 10)
 
-/* Placement (fs/place.h): the write that completes the first
+/* Placement (core/place.h): the write that completes the first
  * VY_PLACE_HEAD bytes of a file being written from its start decides
  * where its byte 0 sits. A buffer it has already (its first 8 bytes came
  * alone, as safetensors' own writer sends them) moves there by a copy of
@@ -503,7 +503,7 @@ vy_err vy_file_copy(vy_fs *fs, vy_inode *src, uint64_t off_in, vy_inode *dst, ui
 		return vy_fail(e, VY_EOVERFLOW, "copy below 8 EiB", "the copy ends past byte %llu",
 			       (unsigned long long)VY_FILE_MAX);
 	vy_readahead_forget(dst);
-	/* A whole copy is placed as its source is (fs/place.h). */
+	/* A whole copy is placed as its source is (core/place.h). */
 	if (off_in == 0 && off_out == 0 && dst != src && !dst->buf && dst->size == 0)
 		dst->lead = src->lead;
 	/* Room first: when src is dst, this may move the source too. */

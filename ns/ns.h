@@ -72,7 +72,7 @@ typedef struct vy_inode {
 	 * creation, changed only by a move (fs/devices_xattr.h) under the write
 	 * lock. */
 	uint8_t dev;
-	/* VY_FILE: its byte 0 is this far into its buffer's memory (fs/place.h),
+	/* VY_FILE: its byte 0 is this far into its buffer's memory (core/place.h),
 	 * so its format's data lands where its readers want it; every buffer
 	 * the file gets (growth, a move, a takeover) is placed so. 0 while
 	 * the file has no bytes. Under the write lock. */

@@ -10,6 +10,10 @@ the suite compares.
   attach_check.py net-second MNT             attach beside it: device memory it took
   attach_check.py processed MNT              transposed/scaled tensors saved, attached back
   attach_check.py dlpack MNT                 a mapped tensor into cupy and jax
+  attach_check.py exact-save TMP             a TinyLlama-shaped 1.1B (random, bf16) saved
+                                             in 500 MB shards whose headers end at 8 mod 16
+  attach_check.py exact-compare MNT TMP      its parameters' alignment, logits and 16 greedy
+                                             tokens against transformers' own load from TMP
 """
 import os
 import sys
@@ -160,7 +164,65 @@ def dlpack(mnt):
         print("jax refused:", type(e).__name__, str(e)[:200])
 
 
+def tiny_llama_config():
+    from transformers import LlamaConfig
+    return LlamaConfig(vocab_size=32000, hidden_size=2048, intermediate_size=5632, num_hidden_layers=22,
+                       num_attention_heads=32, num_key_value_heads=4, max_position_embeddings=2048,
+                       tie_word_embeddings=False)
+
+
+def pad_header_to_8_mod_16(path):
+    """Rewrite a safetensors file with its header padded (spaces, as the
+    format allows) so its data starts at 8 mod 16: the case the mount must
+    place. Returns where the data starts."""
+    import struct
+    with open(path, "rb") as f:
+        raw = f.read()
+    n, = struct.unpack("<Q", raw[:8])
+    text, data = raw[8:8 + n], raw[8 + n:]
+    while (8 + len(text)) % 16 != 8:
+        text += b" "
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text + data)
+    return 8 + len(text)
+
+
+def exact_save(tmp):
+    from transformers import LlamaForCausalLM
+    with vyrefs.torch.empty_weights():
+        model = LlamaForCausalLM(tiny_llama_config()).to(torch.bfloat16)
+    g = torch.Generator(device="cuda").manual_seed(5)
+    for mod in model.modules():  # random weights on the GPU: no initialisation pass
+        for key, p in list(mod._parameters.items()):
+            if p is not None:
+                t = torch.empty(p.shape, dtype=p.dtype, device="cuda")
+                t.normal_(0, 0.02, generator=g) if t.dim() > 1 else t.fill_(1.0)
+                mod._parameters[key] = torch.nn.Parameter(t, requires_grad=False)
+    model.save_pretrained(os.path.join(tmp, "tl"), max_shard_size="500MB")
+    starts = [pad_header_to_8_mod_16(os.path.join(tmp, "tl", f))
+              for f in sorted(os.listdir(os.path.join(tmp, "tl"))) if f.endswith(".safetensors")]
+    print("shards", len(starts) > 1, "data at 8 mod 16", all(s % 16 == 8 for s in starts))
+
+
+def exact_compare(mnt, tmp):
+    import transformers
+    torch.cuda.init()
+    ours = vyrefs.transformers.from_pretrained(os.path.join(mnt, "tl"), dtype=torch.bfloat16)
+    theirs = transformers.AutoModelForCausalLM.from_pretrained(
+        os.path.join(tmp, "tl"), device_map="cuda", **{dtype_kw(transformers): torch.bfloat16})
+    off = [n for n, p in ours.named_parameters() if p.data_ptr() % 512]
+    ids = torch.randint(0, 32000, (4, 128), generator=torch.Generator().manual_seed(7)).cuda()
+    with torch.no_grad():
+        a, b = ours(ids).logits, theirs(ids).logits
+        gen = dict(max_new_tokens=16, do_sample=False, pad_token_id=0)
+        ga, gb = ours.generate(ids[:1, :32], **gen), theirs.generate(ids[:1, :32], **gen)
+    print("parameters off 512", len(off), off[:3])
+    print("logits equal", torch.equal(a, b), "max diff", float((a.float() - b.float()).abs().max()))
+    print("greedy equal", torch.equal(ga, gb))
+
+
 if __name__ == "__main__":
     cmd, args = sys.argv[1], sys.argv[2:]
     {"llama-save": llama_save, "llama-compare": llama_compare, "net-save": net_save, "net-hold": net_hold,
-     "net-second": net_second, "processed": processed, "dlpack": dlpack}[cmd](*args)
+     "net-second": net_second, "processed": processed, "dlpack": dlpack, "exact-save": exact_save,
+     "exact-compare": exact_compare}[cmd](*args)

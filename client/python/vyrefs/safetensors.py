@@ -39,7 +39,7 @@ _HEADER_MAX = 100 << 20  # the safetensors package's own limit
 # operand: a tensor off it is computed by other kernels, slower and rounding
 # otherwise (issue "exact": 1.22x slower, logits not equal to transformers').
 DATA_ALIGN = 4096
-TENSOR_ALIGN = 16
+TENSOR_ALIGN_MAX = 512  # PyTorch's allocator's; what a placed file gives every tensor at a multiple of it
 _PAD_TO = 512  # save: tensors whose size is a multiple of this go first
 
 
@@ -120,11 +120,18 @@ def whole(m):
     return torch.frombuffer(m.buffer, dtype=torch.uint8)      # the buffer holds m
 
 
+def _allowed(a):
+    """The alignment a tensor at offset `a` of a data section on a page may
+    have: the largest power of two dividing a, at most TENSOR_ALIGN_MAX."""
+    return TENSOR_ALIGN_MAX if a % TENSOR_ALIGN_MAX == 0 else a & -a
+
+
 def misaligned(m, start, entries):
     """How many of the tensors (read_header's entries) of the mapping `m`
-    sit at an address that is not a multiple of TENSOR_ALIGN, and how many
-    of those are copied to be viewed at all (off their element size)."""
-    off = sum(1 for _, _, a, b in entries.values() if b > a and (m.ptr + start + a) % TENSOR_ALIGN)
+    sit less aligned than their place in the file allows (a file the mount
+    could not place: its data section off a page), and how many of those
+    are copied to be viewed at all (off their element size)."""
+    off = sum(1 for _, _, a, b in entries.values() if b > a and (m.ptr + start + a) % _allowed(a))
     copied = sum(1 for code, _, a, b in entries.values() if b > a and (m.ptr + start + a) % DTYPES[code][1])
     return off, copied
 
@@ -133,18 +140,19 @@ def _say_misaligned(path, m, start, entries):
     off, copied = misaligned(m, start, entries)
     if off:
         warnings.warn(
-            "vyrefs: %s: %d of %d tensors sit off %d-byte alignment (its data starts at byte %d of a %d-byte "
-            "page)%s; GPU kernels compute them slower and round otherwise than for the framework's own load "
-            "(Fix: write the file into the mount again from its first byte, e.g. cp or vyrefs cp, so the mount "
-            "places it; or save it with vyrefs.torch.save)"
-            % (path, off, len(entries), TENSOR_ALIGN, (m.ptr + start) % DATA_ALIGN, DATA_ALIGN,
+            "vyrefs: %s: %d of %d tensors sit less aligned than their place in the file allows (its data "
+            "starts at byte %d of a %d-byte page, not placed for its format)%s; GPU kernels compute them slower "
+            "and round otherwise than for the framework's own load (Fix: write the file into the mount again "
+            "from its first byte, e.g. cp or vyrefs cp, so the mount places it; or save it with vyrefs.torch.save)"
+            % (path, off, len(entries), (m.ptr + start) % DATA_ALIGN, DATA_ALIGN,
                ", %d of them copied to be viewed at all" % copied if copied else ""),
             AlignmentWarning, stacklevel=3)
 
 
 def views(path, m, start, entries):
     """{name: tensor} over the mapping `m` of `path` (read_header's entries).
-    Tensors off TENSOR_ALIGN are said (AlignmentWarning), never silently."""
+    Tensors less aligned than the file allows are said (AlignmentWarning),
+    never silently."""
     out = {}
     if not entries:
         return out

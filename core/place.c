@@ -1,5 +1,5 @@
-/* Which formats are placed, and where (fs/place.h). */
-#include "fs/place.h"
+/* Which formats are placed, and where (core/place.h). */
+#include "core/place.h"
 
 /* The safetensors package refuses headers past this (its MAX_HEADER_SIZE). */
 #define SAFETENSORS_HEADER_MAX 100000000ull

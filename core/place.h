@@ -12,8 +12,8 @@
  *
  * This is the one place that reads a format; the store only honours the
  * lead it is given (core/store.h). */
-#ifndef VY_FS_PLACE_H
-#define VY_FS_PLACE_H
+#ifndef VY_CORE_PLACE_H
+#define VY_CORE_PLACE_H
 
 #include <stddef.h>
 #include <stdint.h>
