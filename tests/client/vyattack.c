@@ -11,6 +11,8 @@
  *   vyattack SOCK hello-twice
  *   vyattack SOCK extra-fds OPCODE N
  *
+ * VYATTACK_MINOR=N: say protocol 2.N at HELLO (an older client's).
+ *
  * SOCK: a mount's root (its .vyre/socket names the socket), `@NAME` or a
  * socket's path. FILE: a path, or fd:N for an fd the caller left open.
  * FLAGS: O_RDONLY, O_WRONLY, O_RDWR or O_PATH, with |O_APPEND or |O_NONBLOCK.
@@ -194,7 +196,8 @@ static int request(int s, uint16_t op, const void *body, size_t len, const int *
 
 static int hello(int s)
 {
-	vy_hello_in in = {.major = VY_PROTO_MAJOR, .minor = VY_PROTO_MINOR};
+	const char *minor = getenv("VYATTACK_MINOR");
+	vy_hello_in in = {.major = VY_PROTO_MAJOR, .minor = minor ? (uint32_t)atoi(minor) : VY_PROTO_MINOR};
 	reply r;
 	return request(s, VY_OP_CLIENT_HELLO, &in, sizeof(in), NULL, 0, &r) == 0 && ((vy_status *)r.body)->rc == VY_OK
 		       ? 0
@@ -235,11 +238,12 @@ static int open_arg(const char *file, const char *flags)
 	return fd;
 }
 
-/* What a mapping shows: the file's first bytes and every byte past its end
- * (host memfds; a GPU's fds do not mmap). */
+/* What a mapping shows: the file's first bytes and every byte that is not
+ * the file's: before its byte 0 (its lead, a placed file's) and past its
+ * end (host memfds; a GPU's fds do not mmap). */
 static void dump(const reply *r, const vy_client_map_out *out)
 {
-	const uint64_t *sizes = (const uint64_t *)(r->body + sizeof(*out));
+	const uint64_t *sizes = (const uint64_t *)(r->body + (r->h.len - sizeof(r->h)) - out->nchunks * sizeof(uint64_t));
 	uint64_t at = 0, past = 0, nonzero = 0;
 	char sample[65] = "", content[33] = "";
 	for (unsigned i = 0; i < out->nchunks && i < r->nfds; at += sizes[i++]) {
@@ -250,7 +254,7 @@ static void dump(const reply *r, const vy_client_map_out *out)
 		}
 		for (uint64_t j = 0; j < sizes[i]; j++) {
 			size_t k;
-			if (at + j < out->size) {
+			if (at + j >= out->lead && at + j - out->lead < out->size) {
 				if ((k = strlen(content)) < 32)
 					content[k] = p[j] >= 32 && p[j] < 127 ? (char)p[j] : '.';
 				continue;
@@ -278,8 +282,10 @@ static int map_fd(int s, int argc, char **argv)
 		return rc;
 	vy_client_map_out out;
 	memcpy(&out, r.body, sizeof(out));
-	printf("mapped size=%llu bytes=%llu chunks=%u fds=%u\n", (unsigned long long)out.size,
-	       (unsigned long long)out.bytes, out.nchunks, r.nfds);
+	if (r.h.len - sizeof(r.h) < sizeof(out) + out.nchunks * sizeof(uint64_t))
+		out.lead = 0; /* a reply to a 2.2 client ends before the lead */
+	printf("mapped size=%llu bytes=%llu chunks=%u fds=%u lead=%llu\n", (unsigned long long)out.size,
+	       (unsigned long long)out.bytes, out.nchunks, r.nfds, (unsigned long long)out.lead);
 	for (int i = 2; i < argc; i++) {
 		if (!strcmp(argv[i], "dump"))
 			dump(&r, &out);

@@ -290,6 +290,41 @@ static void write_behind_region_kept_last(void)
 	vy_shadow_destroy(&t);
 }
 
+/* A file's layout: format 8's carries its lead; format 7's (32 bytes, no
+ * lead) is kept as format 8's with lead 0; a lead past the store's most,
+ * a lead on no buffer, or a length of neither shape is refused. */
+static void layouts_of_both_formats(void)
+{
+	vy_shadow s;
+	vy_shadow_init(&s);
+	vy_error e;
+	struct {
+		vy_p_layout l;
+		vy_keep_piece pc;
+	} r = {.l = {.ino = 60, .cap = 6u << 20, .n = 1, .lead = 3688},
+	       .pc = {.off = 0, .bytes = 8u << 20, .slot = 9}};
+	CHECK_EQ(vy_shadow_apply(&s, VY_P_LAYOUT, &r, sizeof(r), 9, &e), VY_OK);
+	vy_shadow_node *n = vy_u64map_get(&s.nodes, 60);
+	CHECK(n && n->layout_len == sizeof(r) && ((vy_p_layout *)(void *)n->layout)->lead == 3688);
+	/* Format 7's: the first 32 bytes of the record, then its pieces. */
+	uint8_t v7[VY_P_LAYOUT_V7_BYTES + sizeof(vy_keep_piece)];
+	r.l.ino = 61;
+	memcpy(v7, &r.l, VY_P_LAYOUT_V7_BYTES);
+	memcpy(v7 + VY_P_LAYOUT_V7_BYTES, &r.pc, sizeof(r.pc));
+	CHECK_EQ(vy_shadow_apply(&s, VY_P_LAYOUT, v7, sizeof(v7), 9, &e), VY_OK);
+	n = vy_u64map_get(&s.nodes, 61);
+	CHECK(n && n->layout_len == sizeof(r));
+	const vy_p_layout *k = (const void *)n->layout;
+	CHECK(k->lead == 0 && k->n == 1 && k->cap == 6u << 20 && ((const vy_keep_piece *)(k + 1))->slot == 9);
+	r.l.lead = VY_STORE_LEAD_MAX + 1;
+	CHECK_EQ(vy_shadow_apply(&s, VY_P_LAYOUT, &r, sizeof(r), 9, &e), VY_EINVAL);
+	r.l = (vy_p_layout){.ino = 62, .lead = 8};
+	CHECK_EQ(vy_shadow_apply(&s, VY_P_LAYOUT, &r.l, sizeof(r.l), 9, &e), VY_EINVAL); /* no buffer, a lead */
+	CHECK_EQ(vy_shadow_apply(&s, VY_P_LAYOUT, &r, sizeof(r) - 4, 9, &e), VY_EINVAL);
+	CHECK(vy_u64map_get(&s.nodes, 62) == NULL || ((vy_shadow_node *)vy_u64map_get(&s.nodes, 62))->layout == NULL);
+	vy_shadow_destroy(&s);
+}
+
 int main(void)
 {
 	static const vy_test_case cases[] = {
@@ -300,6 +335,7 @@ int main(void)
 		TEST_CASE(client_connections_kept_whole),
 		TEST_CASE(modules_kept_whole),
 		TEST_CASE(write_behind_region_kept_last),
+		TEST_CASE(layouts_of_both_formats),
 	};
 	return vy_test_main("shadow", cases, sizeof(cases) / sizeof(cases[0]));
 }

@@ -571,6 +571,34 @@ static void a_stop_ends_the_sequence_at_its_next_step(void)
 	fx_close(&f);
 }
 
+/* A placed buffer's lead (core/store.h) leaves the daemon as zeros: memory
+ * from the pool holds another buffer's bytes there until vy_clear_past,
+ * which a mapping goes through, clears it. */
+static void the_lead_leaves_as_zeros(void)
+{
+	fixture f;
+	fx_open(&f);
+	vy_handle old, h;
+	MUST(vy_store_alloc(f.c->store, 4 * MiB, &old, E));
+	MUST(vy_fill(f.c, old, 0, 4 * MiB, 0xff, E));
+	MUST(vy_store_free(f.c->store, old, E));
+	uint64_t hits = snap(&f).pool_hits;
+	MUST(vy_store_alloc_placed(f.c->store, 4 * MiB - 4088, 4088, &h, E));
+	CHECK_EQ(snap(&f).pool_hits, hits + 1); /* the old buffer's memory */
+	vy_buffer_view v;
+	MUST(vy_store_view(f.c->store, h, &v, E));
+	const unsigned char *lead = (const unsigned char *)(uintptr_t)(v.ptr - v.lead);
+	CHECK_EQ(lead[0], 0xff);
+	CHECK_EQ(lead[4087], 0xff);
+	MUST(vy_clear_past(f.c, h, v.len, E));
+	int nonzero = 0;
+	for (uint64_t i = 0; i < v.lead; i++)
+		nonzero += lead[i] != 0;
+	CHECK_EQ(nonzero, 0);
+	MUST(vy_store_free(f.c->store, h, E));
+	fx_close(&f);
+}
+
 int main(void)
 {
 	static const vy_test_case cases[] = {
@@ -584,6 +612,7 @@ int main(void)
 		TEST_CASE(launcher_maps_once_per_generation_and_gives_back),
 		TEST_CASE(launcher_killed_in_a_sequence_costs_that_sequence),
 		TEST_CASE(a_stop_ends_the_sequence_at_its_next_step),
+		HOST_ONLY(the_lead_leaves_as_zeros),
 	};
 	return vy_test_main("share", cases, sizeof(cases) / sizeof(cases[0]));
 }

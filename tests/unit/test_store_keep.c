@@ -404,6 +404,87 @@ static void unkept_memory_has_no_layout(void)
 	side_close(&a);
 }
 
+/* Placement (core/store.h): a buffer whose byte 0 sits `lead` bytes into
+ * its memory shows the buffer's bytes only (ptr, len, seek, holes and
+ * shrinking count from byte 0), keeps the lead through growth and a
+ * move to memory of its own, and a successor adopts it placed. */
+static void placed_buffers_keep_their_lead(void)
+{
+	side a, b;
+	CHECK(side_open(&a, FIRST, true));
+	vy_handle big, small, sparse;
+	vy_buffer_view v;
+	MUST(vy_store_alloc_placed(a.s, 2 * MiB, 4088, &big, E)); /* 2 MiB + 4088: two granules */
+	v = view(&a, big);
+	CHECK_EQ(v.lead, 4088);
+	CHECK_EQ(v.len, 2 * MiB);
+	CHECK_EQ(v.alloc, 4 * MiB);
+	CHECK_EQ((v.ptr - v.lead) % 4096, 0); /* the memory starts on a page */
+	CHECK_EQ((v.ptr + 8) % 4096, 0); /* a safetensors data section at byte 8 lands on a page */
+	fill(&a, big, 0, 2 * MiB, 40);
+	MUST(vy_store_grow(a.s, big, 5 * MiB, &v, E));
+	CHECK_EQ(v.lead, 4088);
+	CHECK_EQ((v.ptr - v.lead) % 4096, 0); /* the memory starts on a page */
+	CHECK(v.len >= 5 * MiB);
+	CHECK_EQ((v.len + v.lead) % (2 * MiB), 0);
+	CHECK_EQ(vy_store_seek(a.s, big, 7, false), v.len); /* no hole: the end, in the buffer's bytes */
+	MUST(vy_store_shrink(a.s, big, 3 * MiB, &v, E));
+	CHECK_EQ(v.len + v.lead, 4 * MiB); /* 3 MiB + the lead fit two granules */
+	MUST_FAIL(VY_EINVAL, vy_store_alloc_placed(a.s, 100, VY_STORE_LEAD_MAX + 1, &small, E));
+	MUST(vy_store_alloc_placed(a.s, 100, 3000, &small, E));
+	fill(&a, small, 0, 100, 41);
+	MUST(vy_store_share(a.s, small, host_copy, NULL, E)); /* moves with its lead and bytes */
+	v = view(&a, small);
+	CHECK_EQ(v.lead, 3000);
+	CHECK_EQ(v.len, 100);
+	/* Holes count from byte 0: backing the buffer's bytes 0..9 backs the
+	 * granule that holds the lead too. */
+	MUST(vy_store_alloc_holes_placed(a.s, 6 * MiB, 100, &sparse, E));
+	CHECK(!vy_store_backed(a.s, sparse, 0, 1));
+	CHECK_EQ(vy_store_seek(a.s, sparse, 0, true), UINT64_MAX);
+	MUST(vy_store_back(a.s, sparse, 2 * MiB, 10, zero, NULL, &v, E));
+	CHECK_EQ(vy_store_seek(a.s, sparse, 0, true), 2 * MiB - 100); /* the granule at 2 MiB of memory */
+	CHECK_EQ(vy_store_seek(a.s, sparse, 2 * MiB, false), 4 * MiB - 100);
+	CHECK(vy_store_backed(a.s, sparse, 2 * MiB - 100, 2 * MiB));
+	static vy_keep_layout l[3];
+	vy_handle h[3] = {big, small, sparse}, g[3];
+	void *bytes[3];
+	for (int i = 0; i < 3; i++) {
+		MUST(vy_store_keep_layout(a.s, h[i], &l[i], E));
+		CHECK_EQ(l[i].lead, view(&a, h[i]).lead);
+		CHECK_EQ(l[i].len, view(&a, h[i]).len + l[i].lead);
+		bytes[i] = copy_of(&a, h[i]);
+	}
+	CHECK(side_open(&b, SLOTS / 2, true));
+	int fds_arr[SLOTS];
+	vy_keep_fds fds = {.fd = fds_arr, .n = SLOTS};
+	for (int s = 0; s < SLOTS; s++) {
+		fds_arr[s] = a.t.fd[s] >= 0 ? fcntl(a.t.fd[s], F_DUPFD_CLOEXEC, 0) : -1;
+		b.t.live[s] = fds_arr[s] >= 0;
+	}
+	for (int i = 0; i < 3; i++) {
+		MUST(vy_store_keep_adopt(b.s, &l[i], &fds, &g[i], E));
+		vy_buffer_view va = view(&a, h[i]), vb = view(&b, g[i]);
+		CHECK_EQ(vb.lead, va.lead);
+		CHECK_EQ(vb.len, va.len);
+		CHECK_EQ(vb.holes, va.holes);
+		CHECK_EQ((vb.ptr - vb.lead) % 4096, 0);
+		CHECK(memcmp((void *)(uintptr_t)vb.ptr, bytes[i], (size_t)vb.len) == 0);
+		free(bytes[i]);
+	}
+	/* A lead past what the store places, or no byte past it: refused. */
+	vy_keep_layout bad = l[0];
+	bad.lead = VY_STORE_LEAD_MAX + 1;
+	MUST_FAIL(VY_EINVAL, vy_store_keep_adopt(b.s, &bad, &fds, &g[0], E));
+	bad.lead = (uint32_t)bad.len;
+	MUST_FAIL(VY_EINVAL, vy_store_keep_adopt(b.s, &bad, &fds, &g[0], E));
+	for (int s = 0; s < SLOTS; s++)
+		if (fds_arr[s] >= 0)
+			close(fds_arr[s]);
+	side_close(&b);
+	side_close(&a);
+}
+
 int main(void)
 {
 	static const vy_test_case cases[] = {
@@ -411,6 +492,7 @@ int main(void)
 		HOST_ONLY(bad_layouts_are_refused_whole),
 		HOST_ONLY(zeros_are_never_kept),
 		HOST_ONLY(unkept_memory_has_no_layout),
+		HOST_ONLY(placed_buffers_keep_their_lead),
 	};
 	return vy_test_main("store_keep", cases, sizeof(cases) / sizeof(cases[0]));
 }

@@ -136,7 +136,8 @@ def misaligned(m, start, entries):
     return off, copied
 
 
-def _say_misaligned(path, m, start, entries):
+def say_misaligned(path, m, start, entries, stacklevel=3):
+    """An AlignmentWarning when misaligned() counts any tensor."""
     off, copied = misaligned(m, start, entries)
     if off:
         warnings.warn(
@@ -146,7 +147,7 @@ def _say_misaligned(path, m, start, entries):
             "from its first byte, e.g. cp or vyrefs cp, so the mount places it; or save it with vyrefs.torch.save)"
             % (path, off, len(entries), (m.ptr + start) % DATA_ALIGN, DATA_ALIGN,
                ", %d of them copied to be viewed at all" % copied if copied else ""),
-            AlignmentWarning, stacklevel=3)
+            AlignmentWarning, stacklevel=stacklevel)
 
 
 def views(path, m, start, entries):
@@ -156,7 +157,7 @@ def views(path, m, start, entries):
     out = {}
     if not entries:
         return out
-    _say_misaligned(path, m, start, entries)
+    say_misaligned(path, m, start, entries)
     all_bytes = whole(m)
     for name, (code, shape, a, b) in entries.items():
         dt = torch_dtype(code, path, name)
