@@ -11,8 +11,9 @@
 # default is all of them, with devices (one mount over two GPUs) only where
 # nvidia-smi lists two or more; on the host backend devices is a smoke check
 # over two host devices (host_devices=2). attach (a 7B-shaped model to its first
-# answer, bench/attach_bench.py: torch and transformers, cuda) runs only when
-# named.
+# answer, bench/attach_bench.py: torch and transformers, cuda) and exact (an
+# attached model's forward passes against transformers' own load,
+# bench/exact_bench.py) run only when named.
 # BENCH_REPS=N: single-stream reads (dd, fio 1 job) run N times, each after
 # dropping caches; the figure is their median (default 3).
 # TMPDIR: where the mount points go (default /tmp).
@@ -631,6 +632,22 @@ main() {
 			rm -rf "${MNT[vyrefs]}/llama" "${MNT[tmpfs]}/llama" "${MNT[tmpfs]}/flags"
 		else
 			log "attach figures need the cuda backend, torch and transformers: skipped"
+		fi
+	fi
+	# An attached model's forward passes against transformers' own load of
+	# it, same GPU, same process (bench/exact_bench.py), opt-in: 1.1B, its
+	# tied twin, and 7B (BENCH_QUICK=1: 1.1B only, 3 rounds).
+	if has exact; then
+		if [ "$BACKEND" = cuda ] && python3 -c 'import torch, transformers' 2>/dev/null; then
+			shapes="1b tied1b 7b" rounds=7
+			[ "$QUICK" = 1 ] && shapes=1b rounds=3
+			for shape in $shapes; do
+				VYREFS_LIB=$PWD/$BUILD/libvyrefs.so PYTHONPATH=$PWD/client/python VYREFS_BIN=$PWD/$BUILD/vyrefs \
+					python3 bench/exact_bench.py "${MNT[vyrefs]}" "${MNT[tmpfs]}" "$shape" "$rounds" | tee -a "$RES"
+				rm -rf "${MNT[vyrefs]}/exact-$shape" "${MNT[tmpfs]}/exact-$shape"
+			done
+		else
+			log "exact figures need the cuda backend, torch and transformers: skipped"
 		fi
 	fi
 	# vyrefs cp and safetensors against readers and writers of tmpfs
