@@ -257,6 +257,7 @@ test-gpu:
 PREFIX ?= /usr/local
 install: $(BUILD)/vyrefs $(BUILD)/vyrefs-keeper $(LIB) $(BUILD)/vyrefs.pc
 	install -D -m 755 $(BUILD)/vyrefs $(DESTDIR)$(PREFIX)/bin/vyrefs
+	install -D -m 755 $(BUILD)/vyrefs-keeper $(DESTDIR)$(PREFIX)/bin/vyrefs-keeper
 	install -D -m 755 $(LIB) $(DESTDIR)$(PREFIX)/lib/libvyrefs.so
 	install -D -m 644 client/vyrefs.h $(DESTDIR)$(PREFIX)/include/vyrefs.h
 	install -D -m 644 $(BUILD)/vyrefs.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/vyrefs.pc

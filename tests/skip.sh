@@ -21,6 +21,20 @@ need() {
 	done
 }
 
+# need_mount_ns: skip the test unless this process can make a private
+# mount namespace (unshare -m): in a chroot whose / is not a mount point it
+# cannot change the root's propagation.
+need_mount_ns() {
+	need unshare || return 1
+	unshare -m true 2>/dev/null && return 0
+	if mountpoint -q /; then
+		skip_test "needs a private mount namespace (unshare -m: $(unshare -m true 2>&1 | head -n 1))"
+	else
+		skip_test "needs a private mount namespace, and / is not a mount point here (a chroot: bind-mount its root onto itself first)"
+	fi
+	return 1
+}
+
 # need_root WHY: skip the test unless run as root.
 need_root() {
 	[ "$(id -u)" = 0 ] || { skip_test "needs root ($1)"; return 1; }

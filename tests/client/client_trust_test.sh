@@ -112,7 +112,7 @@ attacker_tree() {
 
 test_a_bind_mount_of_a_subdirectory_sends_no_fd_to_a_users_socket() {
 	need setpriv || return 0
-	need unshare || return 0
+	need_mount_ns || return 0
 	name="@mallory-$$-$RANDOM"
 	attacker_tree "$name"
 	start_fake "$name" || return
@@ -156,7 +156,7 @@ with_socket_named() {
 
 test_a_server_not_of_the_mounts_uid_is_sent_nothing() {
 	need setpriv || return 0
-	need unshare || return 0
+	need_mount_ns || return 0
 	name="@mallory-$$-$RANDOM"
 	attacker_tree "@unused"
 	start_fake "$name" || return
@@ -175,7 +175,7 @@ connect" "$(fake_got)"
 
 test_a_path_socket_is_checked_as_an_abstract_one() {
 	need setpriv || return 0
-	need unshare || return 0
+	need_mount_ns || return 0
 	attacker_tree "@unused"
 	dir=$(mktemp -d /tmp/vyrefs-sock.XXXXXX)
 	chown 65534 "$dir"
@@ -191,7 +191,7 @@ test_a_path_socket_is_checked_as_an_abstract_one() {
 }
 
 test_a_socket_nobody_serves_is_unreachable() {
-	need unshare || return 0
+	need_mount_ns || return 0
 	attacker_tree "@unused"
 	err=$(with_socket_named "@nobody-serves-$$-$RANDOM" "$VYMAP" info "$MNT/sub/secret" 2>&1)
 	assertEquals "ECONNREFUSED: $err" 111 $?
@@ -205,7 +205,7 @@ test_a_socket_nobody_serves_is_unreachable() {
 # mountinfo writes a blank as \040 and a backslash as \134: the root is
 # found where only a mount point so named is in sight.
 test_a_mount_point_with_blanks_and_backslashes_is_found() {
-	need unshare || return 0
+	need_mount_ns || return 0
 	truncate -s 2M "$MNT/f"
 	BIND=$(mktemp -d "/tmp/vyrefs-a b\\c	d.XXXXXX")
 	mount --bind "$MNT" "$BIND" || { fail "mount --bind"; return; }

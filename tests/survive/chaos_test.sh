@@ -122,7 +122,9 @@ killer() {
 # What a tree is, less what two copies made apart differ in (inode numbers,
 # directories' times): one line per path.
 listing() {
-	(cd "$1" && find . -printf '%p %y %m %U %G %s %l\n' | sort)
+	# A directory's size is its filesystem's own (the shadow's /tmp may be
+	# tmpfs): only the others' sizes are compared.
+	(cd "$1" && find . \( -type d -printf '%p %y %m %U %G dir %l\n' \) -o -printf '%p %y %m %U %G %s %l\n' | sort)
 	(cd "$1" && find . -type f -printf '%p %n %T@\n' | sort)
 	(cd "$1" && find . -type f -exec sha256sum {} + | sort -k2)
 	(cd "$1" && getfattr -R -d -m - --absolute-names . 2>/dev/null | grep -v '^$' | sort)
