@@ -23,6 +23,25 @@ test_one_version_for_binary_man_page_and_python_module() {
 	assertContains "$(cat client/python/pyproject.toml)" 'version = {attr = "vyrefs.__version__"}'
 }
 
+# The README's list of what `make` and `make test` need is what
+# scripts/install-deps.sh installs: an administrator who installs exactly
+# the README's list gets every suite run (issue "newcomer 3").
+test_readme_lists_the_packages_the_scripts_install() {
+	local build test row pkg
+	build=$(sed -n '/^if \[ "$mode" = test \]/q; s/.*missing+=(\([a-z0-9.+-]*\)).*/\1/p' scripts/install-deps.sh)
+	test=$(sed -n '/^if \[ "$mode" = test \]/,/^fi$/ s/.*missing+=(\([a-z0-9.+-]*\)).*/\1/p' scripts/install-deps.sh)
+	assertTrue "the script names its packages" "[ $(echo "$build" | wc -w) -ge 6 ] && [ $(echo "$test" | wc -w) -ge 10 ]"
+	grep -q 'libclang-rt-$major-dev' scripts/install-deps.sh && test="$test libclang-rt-N-dev"
+	row=$(grep '^| `make` |' README.md)
+	for pkg in $build; do
+		assertContains "README's make row names $pkg" "$row" "$pkg"
+	done
+	row=$(grep '^| `make test` |' README.md)
+	for pkg in $test; do
+		assertContains "README's make test row names $pkg" "$row" "$pkg"
+	done
+}
+
 test_help_exits_zero_and_lists_options() {
 	out=$("$VYREFS" --help)
 	assertEquals 0 $?
