@@ -322,6 +322,16 @@ static void *serve_conn(void *arg)
 		/* Silent and holding nothing: a slot someone else may want. */
 		if (vy_chan_peek(&ch, c->nmaps ? -1 : IDLE_MS, &h, body, sizeof(body), &got, &e) != VY_OK)
 			break; /* closed, idle, or not our framing */
+		/* The unique is kept with the request (vy_p_mapconn): one the
+		 * state's loader would refuse (bit 63, or 0) ends the connection
+		 * before anything is kept, as any framing error does (issue
+		 * "survive 2": kept, it emptied the mount at the next takeover). */
+		if (h.unique == 0 || (h.unique >> 63)) {
+			vy_log(LOG_NOTICE, "client socket: uid %u sent request id %#" PRIx64 " (0 and bit 63 are not a "
+					   "client's); its connection ends (Fix: use libvyrefs)",
+			       (unsigned)c->uid, h.unique);
+			break;
+		}
 		/* Seen, not yet taken: a kept connection says so first, so a
 		 * successor that finds the socket empty knows it was taken. */
 		vy_client_ref_in ref = {0};

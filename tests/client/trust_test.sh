@@ -433,6 +433,34 @@ test_12_map_needs_read_and_write() {
 	assertOthersWork
 }
 
+# Issue "survive 2", item 1: a request id the state's loader refuses (bit
+# 63 set, or 0), sent by mallory on a connection that maps her own file of
+# a survive=on mount, ends that connection before anything is kept: keeping
+# goes on (kept_failures 0), and after a takeover root's file and hers are
+# there, with their bytes. (Kept, it emptied the mount at the next death.)
+test_13_a_request_id_the_loader_refuses_keeps_the_mount() {
+	remount "allow_other=on,survive=on" || { fail "mount"; return; }
+	head -c 3000000 /dev/urandom >"$TT/root.bin"
+	cp "$TT/root.bin" "$MNT/root.bin" && chmod 600 "$MNT/root.bin"
+	as_mallory sh -c 'head -c 3000000 /dev/zero > "$1/hers"' - "$MNT" || fail "her file"
+	for id in 0x8000000000000001 0xffffffffffffffff 0; do
+		out=$(VYATTACK_UNIQUE=$id attack "$MNT" map-fd "$MNT/hers" O_RDWR 2>&1)
+		assertEquals "request id $id: the connection ends" closed "$out"
+	done
+	assertEquals "keeping goes on" 0 "$(stat_of kept_failures)"
+	assertContains "$(cat "$VY_LOG")" "sent request id 0x8000000000000001 (0 and bit 63 are not a client's)"
+	old=$(stat_of pid)
+	kill -9 "$old"
+	for _ in $(seq 1200); do # (this suite's wait_for waits for a file's text)
+		serving_pid_not "$old" && standby_settled && break
+		sleep 0.05
+	done
+	serving_pid_not "$old" || { fail "no successor within 60 s: $(tail -n 5 "$VY_LOG")"; return; }
+	cmp -s "$TT/root.bin" "$MNT/root.bin" || fail "root's file after the takeover"
+	assertEquals "her file after the takeover" 3000000 "$(stat -c %s "$MNT/hers")"
+	assertEquals 0 "$(stat_of kept_failures)"
+}
+
 # Framing: a second HELLO gets an error reply (then the connection ends);
 # a message with more fds than its opcode takes (MAP 1, COPY 2, SYNC 0)
 # ends the connection, and the daemon keeps none of the fds.

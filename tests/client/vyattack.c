@@ -12,6 +12,7 @@
  *   vyattack SOCK extra-fds OPCODE N
  *
  * VYATTACK_MINOR=N: say protocol 2.N at HELLO (an older client's).
+ * VYATTACK_UNIQUE=N: the request id of every message after HELLO (7).
  *
  * SOCK: a mount's root (its .vyre/socket names the socket), `@NAME` or a
  * socket's path. FILE: a path, or fd:N for an fd the caller left open.
@@ -101,9 +102,12 @@ static int must_connect(void)
 }
 
 /* One message: the header, a body, fds with the first byte. */
+static uint64_t next_unique = 7; /* VYATTACK_UNIQUE's, after HELLO */
+
 static int send_msg(int s, uint16_t op, const void *body, size_t len, const int *fds, unsigned nfds)
 {
-	vy_msg_header h = {.len = (uint32_t)(sizeof(h) + len), .opcode = op, .nfds = (uint16_t)nfds, .unique = 7};
+	vy_msg_header h = {.len = (uint32_t)(sizeof(h) + len), .opcode = op, .nfds = (uint16_t)nfds,
+			   .unique = op == VY_OP_CLIENT_HELLO ? 7 : next_unique};
 	struct iovec iov[2] = {{&h, sizeof(h)}, {(void *)body, len}};
 	union {
 		char buf[CMSG_SPACE(sizeof(int) * 253)];
@@ -400,6 +404,8 @@ int main(int argc, char **argv)
 		printf("local: HELLO was not answered with OK\n");
 		return 4;
 	}
+	if (getenv("VYATTACK_UNIQUE"))
+		next_unique = strtoull(getenv("VYATTACK_UNIQUE"), NULL, 0);
 	if (!strcmp(cmd, "map-fd"))
 		return map_fd(s, rest, args);
 	if (!strcmp(cmd, "copy-into") || !strcmp(cmd, "copy-out"))
