@@ -84,12 +84,18 @@ void vy_persist_commit(vy_persist *p, uint16_t type, const void *payload, uint32
 		return;
 	vy_error e;
 	vy_state_rec r = {.type = type, .payload = payload, .payload_len = len};
-	uint64_t seq = 0;
-	vy_err rc = vy_state_append(p->st, &r, &seq, &e);
+	/* The shadow first: it checks the record as a successor's loader
+	 * would, so the log never holds one the loader refuses (issue
+	 * "survive 2"). The seq is the one the append gives (the lock is
+	 * held; a checkpoint keeps the numbering). A checkpoint meanwhile
+	 * dumps the shadow with this record in it: the append adds it again,
+	 * and a record is the whole present state of its thing. */
+	uint64_t seq = vy_state_log_last_seq(p->st) + 1;
+	vy_err rc = vy_shadow_apply(&p->shadow, type, payload, len, seq, &e);
+	if (rc == VY_OK)
+		rc = vy_state_append(p->st, &r, &seq, &e);
 	if (rc == VY_ENOSPC && (rc = checkpoint(p, &e)) == VY_OK)
 		rc = vy_state_append(p->st, &r, &seq, &e);
-	if (rc == VY_OK)
-		rc = vy_shadow_apply(&p->shadow, type, payload, len, seq, &e);
 	if (rc != VY_OK) {
 		vy_persist_lose(p, &e);
 		return;
