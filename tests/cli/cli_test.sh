@@ -179,6 +179,26 @@ test_man_page_is_made_from_the_settings_table() {
 
 # A FIFO named as the config must not hang the mount, and a binary file is
 # not read as settings.
+# README's settings table names every setting of the table --help and
+# the man page come from, and no other (issue "newcomer 3": vyre_dir and
+# survive_standby were missing).
+test_readme_settings_are_the_settings_table() {
+	local readme
+	readme=$(sed -n '/^### Settings/,/^### /p' README.md | sed -n 's/^| `\([a-z_]*\)` |.*/\1/p' | sort)
+	assertNotEquals "README has a settings table" "" "$readme"
+	assertEquals "README's settings are --help's (Fix: add or remove README rows)" "$(help_keys)" "$readme"
+}
+
+# README's Layout names every top-level folder of the tree.
+test_readme_layout_names_every_folder() {
+	local d missing=""
+	for d in $(git ls-files 2>/dev/null | sed -n 's|^\([^/.][^/]*\)/.*|\1|p' | sort -u); do
+		sed -n '/^## Layout/,/^## Testing/p' README.md | grep -q "^$d/ " || missing="$missing $d/"
+	done
+	[ -n "$(git ls-files 2>/dev/null | head -n 1)" ] || { skip_test "needs a git checkout"; return; }
+	assertEquals "folders README's Layout lacks" "" "$missing"
+}
+
 test_config_must_be_a_regular_text_file() {
 	d=$(mktemp -d) || return 1
 	mkfifo "$d/fifo"
