@@ -87,6 +87,8 @@ static int wait_for_child(int fd)
 		if (line[0] == 'R') {
 			status = 0;
 			said = true;
+			if (len > 2)
+				fprintf(stderr, "vyrefs: %s\n", line + 2); /* where, which backend, how much memory */
 			break;
 		}
 		fprintf(stderr, "vyrefs: %s\n", line + (len > 2 ? 2 : len));
@@ -202,8 +204,6 @@ int vy_mount_serve(const vy_mount_args *a, vy_keeper_link *keeper, vy_keeper_ado
 		report('E', "%s", e.msg);
 		goto out;
 	}
-	if (opened.note[0])
-		report('N', "%s", opened.note);
 	if (kept) /* the .vyre/stats counts, where a successor finds them */
 		counters = adopt ? vy_kept_counters_adopt(st, &adopt->memory, dev, opened.n) : NULL;
 	if (kept && !counters)
@@ -296,12 +296,18 @@ int vy_mount_serve(const vy_mount_args *a, vy_keeper_link *keeper, vy_keeper_ado
 			goto out;
 		}
 		vy_session_record_init(st);
-		if (report_fd >= 0)
-			report('N', "%s", SURVIVE_WARNING);
 	}
 	mounted = true;
+	uint64_t budgets[VY_DEVICES_MAX] = {0};
+	for (unsigned d = 0; d < opened.n; d++) {
+		vy_store_usage u;
+		vy_store_usage_get(cores[d]->store, &u);
+		budgets[d] = u.budget;
+	}
+	char said[1000];
+	vy_mount_devices_say(&opened, budgets, a->mountpoint, adopt != NULL, said, sizeof(said));
 	if (!a->foreground) {
-		report('R', "ready");
+		report('R', "%s", said); /* the one line the mount command prints */
 		vy_log_use_syslog(true);
 		int null = open("/dev/null", O_RDWR);
 		if (null >= 0) {
@@ -312,12 +318,7 @@ int vy_mount_serve(const vy_mount_args *a, vy_keeper_link *keeper, vy_keeper_ado
 				close(null);
 		}
 	}
-	for (unsigned d = 0; d < opened.n; d++) {
-		vy_store_usage u;
-		vy_store_usage_get(cores[d]->store, &u);
-		vy_log(LOG_INFO, "%s %s on %s: backend %s (%s, device %d), resident budget %" PRIu64 " bytes",
-		       adopt ? "took over" : "mounted", a->source, a->mountpoint, dev[d]->info.backend, dev[d]->info.name, dev[d]->info.ordinal, u.budget);
-	}
+	vy_log(LOG_NOTICE, "%s", said); /* with -f on stderr; else the system log's */
 	if (kept) {
 		vy_keeper_watch(keeper, &fs.keeper_pid, &fs.standby_pid);
 		vy_log(LOG_WARNING, "%s", SURVIVE_WARNING);

@@ -1,5 +1,6 @@
 /* A mount's devices (mount_devices.h). */
 #include "daemon/mount_devices.h"
+#include "config/size.h"
 
 #include <inttypes.h>
 #include <stdbool.h>
@@ -88,3 +89,23 @@ void vy_mount_devices_close(vy_mount_devices *d)
 	d->n = 0;
 }
 
+
+void vy_mount_devices_say(const vy_mount_devices *d, const uint64_t *budgets, const char *mountpoint, bool adopt,
+			  char *out, size_t cap)
+{
+	size_t at = 0;
+#define ADD(...) (at += (size_t)snprintf(out + at, at < cap ? cap - at : 0, __VA_ARGS__), at = at < cap ? at : cap)
+	ADD("%s %s: backend %s", adopt ? "took over" : "mounted", mountpoint, d->n ? d->dev[0]->info.backend : "none");
+	for (unsigned i = 0; i < d->n; i++) {
+		char size[32];
+		vy_size_format(budgets[i], size, sizeof(size));
+		ADD("%s device %d (%s), %s for files", i ? ";" : ",", d->dev[i]->info.ordinal, d->dev[i]->info.name, size);
+	}
+	if (d->note[0]) {
+		/* The note's reason, without its Fix: this is no error. */
+		const char *fix = strstr(d->note, " (Fix: ");
+		int len = fix ? (int)(fix - d->note) : (int)strlen(d->note);
+		ADD(" (%.*s): files live in host memory, and kernels launch on a GPU only", len, d->note);
+	}
+#undef ADD
+}

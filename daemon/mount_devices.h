@@ -18,4 +18,11 @@ typedef struct vy_mount_devices {
 vy_err vy_mount_devices_open(const vy_config *cfg, vy_mount_devices *out, vy_error *e);
 void vy_mount_devices_close(vy_mount_devices *d);
 
+/* The one line a mount says when it is ready (issue "newcomer 3"): where,
+ * which backend and device, and how much memory files may take
+ * (`budgets[i]`, device i's); on the host backend chosen by `auto`, why,
+ * and that kernels need a GPU. No "Fix:": it is not an error. */
+void vy_mount_devices_say(const vy_mount_devices *d, const uint64_t *budgets, const char *mountpoint, bool adopt,
+			  char *out, size_t cap);
+
 #endif
