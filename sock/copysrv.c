@@ -42,6 +42,7 @@ typedef struct run {
 	vy_fs *fs;
 	vy_inode *in; /* held (opens) until the run's last reference goes */
 	bool direct;  /* the source is read with O_DIRECT: no page cache filled */
+	bool set_direct; /* this run set it: the flags go back at the end */
 	int flags;    /* the other fd's status flags, put back at the end */
 	bool into;
 	int other;    /* a dup of the client's fd, the run's own */
@@ -89,7 +90,7 @@ static void run_put(run *r)
 	r->in->opens--;
 	vy_inode_reap(fs, r->in);
 	pthread_mutex_unlock(&fs->ns);
-	if (r->direct)
+	if (r->set_direct)
 		fcntl(r->other, F_SETFL, r->flags);
 	vy_clientfd_close(r->other);
 	free(r->pieces);
@@ -337,7 +338,11 @@ static void *coordinate(void *arg)
 	 * run's last thread is done with it. */
 	r->flags = r->into ? fcntl(r->other, F_GETFL) : -1;
 	if (r->flags >= 0 && !(r->flags & O_DIRECT) && fcntl(r->other, F_SETFL, r->flags | O_DIRECT) == 0)
-		r->direct = true;
+		r->set_direct = true;
+	/* O_DIRECT however it came (the flags are the client's open file's:
+	 * a daemon that died in a copy left it set for its successor's retry,
+	 * issue "survive 2" item 8b): every read is then of whole blocks. */
+	r->direct = r->set_direct || (r->flags >= 0 && (r->flags & O_DIRECT));
 	unsigned started = 0;
 	if (rc == VY_OK && r->npieces && !atomic_load(&r->stop)) {
 		started = start_workers(r);

@@ -50,6 +50,20 @@ test_a_copy_in_goes_on_with_the_successor() {
 	cmp "$T/src" "$MNT/dst" || fail "the copy differs"
 }
 
+# Issue "survive 2" item 8b: the dead daemon left the client's file
+# O_DIRECT (its status flags are the client's open file's); the successor
+# reads a size that is no multiple of 4096 in whole blocks all the same.
+test_a_copy_in_of_an_odd_size_goes_on_with_the_successor() {
+	mount_killing || { fail "mount"; return; }
+	make_data "$T/odd" $(((24 << 20) + 1234)) 2
+	copied "$T/odd" "$MNT/odd"
+	local rc=$?
+	assertEquals "the copy succeeds: $(cat "$T/out")" 0 $rc
+	assertContains "by the daemon: $(cat "$T/out")" "$(cat "$T/out")" "(by the daemon, around FUSE, 25167058 of 25167058 bytes moved"
+	assertEquals "takeovers" 1 "$(stat_of takeovers)"
+	cmp "$T/odd" "$MNT/odd" || fail "the copy differs"
+}
+
 test_a_copy_out_goes_on_with_the_successor() {
 	mount_killing || { fail "mount"; return; }
 	cp "$T/src" "$MNT/f" || { fail "cp in"; return; }

@@ -10,7 +10,9 @@
  *  KILLSHIM_ADOPT=1: every successor (vyrefs --adopt) SIGKILLs itself as
  *    it starts.
  *  KILLSHIM_IO=FILE: a daemon SIGKILLs itself at its first pread or pwrite
- *    once FILE exists (removed first): `vyrefs cp`'s copy, half done.
+ *    of a copy's thread (vy-copy: the serving daemon's, never a standby's
+ *    or the keeper's own I/O) once FILE exists (removed first): `vyrefs
+ *    cp`'s copy, half done.
  *  KILLSHIM_FDS=FILE KILLSHIM_FDS_TYPE=stream|seqpacket: a process
  *    SIGKILLs itself at its first sendmsg that passes fds on a socket of
  *    that type once FILE exists (removed first): a MAP's reply to its
@@ -28,6 +30,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -50,11 +53,13 @@ __attribute__((constructor)) static void at_start(void)
 		kill(getpid(), SIGKILL);
 }
 
-/* KILLSHIM_IO: die now if armed (the arm removed, so one dies). */
+/* KILLSHIM_IO: die now if armed and this is a copy's thread (the arm
+ * removed, so one dies). */
 static void io_armed(void)
 {
 	const char *arm = getenv("KILLSHIM_IO");
-	if (arm && unlink(arm) == 0)
+	char name[17] = "";
+	if (arm && prctl(PR_GET_NAME, name) == 0 && !strcmp(name, "vy-copy") && unlink(arm) == 0)
 		kill(getpid(), SIGKILL);
 }
 
