@@ -47,7 +47,7 @@ STATE_SRC  := $(wildcard state/*.c)
 STATE_OBJ  := $(STATE_SRC:%.c=$(BUILD)/%.o)
 # The daemon: the namespace (ns/), the FUSE operations and file data (fs/),
 # the client socket's servers (sock/) and the process (daemon/).
-FS_SRC     := $(wildcard ns/*.c) $(wildcard fs/*.c) $(wildcard persist/*.c) $(wildcard sock/*.c) $(wildcard daemon/*.c) $(STATE_SRC) keeper/wire.c
+FS_SRC     := $(wildcard ns/*.c) $(wildcard fs/*.c) $(wildcard persist/*.c) $(wildcard sock/*.c) $(wildcard daemon/*.c) $(STATE_SRC) keeper/wire.c keeper/trust.c
 FS_OBJ     := $(FS_SRC:%.c=$(BUILD)/%.o)
 # The launcher process: the same binary, run as `vyrefs --launcher`.
 LAUNCHER_SRC := $(wildcard launcher/*.c)
@@ -111,7 +111,7 @@ $(BUILD)/vyrefs: $(FS_OBJ) $(LAUNCHER_OBJ) $(CLIENT_OBJ) $(CORE_LIB)
 	$(CC) $(CFLAGS) -o $@ $^ $(PKG_LIBS) $(LDLIBS)
 
 # The keeper (keeper/): libc only, no CUDA, no libfuse.
-KEEPER_OBJ := $(BUILD)/keeper/keeper.o $(BUILD)/keeper/wire.o $(BUILD)/keeper/leader.o
+KEEPER_OBJ := $(BUILD)/keeper/keeper.o $(BUILD)/keeper/wire.o $(BUILD)/keeper/leader.o $(BUILD)/keeper/trust.o
 $(BUILD)/vyrefs-keeper: $(KEEPER_OBJ)
 	$(CC) $(CFLAGS) -o $@ $^
 
@@ -124,6 +124,9 @@ $(BUILD)/tests/unit/test_state_%: $(BUILD)/tests/unit/test_state_%.o $(UNIT_LIB)
 
 $(BUILD)/tests/unit/test_keeper: $(BUILD)/tests/unit/test_keeper.o $(UNIT_LIB) $(BUILD)/keeper/wire.o $(CORE_LIB) $(BUILD)/vyrefs-keeper
 	$(CC) $(CFLAGS) -o $@ $(filter %.o %.a,$^) $(PKG_LIBS) $(LDLIBS)
+
+$(BUILD)/tests/unit/test_trust: $(BUILD)/tests/unit/test_trust.o $(UNIT_LIB) $(BUILD)/keeper/trust.o $(CORE_LIB)
+	$(CC) $(CFLAGS) -o $@ $^ $(PKG_LIBS) $(LDLIBS)
 
 # The keeper's memory sink (daemon/) against a fake keeper.
 $(BUILD)/tests/unit/test_keeper_memory: $(BUILD)/tests/unit/test_keeper_memory.o $(UNIT_LIB) $(BUILD)/daemon/keeper_memory.o \

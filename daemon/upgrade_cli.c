@@ -2,12 +2,14 @@
  * through its .vyre/upgrade (the kernel decides who may), then waits for
  * the successor to serve. */
 #include "daemon/upgrade_cli.h"
+#include "keeper/trust.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -29,6 +31,36 @@ static long long stat_of(const char *mnt, const char *key)
 			got = v;
 	fclose(f);
 	return got;
+}
+
+/* The binary an upgrade would run, as the mount's keeper (pid `keeper`)
+ * names it on its command line (`vyrefs-keeper [--report-fd N]
+ * [--standby] DAEMON ...`, keeper/keeper.c), and the keeper's uid, from
+ * the kernel (/proc); false when unread. */
+static bool keeper_binary(long long keeper, char *path, size_t cap, uid_t *uid)
+{
+	char p[64], buf[PATH_MAX + 128];
+	snprintf(p, sizeof(p), "/proc/%lld/cmdline", keeper);
+	int fd = open(p, O_RDONLY | O_CLOEXEC);
+	ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+	if (fd >= 0)
+		close(fd);
+	struct stat st;
+	snprintf(p, sizeof(p), "/proc/%lld", keeper);
+	if (n <= 0 || stat(p, &st) != 0)
+		return false;
+	buf[n] = '\0';
+	*uid = st.st_uid;
+	const char *a = buf + strlen(buf) + 1, *end = buf + n; /* past argv[0] */
+	if (a < end && !strcmp(a, "--report-fd"))
+		for (int skip = 0; skip < 2 && a < end; skip++)
+			a += strlen(a) + 1;
+	if (a < end && !strcmp(a, "--standby"))
+		a += strlen(a) + 1;
+	if (a >= end || a[0] != '/')
+		return false;
+	snprintf(path, cap, "%s", a);
+	return true;
 }
 
 /* The version the serving daemon names in .vyre/config ("?" unread). */
@@ -84,6 +116,17 @@ int vy_upgrade_cli(const char *mnt)
 		fprintf(stderr, "vyrefs: %s: not a vyrefs mount (no .vyre/stats) (Fix: give the mountpoint of a vyrefs "
 				"mount)\n",
 			mnt);
+		return 1;
+	}
+	/* Refused here, before the daemon leaves, what the keeper would
+	 * refuse to run (keeper/trust.h): a binary another user could have
+	 * put at the mount's path. */
+	char bin[PATH_MAX], why[700];
+	uid_t keeper_uid;
+	long long keeper = stat_of(mnt, "keeper_pid");
+	if (keeper > 0 && keeper_binary(keeper, bin, sizeof(bin), &keeper_uid) &&
+	    !vy_trusted_binary(bin, keeper_uid, why, sizeof(why))) {
+		fprintf(stderr, "vyrefs: %s: the binary an upgrade would run is not trusted: %s\n", mnt, why);
 		return 1;
 	}
 	char was[64], now[64];

@@ -11,6 +11,7 @@
  * Any other exit ends the keeper with the daemon's status, every fd closed.
  * Tables are sized at start; nothing is allocated per message. */
 #include "keeper/keeper.h"
+#include "keeper/trust.h"
 #include "keeper/leader.h"
 
 #include <errno.h>
@@ -62,6 +63,7 @@ static struct {
 	uint64_t deaths[DEATHS_MAX]; /* ring of death times */
 	uint64_t ndeaths, takeovers;
 	bool fallback; /* the next successor is slot 3's binary: the one at the path refused the state */
+	bool upgrading; /* the daemon left for an upgrade: its successor is the binary at the path, if trusted */
 } k = {.report_fd = -1, .saved = {-1, -1, -1}, .sock = -1, .standby_sock = -1};
 
 static void say(int prio, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -105,6 +107,20 @@ static void finish(int status)
  * standby successor; its pid and socketpair in *pid and *sock. */
 static int spawn(bool adopt, bool standby, pid_t *pid_out, int *sock_out)
 {
+	/* Which binary: a death's successor and a standby run the one that
+	 * serves, slot 3's, whatever is at the path now (another user may
+	 * have put it there, or it may be gone: issue "survive 2"). An
+	 * upgrade runs the binary at the path when no one but root or this
+	 * keeper's user could have put it there (keeper/trust.h); else, and
+	 * when it fails to start, slot 3's. */
+	int held = adopt ? k.slots[VY_KEEPER_SLOT_BINARY] : -1;
+	char **av = adopt ? k.adopt_argv : k.first_argv;
+	bool at_path = held < 0 || (k.upgrading && !k.fallback && !standby);
+	char why[600];
+	if (at_path && held >= 0 && !vy_trusted_binary(av[0], geteuid(), why, sizeof(why))) {
+		say(LOG_ERR, "upgrade: the binary at %s is not run: %s; the binary that serves (slot 3) goes on", av[0], why);
+		at_path = false;
+	}
 	int sv[2];
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
 		say(LOG_ERR, "cannot create a socketpair: %s", strerror(errno));
@@ -141,16 +157,14 @@ static int spawn(bool adopt, bool standby, pid_t *pid_out, int *sock_out)
 		for (int i = 0; !adopt && i < 3; i++)
 			if (k.saved[i] >= 0 && dup2(k.saved[i], i) < 0)
 				_exit(127);
-		char **av = adopt ? k.adopt_argv : k.first_argv;
-		if (adopt && k.fallback) {
-			/* The binary that wrote the state, wherever its file went
-			 * (replaced at its path, or deleted). */
-			execveat(k.slots[VY_KEEPER_SLOT_BINARY], "", av, environ, AT_EMPTY_PATH);
-			fprintf(stderr, "vyrefs-keeper: cannot run the binary that wrote the state: %s\n", strerror(errno));
-			_exit(127);
+		if (at_path) {
+			execv(av[0], av);
+			fprintf(stderr, "vyrefs-keeper: cannot run %s: %s%s\n", av[0], strerror(errno),
+				held >= 0 ? "; running the binary that serves (slot 3)" : "");
 		}
-		execv(av[0], av);
-		fprintf(stderr, "vyrefs-keeper: cannot run %s: %s\n", av[0], strerror(errno));
+		if (held >= 0) /* the binary that wrote the state, wherever its file went */
+			execveat(held, "", av, environ, AT_EMPTY_PATH);
+		fprintf(stderr, "vyrefs-keeper: cannot run the binary that wrote the state: %s\n", strerror(errno));
 		_exit(127);
 	}
 	close(sv[1]);
@@ -337,7 +351,8 @@ static void handle(const vy_keeper_msg *m, int *fds)
 	case VY_KEEPER_SERVING:
 		k.serving = true;
 		k.ndeaths = 0;
-		k.fallback = false; /* the next death tries the binary at the path again */
+		k.fallback = false; /* an upgrade may try the binary at the path again */
+		k.upgrading = false;
 		start_standby();
 		break;
 	default:
@@ -434,7 +449,8 @@ static void died(int st, bool reaped)
 		finish(1);
 	}
 	k.takeovers++;
-	bool fresh = k.fallback || (reaped && WIFEXITED(st) && WEXITSTATUS(st) == VY_EXIT_TAKEOVER), standby;
+	k.upgrading = reaped && WIFEXITED(st) && WEXITSTATUS(st) == VY_EXIT_TAKEOVER;
+	bool fresh = k.fallback || k.upgrading, standby;
 	int rc = take_successor(fresh, &standby);
 	if (standby)
 		say(LOG_NOTICE, "the daemon (pid %d) was %s; its standby successor (pid %d) takes over (takeover %llu)",

@@ -112,8 +112,8 @@ install_refusing() {
 }
 
 # The keeper's slot 3: a successor that refuses the state is replaced by
-# the binary that wrote it, for an upgrade and for a kill alike, and the
-# program working in the mount sees no error.
+# the binary that wrote it, and a kill's successor is that binary too;
+# the program working in the mount sees no error.
 # How many standbys the keeper saw end before a takeover is N.
 standbys_ended() {
 	[ "$(grep -c 'standby successor .* before a takeover' "$VY_LOG")" = "$1" ]
@@ -137,12 +137,14 @@ test_a_refusing_binary_leaves_the_old_one_serving() {
 	pid=$(stat_of pid)
 	kill -9 "$pid"
 	wait_for "the old binary serves again after a kill" serving_pid_not "$pid" || return
-	assertEquals "takeovers after the kill" 4 "$(stat_of takeovers)"
-	# Started four times, each refusing: the upgrade's successor, the
-	# standby started once the old binary served again (it ends before
-	# the kill), the kill's successor, and the next standby.
-	wait_for "the second standby ended" standbys_ended 2 || return
-	assertEquals "the stand-in refused four times" 4 "$(wc -l < "$T/refused")"
+	# A death (and every standby) runs the binary that serves, the
+	# keeper's slot 3, never what is at the path now (issue "survive 2":
+	# another user may have put it there): the stand-in ran once, for
+	# the upgrade, and no standby ended.
+	assertEquals "takeovers after the kill" 3 "$(stat_of takeovers)"
+	assertEquals "the old version serves on" "$first" "$(served_version)"
+	assertEquals "the stand-in ran once" 1 "$(wc -l < "$T/refused")"
+	assertTrue "no standby ended" "standbys_ended 0"
 	cp "$VYREFS" "$T/bin/vyrefs.new" && mv "$T/bin/vyrefs.new" "$T/bin/vyrefs" || { fail "install vyrefs again"; return; }
 	out=$("$T/bin/vyrefs" --upgrade "$MNT" 2>&1)
 	assertEquals "a binary that reads the state takes over: $out" 0 $?
@@ -153,6 +155,45 @@ test_a_refusing_binary_leaves_the_old_one_serving() {
 	assertTrue "the program worked: $(cat "$T/rounds")" "[ $(cat "$T/rounds") -gt 0 ]"
 	assertContains "the keeper names the refusal" "$(cat "$VY_LOG")" "refused the kept state"
 	assertEquals "nothing left of the rounds" "held" "$(ls "$MNT")"
+}
+
+# Issue "survive 2", items 3 and 6: mounted from a directory others may
+# write (a build directory), the binary at the path is swapped for
+# someone's script, then removed. A death runs the binary that serves (the
+# keeper's slot 3): never the script, and the mount goes on when the path
+# is gone. An upgrade from there is refused: by --upgrade before anything
+# happens (exit 1, a Fix), and by the keeper if .vyre/upgrade is written
+# by hand (the old binary goes on).
+test_a_swapped_or_removed_binary_never_runs() {
+	mkdir "$T/open" && chmod 777 "$T/open" && cp "$T/bin/vyrefs" "$T/bin/vyrefs-keeper" "$T/open/" ||
+		{ fail "setup"; return; }
+	VYREFS=$T/open/vyrefs mount_vyrefs "survive=on" || { fail "mount"; return; }
+	echo kept > "$MNT/f"
+	printf '#!/bin/sh\ntouch "%s/ran"\nexec "%s" "$@"\n' "$T" "$T/bin/vyrefs" >"$T/open/vyrefs.new" &&
+		chmod 755 "$T/open/vyrefs.new" && mv "$T/open/vyrefs.new" "$T/open/vyrefs" || { fail "swap"; return; }
+	local pid out rc
+	pid=$(stat_of pid)
+	kill -9 "$pid"
+	wait_for "a successor after the swap" serving_pid_not "$pid" || return
+	assertEquals "kept" "$(cat "$MNT/f")"
+	assertFalse "the swapped-in script never ran" "[ -e '$T/ran' ]"
+	pid=$(stat_of pid)
+	out=$("$T/bin/vyrefs" --upgrade "$MNT" 2>&1)
+	rc=$?
+	assertEquals "--upgrade refuses: $out" 1 "$rc"
+	assertContains "$out" "the binary an upgrade would run is not trusted: $T/open may be written by its group or others"
+	assertContains "$out" "(Fix: install vyrefs where only root (or the mounting user) may write it"
+	assertEquals "nothing happened" "$pid" "$(stat_of pid)"
+	echo now > "$MNT/.vyre/upgrade" # past the command's check: the keeper refuses too
+	wait_for "the binary that serves goes on" serving_pid_not "$pid" || return
+	assertFalse "the script never ran" "[ -e '$T/ran' ]"
+	assertContains "$(cat "$VY_LOG")" "upgrade: the binary at $T/open/vyrefs is not run: $T/open may be written"
+	rm "$T/open/vyrefs"
+	pid=$(stat_of pid)
+	kill -9 "$pid"
+	wait_for "a successor with the path gone" serving_pid_not "$pid" || return
+	assertEquals "kept" "$(cat "$MNT/f")"
+	assertEquals "takeovers" 3 "$(stat_of takeovers)"
 }
 
 test_upgrade_refused_without_survive() {
