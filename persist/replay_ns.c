@@ -74,6 +74,8 @@ static vy_err make_inode(vy_fs *fs, const vy_p_inode *r, vy_inode **made, part *
 	in->nlink = r->nlink;
 	in->size = r->kind == VY_FILE ? r->size : 0;
 	in->dev = r->dev;
+	/* An O_TMPFILE file linkat may still name (issue "survive 2", 8c). */
+	in->linkable = r->kind == VY_FILE && r->linkable;
 	in->parent = r->parent;
 	if (r->target_len) {
 		in->target = strndup((const char *)(r + 1), r->target_len);

@@ -58,6 +58,17 @@ test_open_files_and_directories_read_and_write_on() {
 	assertNotContains "no handle was lost" "$(cat "$VY_LOG")" "cannot be taken back"
 }
 
+# Issue "survive 2" item 8c: an O_TMPFILE file open across a kill can be
+# linked in after it (the successor knows it may be named).
+test_tmpfile_links_in_after_a_kill() {
+	mount_vyrefs "survive=on" || { fail "mount"; return; }
+	hold tmpfile || return
+	kill_daemon || return
+	let_go
+	assertEquals "named" "$(ls "$MNT")"
+	assertEquals "takeovers" 1 "$(stat_of takeovers)"
+}
+
 test_unlinked_open_file_lives_until_its_last_close() {
 	mount_vyrefs "survive=on" || { fail "mount"; return; }
 	assertEquals "empty to begin with" 0 "$(stat_of resident_bytes)"

@@ -13,6 +13,8 @@ Modes:
             the directory read to its end (each name once, none missing)
   unlinked  a 3 MiB file written, then unlinked while open; after: every
             byte read back through the descriptor, then closed
+  tmpfile   a 3 MiB O_TMPFILE file written; after: linked in by name
+            (linkat through /proc/self/fd) and every byte read by that name
 """
 import hashlib
 import os
@@ -100,10 +102,33 @@ def unlinked(mnt, tmp):
     return None
 
 
+def tmpfile(mnt, tmp):
+    size = 3 << 20
+    data = pattern(size, 3)
+    fd = os.open(mnt, os.O_TMPFILE | os.O_RDWR, 0o644)
+    os.write(fd, data)
+    os.fsync(fd)
+    wait_go(tmp)
+    named = os.path.join(mnt, "named")
+    # linkat(AT_FDCWD, "/proc/self/fd/N", AT_FDCWD, named, AT_SYMLINK_FOLLOW):
+    # os.link calls link(2), which would link the magic link itself.
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.linkat(-100, b"/proc/self/fd/%d" % fd, -100, named.encode(), 0x400) != 0:
+        e = ctypes.get_errno()
+        raise OSError(e, os.strerror(e), named)
+    os.close(fd)
+    with open(named, "rb") as f:
+        got = f.read()
+    if got != data:
+        return "the linked file's bytes: %d read" % len(got)
+    return None
+
+
 def main():
     mode, mnt, tmp = sys.argv[1:4]
     try:
-        why = {"files": files, "unlinked": unlinked}[mode](mnt, tmp)
+        why = {"files": files, "unlinked": unlinked, "tmpfile": tmpfile}[mode](mnt, tmp)
     except OSError as e:
         why = "%s: %s" % (type(e).__name__, e)
     print("ok" if why is None else "holder: " + why, flush=True)
