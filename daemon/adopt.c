@@ -136,6 +136,17 @@ int vy_adopt_run(const vy_mount_args *a)
 		vy_mount_devices_close(&early);
 		return VY_EXIT_REFUSED;
 	}
+	if (st && vy_state_broken(st)) {
+		/* The dead daemon could not keep a change: what is kept is
+		 * not the mount it served. Fail closed (issue "survive 2"). */
+		vy_log(LOG_ERR, "cannot take over %s: the dead daemon could not keep every change (its log says which), "
+				"so the kept state is not what it served; the mount ends, as with survive=off (Fix: umount "
+				"%s and mount again)", a->mountpoint, a->mountpoint);
+		vy_state_close(st);
+		vy_preload_free(pre);
+		vy_mount_devices_close(&early);
+		return VY_EXIT_BROKEN;
+	}
 	if (!st) {
 		vy_log(LOG_ERR, "cannot take over %s: %s (Fix: umount %s and mount again)", a->mountpoint, why,
 		       a->mountpoint);

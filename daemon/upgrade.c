@@ -5,8 +5,10 @@
 #include "daemon/session.h"
 #include "fs/fs.h"
 #include "keeper/keeper.h"
+#include "persist/writer.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
@@ -34,6 +36,14 @@ static int ask(vy_fs *fs)
 {
 	if (atomic_load(&fs->keeper_pid) == 0)
 		return ENOTCONN; /* the keeper is gone: nothing would start a successor */
+	vy_persist_counts kept;
+	vy_persist_counts_get(fs, &kept);
+	if (kept.failures) { /* the successor would refuse the state: the mount would end */
+		vy_log(LOG_ERR, "upgrade refused: %" PRIu64 " changes could not be kept, so the kept state is not exact "
+				"and a successor would end the mount (Fix: umount and mount again, then upgrade)",
+		       kept.failures);
+		return EIO;
+	}
 	if (atomic_exchange(&asked, true))
 		return 0; /* already handing over */
 	pthread_t t;

@@ -118,6 +118,13 @@ int vy_upgrade_cli(const char *mnt)
 			mnt);
 		return 1;
 	}
+	long long failures = stat_of(mnt, "kept_failures");
+	if (failures > 0) {
+		fprintf(stderr, "vyrefs: %s: the kept state is not exact (%lld changes could not be kept: the daemon's log "
+				"says which); a successor would end the mount (Fix: umount and mount again, then upgrade)\n",
+			mnt, failures);
+		return 1;
+	}
 	/* Refused here, before the daemon leaves, what the keeper would
 	 * refuse to run (keeper/trust.h): a binary another user could have
 	 * put at the mount's path. */

@@ -420,6 +420,12 @@ static void died(int st, bool reaped)
 		k.sock = -1;
 	}
 	k.leaving = k.serving = false; /* the next daemon says its own */
+	if (reaped && WIFEXITED(st) && WEXITSTATUS(st) == VY_EXIT_BROKEN && k.takeovers > 0) {
+		say(LOG_ERR, "the successor (pid %d) found the kept state not exact (the daemon before it could not keep "
+			     "a change: their logs say which); the mount's connection ends, as with survive=off (Fix: "
+			     "umount and mount again)", (int)was);
+		finish(1);
+	}
 	bool refused = reaped && WIFEXITED(st) && WEXITSTATUS(st) == VY_EXIT_REFUSED && k.takeovers > 0;
 	if (refused && (k.fallback || k.slots[VY_KEEPER_SLOT_BINARY] < 0)) {
 		say(LOG_ERR, "the daemon (pid %d) refused the kept state, and no other binary can take it; giving up, the "

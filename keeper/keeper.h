@@ -49,6 +49,10 @@
  * state format), having touched nothing: the keeper starts the binary
  * that wrote the state (slot 3) in its place. */
 #define VY_EXIT_REFUSED 76
+/* A successor's exit status when the kept state is not exact (the dead
+ * daemon could not keep a change): the keeper ends the mount's
+ * connection, as survive=off would have (issue "survive 2"). */
+#define VY_EXIT_BROKEN 77
 
 /* What the keeper passes a daemon it starts. */
 #define VY_KEEPER_ENV_FD "VYREFS_KEEPER_FD"         /* its end of the socketpair */

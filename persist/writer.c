@@ -74,8 +74,9 @@ void vy_persist_lose(vy_persist *p, const vy_error *e)
 	if (p->broken)
 		return;
 	p->broken = true;
-	vy_log(LOG_ERR, "cannot keep a change for a successor: %s; the files no longer survive this daemon's death "
-			"(Fix: umount and mount again)", e->msg);
+	vy_state_mark_broken(p->st); /* the next death ends the mount: no stale namespace is ever served */
+	vy_log(LOG_ERR, "cannot keep a change for a successor: %s; the mount no longer survives this daemon's death: "
+			"it ends with it, as with survive=off (Fix: umount and mount again)", e->msg);
 }
 
 void vy_persist_commit(vy_persist *p, uint16_t type, const void *payload, uint32_t len)

@@ -50,7 +50,8 @@ typedef struct vy_state_hdr {
 	 * binary that predates them reads them as reserved and leaves them. */
 	uint64_t counters_slot;           /* 1176 */
 	uint64_t counters_key;            /* 1184 */
-	uint64_t reserved[3];             /* 1192 zero: room for format 1's own growth */
+	uint64_t broken;                  /* 1192 format 8: not 0 once a change could not be kept (a successor refuses) */
+	uint64_t reserved[2];             /* 1200 zero: room for format 1's own growth */
 	uint64_t stats[VY_STATE_STATS];   /* 1216 */
 } vy_state_hdr;
 _Static_assert(offsetof(vy_state_hdr, version) == 40, "state header layout");

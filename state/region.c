@@ -253,6 +253,16 @@ uint64_t vy_state_takeovers(const vy_state *s, uint64_t *last_ms)
 	return __atomic_load_n(&s->hdr->takeovers, __ATOMIC_RELAXED);
 }
 
+void vy_state_mark_broken(vy_state *s)
+{
+	__atomic_store_n(&s->hdr->broken, 1, __ATOMIC_RELEASE);
+}
+
+bool vy_state_broken(const vy_state *s)
+{
+	return __atomic_load_n(&s->hdr->broken, __ATOMIC_ACQUIRE) != 0;
+}
+
 void vy_state_set_counters(vy_state *s, uint64_t slot, uint64_t key)
 {
 	__atomic_store_n(&s->hdr->counters_slot, 0, __ATOMIC_RELEASE); /* never a slot with another's key */

@@ -87,6 +87,11 @@ uint64_t vy_state_takeovers(const vy_state *s, uint64_t *last_ms);
  * and the key that proves a memfd there is them: stored together, read
  * together (8-byte stores, the slot cleared first and set last; a reader checks both). */
 void vy_state_set_counters(vy_state *s, uint64_t slot, uint64_t key);
+/* The kept state is no longer exact (a change could not be kept): said
+ * at once, so the next death ends the mount rather than serve a stale
+ * namespace (issue "survive 2"). A successor reads it before anything. */
+void vy_state_mark_broken(vy_state *s);
+bool vy_state_broken(const vy_state *s);
 uint64_t vy_state_counters(const vy_state *s, uint64_t *key);
 /* The daemon's counters by index (< VY_STATE_STATS): relaxed atomics. An
  * index out of range is a caller's bug: ignored, reads as 0. */

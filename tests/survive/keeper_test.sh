@@ -159,6 +159,33 @@ test_five_quick_deaths_give_up() {
 	assertFalse "unmounted" "mountpoint -q '$MNT'"
 }
 
+# Issue "survive 2", item 2: a change that could not be kept (a 40,000-byte
+# xattr in a 64K log) marks the kept state not exact at once: an upgrade is
+# refused, and the next death ends the mount as survive=off would, its
+# cause logged, rather than a successor serving what was kept before.
+test_a_keep_failure_ends_the_mount_at_the_next_death() {
+	mount_vyrefs "survive=on,survive_log=64K" || { fail "mount"; return; }
+	echo before > "$MNT/a"
+	python3 -c 'import os, sys; os.setxattr(sys.argv[1], "user.big", b"x" * 40000)' "$MNT/a" || fail "setxattr"
+	assertEquals "the failure is counted" 1 "$(stat_of kept_failures)"
+	echo after > "$MNT/b"
+	local out rc err
+	out=$("$VYREFS" --upgrade "$MNT" 2>&1)
+	rc=$?
+	assertEquals "--upgrade refuses: $out" 1 "$rc"
+	assertContains "$out" "the kept state is not exact (1 changes could not be kept"
+	assertFalse "a write of .vyre/upgrade is refused" "echo now > '$MNT/.vyre/upgrade'"
+	kill -9 "$(stat_of pid)"
+	wait_for "the keeper ends the mount" gone "$VY_PID" || return
+	wait "$VY_PID" 2>/dev/null
+	assertEquals "the keeper's exit status" 1 $?
+	err=$(timeout 10 stat "$MNT/b" 2>&1)
+	assertContains "no stale namespace is served: $err" "$err" "Transport endpoint is not connected"
+	assertContains "$(cat "$VY_LOG")" "the dead daemon could not keep every change"
+	assertContains "$(cat "$VY_LOG")" "the mount's connection ends, as with survive=off"
+	fusermount3 -u "$MNT" 2>/dev/null || umount "$MNT"
+}
+
 test_keeper_killed_daemon_serves_on() {
 	mount_vyrefs "survive=on" || { fail "mount"; return; }
 	local d err rc s
