@@ -269,6 +269,7 @@ int main(int argc, char **argv)
 	} else if (rc == 0) {
 		if (npos == 2)
 			c.m.source = pos[0]; /* mount(8) passes SOURCE MOUNTPOINT */
+		c.m.quiet = npos == 2;
 		c.m.mountpoint = pos[npos - 1];
 		if (!c.m.source[0] || strchr(c.m.source, ',')) {
 			fprintf(stderr, "vyrefs: the source name '%s' is empty or has a comma (Fix: name it, without commas)\n",

@@ -72,7 +72,7 @@ static void report(char kind, const char *fmt, ...)
 }
 
 /* The parent: print what the child reports; exit 0 once it is mounted. */
-static int wait_for_child(int fd)
+static int wait_for_child(int fd, bool quiet)
 {
 	FILE *f = fdopen(fd, "r");
 	if (!f)
@@ -87,7 +87,7 @@ static int wait_for_child(int fd)
 		if (line[0] == 'R') {
 			status = 0;
 			said = true;
-			if (len > 2)
+			if (len > 2 && !quiet)
 				fprintf(stderr, "vyrefs: %s\n", line + 2); /* where, which backend, how much memory */
 			break;
 		}
@@ -108,7 +108,7 @@ static int wait_for_child(int fd)
  * report and returns the exit status; the child (*child true) is a session
  * of its own in /, holding no working directory, and reports through
  * report_fd. */
-static int detach(bool *child)
+static int detach(bool *child, bool quiet)
 {
 	*child = false;
 	int fds[2];
@@ -126,7 +126,7 @@ static int detach(bool *child)
 	}
 	if (pid > 0) {
 		close(fds[1]);
-		return wait_for_child(fds[0]);
+		return wait_for_child(fds[0], quiet);
 	}
 	close(fds[0]);
 	report_fd = fds[1];
@@ -467,7 +467,7 @@ static int start_keeper(const vy_mount_args *a)
 		return 1;
 	}
 	bool child;
-	int status = detach(&child);
+	int status = detach(&child, a->quiet);
 	if (!child) {
 		free(opts);
 		free(config);
@@ -554,7 +554,7 @@ int vy_mount_run(const vy_mount_args *given)
 	}
 	/* The daemon: CUDA is first touched in the child, after the fork. */
 	bool child;
-	int status = detach(&child);
+	int status = detach(&child, a->quiet);
 	if (!child) {
 		free(abs);
 		return status;

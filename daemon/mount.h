@@ -14,6 +14,8 @@ typedef struct vy_mount_args {
 	const char *mountpoint;
 	bool foreground;
 	bool debug;             /* FUSE's request trace; implies foreground */
+	bool quiet;             /* started as mount(8) starts it (SOURCE MOUNTPOINT): a mount that
+				 * succeeds prints nothing, as tmpfs's (tools compare the output) */
 	char mount_flags[512];  /* ro, nosuid, nodev, ... for the kernel */
 	/* survive=on: what the keeper's daemons are started with. */
 	const char *settings;   /* -o key=value items as given, or NULL */
