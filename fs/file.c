@@ -338,15 +338,12 @@ vy_err vy_file_read(vy_fs *fs, vy_inode *in, uint64_t off, size_t size, vy_ra_hi
 	return rc;
 }
 
-/* A file whose bytes moved past this cannot be placed again: a move by
- * copy would cost more than what the placement saves it. */
-#define PLACE_MOVE_MAX (64u << 10)
-
 /* Placement (core/place.h): the write that completes the first
  * VY_PLACE_HEAD bytes of a file being written from its start decides
- * where its byte 0 sits. A buffer it has already (its first 8 bytes came
- * alone, as safetensors' own writer sends them) moves there by a copy of
- * those few bytes. Best effort: a file that cannot be placed is written
+ * where its byte 0 sits. A buffer it has already holds at most those
+ * first bytes (its first 8 came alone, as safetensors' own writer sends
+ * them): it moves there by a copy of them. A file written otherwise (its
+ * header last) is not placed. Best effort: a file that cannot be placed is written
  * as it is, and a mapping of it says how it sits (vy_mapping_ptr). */
 static void place(vy_fs *fs, vy_inode *in, uint64_t off, const void *buf, size_t size)
 {
@@ -360,7 +357,7 @@ static void place(vy_fs *fs, vy_inode *in, uint64_t off, const void *buf, size_t
 		return;
 	memcpy(head + off, buf, VY_PLACE_HEAD - off);
 	uint32_t lead = vy_place_lead(head);
-	if (lead == in->lead || (in->buf && data_end(in) > PLACE_MOVE_MAX))
+	if (lead == in->lead)
 		return;
 	uint16_t was = in->lead;
 	in->lead = (uint16_t)lead;
