@@ -10,7 +10,7 @@ const vy_option_doc vy_options[] = {
 	{"ordinal", "N", "0", "which GPU, numbered as nvidia-smi -L lists them"},
 	{"devices", "all|N[,N...]", "ordinal's one device",
 	 "one mount over these GPUs: each has its own budget (resident_budget applies to each), pool and launcher; "
-	 "new files go to their directory's user.vyre.device, else to the device with the most free room"},
+	 "new files go to their directory's user.vyre.device, else beside the directory's newest file while its device has room, else to the device with the most free room"},
 	{"host_memory", "SIZE", "a quarter of RAM", "the host backend's capacity, from 1M to the machine's memory"},
 	{"host_devices", "N", "1", "devices the host backend presents, 1 to 16, each of host_memory; without devices= the mount takes all of them"},
 	{"peer", "on|off", "on", "copies between devices go device to device where the GPUs allow it; off: through host memory"},

@@ -26,6 +26,7 @@
 	X(peer_copies, COUNTER, "copies from another device of the mount, device to device") \
 	X(peer_bytes, COUNTER, "bytes copied from another device of the mount, device to device") \
 	X(peer_staged_bytes, COUNTER, "bytes copied from another device of the mount through host memory (peer access off)") \
+	X(spills, COUNTER, "files that left this device for another of the mount because it was full (placed by default)") \
 	X(memset_bytes, COUNTER, "bytes set by device memsets") \
 	X(memset_ops, COUNTER, "device memsets") \
 	X(syncs, COUNTER, "host waits on a stream") \

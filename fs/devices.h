@@ -15,9 +15,17 @@
 #define VY_DEVICE_XATTR "user.vyre.device"
 
 /* A new inode `in` made in directory `dir` (ns held): a file goes to the
- * device dir names, else to the one with the most free budget; a
- * directory takes dir's setting, as a default ACL passes on. */
+ * device dir names (and is pinned there), else to the device of dir's
+ * newest file while that has room for another of its size, else to the
+ * one with the most free budget; a directory takes dir's setting, as a
+ * default ACL passes on. */
 void vy_devices_place(vy_fs *fs, vy_inode *dir, vy_inode *in);
+
+/* A file whose device has no room for `need` bytes of it (write lock
+ * held): the device it may move to, with the most room and at least
+ * `need` free, or -1: none, or the file is pinned (its user.vyre.device
+ * was set, on it or its directory) or mapped. */
+int vy_devices_spill_to(vy_fs *fs, const vy_inode *in, uint64_t need);
 
 /* Device `d`'s ordinal: how users name it. */
 int vy_devices_ordinal(vy_fs *fs, unsigned d);

@@ -83,6 +83,8 @@ int vy_devices_set(vy_fs *fs, vy_inode *in, const char *value, size_t size, int 
 	unsigned was = in->dev;
 	vy_error e;
 	vy_err rc = vy_file_move(fs, in, (unsigned)d, &e);
+	if (rc == VY_OK)
+		in->place = (uint8_t)(d + 1); /* asked for: it stays (no spill) */
 	if (rc == VY_ENOSPC) {
 		/* The device moved to is the full one, not the file's. */
 		char msg[VY_ERROR_MSG_MAX];

@@ -282,13 +282,44 @@ static vy_err back(vy_fs *fs, vy_inode *in, uint64_t off, uint64_t end, vy_error
 
 /* Room for bytes [off, end) with memory behind them: a jump of a granule
  * or more past the capacity leaves holes; growth otherwise. */
-static vy_err make_room(vy_fs *fs, vy_inode *in, uint64_t off, uint64_t end, vy_error *e)
+static vy_err room_here(vy_fs *fs, vy_inode *in, uint64_t off, uint64_t end, vy_error *e)
 {
 	vy_err rc = extend_sparse(fs, in, off, end, e);
 	if (rc == VY_OK)
 		rc = reserve(fs, in, end, e);
 	if (rc == VY_OK)
 		rc = back(fs, in, off, end, e);
+	return rc;
+}
+
+/* A file placed by default whose device is full moves to one with room,
+ * as a tmpfs file grows while the mount has room (docs/devices.md,
+ * "Spills"); the directory's next files follow it there. */
+static bool spilled(vy_fs *fs, vy_inode *in, uint64_t end)
+{
+	int to = vy_devices_spill_to(fs, in, page_up(end));
+	if (to < 0)
+		return false;
+	unsigned was = in->dev;
+	vy_core *left = vy_fs_core(fs, in);
+	vy_error e;
+	if (vy_file_move(fs, in, (unsigned)to, &e) != VY_OK) {
+		vy_log(LOG_NOTICE, "inode %llu: device %d is full and the move to device %d failed: %s",
+		       (unsigned long long)in->ino, vy_devices_ordinal(fs, was), vy_devices_ordinal(fs, (unsigned)to), e.msg);
+		return false;
+	}
+	vy_telemetry_add(left->tel, spills, 1);
+	vy_log(LOG_INFO, "inode %llu moved from device %d to %d: device %d has no room for %llu bytes of it",
+	       (unsigned long long)in->ino, vy_devices_ordinal(fs, was), vy_devices_ordinal(fs, (unsigned)to),
+	       vy_devices_ordinal(fs, was), (unsigned long long)end);
+	return true;
+}
+
+static vy_err make_room(vy_fs *fs, vy_inode *in, uint64_t off, uint64_t end, vy_error *e)
+{
+	vy_err rc = room_here(fs, in, off, end, e);
+	if (rc == VY_ENOSPC && spilled(fs, in, end))
+		rc = room_here(fs, in, off, end, e);
 	vy_devices_name_nospace(fs, in, rc, e);
 	return rc;
 }

@@ -78,7 +78,9 @@ typedef struct vy_inode {
 	 * the file has no bytes. Under the write lock. */
 	uint16_t lead;
 	/* VY_DIR, ns: 1 + the fs->dev index its new files go to (its
-	 * user.vyre.device); 0: the device with the most free budget. */
+	 * user.vyre.device); 0: where fs/devices.c places them. VY_FILE,
+	 * write lock: 1 + the index it was asked to live on (its own or its
+	 * directory's user.vyre.device), so it never spills; 0: it may. */
 	uint8_t place;
 	uint32_t maps; /* client mappings (sock/mapsrv.c): the buffer may not move */
 	uint64_t mapped_counted; /* its bytes in mapped_bytes, once however many maps (in->lock) */

@@ -43,9 +43,14 @@ test_placement_by_directory_and_by_free_room() {
 	head -c 16M /dev/urandom >"$MNT/first"
 	assertEquals "all empty: the first device" 0 "$(dev_of "$MNT/first")"
 	head -c 8M /dev/urandom >"$MNT/second"
-	assertEquals "the most free room next" 1 "$(dev_of "$MNT/second")"
-	: >"$MNT/third"
-	assertEquals "then the one still empty" 2 "$(dev_of "$MNT/third")"
+	assertEquals "a directory's files stay together" 0 "$(dev_of "$MNT/second")"
+	mkdir "$MNT/other" "$MNT/third"
+	head -c 1M /dev/urandom >"$MNT/other/x"
+	assertEquals "a directory's first file: the most free room" 1 "$(dev_of "$MNT/other/x")"
+	: >"$MNT/third/y"
+	assertEquals "then the one still empty" 2 "$(dev_of "$MNT/third/y")"
+	: >"$MNT/fourth"
+	assertEquals "the root's next file beside its newest" 0 "$(dev_of "$MNT/fourth")"
 	mkdir -p "$MNT/on2" "$MNT/plain"
 	setfattr -n user.vyre.device -v 2 "$MNT/on2"
 	assertEquals "the directory's setting" 2 "$(dev_of "$MNT/on2")"
@@ -55,10 +60,10 @@ test_placement_by_directory_and_by_free_room() {
 	assertEquals "a file in it goes there" 2 "$(dev_of "$MNT/on2/sub/w")"
 	getfattr -n user.vyre.device "$MNT/plain" >/dev/null 2>&1
 	assertNotEquals "a directory without a setting has none" 0 $?
-	assertEquals "dev0 holds the first" $((16 << 20)) "$(stat_of dev0.resident_bytes)"
-	assertEquals "dev1 holds the second" $((8 << 20)) "$(stat_of dev1.resident_bytes)"
+	assertEquals "and the second" $((24 << 20)) "$(stat_of dev0.resident_bytes)"
+	assertEquals "dev1 holds x" $((1 << 20)) "$(stat_of dev1.resident_bytes)"
 	assertEquals "dev2 holds w" $((4 << 20)) "$(stat_of dev2.resident_bytes)"
-	assertEquals "the total" $((28 << 20)) "$(stat_of resident_bytes)"
+	assertEquals "the total" $((29 << 20)) "$(stat_of resident_bytes)"
 	setfattr -x user.vyre.device "$MNT/on2"
 	getfattr -n user.vyre.device "$MNT/on2" >/dev/null 2>&1
 	assertNotEquals "removed" 0 $?
@@ -71,6 +76,48 @@ test_placement_by_directory_and_by_free_room() {
 	for d in 0 1 2; do
 		assertEquals "dev$d back to nothing" 0 "$(stat_of dev$d.resident_bytes)"
 	done
+	unmount_vyrefs
+	assertReleased
+}
+
+# A model's shards in one directory: together on one device while it has
+# room; a file that outgrows its device spills to the one with the most
+# room, whole, and the directory's next files follow it there. A file
+# whose place was asked for stays, and gets ENOSPC.
+test_a_directory_stays_together_and_spills_when_full() {
+	mount_devices || return 0
+	mkdir "$MNT/model"
+	src=$(mktemp)
+	head -c 50M /dev/urandom >"$src"
+	head -c 30M /dev/urandom >"$MNT/model/a"
+	assertEquals "the first shard" 0 "$(dev_of "$MNT/model/a")"
+	cp "$src" "$MNT/model/b" || fail "b spills rather than failing"
+	assertEquals "b outgrew device 0 and moved" 1 "$(dev_of "$MNT/model/b")"
+	assertEquals "its bytes, whole" "$(sum_of "$src")" "$(sum_of "$MNT/model/b")"
+	assertEquals "dev0.spills" 1 "$(stat_of dev0.spills)"
+	assertEquals "spills" 1 "$(stat_of spills)"
+	assertContains "$(cat "$VY_LOG")" "moved from device 0 to 1: device 0 has no room for"
+	: >"$MNT/model/c"
+	assertEquals "device 1 lacks room for another like b: the next file goes where there is" 2 "$(dev_of "$MNT/model/c")"
+	assertEquals "dev0: a" $((30 << 20)) "$(stat_of dev0.resident_bytes)"
+	cap=$(getfattr --only-values -n user.vyre.capacity "$MNT/model/b")
+	assertTrue "b's capacity holds it: $cap" "[ $cap -ge $((50 << 20)) ]"
+	assertEquals "dev1: b, all of it" "$cap" "$(stat_of dev1.resident_bytes)"
+	mkdir "$MNT/pinned"
+	setfattr -n user.vyre.device -v 2 "$MNT/pinned"
+	head -c 30M /dev/urandom >"$MNT/pinned/a"
+	cp "$src" "$MNT/pinned/b" 2>/dev/null
+	assertNotEquals "asked for device 2: no spill" 0 $?
+	assertEquals "b stays on 2" 2 "$(dev_of "$MNT/pinned/b")"
+	head -c 30M /dev/urandom >"$MNT/model/moved"
+	setfattr -n user.vyre.device -v 0 "$MNT/model/moved" || fail "move"
+	dd if=/dev/zero of="$MNT/model/moved" bs=1M count=8 seek=30 conv=notrunc status=none 2>/dev/null
+	assertNotEquals "moved by hand: pinned, no spill" 0 $?
+	assertEquals "still on 0" 0 "$(dev_of "$MNT/model/moved")"
+	assertEquals "spills, still" 1 "$(stat_of spills)"
+	rm -f "$src"
+	rm -rf "$MNT"/*
+	assertEquals "nothing left" 0 "$(stat_of resident_bytes)"
 	unmount_vyrefs
 	assertReleased
 }
