@@ -86,6 +86,11 @@ static int preserve(const char *src, const char *dst, const struct stat *st)
 
 static int copy_one(const opts *o, const char *src, const char *dst);
 
+static int by_name(const struct dirent **a, const struct dirent **b)
+{
+	return strcmp((*a)->d_name, (*b)->d_name);
+}
+
 static int copy_dir(const opts *o, const char *src, const char *dst, const struct stat *st)
 {
 	/* One made here is ours alone until its files are in, then gets src's
@@ -96,27 +101,34 @@ static int copy_dir(const opts *o, const char *src, const char *dst, const struc
 		fprintf(stderr, "vyrefs cp: cannot create directory '%s': %s\n", dst, strerror(errno));
 		return 1;
 	}
-	DIR *d = opendir(src);
-	if (!d) {
+	/* In name order: a model's numbered shards then fill the GPUs in
+	 * layer order (docs/devices.md), whatever order the source lists. */
+	struct dirent **list = NULL;
+	int n = scandir(src, &list, NULL, by_name);
+	if (n < 0) {
 		fprintf(stderr, "vyrefs cp: cannot open directory '%s': %s\n", src, strerror(errno));
 		return 1;
 	}
 	int rc = 0;
-	struct dirent *e;
-	while ((e = readdir(d))) {
-		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
-			continue;
+	for (int i = 0; i < n; i++) {
+		const char *name = list[i]->d_name;
 		char *s = NULL, *t = NULL;
-		if (asprintf(&s, "%s/%s", src, e->d_name) < 0 || asprintf(&t, "%s/%s", dst, e->d_name) < 0) {
-			free(s);
-			rc = 1;
-			break;
+		if (strcmp(name, ".") && strcmp(name, "..") && rc != 2) {
+			if (asprintf(&s, "%s/%s", src, name) < 0 || asprintf(&t, "%s/%s", dst, name) < 0) {
+				free(s);
+				s = t = NULL;
+				fprintf(stderr, "vyrefs cp: out of memory copying '%s'\n", src);
+				rc = 2;
+			} else {
+				rc |= copy_one(o, s, t);
+			}
 		}
-		rc |= copy_one(o, s, t);
 		free(s);
 		free(t);
+		free(list[i]);
 	}
-	closedir(d);
+	free(list);
+	rc = rc ? 1 : 0;
 	if (made && chmod(dst, st->st_mode & 0777 & ~vy_client_umask()) != 0)
 		rc = 1;
 	if (o->preserve)

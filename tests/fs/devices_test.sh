@@ -122,6 +122,27 @@ test_a_directory_stays_together_and_spills_when_full() {
 	assertReleased
 }
 
+# vyrefs cp -r copies a directory in name order, so a model larger than
+# one device fills them in shard (layer) order, whatever order the source
+# lists its files in.
+test_vyrefs_cp_fills_devices_in_shard_order() {
+	mount_devices || return 0
+	src=$(mktemp -d)
+	for k in 5 3 1 4 2; do
+		head -c 20M /dev/urandom >"$src/model-0000$k-of-00005.safetensors"
+	done
+	"$VYREFS" cp -r "$src" "$MNT/m" || fail "vyrefs cp -r"
+	got=$(for k in 1 2 3 4 5; do printf '%s ' "$(dev_of "$MNT/m/model-0000$k-of-00005.safetensors")"; done)
+	assertEquals "three on device 0, then the roomiest" "0 0 0 1 1 " "$got"
+	for k in 1 2 3 4 5; do
+		assertEquals "shard $k" "$(sum_of "$src/model-0000$k-of-00005.safetensors")" "$(sum_of "$MNT/m/model-0000$k-of-00005.safetensors")"
+	done
+	assertEquals "no spill was needed" 0 "$(stat_of spills)"
+	rm -rf "$src" "$MNT/m"
+	unmount_vyrefs
+	assertReleased
+}
+
 # Readers read straight from the daemon (O_DIRECT) while the file moves
 # round the three devices: every read is the file's bytes, whole.
 test_a_move_under_concurrent_readers() {
