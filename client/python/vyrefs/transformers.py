@@ -14,6 +14,7 @@ import os
 
 import torch
 
+from . import placement as _placement
 from . import torch as _vt
 
 
@@ -31,40 +32,6 @@ def _dtype(dtype):
     if not isinstance(found, torch.dtype):
         raise TypeError("vyrefs: dtype %r is not a torch dtype (Fix: e.g. torch.bfloat16, or \"auto\")" % (dtype,))
     return found
-
-
-def _check_devices(sd, device_map):
-    """The files' devices, checked against device_map: vyrefs maps a file
-    where it lives, so a device_map can only agree with it."""
-    where = sorted({t.device for t in sd.values()}, key=str)
-    if device_map is None or device_map in ("auto", "balanced", "sequential"):
-        return where
-    want = device_map.values() if isinstance(device_map, dict) else [device_map]
-    for w in want:
-        dev = torch.device("cuda", w) if isinstance(w, int) else torch.device(w)
-        if dev.type == "cuda" and dev.index is None:
-            dev = torch.device("cuda", torch.cuda.current_device())
-        if all(dev != d for d in where):
-            raise ValueError("vyrefs: device_map asks for %s; the files are on %s, and a mapping is where its file "
-                             "lives (Fix: device_map=None or \"auto\", or move the files: setfattr -n "
-                             "user.vyre.device -v N FILE, docs/devices.md)" % (dev, ", ".join(map(str, where))))
-    return where
-
-
-def _dispatch(model, where):
-    """A model whose files sit on several GPUs: accelerate's hooks move the
-    activations between them, as from_pretrained's device_map does."""
-    try:
-        from accelerate import dispatch_model
-    except ImportError:
-        raise ImportError("vyrefs: the files are on %s; running a model across GPUs needs accelerate (Fix: install "
-                          "accelerate, or keep the model's files on one GPU: docs/devices.md)"
-                          % ", ".join(map(str, where))) from None
-    placed = {}
-    for name, p in list(model.named_parameters()) + list(model.named_buffers()):
-        placed.setdefault(name.rpartition(".")[0], p.device)
-    main = next(iter(placed.values()))
-    dispatch_model(model, device_map={k: v for k, v in placed.items()} or {"": main}, main_device=main)
 
 
 def _model_class(transformers, config, model_class, trust_remote_code):
@@ -101,8 +68,14 @@ def from_pretrained(path, dtype="auto", device_map=None, trust_remote_code=False
     generation_config, weights attached with no copy. dtype: "auto" (the
     files' own: no copy), or a torch dtype (floating tensors of another
     dtype are converted: a copy). torch_dtype is dtype's older name.
-    device_map: the files' device(s) or "auto"; across several GPUs,
-    accelerate places hooks. Other keyword arguments go to the config."""
+    device_map: None, "auto", "balanced" or "sequential" run each layer
+    where its files are (a layer whose tensors sit on two GPUs runs where
+    most of its bytes are: the rest is copied); a dict or a device puts
+    what it names there (a copy where the files are elsewhere).
+    model.vyrefs_copied_bytes says how many bytes were copied (0: none),
+    and a PlacementWarning says so when not 0. Across several GPUs
+    accelerate's hooks move the activations (vyrefs.placement). Other
+    keyword arguments go to the config."""
     import transformers
     if "torch_dtype" in kwargs:
         dtype = kwargs.pop("torch_dtype")
@@ -118,7 +91,6 @@ def from_pretrained(path, dtype="auto", device_map=None, trust_remote_code=False
     config.name_or_path = os.fspath(path)
     sd = _vt.load_state_dict(path)
     try:
-        where = _check_devices(sd, device_map)
         cls = _model_class(transformers, config, model_class, trust_remote_code)
         model = _build(transformers, cls, config, dtype or _file_dtype(sd), trust_remote_code, attn_implementation)
         _vt.attach(model, sd, strict=strict, dtype=dtype)
@@ -127,8 +99,9 @@ def from_pretrained(path, dtype="auto", device_map=None, trust_remote_code=False
         raise
     if hasattr(model, "tie_weights"):
         model.tie_weights()
-    if len(where) > 1:
-        _dispatch(model, where)
+    where = _placement.homes(model, device_map)
+    model.vyrefs_copied_bytes = _placement.gather(model, where)
+    _placement.dispatch(model, where)
     gen = os.path.join(os.fspath(path), "generation_config.json")
     if os.path.isdir(path) and os.path.exists(gen) and getattr(model, "generation_config", None) is not None:
         model.generation_config = transformers.GenerationConfig.from_pretrained(path)

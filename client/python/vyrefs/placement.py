@@ -1,0 +1,164 @@
+"""Where each part of an attached model runs, from where its weights are.
+
+A mapped tensor lives on its file's GPU. A model whose files sit on
+several GPUs runs once each of its units (a module the model says must not
+be split, e.g. a decoder layer, else a module holding tensors of its own)
+has one home:
+
+    homes = vyrefs.placement.homes(model)            # {unit: device}
+    copied = vyrefs.placement.gather(model, homes)   # bytes copied
+    vyrefs.placement.dispatch(model, homes)          # hooks between GPUs
+
+A unit's home is the device that holds most of its bytes, or the one a
+device_map dict names for it; only its tensors elsewhere are copied there
+(0 bytes when the files kept each layer on one GPU). Across several GPUs
+accelerate's hooks move the activations, as from_pretrained's device_map
+does. docs/devices.md says where a mount puts a model's files.
+"""
+
+import warnings
+
+import torch
+
+
+class PlacementWarning(UserWarning):
+    """Tensors were copied to keep a unit of the model on one device."""
+
+
+def _device(d):
+    if isinstance(d, torch.device):
+        dev = d
+    elif isinstance(d, int):
+        dev = torch.device("cuda", d)
+    else:
+        dev = torch.device(d)
+    if dev.type == "cuda" and dev.index is None:
+        dev = torch.device("cuda", torch.cuda.current_device())
+    if dev.type not in ("cuda", "cpu"):
+        raise ValueError("vyrefs: device_map names %s; a mapped model runs where its files are, on a GPU or the host "
+                         "(Fix: name GPUs, e.g. {\"\": 0} or {\"model.layers.20\": 1})" % (d,))
+    return dev
+
+
+def _tensors(module, recurse):
+    """(module, key, kind, tensor) of `module`'s parameters and buffers."""
+    mods = module.named_modules() if recurse else [("", module)]
+    for _, mod in mods:
+        for key, p in mod._parameters.items():
+            if p is not None:
+                yield mod, key, "param", p
+        for key, b in mod._buffers.items():
+            if b is not None:
+                yield mod, key, "buffer", b
+
+
+def units(model):
+    """[(name, [(module, key, kind, tensor)])] in module order, named as
+    accelerate's device maps name them: each module of a class in
+    model._no_split_modules whole; every other module with tensors of its
+    own and none below; and each own tensor of a module with both."""
+    whole = set(getattr(model, "_no_split_modules", None) or [])
+    found, inside = [], None
+    for name, mod in model.named_modules():
+        if inside is not None and (name == inside or name.startswith(inside + ".")):
+            continue
+        inside = None
+        if name and type(mod).__name__ in whole:
+            inside = name
+            found.append((name, list(_tensors(mod, True))))
+            continue
+        own = list(_tensors(mod, False))
+        if not own:
+            continue
+        if any(True for child in mod.children() for _ in _tensors(child, True)):
+            found.extend(((name + "." if name else "") + key, [(m, key, kind, t)]) for m, key, kind, t in own)
+        else:
+            found.append((name, own))
+    return found
+
+
+def _named_home(device_map, name):
+    """The device a device_map dict gives unit `name` (its longest key that
+    is the name or a module above it), or None."""
+    best = None
+    for key, dev in device_map.items():
+        if key == "" or name == key or name.startswith(key + "."):
+            if best is None or len(key) > len(best[0]):
+                best = (key, dev)
+    return None if best is None else _device(best[1])
+
+
+def homes(model, device_map=None):
+    """{unit name: torch.device}: where each unit runs. device_map None,
+    "auto", "balanced" or "sequential": where most of its bytes are (the
+    mount placed the files); a dict: what it names, else the same rule."""
+    if device_map is not None and not isinstance(device_map, (dict, str)):
+        device_map = {"": device_map}
+    named = device_map if isinstance(device_map, dict) else None
+    if isinstance(device_map, str) and device_map not in ("auto", "balanced", "sequential", "balanced_low_0"):
+        named = {"": device_map}
+    out = {}
+    for name, tensors in units(model):
+        want = _named_home(named, name) if named else None
+        if want is None:
+            weight = {}
+            for _, _, _, t in tensors:
+                if t.device.type != "meta":
+                    weight[t.device] = weight.get(t.device, 0) + t.numel() * t.element_size()
+            if not weight:
+                continue
+            want = max(weight, key=lambda d: (weight[d], -(d.index or 0)))
+        out[name] = want
+    return out
+
+
+def gather(model, where):
+    """Copy each unit's tensors that are not on its home there (a tied
+    tensor once per device, so it stays tied). Returns the bytes copied;
+    warns with the count when it is not 0."""
+    copied, n, made = 0, 0, {}
+    for name, tensors in units(model):
+        home = where.get(name)
+        if home is None:
+            continue
+        for mod, key, kind, t in tensors:
+            if t.device == home or t.device.type == "meta":
+                continue
+            memo = (id(t), home)
+            if memo not in made:
+                moved = t.data.to(home)
+                if kind == "param":
+                    moved = torch.nn.Parameter(moved, requires_grad=t.requires_grad)
+                made[memo] = moved
+                copied += t.numel() * t.element_size()
+                n += 1
+            if kind == "param":
+                mod._parameters[key] = made[memo]
+            else:
+                mod._buffers[key] = made[memo]
+    if copied:
+        warnings.warn("vyrefs: copied %d bytes (%d tensors) so that each layer runs on one GPU: their files sit on "
+                      "another (Fix: keep a model's files on one GPU, e.g. setfattr -n user.vyre.device -v N DIR "
+                      "before copying, or copy it whole with vyrefs cp -r: docs/devices.md)" % (copied, n),
+                      PlacementWarning, stacklevel=3)
+    return copied
+
+
+def dispatch(model, where):
+    """Hooks that move activations between the units' devices (accelerate's
+    dispatch_model), when there are several; sets model.hf_device_map."""
+    devices = []
+    for d in where.values():
+        if d not in devices:
+            devices.append(d)
+    if len(devices) < 2:
+        return
+    try:
+        from accelerate import dispatch_model
+    except ImportError:
+        raise ImportError("vyrefs: the model runs on %s; running a model across GPUs needs accelerate (Fix: "
+                          "install accelerate, or keep the model's files on one GPU: docs/devices.md)"
+                          % ", ".join(map(str, devices))) from None
+    device_map = {name: (d.index if d.type == "cuda" else d.type) for name, d in where.items()}
+    dispatch_model(model, device_map=device_map, main_device=devices[0])
+    model.hf_device_map = device_map

@@ -1,0 +1,85 @@
+"""The model side of tests/gpu/gpu_devices_test.sh (two GPUs): each command
+prints lines the suite compares.
+
+  devices_check.py save TMP          a TinyLlama-shaped 1.1B (random, bf16),
+                                     save_pretrained in 500 MB shards into TMP/tl
+  devices_check.py compare DIR SRC   vyrefs.transformers.from_pretrained(DIR) with
+                                     no device_map, against transformers' own load
+                                     of SRC on one GPU and with the same device map
+"""
+import os
+import sys
+import warnings
+
+import torch
+
+import vyrefs.transformers
+from attach_check import dtype_kw, tiny_llama_config
+
+
+def save(tmp):
+    from transformers import LlamaForCausalLM
+    with vyrefs.torch.empty_weights():
+        model = LlamaForCausalLM(tiny_llama_config()).to(torch.bfloat16)
+    g = torch.Generator(device="cuda").manual_seed(5)
+    for mod in model.modules():
+        for key, p in list(mod._parameters.items()):
+            if p is not None:
+                t = torch.empty(p.shape, dtype=p.dtype, device="cuda")
+                t.normal_(0, 0.02, generator=g) if t.dim() > 1 else t.fill_(1.0)
+                mod._parameters[key] = torch.nn.Parameter(t, requires_grad=False)
+    model.save_pretrained(os.path.join(tmp, "tl"), max_shard_size="500MB")
+    print("shards", len([f for f in os.listdir(os.path.join(tmp, "tl")) if f.endswith(".safetensors")]))
+
+
+def split_layers(where):
+    """Layers whose tensors sit in files on two GPUs."""
+    import json
+    with open(os.path.join(where, "model.safetensors.index.json")) as f:
+        weight_map = json.load(f)["weight_map"]
+    dev = {fn: int(os.getxattr(os.path.join(where, fn), "user.vyre.device")) for fn in set(weight_map.values())}
+    seen = {}
+    for name, fn in weight_map.items():
+        if ".layers." in name:
+            seen.setdefault(name.split(".layers.")[1].split(".")[0], set()).add(dev[fn])
+    return sum(1 for d in seen.values() if len(d) > 1)
+
+
+def compare(where, src):
+    import transformers
+    torch.cuda.init()
+    split = split_layers(where)
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        ours = vyrefs.transformers.from_pretrained(where)
+    copied = ours.vyrefs_copied_bytes
+    devices = sorted({p.device.index for p in ours.parameters()})
+    kw = {dtype_kw(transformers): torch.bfloat16}
+    ids = torch.randint(0, ours.config.vocab_size, (2, 64), generator=torch.Generator().manual_seed(7)).cuda(0)
+    gen = dict(max_new_tokens=16, do_sample=False, pad_token_id=0)
+    with torch.no_grad():
+        a = ours(ids).logits
+        ga = ours.generate(ids[:1, :32], **gen)
+    dmap = getattr(ours, "hf_device_map", None) or {"": devices[0]}
+    del ours
+    torch.cuda.empty_cache()
+    with torch.no_grad():
+        same = transformers.AutoModelForCausalLM.from_pretrained(src, device_map=dmap, **kw)
+        b = same(ids).logits
+        gb = same.generate(ids[:1, :32], **gen)
+        del same
+        torch.cuda.empty_cache()
+        one = transformers.AutoModelForCausalLM.from_pretrained(src, device_map="cuda:0", **kw)
+        c = one(ids).logits
+    warned = any("copied %d bytes" % copied in str(w.message) for w in said)
+    print("runs on", ",".join(map(str, devices)), "copied only for split layers", (copied > 0) == (split > 0),
+          "said so", warned == (copied > 0))
+    print("logits equal to the same map", torch.equal(a.cpu(), b.cpu()), "greedy equal", torch.equal(ga.cpu(), gb.cpu()))
+    print("logits equal to one GPU", torch.equal(a.cpu(), c.cpu()))
+    sys.stderr.write("%d layers split across GPUs; copied %d bytes; device map %s\n"
+                     % (split, copied, sorted(set(map(str, dmap.values())))))
+
+
+if __name__ == "__main__":
+    cmd, args = sys.argv[1], sys.argv[2:]
+    {"save": save, "compare": compare}[cmd](*args)
