@@ -355,7 +355,7 @@ PY
 )
 	assertEquals "['config.json', 'generation_config.json', 'model-00001-of-00002.safetensors', 'model-00002-of-00002.safetensors', 'model.safetensors.index.json']
 False True 7 torch.bfloat16 torch.float32 True
-ValueError vyrefs: device_map asks for cuda:1; the files are on cpu, and a mapping is where its file lives True
+ValueError vyrefs: device_map names cuda:1, which this process does not have True
 TypeError vyrefs: from_pretrained does not take foo True
 TypeError vyrefs: dtype 'nonsense' is not a torch dtype True
 torch.float32 True True" "$out"
@@ -382,6 +382,37 @@ PY
 )
 	assertEquals "True float32 (32, 32) 523776.0
 jax 523776.0" "$out"
+}
+
+# Issue "gpus": the ranks of a tensor-parallel job (torchrun, gloo) each
+# save their part into DIR/rank-r-of-N/ on their own device, and the next
+# job attaches them with no copy and answers the same; another GPU order,
+# another config and another world size are refused, naming which.
+test_tensor_parallel_ranks_keep_their_parts_resident() {
+	needs_torch || return 0
+	$PY -c 'import torch.distributed as d; assert d.is_available() and d.is_gloo_available()' 2>/dev/null ||
+		{ skip_test "needs torch.distributed with gloo"; return 0; }
+	unmount_vyrefs
+	mount_vyrefs "host_devices=2" || { fail "mount"; return; }
+	err=$(mktemp)
+	job() { $PY tests/client/ranks_check.py run "$@" 2>>"$err"; }
+	saved=$(job 2 save "$MNT/tp" | grep '^answer ')
+	assertNotEquals "the job answered: $(tail -n 5 "$err")" "" "$saved"
+	assertEquals "a directory per rank" "rank-0-of-2 rank-1-of-2 " "$(ls "$MNT/tp" | tr '\n' ' ')"
+	assertEquals "rank 0's on device 0, rank 1's on 1" "0 1" "$(dev_of "$MNT/tp/rank-0-of-2") $(dev_of "$MNT/tp/rank-1-of-2")"
+	assertEquals "its files too" "0 1" "$(dev_of "$MNT/tp/rank-0-of-2/model.safetensors") $(dev_of "$MNT/tp/rank-1-of-2/model.safetensors")"
+	out=$(job 2 attach "$MNT/tp")
+	assertEquals "attached, the same answer" "$saved" "$(echo "$out" | grep '^answer ')"
+	assertContains "$out" "rank 0 mapped True"
+	assertContains "$out" "rank 1 mapped True"
+	assertContains "another GPU order" "$(job 2 attach "$MNT/tp" swap)" \
+		"refused: vyrefs: rank 0's files are on GPU 0; this rank runs on GPU 1: another GPU order"
+	assertContains "another config" "$(job 2 attach "$MNT/tp" other-config)" \
+		"refused: vyrefs: rank 0's files were saved with another config"
+	assertContains "another world size" "$(job 1 attach "$MNT/tp")" \
+		"rank-0-of-1 does not exist: the ranks were saved with world size 2"
+	assertEquals "nothing stays mapped" 0 "$(stat_of mapped_bytes)"
+	rm -f "$err"
 }
 
 . tests/shunit.sh

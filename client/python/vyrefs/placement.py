@@ -32,6 +32,9 @@ def _device(d):
         dev = torch.device("cuda", d)
     else:
         dev = torch.device(d)
+    if dev.type == "cuda" and (not torch.cuda.is_available() or (dev.index or 0) >= torch.cuda.device_count()):
+        raise ValueError("vyrefs: device_map names %s, which this process does not have (Fix: name a GPU it has, "
+                         "or device_map=None: each layer runs where its files are)" % dev)
     if dev.type == "cuda" and dev.index is None:
         dev = torch.device("cuda", torch.cuda.current_device())
     if dev.type not in ("cuda", "cpu"):
@@ -85,18 +88,30 @@ def _named_home(device_map, name):
         if key == "" or name == key or name.startswith(key + "."):
             if best is None or len(key) > len(best[0]):
                 best = (key, dev)
-    return None if best is None else _device(best[1])
+    return None if best is None else best[1]
+
+
+def _named(device_map):
+    """A device_map as a dict of devices, or None for the names that mean
+    "where the files are"."""
+    if device_map is None or device_map in ("auto", "balanced", "sequential", "balanced_low_0"):
+        return None
+    if not isinstance(device_map, dict):
+        device_map = {"": device_map}
+    return {key: _device(dev) for key, dev in device_map.items()}
+
+
+def check(device_map):
+    """Raise ValueError, with a Fix, for a device_map naming a device this
+    process lacks: before anything is mapped."""
+    _named(device_map)
 
 
 def homes(model, device_map=None):
     """{unit name: torch.device}: where each unit runs. device_map None,
     "auto", "balanced" or "sequential": where most of its bytes are (the
     mount placed the files); a dict: what it names, else the same rule."""
-    if device_map is not None and not isinstance(device_map, (dict, str)):
-        device_map = {"": device_map}
-    named = device_map if isinstance(device_map, dict) else None
-    if isinstance(device_map, str) and device_map not in ("auto", "balanced", "sequential", "balanced_low_0"):
-        named = {"": device_map}
+    named = _named(device_map)
     out = {}
     for name, tensors in units(model):
         want = _named_home(named, name) if named else None

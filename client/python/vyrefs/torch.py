@@ -20,6 +20,7 @@ import os
 
 import torch
 
+from . import dtensor as _dt
 from . import safetensors as _st
 from . import shards as _shards
 from . import map as _map
@@ -177,9 +178,9 @@ def _plan(model, sd, dtype):
         t = sd[have[0]]
         used.update(have)
         conflict += ["%s and %s" % (have[0], n) for n in have[1:] if not _same(t, sd[n])]
-        if tuple(t.shape) != tuple(old.shape):
-            mismatch.append("%s: the model's %s, the file's %s" % (have[0], tuple(old.shape), tuple(t.shape)))
-        done.append((slots, t))
+        if tuple(t.shape) != _dt.local_shape(old):
+            mismatch.append("%s: the model's %s, the file's %s" % (have[0], _dt.local_shape(old), tuple(t.shape)))
+        done.append((slots, t, old))
     if mismatch:
         raise ValueError("vyrefs: shapes differ between the model and the files: %s (Fix: build the model from "
                          "the config the files were saved with)" % _shown(mismatch, 5))
@@ -196,11 +197,11 @@ def _plan(model, sd, dtype):
     unexpected = [n for n in sd if n not in used]
     need = {}
     if dtype is not None:
-        for _, t in done:
+        for _, t, _ in done:
             if t.is_floating_point() and t.dtype != dtype:
                 need[t.device] = need.get(t.device, 0) + t.numel() * torch.empty((), dtype=dtype).element_size()
     placed = {}
-    for slots, t in done:
+    for slots, t, _ in done:
         for name, _, _, _ in slots:
             placed.setdefault(name.rpartition(".")[0], t.device)
     home = _home_of(placed, default)
@@ -248,10 +249,10 @@ def attach(model, path_or_state_dict, strict=True, dtype=None):
                                    "not in the model: " + _shown(unexpected) if unexpected else ""))
         _check_room(need)
         new = []  # every new tensor made before any is set: a failure leaves the model as it was
-        for slots, t in done:
+        for slots, t, old in done:
             if dtype is not None and t.is_floating_point() and t.dtype != dtype:
                 t = t.to(dtype)
-            new.append((slots, t))
+            new.append((slots, _dt.like(t, old)))  # a tensor-parallel rank's part: its DTensor again
         for slots, old in missing:
             dev = home(slots[0][0])
             t = torch.zeros(old.shape, dtype=old.dtype, device=dev) if old.device.type == "meta" else old.to(dev)

@@ -89,19 +89,20 @@ def from_pretrained(path, dtype="auto", device_map=None, trust_remote_code=False
                             "device_map, trust_remote_code, attn_implementation and config settings)"
                             % ", ".join(sorted(unused)))
     config.name_or_path = os.fspath(path)
+    _placement.check(device_map)
     sd = _vt.load_state_dict(path)
     try:
         cls = _model_class(transformers, config, model_class, trust_remote_code)
         model = _build(transformers, cls, config, dtype or _file_dtype(sd), trust_remote_code, attn_implementation)
         _vt.attach(model, sd, strict=strict, dtype=dtype)
+        if hasattr(model, "tie_weights"):
+            model.tie_weights()
+        where = _placement.homes(model, device_map)
+        model.vyrefs_copied_bytes = _placement.gather(model, where)
+        _placement.dispatch(model, where)
     except BaseException:
         sd.close()
         raise
-    if hasattr(model, "tie_weights"):
-        model.tie_weights()
-    where = _placement.homes(model, device_map)
-    model.vyrefs_copied_bytes = _placement.gather(model, where)
-    _placement.dispatch(model, where)
     gen = os.path.join(os.fspath(path), "generation_config.json")
     if os.path.isdir(path) and os.path.exists(gen) and getattr(model, "generation_config", None) is not None:
         model.generation_config = transformers.GenerationConfig.from_pretrained(path)
