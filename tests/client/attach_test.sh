@@ -35,6 +35,14 @@ needs_torch() {
 
 py() { $PY - "$MNT" "$@"; }
 
+. tests/client/ranks_lib.sh
+needs_ranks() {
+	needs_torch || return 1
+	$PY -c 'import torch.distributed as d; assert d.is_available() and d.is_gloo_available()' 2>/dev/null && return 0
+	skip_test "needs torch.distributed with gloo"
+	return 1
+}
+
 test_sharded_save_attaches_bit_for_bit_in_a_new_process() {
 	needs_torch || return 0
 	out=$(py <<'PY'
@@ -384,35 +392,20 @@ PY
 jax 523776.0" "$out"
 }
 
-# Issue "gpus": the ranks of a tensor-parallel job (torchrun, gloo) each
-# save their part into DIR/rank-r-of-N/ on their own device, and the next
-# job attaches them with no copy and answers the same; another GPU order,
-# another config and another world size are refused, naming which.
+# Issue "gpus": tensor-parallel ranks (tests/client/ranks_lib.sh), with
+# gloo over two host devices.
 test_tensor_parallel_ranks_keep_their_parts_resident() {
-	needs_torch || return 0
-	$PY -c 'import torch.distributed as d; assert d.is_available() and d.is_gloo_available()' 2>/dev/null ||
-		{ skip_test "needs torch.distributed with gloo"; return 0; }
+	needs_ranks || return 0
 	unmount_vyrefs
 	mount_vyrefs "host_devices=2" || { fail "mount"; return; }
-	err=$(mktemp)
-	job() { $PY tests/client/ranks_check.py run "$@" 2>>"$err"; }
-	saved=$(job 2 save "$MNT/tp" | grep '^answer ')
-	assertNotEquals "the job answered: $(tail -n 5 "$err")" "" "$saved"
-	assertEquals "a directory per rank" "rank-0-of-2 rank-1-of-2 " "$(ls "$MNT/tp" | tr '\n' ' ')"
-	assertEquals "rank 0's on device 0, rank 1's on 1" "0 1" "$(dev_of "$MNT/tp/rank-0-of-2") $(dev_of "$MNT/tp/rank-1-of-2")"
-	assertEquals "its files too" "0 1" "$(dev_of "$MNT/tp/rank-0-of-2/model.safetensors") $(dev_of "$MNT/tp/rank-1-of-2/model.safetensors")"
-	out=$(job 2 attach "$MNT/tp")
-	assertEquals "attached, the same answer" "$saved" "$(echo "$out" | grep '^answer ')"
-	assertContains "$out" "rank 0 mapped True"
-	assertContains "$out" "rank 1 mapped True"
-	assertContains "another GPU order" "$(job 2 attach "$MNT/tp" swap)" \
-		"refused: vyrefs: rank 0's files are on GPU 0; this rank runs on GPU 1: another GPU order"
-	assertContains "another config" "$(job 2 attach "$MNT/tp" other-config)" \
-		"refused: vyrefs: rank 0's files were saved with another config"
-	assertContains "another world size" "$(job 1 attach "$MNT/tp")" \
-		"rank-0-of-1 does not exist: the ranks were saved with world size 2"
-	assertEquals "nothing stays mapped" 0 "$(stat_of mapped_bytes)"
-	rm -f "$err"
+	ranks_save_attach_refuse
+}
+
+test_a_two_rank_job_answers_through_a_kill_and_a_new_job_attaches() {
+	needs_ranks || return 0
+	unmount_vyrefs
+	mount_vyrefs "host_devices=2,survive=on" || { fail "mount"; return; }
+	ranks_through_a_kill
 }
 
 . tests/shunit.sh

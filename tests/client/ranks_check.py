@@ -10,6 +10,8 @@ Python), and prints their output, rank by rank.
   ranks_check.py attach DIR      built empty, vyrefs.ranks.attach, the answer
   ranks_check.py attach DIR swap the same, each rank on the other's GPU
   ranks_check.py attach DIR other-config
+  ranks_check.py hold DIR HOLD   attach and answer, then (rank 0) touch
+                                 HOLD/ready, wait for HOLD/go, answer again
 
 Rank 0 prints "answer DIGEST" (the all-reduced output's bytes, hashed) or
 "refused: MESSAGE"; every rank prints "mapped True/False".
@@ -17,6 +19,7 @@ Rank 0 prints "answer DIGEST" (the all-reduced output's bytes, hashed) or
 import hashlib
 import os
 import sys
+import time
 
 import torch
 import torch.distributed as dist
@@ -44,7 +47,7 @@ def main(cmd, where, how=""):
     dist.init_process_group("nccl" if cuda else "gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
     local = int(os.environ["LOCAL_RANK"])
-    gpu = (1 - local) if how == "swap" else local
+    gpu = (1 - local) if how == "swap" else local  # hold: HOW is a directory
     if cuda:
         torch.cuda.set_device(gpu)
     elif how == "swap":
@@ -68,12 +71,22 @@ def main(cmd, where, how=""):
             dist.destroy_process_group()
             return
     x = torch.arange(8 * HIDDEN, dtype=torch.float32, device=dev).reshape(8, HIDDEN) / (8 * HIDDEN)
-    with torch.no_grad():
-        y = model(x)
+
+    def answer(word):
+        with torch.no_grad():
+            y = model(x)
+        if rank == 0:
+            print(word, hashlib.sha256(y.cpu().numpy().tobytes()).hexdigest()[:16], flush=True)
+
+    answer("answer")
     mapped = cmd == "save" or all(p.device == dev for p in model.parameters())
     print("rank", rank, "mapped", mapped, flush=True)
-    if rank == 0:
-        print("answer", hashlib.sha256(y.cpu().numpy().tobytes()).hexdigest()[:16], flush=True)
+    if cmd == "hold":
+        if rank == 0:
+            open(os.path.join(how, "ready"), "w").close()
+        while not os.path.exists(os.path.join(how, "go")):
+            time.sleep(0.05)
+        answer("again")
     dist.destroy_process_group()
 
 

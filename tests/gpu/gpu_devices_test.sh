@@ -8,6 +8,7 @@
 export VYREFS_LIB=$PWD/${BUILD}/libvyrefs.so
 export PYTHONPATH=$PWD/client/python:$PWD/tests/gpu:$PWD/tests/client${PYTHONPATH:+:$PYTHONPATH}
 
+. tests/client/ranks_lib.sh
 gpus() { nvidia-smi -L 2>/dev/null | grep -c '^GPU'; }
 used_mib() { nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -i "$1" | tr -d ' '; }
 
@@ -163,6 +164,26 @@ test_a_model_larger_than_one_gpu_runs_across_both() {
 	assertContains "split by hand" "$out" "logits equal to the same map True greedy equal True"
 	assertNotContains "split by hand" "$(cat "$TMP/err")" " 0 layers split"
 	rm -rf "$TMP" "$MNT/llama"
+	released
+}
+
+# Issue "gpus": tensor-parallel ranks with NCCL, each keeping its part on
+# its own GPU (tests/client/ranks_lib.sh).
+test_tensor_parallel_ranks_keep_their_parts_on_their_gpus() {
+	ready || return 0
+	python3 -c 'import torch.distributed as d; assert d.is_nccl_available()' 2>/dev/null || { skip_test "needs torch with NCCL"; return; }
+	ranks_save_attach_refuse
+	rm -rf "$MNT/tp"
+	released
+}
+
+test_a_two_rank_job_answers_through_a_kill_and_a_new_job_attaches() {
+	ready || return 0
+	python3 -c 'import torch.distributed as d; assert d.is_nccl_available()' 2>/dev/null || { skip_test "needs torch with NCCL"; return; }
+	unmount_vyrefs
+	mount_vyrefs "backend=cuda,devices=0,1,resident_budget=1400M,survive=on" || { fail "mount"; return; }
+	ranks_through_a_kill
+	rm -rf "$MNT/tp"
 	released
 }
 

@@ -31,7 +31,13 @@ def _device(d):
     elif isinstance(d, int):
         dev = torch.device("cuda", d)
     else:
-        dev = torch.device(d)
+        try:
+            dev = torch.device(d)
+        except (RuntimeError, TypeError):
+            dev = None
+        if dev is None:
+            raise ValueError("vyrefs: device_map names %r, which is not a device (Fix: name GPUs, e.g. {\"\": 0} "
+                             "or {\"model.layers.20\": 1})" % (d,))
     if dev.type == "cuda" and (not torch.cuda.is_available() or (dev.index or 0) >= torch.cuda.device_count()):
         raise ValueError("vyrefs: device_map names %s, which this process does not have (Fix: name a GPU it has, "
                          "or device_map=None: each layer runs where its files are)" % dev)
