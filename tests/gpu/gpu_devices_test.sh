@@ -184,7 +184,10 @@ test_a_two_rank_job_answers_through_a_kill_and_a_new_job_attaches() {
 	mount_vyrefs "backend=cuda,devices=0,1,resident_budget=1400M,survive=on" || { fail "mount"; return; }
 	ranks_through_a_kill
 	rm -rf "$MNT/tp"
-	released
+	unmount_vyrefs
+	# The successor's log is its own: the GPUs say what is left.
+	gpus_at_baseline() { [ "$(used_mib 0)" = "$BASE0" ] && [ "$(used_mib 1)" = "$BASE1" ]; }
+	wait_for "both GPUs back at their baseline ($BASE0, $BASE1 MiB; now $(used_mib 0), $(used_mib 1))" gpus_at_baseline
 }
 
 . tests/shunit.sh
