@@ -187,17 +187,24 @@ def pad_header_to_8_mod_16(path):
     return 8 + len(text)
 
 
-def exact_save(tmp):
+def random_tiny_llama():
+    """The TinyLlama shape, bf16, random weights made on the GPU (no
+    initialisation pass)."""
     from transformers import LlamaForCausalLM
     with vyrefs.torch.empty_weights():
         model = LlamaForCausalLM(tiny_llama_config()).to(torch.bfloat16)
     g = torch.Generator(device="cuda").manual_seed(5)
-    for mod in model.modules():  # random weights on the GPU: no initialisation pass
+    for mod in model.modules():
         for key, p in list(mod._parameters.items()):
             if p is not None:
                 t = torch.empty(p.shape, dtype=p.dtype, device="cuda")
                 t.normal_(0, 0.02, generator=g) if t.dim() > 1 else t.fill_(1.0)
                 mod._parameters[key] = torch.nn.Parameter(t, requires_grad=False)
+    return model
+
+
+def exact_save(tmp):
+    model = random_tiny_llama()
     model.save_pretrained(os.path.join(tmp, "tl"), max_shard_size="500MB")
     starts = [pad_header_to_8_mod_16(os.path.join(tmp, "tl", f))
               for f in sorted(os.listdir(os.path.join(tmp, "tl"))) if f.endswith(".safetensors")]

@@ -14,20 +14,11 @@ import warnings
 import torch
 
 import vyrefs.transformers
-from attach_check import dtype_kw, tiny_llama_config
+from attach_check import dtype_kw, random_tiny_llama
 
 
 def save(tmp):
-    from transformers import LlamaForCausalLM
-    with vyrefs.torch.empty_weights():
-        model = LlamaForCausalLM(tiny_llama_config()).to(torch.bfloat16)
-    g = torch.Generator(device="cuda").manual_seed(5)
-    for mod in model.modules():
-        for key, p in list(mod._parameters.items()):
-            if p is not None:
-                t = torch.empty(p.shape, dtype=p.dtype, device="cuda")
-                t.normal_(0, 0.02, generator=g) if t.dim() > 1 else t.fill_(1.0)
-                mod._parameters[key] = torch.nn.Parameter(t, requires_grad=False)
+    model = random_tiny_llama()
     model.save_pretrained(os.path.join(tmp, "tl"), max_shard_size="500MB")
     print("shards", len([f for f in os.listdir(os.path.join(tmp, "tl")) if f.endswith(".safetensors")]))
 
