@@ -3,6 +3,7 @@
 #include "sock/mapsrv.h"
 #include "daemon/mountinfo.h"
 #include "daemon/mountflags.h"
+#include "fs/atime.h"
 #include "daemon/mount_devices.h"
 #include "fs/fs.h"
 #include "fs/wbehind_keep.h"
@@ -298,6 +299,8 @@ int vy_mount_serve(const vy_mount_args *a, vy_keeper_link *keeper, vy_keeper_ado
 		vy_session_record_init(st);
 	}
 	mounted = true;
+	fs.mountpoint = a->mountpoint;
+	vy_atime_refresh(&fs); /* reads move atime as the mount's flags say */
 	uint64_t budgets[VY_DEVICES_MAX] = {0};
 	for (unsigned d = 0; d < opened.n; d++) {
 		vy_store_usage u;

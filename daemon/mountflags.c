@@ -105,9 +105,7 @@ void vy_mountflags_libfuse(const char *list, char *out, size_t cap)
 	free(copy);
 }
 
-/* The per-mount flags mountinfo's sixth field lists for `mountpoint`
- * (the topmost mount there), or false. */
-static bool mount_flags_now(const char *mountpoint, unsigned long *mf)
+bool vy_mountflags_now(const char *mountpoint, unsigned long *mf)
 {
 	FILE *f = fopen("/proc/self/mountinfo", "re");
 	if (!f)
@@ -144,7 +142,7 @@ int vy_mountflags_late(const char *mountpoint, const char *list, char *why, size
 	unsigned long now;
 	if (!list || !list[0])
 		return 0;
-	if (!mount_flags_now(mountpoint, &now)) {
+	if (!vy_mountflags_now(mountpoint, &now)) {
 		snprintf(why, cap, "cannot find the new mount on %s in /proc/self/mountinfo (Fix: check that /proc is mounted)",
 			 mountpoint);
 		return ENOENT;

@@ -32,6 +32,12 @@ unsigned long vy_mountflags_apply(unsigned long flags, const char *list);
  * out (cap bytes; list fits, so they do). */
 void vy_mountflags_libfuse(const char *list, char *out, size_t cap);
 
+/* The per-mount flags mountinfo's sixth field lists for `mountpoint` (an
+ * absolute path; the topmost mount there): MS_RDONLY, MS_NOSUID, MS_NODEV,
+ * MS_NOEXEC, the atime flags (MS_STRICTATIME where none is listed),
+ * MS_NODIRATIME, MS_NOSYMFOLLOW; false when it is not there. */
+bool vy_mountflags_now(const char *mountpoint, unsigned long *mf);
+
 /* Set the LATE flags of `list` on the live mount at `mountpoint` (an
  * absolute path) with one bind remount, starting from its per-mount flags
  * as /proc/self/mountinfo shows them (nothing asks the daemon, whose loop

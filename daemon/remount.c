@@ -106,5 +106,10 @@ int vy_remount(const char *mountpoint, const char *mount_flags, const char *sett
 				       : "check the mount point and the flags");
 		return 1;
 	}
+	/* The daemon reads the mount's flags again at a statfs (fs/atime.h):
+	 * reads move atime as the new ones say once the remount returns. */
+	if (statvfs(mountpoint, &sv) != 0)
+		fprintf(stderr, "vyrefs: remounted %s, but cannot statfs it: %s (Fix: run df %s once)\n", mountpoint,
+			strerror(errno), mountpoint);
 	return 0;
 }

@@ -3,6 +3,7 @@
  * copied on the device; user.vyre.* name its buffer. */
 #include "fs/kind.h"
 #include "fs/op.h"
+#include "fs/atime.h"
 #include "fs/file.h"
 #include "core/transfer.h"
 
@@ -58,6 +59,8 @@ static void file_read(fuse_req_t req, vy_fs *fs, vy_open *h, size_t size, off_t 
 	pthread_rwlock_rdlock(&in->lock);
 	vy_core *core = vy_fs_core(fs, in); /* whose staging buf comes from */
 	vy_err rc = vy_file_read(fs, in, (uint64_t)off, size, &hit, &buf, &got, &e);
+	if (rc == VY_OK)
+		vy_atime_read(fs, in, false); /* before the reply, after which the kernel drops its atime */
 	if (rc == VY_OK)
 		fuse_reply_buf(req, hit.chunk ? hit.data : buf.ptr, got);
 	else

@@ -75,6 +75,11 @@ typedef struct vy_fs {
 	/* survive=on: the keeper's slots (daemon/keeper_memory.h), for the map
 	 * server's connections and loaded modules; NULL: no keeper. */
 	const struct vy_keep_sink *keep_sink;
+	/* Where the mount is (daemon/ sets it), and its atime flags as
+	 * mountinfo lists them (fs/atime.h); 0 until read: relatime's rule
+	 * is not applied, strictatime's is. */
+	const char *mountpoint;
+	_Atomic unsigned atime_flags;
 } vy_fs;
 
 /* Whether this mount keeps fds other than memory for a successor (a client

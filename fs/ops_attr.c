@@ -6,6 +6,7 @@
 #include "ns/acl_inode.h"
 #include "daemon/log.h"
 #include "daemon/session.h"
+#include "fs/atime.h"
 #include "fs/devices_xattr.h"
 #include "fs/file.h"
 #include "fs/kind.h"
@@ -148,6 +149,7 @@ void vy_op_statfs(fuse_req_t req, fuse_ino_t ino)
 {
 	(void)ino;
 	vy_fs *fs = fs_of(req);
+	vy_atime_refresh(fs); /* a remount's flags (daemon/remount.c ends with a statfs) */
 	vy_space sp; /* fs/space.h: available is what a new file can get */
 	vy_space_get(fs, &sp);
 	struct statvfs sv;

@@ -3,6 +3,7 @@
  * here (handles, open counts, chattr's flags, arguments); the rest goes
  * through the inode's table (kind.h). */
 #include "fs/op.h"
+#include "fs/atime.h"
 #include "fs/file.h"
 #include "fs/kind.h"
 #include "persist/writer.h"
@@ -59,6 +60,8 @@ void vy_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		return;
 	}
 	fi->fh = h->fh;
+	if (!writing && in->kind == VY_FILE)
+		vy_atime_read(fs, in, true); /* a read the page cache answers never reaches us */
 	if (fuse_reply_open(req, fi) != 0) {
 		pthread_mutex_lock(&fs->ns);
 		in->opens--;

@@ -3,6 +3,7 @@
 #include "fs/op.h"
 #include "ns/acl_inode.h"
 #include "daemon/session.h"
+#include "fs/atime.h"
 #include "fs/devices.h"
 #include "fs/file.h"
 #include "fs/kind.h"
@@ -75,10 +76,12 @@ void vy_op_readlink(fuse_req_t req, fuse_ino_t ino)
 {
 	vy_inode *in = vy_fs_inode(fs_of(req), ino);
 	const vy_kind_ops *ko = in ? vy_kind_ops_of(in) : NULL;
-	if (!ko || !ko->readlink)
+	if (!ko || !ko->readlink) {
 		fuse_reply_err(req, in ? EINVAL : ENOENT);
-	else
-		ko->readlink(req, in);
+		return;
+	}
+	vy_atime_read(fs_of(req), in, false); /* the kernel drops its atime after a readlink */
+	ko->readlink(req, in);
 }
 
 /* Make a named inode in `parent`; on success the entry is replied (or, with
@@ -608,6 +611,7 @@ void vy_op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struc
 				  (off_t)(e->cookie + 2));
 	}
 	pthread_mutex_unlock(&fs->ns);
+	vy_atime_read(fs, d, false); /* open: the kernel holds it; it drops its atime after a readdir */
 	fuse_reply_buf(req, buf, used);
 	free(buf);
 }

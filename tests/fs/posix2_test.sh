@@ -3,7 +3,8 @@
 # on vyrefs in the same test: sizes past the device's memory (and a 1 TiB
 # sparse file through every path that sizes from a file's length), chattr
 # and ctime/statx, .vyre out of the root's listings, df's available,
-# holes against st_blksize, and mount(8)'s standard flags. The rest of the
+# holes against st_blksize, mount(8)'s standard flags, and atime on reads
+# under each flag (issue "posix 3"). The rest of the
 # comparison is tests/fs/posix_test.sh.
 . tests/fs/lib.sh
 PROBE=${BUILD}/tests/fs/posix_probe
@@ -358,6 +359,54 @@ test_standard_mount_flags_as_on_tmpfs() {
 	assertEquals "every flag ran" "$(echo $STD_MOUNT_FLAGS | wc -w)" "$n"
 	assertContains "$out" "relatime: tmpfs rc=0 rw,nosuid,nodev,relatime"
 	assertContains "$out" "nosymfollow: tmpfs rc=0 rw,nosuid,nodev,relatime,nosymfollow"
+}
+
+# What reads do to atime in DIR, as words: a file whose atime is old read
+# with cat, and with O_DIRECT; one whose atime is ahead of now (after its
+# last change, under a day: only strictatime moves it); a directory listed.
+atime_outcomes() {
+	local f=$1/atime-f d=$1/atime-d a out=""
+	echo data >"$f" && mkdir -p "$d" && : >"$d/x" || return 1
+	moved() { [ "$(stat -c %X "$1")" != "$a" ] && echo moves || echo stays; }
+	touch -a -d 2000-01-01 "$f"; a=$(stat -c %X "$f"); cat "$f" >/dev/null
+	out="old:$(moved "$f")"
+	touch -a -d 2000-01-01 "$f"; a=$(stat -c %X "$f"); dd if="$f" of=/dev/null bs=4096 iflag=direct status=none 2>/dev/null
+	out="$out direct:$(moved "$f")"
+	touch -a -d "@$(($(date +%s) + 3600))" "$f"; a=$(stat -c %X "$f"); cat "$f" >/dev/null
+	out="$out ahead:$(moved "$f")"
+	touch -a -d 2000-01-01 "$d"; a=$(stat -c %X "$d"); ls "$d" >/dev/null
+	out="$out dir:$(moved "$d")"
+	rm -rf "$f" "$d"
+	echo "$out"
+}
+
+# Issue "posix 3": reads move atime as the mount's flags say, as on tmpfs.
+test_atime_on_reads_as_the_flags_say_as_on_tmpfs() {
+	need_root "it mounts a tmpfs with each flag" || return 0
+	local f t v want
+	for f in relatime strictatime noatime nodiratime; do
+		case $f in
+		relatime) want="old:moves direct:moves ahead:stays dir:moves" ;;
+		strictatime) want="old:moves direct:moves ahead:moves dir:moves" ;;
+		noatime) want="old:stays direct:stays ahead:stays dir:stays" ;;
+		nodiratime) want="old:moves direct:moves ahead:stays dir:stays" ;;
+		esac
+		TMPFS=$(mktemp -d /tmp/vyrefs-tmpfs.XXXXXX)
+		mount -t tmpfs -o "size=8m,$f" tmpfs "$TMPFS" || { fail "tmpfs $f"; continue; }
+		t=$(atime_outcomes "$TMPFS")
+		umount "$TMPFS" && rmdir "$TMPFS"
+		TMPFS=""
+		assertEquals "$f: tmpfs" "$want" "$t"
+		unmount_vyrefs
+		mount_vyrefs "$f" || { fail "mount $f"; continue; }
+		v=$(atime_outcomes "$MNT")
+		assertEquals "$f: vyrefs as tmpfs" "$t" "$v"
+	done
+	# A bind remount changes the mount's flags behind the daemon's back;
+	# it reads them again at the next statfs (vyrefs's remount ends so).
+	mount -o remount,bind,strictatime "$MNT" || fail "remount"
+	stat -f "$MNT" >/dev/null
+	assertEquals "remounted strictatime (nodiratime stays)" "old:moves direct:moves ahead:moves dir:stays" "$(atime_outcomes "$MNT")"
 }
 
 . tests/shunit.sh
