@@ -283,7 +283,7 @@ ValueError: vyrefs: M/short.safetensors is not a safetensors file: 2 bytes, unde
 ValueError: vyrefs: M/notjson.safetensors is not a safetensors file: its header is not JSON (Expecting property name enclosed in double quotes: line 1 column 2 (char 1)) (Fix: give a file written by safetensors, save_pretrained or vyrefs.torch.save)
 ValueError: vyrefs: M/outside.safetensors is not a safetensors file: tensor 'w': {\"dtype\": \"F32\", \"shape\": [4], \"data_offsets\": [0, 16]} (Fix: give a file written by safetensors, save_pretrained or vyrefs.torch.save)
 TypeError: vyrefs: M/unknown.safetensors: tensor 'w' is X9, a dtype safetensors does not define (Fix: rewrite the file with a known dtype)
-ValueError: vyrefs: shapes differ between the model and the files: emb.weight: the model's (512, 64), the file's (512, 32), blocks.0.norm.weight: the model's (64,), the file's (32,), blocks.0.norm.bias: the model's (64,), the file's (32,), blocks.0.up.weight: the model's (128, 64), the file's (64, 32), blocks.0.up.bias: the model's (128,), the file's (64,) and 11 more (Fix: build the model from the config the files were saved with)
+ShapesDiffer: vyrefs: shapes differ between the model and the files: emb.weight: the model's (512, 64), the file's (512, 32), blocks.0.norm.weight: the model's (64,), the file's (32,), blocks.0.norm.bias: the model's (64,), the file's (32,), blocks.0.up.weight: the model's (128, 64), the file's (64, 32), blocks.0.up.bias: the model's (128,), the file's (64,) and 11 more (Fix: build the model from the config the files were saved with)
 meta 0
 ValueError: vyrefs: 'emb.weight' is on the meta device, with no data to save (Fix: attach or load the weights first) False
 TypeError: vyrefs: 'w' is int, not a tensor (Fix: save a model or a {name: tensor} dict)" \
@@ -406,6 +406,52 @@ test_a_two_rank_job_answers_through_a_kill_and_a_new_job_attaches() {
 	unmount_vyrefs
 	mount_vyrefs "host_devices=2,survive=on" || { fail "mount"; return; }
 	ranks_through_a_kill
+}
+
+# Issue "families": a checkpoint that transformers converts at load (here
+# the stand-in's mixture of experts, one tensor per expert in the files,
+# fused in the model) attaches through a converted copy kept beside it:
+# made once by transformers' own load, used with no conversion by the next
+# process, made again when a source file changed, made once by two
+# processes at once; removable with rm -r.
+test_a_converted_model_is_kept_beside_its_source_and_remade_when_stale() {
+	needs_torch || return 0
+	local moe="$PWD/tests/client/standin:$PYTHONPATH"
+	save() { PYTHONPATH=$moe py "$1" <<'PY'
+import sys, torch, transformers, vyrefs.torch
+mnt, seed = sys.argv[1], int(sys.argv[2])
+cfg = transformers.Config(vocab=50, d=8, experts=4, tie=False, architectures=["TinyMoE"])
+g = torch.Generator().manual_seed(seed)
+t = {"emb.weight": torch.randn(50, 8, generator=g), "head.weight": torch.randn(50, 8, generator=g)}
+t.update({"experts.%d.w" % i: torch.randn(8, 8, generator=g) for i in range(4)})
+vyrefs.torch.save(t, mnt + "/moe")
+cfg.save_pretrained(mnt + "/moe")
+PY
+	}
+	attach() { PYTHONPATH=$moe py <<'PY'
+import sys, torch, transformers, vyrefs.transformers
+mnt = sys.argv[1]
+ours = vyrefs.transformers.from_pretrained(mnt + "/moe")
+made = len(transformers.CONVERSIONS)
+theirs = transformers.TinyMoE.from_pretrained(mnt + "/moe")
+x = torch.tensor([[1, 2, 3, 4]])
+print("converted", made, "at", (ours.vyrefs_converted or "").replace(mnt, "MNT"), "equal", torch.equal(ours(x), theirs(x)))
+PY
+	}
+	save 1
+	assertEquals "the first attach converts" "converted 1 at MNT/moe/vyrefs-converted equal True" "$(attach)"
+	assertEquals "the next process uses the kept copy" "converted 0 at MNT/moe/vyrefs-converted equal True" "$(attach)"
+	assertTrue "a directory users see" "[ -f '$MNT/moe/vyrefs-converted/model.safetensors' ]"
+	save 2
+	assertEquals "a source rewritten: made again, never the stale one" "converted 1 at MNT/moe/vyrefs-converted equal True" "$(attach)"
+	rm -r "$MNT/moe/vyrefs-converted" || fail "rm -r"
+	attach >"$MNT/a.out" & one=$!
+	attach >"$MNT/b.out"
+	wait $one
+	assertEquals "two at once: made once" 1 "$(cat "$MNT/a.out" "$MNT/b.out" | awk '{ n += $2 } END { print n }')"
+	assertEquals "both equal" 2 "$(grep -c 'equal True' "$MNT/a.out" "$MNT/b.out" | awk -F: '{ n += $2 } END { print n }')"
+	rm -rf "$MNT/moe" "$MNT"/?.out
+	assertEquals "nothing left" 0 "$(stat_of resident_bytes)"
 }
 
 . tests/shunit.sh

@@ -16,9 +16,36 @@ accelerate's hooks move the activations, as from_pretrained's device_map
 does. docs/devices.md says where a mount puts a model's files.
 """
 
+import errno
+import os
 import warnings
 
 import torch
+
+DEVICE_XATTR = "user.vyre.device"
+
+
+def place_dir(path, gpu):
+    """Directory `path` of a vyrefs mount: its new files go to device
+    `gpu` (its user.vyre.device; they never spill elsewhere)."""
+    from . import VyrefsError
+    try:
+        os.setxattr(path, DEVICE_XATTR, str(gpu).encode())
+    except OSError as e:
+        if e.errno in (errno.ENOTSUP, errno.EPERM):
+            raise VyrefsError(e.errno, "vyrefs: %s is not in a vyrefs mount (Fix: use a directory of a vyrefs "
+                                       "mount)" % path) from None
+        raise VyrefsError(e.errno, "vyrefs: cannot place %s on device %s: %s (Fix: mount every GPU it needs, "
+                                   "e.g. -o devices=all)" % (path, gpu, e.strerror)) from None
+
+
+def device_of(path):
+    """The mount ordinal a file or directory of a vyrefs mount is on, or
+    None (not a vyrefs mount, or a directory without a setting)."""
+    try:
+        return int(os.getxattr(path, DEVICE_XATTR))
+    except (OSError, ValueError):
+        return None
 
 
 class PlacementWarning(UserWarning):

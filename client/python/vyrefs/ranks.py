@@ -24,7 +24,6 @@ host mount (no GPU) it is LOCAL_RANK, so CI runs the same protocol.
 docs/client.md has the recipe for a serving engine.
 """
 
-import errno
 import hashlib
 import json
 import os
@@ -33,13 +32,12 @@ import uuid
 
 import torch
 
-from . import VyrefsError
 from . import dtensor as _dt
+from . import placement as _placement
 from . import torch as _vt
 
 RECORD = "rank.json"
 FORMAT = "vyrefs.ranks/1"
-DEVICE_XATTR = "user.vyre.device"
 
 
 def _fix_save():
@@ -72,6 +70,8 @@ def fingerprint(config):
         return None
     if hasattr(config, "to_json_string"):
         text = config.to_json_string(use_diff=False)
+    elif not isinstance(config, dict) and hasattr(config, "__dict__"):
+        text = json.dumps({k: v for k, v in vars(config).items() if not k.startswith("_")}, sort_keys=True, default=str)
     else:
         text = json.dumps(config, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()
@@ -102,17 +102,6 @@ def _save_id():
     return box[0]
 
 
-def _place(path, gpu):
-    try:
-        os.setxattr(path, DEVICE_XATTR, str(gpu).encode())
-    except OSError as e:
-        if e.errno in (errno.ENOTSUP, errno.EPERM):
-            raise VyrefsError(e.errno, "vyrefs: %s is not in a vyrefs mount (Fix: save into a directory of a "
-                                       "vyrefs mount)" % path) from None
-        raise VyrefsError(e.errno, "vyrefs: cannot place %s on GPU %d: %s (Fix: mount the GPUs of every rank, "
-                                   "e.g. -o devices=all)" % (path, gpu, e.strerror)) from None
-
-
 def save(model_or_state_dict, where, config=None, rank=None, world_size=None, max_shard_size="5GB"):
     """Rank r's tensors into where/rank-r-of-N/, on its GPU; returns that
     directory. An older save of this rank is replaced whole once the new
@@ -137,7 +126,7 @@ def save(model_or_state_dict, where, config=None, rank=None, world_size=None, ma
         shutil.rmtree(stale, ignore_errors=True)
     os.mkdir(tmp)
     try:
-        _place(tmp, gpu)
+        _placement.place_dir(tmp, gpu)
         _vt.save(tensors, tmp, max_shard_size=max_shard_size)
         with open(os.path.join(tmp, RECORD), "w") as f:
             json.dump(record, f, indent=1, sort_keys=True)
@@ -202,7 +191,7 @@ def check(model, where, config=None, rank=None, world_size=None):
                          % (rank, record.get("fingerprint"), fingerprint(config), _fix_save()))
     gpu = _current_gpu()
     try:
-        placed = int(os.getxattr(here, DEVICE_XATTR))
+        placed = int(os.getxattr(here, _placement.DEVICE_XATTR))
     except (OSError, ValueError):
         placed = record.get("gpu")
     if placed != gpu:

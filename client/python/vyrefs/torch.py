@@ -116,6 +116,14 @@ def empty_weights():
         torch.nn.Module.register_parameter = register
 
 
+class NamesDiffer(RuntimeError):
+    """The model's names and the files' differ (strict attach)."""
+
+
+class ShapesDiffer(ValueError):
+    """A tensor's shape differs between the model and the files."""
+
+
 def _slots(model):
     """(groups, loose): groups are lists of (name, module, key, kind) that
     hold one tensor object (tied weights are one group); loose are the
@@ -182,7 +190,7 @@ def _plan(model, sd, dtype):
             mismatch.append("%s: the model's %s, the file's %s" % (have[0], _dt.local_shape(old), tuple(t.shape)))
         done.append((slots, t, old))
     if mismatch:
-        raise ValueError("vyrefs: shapes differ between the model and the files: %s (Fix: build the model from "
+        raise ShapesDiffer("vyrefs: shapes differ between the model and the files: %s (Fix: build the model from "
                          "the config the files were saved with)" % _shown(mismatch, 5))
     if conflict:
         raise ValueError("vyrefs: the model ties %s, which the files hold with different values (Fix: untie "
@@ -242,7 +250,7 @@ def attach(model, path_or_state_dict, strict=True, dtype=None):
         done, missing, loose, unexpected, home, need = _plan(model, sd, dtype)
         missing_keys = [name for slots, _ in missing for name, _, _, _ in slots]
         if strict and (missing_keys or unexpected):
-            raise RuntimeError("vyrefs: the model and the files differ: %s%s%s (Fix: build the model from the "
+            raise NamesDiffer("vyrefs: the model and the files differ: %s%s%s (Fix: build the model from the "
                                "config the files were saved with, or pass strict=False to attach what matches)" % (
                                    "missing from the files: " + _shown(missing_keys) if missing_keys else "",
                                    "; " if missing_keys and unexpected else "",

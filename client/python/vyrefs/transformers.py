@@ -14,7 +14,9 @@ import os
 
 import torch
 
+from . import derived as _derived
 from . import placement as _placement
+from . import ranks as _ranks
 from . import torch as _vt
 
 
@@ -32,6 +34,46 @@ def _dtype(dtype):
     if not isinstance(found, torch.dtype):
         raise TypeError("vyrefs: dtype %r is not a torch dtype (Fix: e.g. torch.bfloat16, or \"auto\")" % (dtype,))
     return found
+
+
+def _keeps_fp32(model, dtype):
+    """transformers keeps some modules in float32 whatever dtype is asked
+    (T5's wo, ...): the files' tensors cast by vyrefs would not be its."""
+    keep = getattr(model, "_keep_in_fp32_modules", None)
+    return bool(keep) and dtype is not None and dtype != torch.float32
+
+
+def _convert(transformers, cls, path, config, dtype, sd, attn, differ):
+    """The converted copy's state dict (mapped), made by transformers' own
+    from_pretrained where it is missing or stale; closes `sd`."""
+    devices = sorted({t.device for t in sd.values()}, key=str)
+    gpu = devices[0].index if devices and devices[0].type == "cuda" else None
+    identity = {"transformers": transformers.__version__, "class": cls.__name__, "dtype": str(dtype),
+                "attn_implementation": attn, "config": _ranks.fingerprint(config)}
+
+    def make(tmp):
+        kw = {"config": config, "output_loading_info": True,
+              ("dtype" if int(transformers.__version__.split(".")[0]) >= 5 else "torch_dtype"): dtype or "auto"}
+        if gpu is not None:
+            kw["device_map"] = {"": gpu}
+        if attn is not None:
+            kw["attn_implementation"] = attn
+        loaded, info = cls.from_pretrained(path, **kw)
+        lost = list(info.get("missing_keys") or []) + [str(m) for m in info.get("mismatched_keys") or []]
+        if lost:
+            raise ValueError("vyrefs: the files do not hold this model: %s (before converting: %s) (Fix: build it "
+                             "from the config the files were saved with)" % (_vt._shown(lost, 5), differ))
+        _vt.save(loaded, tmp)
+        del loaded
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+
+    sd.close()
+    try:
+        where, _ = _derived.ensure(path, identity, make, gpu)
+    except PermissionError as e:
+        raise PermissionError("%s; transformers converts these files at load (%s)" % (e, differ)) from None
+    return where, _vt.load_state_dict(where)
 
 
 def _model_class(transformers, config, model_class, trust_remote_code):
@@ -91,10 +133,22 @@ def from_pretrained(path, dtype="auto", device_map=None, trust_remote_code=False
     config.name_or_path = os.fspath(path)
     _placement.check(device_map)
     sd = _vt.load_state_dict(path)
+    converted = None
     try:
         cls = _model_class(transformers, config, model_class, trust_remote_code)
         model = _build(transformers, cls, config, dtype or _file_dtype(sd), trust_remote_code, attn_implementation)
-        _vt.attach(model, sd, strict=strict, dtype=dtype)
+        try:
+            if strict and _keeps_fp32(model, dtype):
+                raise _vt.NamesDiffer("transformers keeps %s in float32" % model._keep_in_fp32_modules)
+            _vt.attach(model, sd, strict=strict, dtype=dtype)
+        except (_vt.NamesDiffer, _vt.ShapesDiffer) as differ:
+            if not strict:
+                raise
+            # transformers converts these files at load: its own load,
+            # once, kept beside them (vyrefs/derived.py), then attached.
+            converted, sd = _convert(transformers, cls, path, config, dtype, sd, attn_implementation, differ)
+            model = _build(transformers, cls, config, None, trust_remote_code, attn_implementation)
+            _vt.attach(model, sd, strict=True)
         if hasattr(model, "tie_weights"):
             model.tie_weights()
         where = _placement.homes(model, device_map)
@@ -106,5 +160,6 @@ def from_pretrained(path, dtype="auto", device_map=None, trust_remote_code=False
     gen = os.path.join(os.fspath(path), "generation_config.json")
     if os.path.isdir(path) and os.path.exists(gen) and getattr(model, "generation_config", None) is not None:
         model.generation_config = transformers.GenerationConfig.from_pretrained(path)
+    model.vyrefs_converted = converted
     model.eval()
     return model

@@ -37,3 +37,36 @@ class TinyLM(torch.nn.Module):
     def forward(self, x): return self.head(self.lin(self.emb(x)) * self.inv_freq.sum())
 class AutoModelForCausalLM:
     pass
+# A mixture of experts whose checkpoint holds one tensor per expert
+# (experts.I.w) and whose model holds them fused (experts_w), as
+# transformers 5 fuses Qwen3-MoE's and Mixtral's at load: its own
+# from_pretrained converts; CONVERSIONS counts them in this process.
+CONVERSIONS = []
+class TinyMoE(torch.nn.Module):
+    _keep_in_fp32_modules = None
+    def __init__(self, config):
+        super().__init__()
+        self.config = config; self.generation_config = GenerationConfig()
+        self.emb = torch.nn.Embedding(config.vocab, config.d)
+        self.experts_w = torch.nn.Parameter(torch.empty(config.experts, config.d, config.d))
+        self.head = torch.nn.Linear(config.d, config.vocab, bias=False)
+    def tie_weights(self): pass
+    @classmethod
+    def _from_config(cls, config, **kw): return cls(config)
+    @classmethod
+    def from_pretrained(cls, path, config=None, output_loading_info=False, device_map=None, **kw):
+        import vyrefs.torch
+        sd = vyrefs.torch.load_state_dict(path)
+        model = cls(config or AutoConfig.from_pretrained(path))
+        n = model.config.experts
+        state = {"emb.weight": sd["emb.weight"].clone(), "head.weight": sd["head.weight"].clone(),
+                 "experts_w": torch.stack([sd["experts.%d.w" % i] for i in range(n)])}
+        missing = [k for k in model.state_dict() if k not in state]
+        model.load_state_dict(state, strict=False)
+        sd.close()
+        CONVERSIONS.append(path)
+        info = {"missing_keys": missing, "unexpected_keys": [], "mismatched_keys": []}
+        return (model, info) if output_loading_info else model
+    def forward(self, x):
+        h = self.emb(x)
+        return self.head(sum(h @ self.experts_w[i] for i in range(self.experts_w.shape[0])))

@@ -1,0 +1,124 @@
+"""The model side of gpu_attach_test.sh's families test (issue "families"):
+random small models of each family, saved by save_pretrained, then each
+attached from the mount with vyrefs.transformers.from_pretrained and
+compared with transformers' own from_pretrained of the same directory on
+the same GPU.
+
+  families_check.py save TMP            every family into TMP/NAME
+  families_check.py compare MNT TMP     one line a family:
+      NAME converted C logits equal L greedy equal G
+  families_check.py stale MNT TMP       qwen3_moe saved again (another
+      seed) into TMP, its shards copied over the mount's: remade R equal L
+
+Timings go to stderr (first attach, transformers' own load, a later
+attach in the same process).
+"""
+import os
+import sys
+import time
+
+import torch
+
+import vyrefs.transformers
+
+
+def dtype_kw(transformers):
+    return "dtype" if int(transformers.__version__.split(".")[0]) >= 5 else "torch_dtype"
+
+
+def configs():
+    import transformers as t
+    small = dict(vocab_size=1000, hidden_size=128, intermediate_size=256, num_hidden_layers=2, num_attention_heads=4,
+                 num_key_value_heads=2, max_position_embeddings=256)
+    out = {
+        "llama": (t.LlamaConfig(**small), "LlamaForCausalLM", torch.bfloat16),
+        "qwen2_tied": (t.Qwen2Config(tie_word_embeddings=True, **small), "Qwen2ForCausalLM", torch.bfloat16),
+        "qwen3_moe": (t.Qwen3MoeConfig(num_experts=8, num_experts_per_tok=2, moe_intermediate_size=64,
+                                       decoder_sparse_step=1, head_dim=32, **small), "Qwen3MoeForCausalLM", torch.bfloat16),
+        "mixtral": (t.MixtralConfig(num_local_experts=4, num_experts_per_tok=2, **small), "MixtralForCausalLM",
+                    torch.bfloat16),
+        "t5": (t.T5Config(vocab_size=1000, d_model=128, d_ff=256, d_kv=32, num_layers=2, num_heads=4,
+                          decoder_start_token_id=0), "T5ForConditionalGeneration", torch.float32),
+        "bert": (t.BertConfig(vocab_size=1000, hidden_size=128, intermediate_size=256, num_hidden_layers=2,
+                              num_attention_heads=4), "BertModel", torch.bfloat16),
+        "llava": (t.LlavaConfig(vision_config=t.CLIPVisionConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                                                                   num_attention_heads=4, image_size=32, patch_size=8),
+                                text_config=t.LlamaConfig(**small), image_token_index=999),
+                  "LlavaForConditionalGeneration", torch.bfloat16),
+    }
+    return out
+
+
+def save(tmp, seed=11, only=None):
+    import transformers
+    for name, (config, cls, dtype) in configs().items():
+        if only and name != only:
+            continue
+        torch.manual_seed(seed)
+        model = getattr(transformers, cls)(config).to(dtype)
+        model.save_pretrained(os.path.join(tmp, name), max_shard_size="200KB")
+
+
+def _run(model, name, ids):
+    with torch.no_grad():
+        if name == "t5":
+            return model(input_ids=ids, decoder_input_ids=ids[:, :8]).logits
+        if name == "bert":
+            return model(input_ids=ids).last_hidden_state
+        return model(input_ids=ids).logits
+
+
+def _greedy(model, name, ids):
+    if name == "bert":
+        return None
+    with torch.no_grad():
+        return model.generate(input_ids=ids[:1, :16], max_new_tokens=32, do_sample=False, pad_token_id=0)
+
+
+def compare_one(mnt, tmp, name):
+    import transformers
+    config, cls, _ = configs()[name]
+    kw = {dtype_kw(transformers): torch.bfloat16}
+    t0 = time.perf_counter()
+    ours = vyrefs.transformers.from_pretrained(os.path.join(mnt, name), dtype=torch.bfloat16)
+    first = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    theirs = getattr(transformers, cls).from_pretrained(os.path.join(tmp, name), device_map="cuda", **kw).eval()
+    own = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    again = vyrefs.transformers.from_pretrained(os.path.join(mnt, name), dtype=torch.bfloat16)
+    later = time.perf_counter() - t0
+    ids = torch.randint(1, 990, (2, 24), generator=torch.Generator().manual_seed(3)).cuda()
+    a, b, c = _run(ours, name, ids), _run(theirs, name, ids), _run(again, name, ids)
+    ga, gb = _greedy(ours, name, ids), _greedy(theirs, name, ids)
+    greedy = "n/a" if ga is None else torch.equal(ga, gb)
+    conv = "yes" if ours.vyrefs_converted else "no"
+    sys.stderr.write("%s: first attach %.3f s, transformers' own %.3f s, a later attach %.3f s; max diff %g\n"
+                     % (name, first, own, later, float((a.float() - b.float()).abs().max())))
+    return "%s converted %s logits equal %s greedy equal %s" % (name, conv, torch.equal(a, b) and torch.equal(a, c),
+                                                              greedy)
+
+
+def compare(mnt, tmp):
+    for name in configs():
+        try:
+            print(compare_one(mnt, tmp, name), flush=True)
+        except Exception as e:  # one line a family, whatever happens
+            print("%s failed %s: %s" % (name, type(e).__name__, str(e)[:300]), flush=True)
+
+
+def stale(mnt, tmp):
+    import shutil
+    record = os.path.join(mnt, "qwen3_moe", "vyrefs-converted", "vyrefs-converted.json")
+    before = os.stat(record).st_mtime_ns
+    shutil.rmtree(os.path.join(tmp, "qwen3_moe"))
+    save(tmp, seed=12, only="qwen3_moe")
+    for f in sorted(os.listdir(os.path.join(tmp, "qwen3_moe"))):
+        if f.endswith(".safetensors"):
+            shutil.copyfile(os.path.join(tmp, "qwen3_moe", f), os.path.join(mnt, "qwen3_moe", f))
+    line = compare_one(mnt, tmp, "qwen3_moe")
+    print("remade", os.stat(record).st_mtime_ns != before, line.split(" converted ")[1])
+
+
+if __name__ == "__main__":
+    {"save": save, "compare": compare, "stale": stale}[sys.argv[1]](*sys.argv[2:])
