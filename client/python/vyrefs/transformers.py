@@ -147,7 +147,7 @@ def from_pretrained(path, dtype="auto", device_map=None, trust_remote_code=False
             # transformers converts these files at load: its own load,
             # once, kept beside them (vyrefs/derived.py), then attached.
             converted, sd = _convert(transformers, cls, path, config, dtype, sd, attn_implementation, differ)
-            model = _build(transformers, cls, config, None, trust_remote_code, attn_implementation)
+            model = _build(transformers, cls, config, dtype or _file_dtype(sd), trust_remote_code, attn_implementation)
             _vt.attach(model, sd, strict=True)
         if hasattr(model, "tie_weights"):
             model.tie_weights()
