@@ -37,6 +37,7 @@ from . import placement as _placement
 from . import torch as _vt
 
 RECORD = "rank.json"
+SAVE_ID = "save-id"  # the record's save_id alone: what the other ranks read
 FORMAT = "vyrefs.ranks/1"
 
 
@@ -131,6 +132,8 @@ def save(model_or_state_dict, where, config=None, rank=None, world_size=None, ma
         with open(os.path.join(tmp, RECORD), "w") as f:
             json.dump(record, f, indent=1, sort_keys=True)
             f.write("\n")
+        with open(os.path.join(tmp, SAVE_ID), "w") as f:
+            f.write("%s\n" % save_id)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -150,6 +153,15 @@ def _read(path):
         return record
     except (OSError, ValueError) as e:
         raise ValueError("vyrefs: %s has no readable %s (%s) (%s)" % (path, RECORD, e, _fix_save())) from None
+
+
+def _read_id(path):
+    try:
+        with open(os.path.join(path, SAVE_ID)) as f:
+            text = f.read().strip()
+        return None if text == "None" else text
+    except OSError:
+        return _read(path).get("save_id")
 
 
 def _saved_worlds(where):
@@ -178,7 +190,7 @@ def check(model, where, config=None, rank=None, world_size=None):
         if not os.path.isdir(other):
             raise ValueError("vyrefs: %s is missing: every rank of %d must have saved (%s)" % (other, world_size,
                                                                                             _fix_save()))
-        ids.add(_read(other).get("save_id"))
+        ids.add(_read_id(other))
     if len(ids) > 1:
         raise ValueError("vyrefs: the ranks in %s come from different saves (%s)" % (where, _fix_save()))
     if record.get("rank") != rank or record.get("world_size") != world_size:
@@ -201,12 +213,17 @@ def check(model, where, config=None, rank=None, world_size=None):
     if model is not None:
         saved = record.get("tensors", {})
         differ = []
+        names = {}
         for name, t in list(model.named_parameters()) + list(model.named_buffers()):
             want = saved.get(name)
             if want is None:
                 continue
-            now = {"shape": list(_dt.local_shape(t)), "dtype": str(t.dtype).replace("torch.", ""),
-                   "split": _dt.split_of(t)}
+            split = _dt.split_of(t)
+            dtype = names.get(t.dtype) or names.setdefault(t.dtype, str(t.dtype).replace("torch.", ""))
+            if split is None and want.get("split") is None and want.get("dtype") == dtype and \
+                    want.get("shape") == list(t.shape):
+                continue  # the common case, checked cheaply
+            now = {"shape": list(_dt.local_shape(t)), "dtype": dtype, "split": split}
             if now != want:
                 differ.append("%s: saved %s, now %s" % (name, want, now))
         if differ:
