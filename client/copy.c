@@ -294,6 +294,8 @@ API int vy_copy_file(const char *src, const char *dst, int threads, void (*progr
 		rc = vy_client_fail(errno, "vyrefs: cannot set the mode of '%s': %s", dst, strerror(errno));
 	if (close(out) != 0 && !rc)
 		rc = vy_client_fail(errno, "vyrefs: closing '%s': %s", dst, strerror(errno));
+	if (rc && made)
+		unlink(dst); /* a file this copy made and could not fill: nothing is left */
 	close(in);
 	if (how)
 		*how = way;

@@ -3,6 +3,7 @@
 #include "sock/mapsrv.h"
 #include "daemon/mountinfo.h"
 #include "daemon/mountflags.h"
+#include "daemon/oom.h"
 #include "fs/atime.h"
 #include "daemon/mount_devices.h"
 #include "fs/fs.h"
@@ -184,6 +185,7 @@ int vy_mount_serve(const vy_mount_args *a, vy_keeper_link *keeper, vy_keeper_ado
 {
 	bool kept = keeper && keeper->sock >= 0;
 	raise_fd_limit();
+	vy_oom_exempt(); /* a successor's too; its launchers go back to 0 */
 	vy_mount_devices opened = {0};
 	vy_device **dev = opened.dev;
 	vy_core *cores[VY_DEVICES_MAX] = {0};
@@ -497,6 +499,7 @@ int vy_mount_run(const vy_mount_args *given)
 		fprintf(stderr, "vyrefs: %s\n", why);
 		return 1;
 	}
+	vy_oom_exempt(); /* before the keeper starts: it inherits it */
 	struct stat st;
 	errno = 0;
 	if (stat(a->mountpoint, &st) != 0) {

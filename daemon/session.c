@@ -5,6 +5,7 @@
 #include "daemon/log.h"
 #include "state/state.h"
 #include "fs/statx.h"
+#include "ns/setid.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -325,19 +326,21 @@ bool vy_session_may_write(fuse_req_t req, mode_t mode, uid_t uid, gid_t gid)
 	return mode & S_IWOTH;
 }
 
+typedef struct group_ask {
+	fuse_req_t req;
+	gid_t gid;
+} group_ask;
+
+static bool ask_group(void *ctx)
+{
+	const group_ask *a = ctx;
+	return caller_in_group(a->req, a->gid);
+}
+
 mode_t vy_session_kill_suid(fuse_req_t req, mode_t mode, gid_t gid, bool chown)
 {
-	/* The kernel's rule (setattr_should_drop_suidgid, chown_common), with
-	 * uid 0 standing in for CAP_FSETID. A write, truncate or fallocate by
-	 * anyone else drops set-user-ID, and set-group-ID where group execute
-	 * is set or the caller is not in the file's group. A chown of anything
-	 * but a directory drops set-user-ID whoever asks (root too), and
-	 * set-group-ID by the same group rule. */
-	bool root = fuse_req_ctx(req)->uid == 0;
-	if (chown ? S_ISDIR(mode) : (!S_ISREG(mode) || root))
-		return mode;
-	mode_t kill = S_ISUID;
-	if ((mode & S_ISGID) && ((mode & S_IXGRP) || (!root && !caller_in_group(req, gid))))
-		kill |= S_ISGID;
-	return mode & ~kill;
+	/* uid 0 stands in for CAP_FSETID; the groups are read only if the
+	 * rule needs them. */
+	group_ask a = {.req = req, .gid = gid};
+	return vy_mode_kill_suid(mode, fuse_req_ctx(req)->uid == 0, chown, ask_group, &a);
 }

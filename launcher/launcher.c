@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -325,6 +326,15 @@ int vy_launcher_main(int sock)
 	if (close_range((unsigned)sock + 1, ~0u, 0) != 0) /* before Linux 5.9: one at a time */
 		for (long fd = sock + 1, max = sysconf(_SC_OPEN_MAX); fd < max; fd++)
 			close((int)fd);
+	/* Killable again: the daemon is exempt from the OOM killer (its
+	 * files' memory is not freed by its death: daemon/oom.h), not the
+	 * process that runs users' kernels. */
+	FILE *adj = fopen("/proc/self/oom_score_adj", "we");
+	bool ordinary = adj && fputs("0", adj) >= 0;
+	if (adj && fclose(adj) != 0)
+		ordinary = false;
+	if (!ordinary)
+		fprintf(stderr, "vyrefs launcher: cannot set oom_score_adj to 0 (Fix: check /proc)\n");
 	launcher l = {.ch = {.sock = sock, .mb_fd = -1}};
 	vy_u64map_init(&l.maps);
 	pthread_t watcher;

@@ -209,6 +209,7 @@ void vy_open_discard(vy_open *o);
 
 /* ctime (and mtime too, when `modified`) is now. */
 void vy_inode_touch(vy_inode *in, bool modified);
+
 /* chattr's flags (FS_*_FL) now, read under the inode's meta lock. */
 unsigned vy_inode_attr_flags(vy_inode *in);
 /* The S_IFMT bits: fixed at creation, read without locks. */

@@ -139,7 +139,11 @@ vy_err vy_clientfd_other(int fd, dev_t mount_dev, int need, vy_error *e)
 		return rc;
 	char type[128];
 	if (!fs_type_of(fd, type, sizeof(type)))
-		return vy_fail(e, VY_EINVAL, "pass a file of a mounted filesystem", "the other file's mount is not in mountinfo");
+		return vy_fail(e, VY_EINVAL,
+			       "copy it with cp, or from a filesystem the mount's daemon sees (a chroot's root, or a mount of "
+			       "another namespace, is not in its mountinfo)",
+			       "the daemon cannot tell which filesystem the other file is on: its mount is not in the "
+			       "daemon's /proc/self/mountinfo");
 	for (size_t i = 0; i < sizeof(pseudo) / sizeof(pseudo[0]); i++)
 		if (!strcmp(type, pseudo[i]))
 			return vy_fail(e, VY_EPERM, "copy with plain cp: the daemon does not read or write kernel state files",

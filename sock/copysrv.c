@@ -12,6 +12,8 @@
  * The caller (a connection's thread) only waits: planning (SEEK_DATA on
  * the client's fd) and the workers run in threads of the run's own. */
 #include "fs/file.h"
+#include "fs/op.h"
+#include "ns/setid.h"
 #include "sock/copysrv.h"
 #include "persist/writer.h"
 #include "sock/clientfd.h"
@@ -57,6 +59,7 @@ typedef struct run {
 	_Atomic bool stop;
 	_Atomic bool abandoned; /* stalled: a late read lands nowhere */
 	_Atomic unsigned refs; /* the caller, the coordinator and each worker */
+	vy_clientcred cred; /* whose write the client's fd gets (out of the mount) */
 	uint64_t size;     /* the bytes to copy */
 	unsigned threads;  /* asked for (0: one per core) */
 	bool complete;     /* the coordinator is done (lock) */
@@ -172,6 +175,18 @@ static vy_err device_side(run *r, piece p, void *staged, vy_error *e)
 	return rc;
 }
 
+/* This thread writes the client's fd from now on as the client would. */
+static vy_err as_client(run *r, vy_error *e)
+{
+	int err = vy_clientcred_become(&r->cred);
+	if (!err)
+		return VY_OK;
+	vy_err rc = vy_fail(e, VY_EINVAL, "report this bug (the daemon could not take the client's credentials)",
+			    "acting as uid %u to write the destination: %s", (unsigned)r->cred.uid, strerror(err));
+	run_fail(r, rc, e);
+	return rc;
+}
+
 static void *worker(void *arg)
 {
 	run *r = arg;
@@ -182,6 +197,8 @@ static void *worker(void *arg)
 	vy_err rc = vy_staging_acquire(c->staging, PIECE, &sb, &e);
 	if (rc != VY_OK)
 		run_fail(r, rc, &e);
+	if (rc == VY_OK && !r->into)
+		rc = as_client(r, &e); /* the client's fd is written as she would write it */
 	for (size_t i; rc == VY_OK && !atomic_load(&r->stop) && (i = atomic_fetch_add(&r->next, 1)) < r->npieces;) {
 		piece p = r->pieces[i];
 		if (r->into) {
@@ -358,7 +375,7 @@ static void *coordinate(void *arg)
 	pthread_mutex_unlock(&r->lock);
 	/* Out of the mount, only data was written: the holes and the tail
 	 * are the destination's size. */
-	if (sized && !r->into) {
+	if (sized && !r->into && as_client(r, &e) == VY_OK) {
 		atomic_fetch_add(&r->in_client, 1);
 		if (ftruncate(r->other, (off_t)r->size) != 0) {
 			vy_fail(&e, VY_EINVAL, "check the destination's filesystem", "sizing the destination to %llu bytes: %s",
@@ -413,6 +430,34 @@ static bool wait_copy(run *r, const vy_copysrv_job *job)
 	return stalled;
 }
 
+static bool cred_in_group(void *ctx)
+{
+	const vy_clientcred *c = ((const void **)ctx)[0];
+	const vy_inode *in = ((const void **)ctx)[1];
+	return vy_clientcred_in_group(c, in->gid);
+}
+
+/* A copy into the mount's file changes its bytes as the client's write(2)
+ * would: set-id bits go by the kernel's rule, file capabilities go, and
+ * the kernel's cached mode with them, before any byte lands. */
+static void lose_set_id(vy_fs *fs, vy_inode *in, const vy_clientcred *c)
+{
+	const void *ctx[2] = {c, in};
+	pthread_rwlock_wrlock(&in->lock);
+	vy_op_kill_caps(fs, in);
+	pthread_mutex_lock(&in->meta);
+	mode_t was = in->mode;
+	in->mode = vy_mode_kill_suid(in->mode, c->uid == 0, false, cred_in_group, (void *)ctx);
+	bool changed = in->mode != was;
+	pthread_mutex_unlock(&in->meta);
+	pthread_rwlock_unlock(&in->lock);
+	if (!changed)
+		return;
+	vy_persist_inode(fs, in);
+	if (fs->se)
+		fuse_lowlevel_notify_inval_inode(fs->se, in->ino, -1, 0);
+}
+
 vy_err vy_copysrv_run(vy_fs *fs, const vy_copysrv_job *job, uint64_t *done, uint64_t *total, vy_error *e)
 {
 	*done = 0;
@@ -427,6 +472,7 @@ vy_err vy_copysrv_run(vy_fs *fs, const vy_copysrv_job *job, uint64_t *done, uint
 		   .into = job->into,
 		   .other = job->other, /* the run's now */
 		   .threads = job->threads,
+		   .cred = *job->cred,
 		   .refs = 1};
 	pthread_mutex_init(&r->lock, NULL);
 	pthread_cond_init(&r->ended, NULL);
@@ -436,6 +482,8 @@ vy_err vy_copysrv_run(vy_fs *fs, const vy_copysrv_job *job, uint64_t *done, uint
 	r->size = job->into ? job->size : job->in->size;
 	pthread_rwlock_unlock(&job->in->lock);
 	*total = r->size;
+	if (job->into && r->size)
+		lose_set_id(fs, job->in, job->cred);
 	atomic_store(&r->moved_ns, now_ns());
 	pthread_t t;
 	pthread_attr_t attr;

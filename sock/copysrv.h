@@ -10,6 +10,7 @@
 #define VY_COPYSRV_H
 
 #include "fs/fs.h"
+#include "sock/clientcred.h"
 
 typedef struct vy_copysrv_job {
 	vy_inode *in;     /* the mount's file, held like an open file */
@@ -17,6 +18,10 @@ typedef struct vy_copysrv_job {
 	bool into;        /* into the mount's file (else out of it) */
 	uint64_t size;    /* into: the bytes to copy, at most in's size */
 	unsigned threads; /* 0: one per core, at most 16 */
+	/* The client, as the kernel names it: out of the mount, its fd is
+	 * written (and sized) with its credentials; into it, the mount's
+	 * file loses set-id bits as its write(2) would make it. */
+	const vy_clientcred *cred;
 	/* Called every 50 ms from the calling thread: report progress; true
 	 * to stop (the client went away). */
 	bool (*tick)(void *ctx, uint64_t done, uint64_t total);

@@ -223,10 +223,32 @@ static vy_err op_copy(conn *c, vy_msg *m)
 		rc = vy_clientfd_mount_file(c->srv->fs, c->srv->dev, mine, into ? VY_FD_WRITE : VY_FD_READ, &ino, &e);
 	if (mine >= 0)
 		close(mine);
+	/* Who the client is, from the kernel, as of now (a connection adopted
+	 * across a takeover too): the copy writes as she would. */
+	vy_clientcred cred;
+	int err = rc == VY_OK ? vy_clientcred_of(c->sock, &cred) : 0;
+	if (err)
+		rc = vy_fail(&e, VY_EINVAL, "copy with cp instead (the daemon acts only as a client it can name)",
+			     "cannot read the client's credentials: %s", strerror(err));
+	if (rc == VY_OK && !into) {
+		/* Her RLIMIT_FSIZE, as her own write would meet it. */
+		pthread_rwlock_rdlock(&ino->lock);
+		uint64_t size = ino->size;
+		pthread_rwlock_unlock(&ino->lock);
+		uint64_t limit = vy_clientcred_fsize_limit(&cred);
+		if (size > limit)
+			rc = vy_fail(&e, VY_EOVERFLOW, "raise your file size limit (ulimit -f), or copy a smaller file",
+				     "the copy would write %llu bytes; your file size limit is %llu",
+				     (unsigned long long)size, (unsigned long long)limit);
+	}
+	if (rc != VY_OK && ino) {
+		vy_clientfd_let_go(c->srv->fs, ino);
+		ino = NULL;
+	}
 	if (rc == VY_OK) {
 		copy_ctx ctx = {.c = c, .m = m};
 		vy_copysrv_job job = {.in = ino, .other = other, .into = into, .size = in.size, .threads = in.threads,
-				      .tick = copy_tick, .ctx = &ctx};
+				      .cred = &cred, .tick = copy_tick, .ctx = &ctx};
 		other = -1; /* the copy's now */
 		rc = vy_copysrv_run(c->srv->fs, &job, &out.done, &out.total, &e);
 		vy_clientfd_let_go(c->srv->fs, ino);

@@ -138,4 +138,18 @@ source_closed() {
 	! ls -l /proc/"$VY_PID"/fd 2>/dev/null | awk -v f="$1" '$NF == f { n++ } END { exit !n }'
 }
 
+# Issue "newcomer 3": a source the daemon refuses to read (a file of the
+# kernel's state, here sysfs, whose size is not its bytes) fails with the
+# daemon's Fix, and leaves nothing at the destination.
+test_a_refused_copy_leaves_nothing_behind() {
+	local sys
+	sys=$(find /sys/kernel -maxdepth 1 -type f -readable -size +0 2>/dev/null | head -n 1)
+	[ -n "$sys" ] || { skip_test "no readable sysfs file of a nonzero size here"; return 0; }
+	out=$("$VYREFS" cp "$sys" "$MNT/from-sys" 2>&1)
+	assertNotEquals "refused" 0 $?
+	assertContains "$out" "a filesystem of the kernel's state"
+	assertContains "$out" "Fix:"
+	assertFalse "nothing left at the destination" "[ -e '$MNT/from-sys' ]"
+}
+
 . tests/shunit.sh

@@ -464,6 +464,40 @@ test_13_a_request_id_the_loader_refuses_keeps_the_mount() {
 # Framing: a second HELLO gets an error reply (then the connection ends);
 # a message with more fds than its opcode takes (MAP 1, COPY 2, SYNC 0)
 # ends the connection, and the daemon keeps none of the fds.
+# Issue "survive 2", item 5: a COPY acts on her fd with her credentials.
+# Out of the mount into another user's writable set-id file (opened
+# without O_TRUNC, so her open kept the bits): the bits go, as her own
+# write would drop them; past her RLIMIT_FSIZE: refused, nothing written.
+# Into a root 6777 file of the mount: the bits go too.
+test_14_copies_write_as_their_client() {
+	mallory_file mal 65536
+	: >"$TT/setid"
+	chown 1:1 "$TT/setid"
+	chmod 6777 "$TT/setid"
+	out=$(attack "$MNT" copy-out "$MNT/mal" O_RDONLY "$TT/setid" O_WRONLY)
+	assertContains "$out" "copied 65536 of 65536"
+	assertEquals "set-id bits gone, as her write(2) drops them" "777 65536" "$(stat -c '%a %s' "$TT/setid")"
+	: >"$TT/m/limited"
+	chown "$MALLORY:$MALLORY" "$TT/m/limited"
+	out=$(as_mallory bash -c 'ulimit -f 16; exec "$0" "$@"' "$TT/vyattack" "$MNT" copy-out "$MNT/mal" O_RDONLY "$TT/m/limited" O_WRONLY 2>&1)
+	assertContains "her file size limit" "$out" "your file size limit is 16384"
+	assertEquals "nothing written" 0 "$(stat -c %s "$TT/m/limited")"
+	head -c 65536 /dev/zero >"$MNT/root-setid"
+	chmod 6777 "$MNT/root-setid"
+	head -c 65536 /dev/urandom >"$TT/m/src"
+	chmod 644 "$TT/m/src"
+	out=$(attack "$MNT" copy-into "$MNT/root-setid" O_RDWR "$TT/m/src" O_RDONLY)
+	assertContains "$out" "copied 65536 of 65536"
+	assertEquals "her copy into root's set-id file drops its bits" 777 "$(stat -c %a "$MNT/root-setid")"
+	cmp -s "$TT/m/src" "$MNT/root-setid" || fail "the bytes"
+	# Root's own copy keeps them, as root's write(2) does.
+	chmod 6777 "$MNT/root-setid"
+	out=$("$TT/vyattack" "$MNT" copy-into "$MNT/root-setid" O_RDWR "$TT/m/src" O_RDONLY)
+	assertEquals "root's copy keeps them" 6777 "$(stat -c %a "$MNT/root-setid")"
+	rm -f "$TT/setid" "$MNT/root-setid" "$MNT/mal"
+	assertDaemonSane 4096
+}
+
 test_flood_hello_twice_and_extra_fds() {
 	out=$(attack "$MNT" hello-twice)
 	assertEquals "first HELLO" "reply OK" "$(echo "$out" | head -n 1)"

@@ -319,4 +319,59 @@ test_mountpoint_mistakes_are_named() {
 	MNT=""
 }
 
+# Issue "survive 2", item 4: killing the daemon frees none of its files'
+# memory, so the OOM killer passes it by (oom_score_adj -1000, as tmpfs's
+# pages are nobody's), and its launchers stay killable. In a 400 MiB
+# memory cgroup holding the daemon and its 250 MiB file, a 300 MiB
+# allocation is what gets killed; the file is whole.
+test_the_oom_killer_spares_the_daemon_whose_death_frees_nothing() {
+	[ "$backend" = host ] || { skip_test "host memory counts in the daemon's RSS (a GPU's does not)"; return 0; }
+	need_root "it makes a memory cgroup" || return 0
+	need perl || return 0
+	local cg top
+	if grep -qw memory /sys/fs/cgroup/cgroup.controllers 2>/dev/null; then
+		top=/sys/fs/cgroup
+		echo +memory >"$top/cgroup.subtree_control" 2>/dev/null
+		cg=$top/vyrefs-oom.$$
+		mkdir "$cg" 2>/dev/null && echo $((400 << 20)) >"$cg/memory.max" 2>/dev/null && echo 0 >"$cg/memory.swap.max" 2>/dev/null ||
+			{ rmdir "$cg" 2>/dev/null; skip_test "cannot make a cgroup v2 memory cgroup here"; return 0; }
+	elif [ -d /sys/fs/cgroup/memory ]; then
+		top=/sys/fs/cgroup/memory
+		cg=$top/vyrefs-oom.$$
+		mkdir "$cg" 2>/dev/null && echo $((400 << 20)) >"$cg/memory.limit_in_bytes" 2>/dev/null ||
+			{ rmdir "$cg" 2>/dev/null; skip_test "cannot make a cgroup v1 memory cgroup here"; return 0; }
+		echo 0 >"$cg/memory.swappiness" 2>/dev/null
+	else
+		skip_test "no memory cgroup controller here"
+		return 0
+	fi
+	mount_vyrefs "host_memory=512M" || { fail "mount"; rmdir "$cg"; return; }
+	local pid src
+	pid=$(stat_of pid)
+	local caps
+	caps=$(awk '$1 == "CapEff:" { print $2 }' /proc/self/status)
+	if (((16#$caps >> 24 & 1) == 0)); then
+		# CAP_SYS_RESOURCE (24) withheld from root, as in some containers.
+		assertContains "said in the log" "$(cat "$VY_LOG")" "the OOM killer may choose this daemon"
+		assertEquals "as it was" "$(cat /proc/self/oom_score_adj)" "$(cat "/proc/$pid/oom_score_adj")"
+		unmount_vyrefs
+		rmdir "$cg"
+		skip_test "root here lacks CAP_SYS_RESOURCE (a container): the daemon cannot lower its oom_score_adj (it says so)"
+		return 0
+	fi
+	assertEquals "the daemon is exempt" -1000 "$(cat "/proc/$pid/oom_score_adj")"
+	echo "$pid" >"$cg/cgroup.procs" || fail "into the cgroup"
+	src=$(mktemp)
+	head -c 250M /dev/urandom >"$src"
+	cp "$src" "$MNT/big" || fail "cp"
+	sh -c 'echo $$ >"$1/cgroup.procs" && exec perl -e "\$x = q(a) x (300 << 20); sleep 1"' _ "$cg" 2>/dev/null
+	assertEquals "the allocation was killed" 137 $?
+	assertTrue "the daemon lives" "kill -0 $pid"
+	assertEquals "the file is whole" "$(sum_of "$src")" "$(sum_of "$MNT/big")"
+	echo "$pid" >"$top/cgroup.procs"
+	rm -f "$src" "$MNT/big"
+	unmount_vyrefs
+	rmdir "$cg"
+}
+
 . tests/shunit.sh
