@@ -185,7 +185,7 @@ int vy_mount_serve(const vy_mount_args *a, vy_keeper_link *keeper, vy_keeper_ado
 {
 	bool kept = keeper && keeper->sock >= 0;
 	raise_fd_limit();
-	vy_oom_exempt(); /* a successor's too; its launchers go back to 0 */
+	int oom = vy_oom_exempt(false); /* a successor's too; its launchers go back to 0 */
 	vy_mount_devices opened = {0};
 	vy_device **dev = opened.dev;
 	vy_core *cores[VY_DEVICES_MAX] = {0};
@@ -324,6 +324,8 @@ int vy_mount_serve(const vy_mount_args *a, vy_keeper_link *keeper, vy_keeper_ado
 		}
 	}
 	vy_log(LOG_NOTICE, "%s", said); /* with -f on stderr; else the system log's */
+	if (oom && !adopt)
+		vy_oom_exempt(true); /* why the OOM killer may take it, said once a mount */
 	if (kept) {
 		vy_keeper_watch(keeper, &fs.keeper_pid, &fs.standby_pid);
 		vy_log(LOG_WARNING, "%s", SURVIVE_WARNING);
@@ -356,8 +358,8 @@ int vy_mount_serve(const vy_mount_args *a, vy_keeper_link *keeper, vy_keeper_ado
 	bool quiet = vy_mapsrv_stop(&fs);
 	vy_persist_stop(&fs); /* unmounted: what is freed now needs no successor */
 	fuse_session_unmount(se);
-	if (adopt)
-		unmount_adopted(a->mountpoint);
+	if (adopt && !vy_session_connection_gone())
+		unmount_adopted(a->mountpoint); /* a signal ended it: the mount is ours, and still there */
 	if (km_ready)
 		vy_keeper_memory_quiet(&km); /* what teardown frees, the keeper closes itself */
 	if (kept)
@@ -499,7 +501,7 @@ int vy_mount_run(const vy_mount_args *given)
 		fprintf(stderr, "vyrefs: %s\n", why);
 		return 1;
 	}
-	vy_oom_exempt(); /* before the keeper starts: it inherits it */
+	vy_oom_exempt(false); /* before the keeper starts: it inherits it */
 	struct stat st;
 	errno = 0;
 	if (stat(a->mountpoint, &st) != 0) {

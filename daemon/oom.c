@@ -18,11 +18,12 @@ static int set_adj(const char *value)
 	return err;
 }
 
-void vy_oom_exempt(void)
+int vy_oom_exempt(bool say)
 {
 	int err = set_adj("-1000");
-	if (err)
+	if (err && say)
 		vy_log(LOG_INFO, "the OOM killer may choose this daemon (oom_score_adj -1000: %s), and killing it frees "
 				 "none of the files' memory (Fix: mount as root, or give vyrefs CAP_SYS_RESOURCE)",
 		       strerror(err));
+	return err;
 }

@@ -8,8 +8,11 @@
 #ifndef VY_OOM_H
 #define VY_OOM_H
 
-/* -1000 for this process (root, or CAP_SYS_RESOURCE); otherwise said once
- * in the log, with its Fix. */
-void vy_oom_exempt(void);
+#include <stdbool.h>
+
+/* -1000 for this process (root, or CAP_SYS_RESOURCE); 0 or the errno why
+ * not, said in the log with its Fix when `say` (once the mount is there:
+ * never on the mount command's terminal). */
+int vy_oom_exempt(bool say);
 
 #endif

@@ -89,6 +89,12 @@ bool vy_session_in_group(fuse_req_t req, gid_t gid);
  * 30%, in thread exits and starts (bench/run.sh measures both loops). */
 int vy_session_loop(struct fuse_session *se, unsigned waiting);
 
+/* Whether the loop ended because the kernel ended the connection (a read
+ * of /dev/fuse said ENODEV: unmounted or aborted), not by a signal: then
+ * there is no mount of ours left to release, whatever sits at its path
+ * now (issue "posix 3"). */
+bool vy_session_connection_gone(void);
+
 /* Called by the reply hook (session.c) just before a reply goes out: the
  * worker sending it is about to wait again, so a worker that takes the next
  * request need not wake another for its place. */

@@ -139,6 +139,14 @@ static bool wait_or_sleep(struct pool *p, struct worker *w)
 	return w->woken && !p->stop;
 }
 
+/* A worker's read said the connection is gone (one session per process). */
+static atomic_bool connection_gone;
+
+bool vy_session_connection_gone(void)
+{
+	return atomic_load(&connection_gone);
+}
+
 static void *work(void *arg)
 {
 	struct worker *w = arg;
@@ -157,6 +165,8 @@ static void *work(void *arg)
 		if (res <= 0 || p->stop) {
 			if (res < 0 && p->error == 0)
 				p->error = res;
+			if (res == 0) /* libfuse's word for ENODEV: the kernel ended it */
+				atomic_store(&connection_gone, true);
 			pthread_mutex_unlock(&p->lock);
 			fuse_session_exit(p->se);
 			sem_post(&p->ended);

@@ -354,4 +354,31 @@ test_refusals_say_what_to_do() {
 	assertFalse "nothing mounted" "mountpoint -q '$T/m'"
 }
 
+# Issue "posix 3": a clean unmount is never taken for a death, and a
+# successor never releases a mount by its path: mount, write, umount and
+# mount again on the same path, ten times; no takeover is logged, every
+# keeper ends cleanly, and the last mount stays. (The race it guards,
+# once in about 1,170 mounts under xfstests, is not forced here: the
+# successor now releases nothing when the kernel ended its connection.)
+test_a_clean_umount_then_a_mount_on_the_same_path_stays() {
+	local m=$T/same log=$T/same.log pid i
+	mkdir "$m" || { fail "mkdir"; return; }
+	for i in $(seq 11); do
+		env --default-signal=INT "$VYREFS" -f -o "backend=$backend,host_memory=256M,survive=on" "$m" 2>>"$log" &
+		pid=$!
+		wait_for "mount $i" vyrefs_live "$m" || break
+		echo "$i" >"$m/f" || fail "write $i"
+		[ "$i" = 11 ] && break
+		umount "$m" 2>/dev/null || fusermount3 -u "$m"
+		wait "$pid"
+		assertEquals "cycle $i: the keeper's exit" 0 $?
+	done
+	assertTrue "the last mount stays" "mountpoint -q '$m'"
+	assertEquals "and serves" 11 "$(cat "$m/f")"
+	assertNotContains "no takeover" "$(cat "$log")" "takes over"
+	umount "$m" 2>/dev/null || fusermount3 -u "$m"
+	wait "$pid"
+	rmdir "$m"
+}
+
 . tests/shunit.sh
