@@ -83,5 +83,9 @@ bool vy_adopt_namespace(struct vy_fs *fs, struct vy_state *st, struct vy_keeper_
 	if (rc != VY_OK)
 		vy_log(LOG_ERR, "takeover: cannot keep the namespace on: %s; this mount no longer survives the daemon's "
 				"death (Fix: umount and mount again)", e.msg);
+	else { /* memory not kept from now on fails closed */
+		km->lost = vy_persist_memory_lost;
+		atomic_store(&km->lost_fs, fs);
+	}
 	return true;
 }

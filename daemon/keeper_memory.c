@@ -67,16 +67,28 @@ static void give_slot(vy_keeper_memory *m, uint32_t s)
 	m->free[m->nfree++] = s;
 }
 
+/* Memory the keeper does not hold: lost at a death, so the mount stops
+ * surviving one (fails closed) and kept_failures counts it. */
+static void not_kept(vy_keeper_memory *m, const char *why)
+{
+	struct vy_fs *fs = atomic_load(&m->lost_fs);
+	if (fs && m->lost)
+		m->lost(fs, why);
+}
+
 static vy_keep_slot sink_add(void *ctx, int fd)
 {
 	vy_keeper_memory *m = ctx;
-	if (atomic_load(&m->failed))
+	if (atomic_load(&m->failed)) {
+		not_kept(m, "the keeper failed before");
 		return 0; /* a keeper that failed once is not waited on again */
+	}
 	pthread_mutex_lock(&m->lock);
 	uint32_t s = take_slot(m);
 	pthread_mutex_unlock(&m->lock);
 	if (!s) {
 		failed(m, "hand memory to", EMFILE);
+		not_kept(m, "no slot left under the open-file limit");
 		return 0;
 	}
 	vy_keeper_msg msg;
@@ -89,6 +101,7 @@ static vy_keep_slot sink_add(void *ctx, int fd)
 		give_slot(m, s); /* nothing was sent: the keeper holds nothing there */
 		pthread_mutex_unlock(&m->lock);
 		failed(m, "hand memory to", err);
+		not_kept(m, strerror(err));
 		return 0;
 	}
 	atomic_fetch_add(&m->adds, 1);
@@ -205,5 +218,6 @@ void vy_keeper_memory_destroy(vy_keeper_memory *m)
 
 void vy_keeper_memory_quiet(vy_keeper_memory *m)
 {
+	atomic_store(&m->lost_fs, NULL); /* unmounting: nothing is kept, nothing lost */
 	atomic_store(&m->failed, true); /* as after a failure, without its log line */
 }

@@ -25,6 +25,8 @@
 
 #define VY_KEEPER_MEMORY_SEND_S 10
 
+struct vy_fs;
+
 typedef struct vy_keeper_memory {
 	pthread_mutex_t lock;
 	int sock;        /* the link's socketpair (not ours to close) */
@@ -37,6 +39,12 @@ typedef struct vy_keeper_memory {
 	_Atomic bool failed; /* logged once */
 	_Atomic uint64_t adds, drops, failures;
 	vy_keep_sink sink;
+	/* Told of every allocation the keeper could not be handed: that
+	 * memory would be lost at a death, so the mount must no longer
+	 * survive one (daemon/mount.c sets vy_persist_memory_lost and its
+	 * fs once the writer runs; lost_fs NULL: nobody). */
+	void (*lost)(struct vy_fs *fs, const char *why);
+	struct vy_fs *_Atomic lost_fs;
 } vy_keeper_memory;
 
 /* The sink over socket `sock` to keeper `pid` (vy_keeper_link's). In a

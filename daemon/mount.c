@@ -292,6 +292,10 @@ int vy_mount_serve(const vy_mount_args *a, vy_keeper_link *keeper, vy_keeper_ado
 			ok = false;
 			snprintf(why, sizeof(why), "%s", e.msg);
 		}
+		if (ok) { /* memory not kept from now on fails closed */
+			km.lost = vy_persist_memory_lost;
+			atomic_store(&km.lost_fs, &fs);
+		}
 		if (!ok) {
 			report('E', "%s", why);
 			fuse_session_unmount(se);

@@ -70,10 +70,11 @@ static vy_err checkpoint(vy_persist *p, vy_error *e)
 
 void vy_persist_lose(vy_persist *p, const vy_error *e)
 {
-	p->counts.failures++;
-	if (p->broken)
+	/* Atomics: the keeper's memory slots lose from under the store's
+	 * locks, without the writer's (vy_persist_memory_lost). */
+	__atomic_add_fetch(&p->counts.failures, 1, __ATOMIC_RELAXED);
+	if (__atomic_exchange_n(&p->broken, true, __ATOMIC_ACQ_REL))
 		return;
-	p->broken = true;
 	vy_state_mark_broken(p->st); /* the next death ends the mount: no stale namespace is ever served */
 	vy_log(LOG_ERR, "cannot keep a change for a successor: %s; the mount no longer survives this daemon's death: "
 			"it ends with it, as with survive=off (Fix: umount and mount again)", e->msg);
@@ -81,7 +82,7 @@ void vy_persist_lose(vy_persist *p, const vy_error *e)
 
 void vy_persist_commit(vy_persist *p, uint16_t type, const void *payload, uint32_t len)
 {
-	if (p->broken)
+	if (__atomic_load_n(&p->broken, __ATOMIC_ACQUIRE))
 		return;
 	vy_error e;
 	vy_state_rec r = {.type = type, .payload = payload, .payload_len = len};
@@ -462,7 +463,7 @@ vy_err vy_persist_start(struct vy_fs *fs, struct vy_state *st, struct vy_shadow 
 		pthread_rwlock_rdlock(&root->lock);
 		vy_persist_xattrs(fs, root);
 		pthread_rwlock_unlock(&root->lock);
-		if (p->broken)
+		if (__atomic_load_n(&p->broken, __ATOMIC_ACQUIRE))
 			return vy_fail(e, VY_EINTERNAL, "mount with survive=off", "cannot start the kept state");
 	}
 	return VY_OK;
@@ -488,5 +489,17 @@ void vy_persist_counts_get(struct vy_fs *fs, vy_persist_counts *out)
 		return;
 	pthread_mutex_lock(&p->lock);
 	*out = p->counts;
+	out->failures = __atomic_load_n(&p->counts.failures, __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&p->lock);
+}
+
+void vy_persist_memory_lost(struct vy_fs *fs, const char *why)
+{
+	vy_persist *p = writer_of(fs);
+	if (!p)
+		return;
+	vy_error e;
+	vy_fail(&e, VY_EMFILE, "umount and mount again; keep fewer, larger files, or raise the open-file limit (ulimit -n)",
+		"file memory could not be handed to the keeper: %s", why);
+	vy_persist_lose(p, &e);
 }

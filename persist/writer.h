@@ -71,6 +71,11 @@ struct vy_p_wbehind;
 void vy_persist_wbehind(struct vy_fs *fs, const struct vy_p_wbehind *r);
 
 /* What the writer did, for .vyre/stats. */
+/* File memory the keeper could not be handed (daemon/keeper_memory.c,
+ * any thread, store locks held): counted in kept_failures, and the mount
+ * no longer survives (vy_persist_lose's fail-closed). */
+void vy_persist_memory_lost(struct vy_fs *fs, const char *why);
+
 typedef struct vy_persist_counts {
 	uint64_t records, checkpoints, failures;
 	uint64_t resends_answered; /* resent requests answered with the dead daemon's kept reply */

@@ -381,4 +381,33 @@ test_a_clean_umount_then_a_mount_on_the_same_path_stays() {
 	rmdir "$m"
 }
 
+# Issue "survive 2", item 7: under a low open-file limit the keeper runs
+# out of slots for file memory before the budget does. Memory it cannot
+# hold would be lost at a death: it counts in kept_failures at once, and
+# the next death ends the mount, as survive=off would, rather than a
+# successor serving files emptied. (Run in a subshell: the hard limit,
+# once lowered, stays.)
+test_memory_the_keeper_cannot_hold_fails_closed() {
+	local out
+	out=$(
+		ulimit -n 400 || exit 1
+		mount_vyrefs "survive=on" >&2 || { echo "no mount"; exit 1; }
+		for i in $(seq 420); do # 2 MiB: a memfd of its own each (host backend)
+			head -c 2M /dev/zero >"$MNT/f$i" 2>/dev/null || break
+		done
+		echo "failures $(stat_of kept_failures)"
+		kill -9 "$(stat_of pid)"
+		wait_for "the keeper ends the mount" gone "$VY_PID" >&2
+		wait "$VY_PID" 2>/dev/null
+		echo "keeper $?"
+		echo "stat $(timeout 10 stat "$MNT/f1" 2>&1 | grep -c 'Transport endpoint is not connected')"
+		grep -c "file memory could not be handed to the keeper" "$VY_LOG"
+		fusermount3 -u "$MNT" 2>/dev/null || umount "$MNT"
+		rmdir "$MNT"
+	)
+	assertTrue "counted: $out" "echo '$out' | grep -qE '^failures [1-9]'"
+	assertContains "the keeper ended the mount" "$out" "keeper 1"
+	assertContains "no emptied files are served" "$out" "stat 1"
+}
+
 . tests/shunit.sh
