@@ -52,6 +52,8 @@ int vy_clientcred_become(const vy_clientcred *c)
 {
 	if (c->uid == 0)
 		return 0; /* root's own write has root's rights */
+	if (geteuid() != 0)
+		return 0; /* a user's daemon has no capability to shed: the kernel's rules hold for its writes as for hers */
 	if (syscall(SYS_setgroups, (size_t)c->ngroups, c->groups) != 0)
 		return errno;
 	/* setfsgid/setfsuid say the previous value, not whether it took:

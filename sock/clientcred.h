@@ -29,7 +29,8 @@ int vy_clientcred_of(int sock, vy_clientcred *out);
 bool vy_clientcred_in_group(const vy_clientcred *c, gid_t gid);
 
 /* This thread, from now on, accesses files as the client (a root client:
- * as root). Per thread (raw syscalls: glibc's wrappers would change every
+ * as root; a daemon not run by root has no right to shed and stays as
+ * it is). Per thread (raw syscalls: glibc's wrappers would change every
  * thread), and for good: only for a thread that ends after. 0, or an
  * errno (the thread must then touch nothing of the client's). */
 int vy_clientcred_become(const vy_clientcred *c);
