@@ -110,12 +110,10 @@ void vy_devices_name_nospace(vy_fs *fs, const vy_inode *in, vy_err rc, vy_error 
 		return;
 	char others[256] = "";
 	size_t at = 0;
-	unsigned roomiest = in->dev == 0 ? 1 : 0;
+	int most = roomiest(fs, in->dev, 0); /* another device: there are two or more */
 	for (unsigned d = 0; d < fs->ndev; d++) {
 		if (d == in->dev)
 			continue;
-		if (free_room(fs, d) > free_room(fs, roomiest))
-			roomiest = d;
 		int w = snprintf(others + at, sizeof(others) - at, "%sdevice %d has %" PRIu64 " bytes free", at ? ", " : "",
 				 vy_devices_ordinal(fs, d), free_room(fs, d));
 		if (w < 0 || (size_t)w >= sizeof(others) - at)
@@ -126,5 +124,5 @@ void vy_devices_name_nospace(vy_fs *fs, const vy_inode *in, vy_err rc, vy_error 
 	vy_devices_what_of(e, msg, sizeof(msg));
 	vy_fail(e, VY_ENOSPC, "move it to a device with room: setfattr -n " VY_DEVICE_XATTR " -v N FILE",
 		"device %d is full: %.300s; %s (the file is on device %d; device %d has the most room)",
-		vy_devices_ordinal(fs, in->dev), msg, others, vy_devices_ordinal(fs, in->dev), vy_devices_ordinal(fs, roomiest));
+		vy_devices_ordinal(fs, in->dev), msg, others, vy_devices_ordinal(fs, in->dev), vy_devices_ordinal(fs, (unsigned)most));
 }
