@@ -2,6 +2,9 @@
 # Run every suite on one backend and end with `N passed, N failed, N skipped`.
 #   tests/run.sh host [SUITE...]   C unit suites + shunit2 suites on the host backend
 #   tests/run.sh cuda [SUITE...]   the same on the cuda backend, plus tests/gpu/
+#   VY_TEST_JOBS=N tests/run.sh ... runs N suites side by side (make test-gpu:
+#   4); a suite with a `# run.sh: alone` line (it reads the whole GPU's
+#   memory) runs after the others, by itself.
 # SUITE names pick some: `unit` (the C suites) or a shunit2 suite's name
 # (cli_test, mount_test, ...). As a user every suite runs (FUSE mounts go
 # through fusermount3); tests that need root skip themselves with the
@@ -42,11 +45,9 @@ run_c() {
 	local rc=$? line
 	line=$(tail -n 1 "$out")
 	if [[ $line =~ ^([0-9]+)\ passed,\ ([0-9]+)\ failed,\ ([0-9]+)\ skipped$ ]]; then
-		passed=$((passed + BASH_REMATCH[1]))
-		failed=$((failed + BASH_REMATCH[2]))
-		skipped=$((skipped + BASH_REMATCH[3]))
+		echo "${BASH_REMATCH[1]} ${BASH_REMATCH[2]} ${BASH_REMATCH[3]}" >"$log/$name.counts"
 	else
-		failed=$((failed + 1)) # crashed before its summary
+		echo "0 1 0" >"$log/$name.counts" # crashed before its summary
 		echo "$name: no summary (exit $rc)"
 	fi
 	if [ $rc != 0 ]; then
@@ -67,7 +68,6 @@ run_sh() {
 	name=$(basename "$suite")
 	out="$log/$name.log"
 	local start=$SECONDS
-	case "$name" in bench_test.sh) echo "$name: running (about 2 minutes)" ;; *) echo "$name: running" ;; esac
 	VY_LOG_DIR="$log/$name.d" bash "$suite" >"$out" 2>&1
 	local rc=$?
 	want=$(tests_in "$suite")
@@ -80,9 +80,7 @@ run_sh() {
 	notrun=$((want > ran ? want - ran : 0))
 	# A suite that failed with every test that ran passing: count it once.
 	[ $rc != 0 ] && [ "$fails" = 0 ] && [ "$notrun" = 0 ] && fails=1
-	passed=$((passed + ran - fails - skips))
-	failed=$((failed + fails + notrun))
-	skipped=$((skipped + skips))
+	echo "$((ran - fails - skips)) $((fails + notrun)) $skips" >"$log/$name.counts"
 	[ "$fails" != 0 ] && grep -B1 '^ASSERT\|^ERROR\|^shunit2:\(ERROR\|FATAL\)' "$out" | grep -v '^@setUp$'
 	[ "$notrun" != 0 ] && { echo "  $notrun of $want tests never ran (exit $rc):"; grep '^shunit2:FATAL' "$out" | sed 's/^/  /'; tail -n 5 "$out" | sed 's/^/  | /'; }
 	awk '/^@setUp$/ { t = ""; r = "" } /^SKIPPED/ { if (t == "") r = $0; else print "  skip " t ": " $0 }
@@ -106,7 +104,7 @@ picked() {
 skip_suite() {
 	local n
 	n=$(tests_in "$1")
-	skipped=$((skipped + n))
+	echo "0 0 $n" >"$log/$(basename "$1").counts"
 	echo "$(basename "$1"): $n skipped: $2"
 }
 
@@ -115,37 +113,88 @@ if [ ! -r "$SHUNIT2" ]; then
 	echo "no shunit2 ($SHUNIT2): the shell suites are skipped (Fix: apt-get install shunit2, as root)"
 fi
 
+# Suites side by side: each one's report goes to $log/NAME.out and its
+# counts to $log/NAME.counts; a report is printed whole when its suite
+# ends, and the counts are added up at the end. A suite that leaves no
+# counts (its runner itself died) counts as one failure.
+jobs=${VY_TEST_JOBS:-1}
+[[ $jobs =~ ^[1-9][0-9]?$ ]] || { echo "tests/run.sh: VY_TEST_JOBS='$jobs': want 1 to 99 (Fix: VY_TEST_JOBS=4)" >&2; exit 2; }
+running=0 names=()
+
+# finish_one: wait for a suite started side by side, print its report.
+finish_one() {
+	local done_pid
+	wait -n -p done_pid
+	running=$((running - 1))
+	cat "$log/${started[$done_pid]}.out"
+}
+declare -A started
+
+# launch KIND PATH: run a C suite (c) or a shell suite (sh), side by side
+# when VY_TEST_JOBS > 1 and the suite does not ask to run alone.
+launch() {
+	local kind=$1 path=$2 name
+	name=$(basename "$path")
+	names+=("$name")
+	case "$name" in bench_test.sh) echo "$name: running (about 2 minutes)" ;; *.sh) echo "$name: running" ;; esac
+	if [ "$jobs" = 1 ]; then
+		"run_$kind" "$path"
+		return
+	fi
+	while [ "$running" -ge "$jobs" ]; do finish_one; done
+	"run_$kind" "$path" >"$log/$name.out" 2>&1 &
+	started[$!]=$name
+	running=$((running + 1))
+}
+
+alone() {
+	grep -q '^# run.sh: alone' "$1"
+}
+
 # A user mounts through fusermount3 as root does directly: every suite runs
 # as a user, and a test that needs root (mount(8), fstab, acting as another
 # user, allow_other without user_allow_other) skips itself, saying why.
 run_suite() {
 	picked "$(basename "$1" .sh)" || return 0
 	if [ ! -r "$SHUNIT2" ]; then
+		names+=("$(basename "$1")")
 		skip_suite "$1" "needs shunit2"
 		return 0
 	fi
-	run_sh "$1"
+	launch sh "$1"
 }
 
 if picked unit; then
 	echo "unit suites: running"
 	for bin in "$build"/tests/unit/test_*; do
-		[ -x "$bin" ] && run_c "$bin"
+		[ -x "$bin" ] && launch c "$bin"
 	done
 fi
-for suite in tests/cli/*_test.sh tests/fs/*_test.sh tests/ctl/*_test.sh tests/client/*_test.sh tests/survive/*_test.sh; do
-	[ -f "$suite" ] && run_suite "$suite"
-done
-if [ "$backend" = cuda ]; then
-	if picked unit; then
-		for bin in "$build"/tests/gpu/test_*; do
-			[ -x "$bin" ] && run_c "$bin"
-		done
+later=()
+suites=(tests/cli/*_test.sh tests/fs/*_test.sh tests/ctl/*_test.sh tests/client/*_test.sh tests/survive/*_test.sh)
+[ "$backend" = cuda ] && suites+=(tests/gpu/*_test.sh)
+for suite in "${suites[@]}"; do
+	[ -f "$suite" ] || continue
+	if [ "$jobs" != 1 ] && alone "$suite"; then
+		later+=("$suite")
+	else
+		run_suite "$suite"
 	fi
-	for suite in tests/gpu/*_test.sh; do
-		[ -f "$suite" ] && run_suite "$suite"
+done
+while [ "$running" -gt 0 ]; do finish_one; done
+jobs=1 # the GPU's own C suites and the suites that read the whole GPU: one at a time
+if [ "$backend" = cuda ] && picked unit; then
+	for bin in "$build"/tests/gpu/test_*; do
+		[ -x "$bin" ] && launch c "$bin"
 	done
 fi
+for suite in ${later[@]+"${later[@]}"}; do
+	run_suite "$suite"
+done
+for name in ${names[@]+"${names[@]}"}; do
+	read -r p f s 2>/dev/null <"$log/$name.counts" || { p=0 f=1 s=0; echo "$name: left no counts (its runner died)"; }
+	passed=$((passed + p)) failed=$((failed + f)) skipped=$((skipped + s))
+done
 echo "logs: $log"
 echo "$passed passed, $failed failed, $skipped skipped"
 [ "$failed" = 0 ]

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# run.sh: alone (it reads the whole GPU's memory: nvidia-smi or torch.cuda.mem_get_info)
 # One mount over two GPUs (issue "devices"): placement, a move under
 # readers, peer copies with no host byte, a saxpy in device 1's launcher,
 # PyTorch mapping a file of device 1, the refusal of a launch over both,

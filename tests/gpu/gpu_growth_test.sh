@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# run.sh: alone (it reads the whole GPU's memory: nvidia-smi or torch.cuda.mem_get_info)
 # Growth in place on the GPU (issue "hardening"): a file written in small
 # pieces grows by mapping VMM memory at its end, with no device copy past
 # its first 2 MiB; the launcher and PyTorch map all its pieces as one range;

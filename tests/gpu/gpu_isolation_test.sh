@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# run.sh: alone (it reads the whole GPU's memory: nvidia-smi or torch.cuda.mem_get_info)
 # A bad kernel costs only its sequence: three kernels written as a new user
 # writes them (an out-of-bounds write, a trap, an endless loop) each fail
 # their write with the documented errno and message, three files written

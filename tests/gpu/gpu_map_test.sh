@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# run.sh: alone (it reads the whole GPU's memory: nvidia-smi or torch.cuda.mem_get_info)
 # Mapping files into CUDA programs: PyTorch (as_tensor through
 # __cuda_array_interface__, from_dlpack) and CuPy see a file's device memory
 # with no copy; what torch writes shows through the mount after sync and

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# run.sh: alone (it reads the whole GPU's memory: nvidia-smi or torch.cuda.mem_get_info)
 # GPU-only mount checks: device memory seen from outside the process
 # (nvidia-smi) grows with files and is back to its value before the mount
 # once vyrefs exits; a large file round-trips byte-exact.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# run.sh: alone (it reads the whole GPU's memory: nvidia-smi or torch.cuda.mem_get_info)
 # survive=on on a GPU (docs/survive.md): a tiny Llama attached from the
 # mount (vyrefs.transformers, a mapping per shard) keeps answering, bit for
 # bit, through three SIGKILLs of the daemon; after each, the successor
