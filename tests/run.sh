@@ -164,12 +164,15 @@ run_suite() {
 	launch sh "$1"
 }
 
-if picked unit; then
+# On the cuda backend the C suites check the GPU's free memory: alone.
+unit_now() {
+	picked unit || return 0
 	echo "unit suites: running"
 	for bin in "$build"/tests/unit/test_*; do
 		[ -x "$bin" ] && launch c "$bin"
 	done
-fi
+}
+[ "$backend" = host ] && unit_now
 later=()
 suites=(tests/cli/*_test.sh tests/fs/*_test.sh tests/ctl/*_test.sh tests/client/*_test.sh tests/survive/*_test.sh)
 [ "$backend" = cuda ] && suites+=(tests/gpu/*_test.sh)
@@ -183,6 +186,7 @@ for suite in "${suites[@]}"; do
 done
 while [ "$running" -gt 0 ]; do finish_one; done
 jobs=1 # the GPU's own C suites and the suites that read the whole GPU: one at a time
+[ "$backend" = cuda ] && unit_now
 if [ "$backend" = cuda ] && picked unit; then
 	for bin in "$build"/tests/gpu/test_*; do
 		[ -x "$bin" ] && launch c "$bin"

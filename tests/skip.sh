@@ -13,7 +13,7 @@ skip_test() {
 need() {
 	local t
 	for t in "$@"; do
-		command -v "$t" >/dev/null 2>&1 || { skip_test "needs $t"; return 1; }
+		type -P "$t" >/dev/null 2>&1 || { skip_test "needs $t"; return 1; } # a program, not a stand-in (lib.sh)
 		if [ "$t" = setpriv ] && [ "$(id -u)" != 0 ]; then
 			skip_test "needs root (it acts as another user)"
 			return 1

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# run.sh: alone (on the cuda backend it reads the whole GPU's free memory: the daemon's baseline at unmount, df or RSS)
 # The vyrefs command line: help, version, options, the self-check on the
 # backend under test, and clear errors (with a Fix hint) for bad input.
 . tests/skip.sh

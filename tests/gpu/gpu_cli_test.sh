@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# run.sh: alone (on the cuda backend it reads the whole GPU's free memory: the daemon's baseline at unmount, df or RSS)
 # GPU-only command-line checks: `auto` picks the GPU without a note, the
 # self-check passes on it, and a wrong ordinal says what to do.
 VYREFS=${VYREFS:-build/vyrefs}
