@@ -253,7 +253,7 @@ test: test-deps
 
 test-gpu:
 	@$(MAKE) --no-print-directory all
-	@BUILD=$(BUILD) VY_TEST_JOBS=$${VY_TEST_JOBS:-4} tests/run.sh cuda
+	@BUILD=$(BUILD) VY_TEST_JOBS=$${VY_TEST_JOBS:-6} tests/run.sh cuda
 
 # /usr/local/bin is on the PATH mount(8) gives mount.fuse3, so fstab's
 # `fuse.vyrefs` entries find it there.

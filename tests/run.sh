@@ -3,7 +3,7 @@
 #   tests/run.sh host [SUITE...]   C unit suites + shunit2 suites on the host backend
 #   tests/run.sh cuda [SUITE...]   the same on the cuda backend, plus tests/gpu/
 #   VY_TEST_JOBS=N tests/run.sh ... runs N suites side by side (make test-gpu:
-#   4); a suite with a `# run.sh: alone` line (it reads the whole GPU's
+#   6); a suite with a `# run.sh: alone` line (it reads the whole GPU's
 #   memory) runs after the others, by itself.
 # SUITE names pick some: `unit` (the C suites) or a shunit2 suite's name
 # (cli_test, mount_test, ...). As a user every suite runs (FUSE mounts go

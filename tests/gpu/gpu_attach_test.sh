@@ -1,15 +1,13 @@
 #!/usr/bin/env bash
-# run.sh: alone (it reads the whole GPU's memory: nvidia-smi or torch.cuda.mem_get_info)
 # Whole models from a cuda mount (vyrefs.torch, vyrefs.transformers): tiny
 # random Llamas saved sharded by save_pretrained give, through
 # vyrefs.transformers.from_pretrained in a new process, logits equal bit for
 # bit to transformers' from_pretrained from tmpfs, with no copy of the
-# weights and the tied one tied; a torch.nn model saved sharded by
-# vyrefs.torch.save and attached in two processes at once takes device
-# memory once; a processed state dict comes back equal; DLPack hands a
+# weights and the tied one tied; a processed state dict comes back equal; DLPack hands a
 # mapped tensor to cupy and jax with no copy where they take it; a
 # conversion too big for the device is refused with nothing left mapped.
-# The helper is tests/gpu/attach_check.py.
+# The helper is tests/gpu/attach_check.py. Two processes sharing one copy
+# are gpu_share_test's (it reads the GPU's free memory: alone).
 . tests/fs/lib.sh
 export VYREFS_LIB=$PWD/${BUILD}/libvyrefs.so
 export PYTHONPATH=$PWD/client/python:$PWD/tests/client${PYTHONPATH:+:$PYTHONPATH}
@@ -50,28 +48,6 @@ test_tinyllama_sharded_at_8_mod_16_placed_and_bit_for_bit() {
 	assertEquals "parameters off 512 0 []
 logits equal True max diff 0.0
 greedy equal True" "$out"
-}
-
-test_two_processes_attached_at_once_take_device_memory_once() {
-	have torch || { skip_test "needs torch"; return; }
-	saved=$(python3 $CHECK net-save "$MNT") || fail "net-save"
-	resident=$(stat_of resident_bytes)
-	python3 $CHECK net-hold "$MNT" "$TMP" >"$TMP/hold.out" 2>"$TMP/hold.err" &
-	holder=$!
-	for _ in $(seq 600); do [ -e "$TMP/ready" ] && break; kill -0 $holder 2>/dev/null || break; sleep 0.1; done
-	[ -e "$TMP/ready" ] || { fail "the first process did not attach: $(cat "$TMP/hold.err")"; return; }
-	one=$(stat_of mapped_bytes)
-	second=$(python3 $CHECK net-second "$MNT" 2>"$TMP/err") || cat "$TMP/err"
-	both=$(stat_of mapped_bytes)
-	touch "$TMP/done"
-	wait $holder
-	assertEquals "the holder's answer is the saved model's" "$(echo "$saved" | cut -d' ' -f2)" "$(head -n 1 "$TMP/hold.out")"
-	assertEquals "and so is the second's" "$(echo "$saved" | cut -d' ' -f2)" "$(echo "$second" | head -n 1)"
-	assertContains "$second" "under a tenth True"
-	# mapped_bytes is the memory mapped, counted once however many map it.
-	assertEquals "both processes map the same bytes, counted once" "$one" "$both"
-	assertEquals "one copy: resident bytes as before" "$resident" "$(stat_of resident_bytes)"
-	echo "$second" | tail -n 1
 }
 
 test_processed_state_dict_saved_and_attached_back() {
