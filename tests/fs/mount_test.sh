@@ -53,6 +53,48 @@ test_readme_first_session_runs_as_written() {
 	assertEquals "the session left nothing" "" "$(ls "$MNT")"
 }
 
+# Issue "posix 3": `mount; echo x > f; umount` at once, again and again,
+# with the machine busy (two processes spinning beside it): never EBUSY,
+# with survive=on too, as on tmpfs (root only: a user mounts no tmpfs).
+# Each cycle waits for the mount to leave mountinfo, never for a time.
+cycles_of() { # FSTYPE_MOUNT_COMMAND... : mount, write, unmount $N times; prints the EBUSY count
+	local busy=0 i
+	for i in $(seq "$N"); do
+		"$@" "$C" >/dev/null 2>&1 || { echo "mount $i failed"; return 1; }
+		echo x >"$C/f" || { echo "write $i failed"; return 1; }
+		if [ "$(id -u)" = 0 ]; then umount "$C" 2>"$D/why"; else fusermount3 -u "$C" 2>"$D/why"; fi || {
+			busy=$((busy + 1))
+			sed "s/^/cycle $i: /" "$D/why" >&2
+			for _ in $(seq 200); do umount "$C" 2>/dev/null || fusermount3 -u "$C" 2>/dev/null && break; sleep 0.05; done
+		}
+		for _ in $(seq 200); do grep -q " $C " /proc/mounts || break; sleep 0.05; done
+	done
+	echo "$busy"
+}
+tmpfs_mount() { mount -t tmpfs -o size=1M tmpfs "$1"; }
+vyrefs_mount() { "$VYREFS" -o "backend=$backend,host_memory=64M" "$1"; }
+vyrefs_survive_mount() { "$VYREFS" -o "backend=$backend,host_memory=64M,survive=on" "$1"; }
+
+test_umount_right_after_writing_under_load_as_on_tmpfs() {
+	C=$(mktemp -d /tmp/vyrefs-cycle.XXXXXX)
+	N=50 # the issue's 200 run by hand (docs/fs.md); 50 keep CI short
+	[ "$backend" = cuda ] && N=20 # a cuda mount's start is the GPU's context
+	local spin=()
+	for _ in 1 2; do
+		timeout 600 sh -c 'while :; do :; done' &
+		spin+=($!)
+	done
+	if [ "$(id -u)" = 0 ]; then
+		assertEquals "tmpfs: EBUSY in $N cycles" 0 "$(cycles_of tmpfs_mount)"
+	fi
+	assertEquals "vyrefs: EBUSY in $N cycles" 0 "$(cycles_of vyrefs_mount)"
+	N=$((N / 2))
+	assertEquals "vyrefs survive=on: EBUSY in $N cycles" 0 "$(cycles_of vyrefs_survive_mount)"
+	kill "${spin[@]}" 2>/dev/null
+	wait "${spin[@]}" 2>/dev/null
+	rmdir "$C"
+}
+
 # fstab's `vyrefs /mnt/gpu fuse.vyrefs defaults,... 0 0` runs mount(8),
 # which runs mount.fuse3, which runs `vyrefs SOURCE MOUNTPOINT -o ...` found
 # on a fixed PATH (/usr/local/sbin first). In a private mount namespace a
