@@ -1,12 +1,33 @@
 #!/usr/bin/env bash
-# The documents against the code (issue "newcomer 3"). docs/manual.md and
-# the man page are the reference, and each of their tables is the code's own: the
+# The documents against the code (issue "newcomer 3"). README.md is the
+# front page: it says what a machine without a GPU gets before the Quick
+# start, and its first session runs as written. docs/manual.md and the man
+# page are the reference, and each of their tables is the code's own: the
 # settings are made from config/options.c, the telemetry keys and the
 # .vyre/ entries are those a mount shows, the packages those
 # scripts/install-deps.sh installs; docs/layout.md names every folder.
-# A test writes only in the mounts it makes.
+# A test writes only in its own temp dir and the mounts it makes there.
 . tests/fs/lib.sh
 MANUAL=docs/manual.md
+SD="" # a test's own directory: the sessions' ~/gpu is $SD/gpu
+
+setUp() {
+	SD=$(mktemp -d /tmp/vyrefs-docs.XXXXXX) || return 1
+	chmod 755 "$SD"
+}
+
+tearDown() {
+	if [ -n "$SD" ]; then
+		if mountpoint -q "$SD/gpu" 2>/dev/null; then
+			fusermount3 -u "$SD/gpu" 2>/dev/null || umount -l "$SD/gpu"
+		fi
+		wait_gone "vyrefs.*$SD/gpu" || fail "a daemon on $SD/gpu is still running"
+		mountpoint -q "$SD/gpu" 2>/dev/null || rm -rf "$SD"
+		SD=""
+	fi
+	unmount_vyrefs
+	drop_log
+}
 
 # section FILE HEADING: the lines under the `## ` heading that starts with
 # HEADING, up to the next `# ` or `## ` heading (its `###` parts included).
@@ -23,6 +44,64 @@ first_cells() {
 
 help_keys() {
 	"$VYREFS" --help | sed -n 's/^     \([a-z_]*\)=.*/\1/p' | sort
+}
+
+# fenced FILE MARK: the lines of the fenced block that follows the line
+# `<!-- MARK -->`.
+fenced() {
+	awk -v m="<!-- $2 -->" '$0 == m { want = 1; next } want && /^```/ { if (on) exit; on = 1; next } on { print }' "$1"
+}
+
+# matches TEXT WANT: the pieces of WANT between `...` appear in TEXT, in
+# order (`...` stands for anything, as README's `→` comments write it).
+matches() {
+	local text=$1 rest=$2 piece
+	while :; do
+		piece=${rest%%...*}
+		[[ $text == *"$piece"* ]] || return 1
+		text=${text#*"$piece"}
+		[ "$piece" = "$rest" ] && return 0
+		rest=${rest#*...}
+	done
+}
+
+# as_written SESSION [REFUSED]: run a README session's commands one by one,
+# each as written but for the names: ~/gpu is $SD/gpu, ./build/vyrefs the
+# binary under test (and the mount, `./build/vyrefs ~/gpu`, is given
+# backend=$backend, so the test runs on the backend under test whatever
+# the machine has), /tmp/vyrefs-example.bin is $SD/example.bin. Each must
+# exit 0 and print what its `# → ...` comment says; with REFUSED, a line
+# that contains REFUSED must fail instead, and no `→` is checked. OUTS[N]
+# keeps line N's output.
+OUTS=()
+as_written() {
+	local session=$1 refused=${2:-} line cmd want rc n=0
+	OUTS=()
+	while IFS= read -r line; do
+		n=$((n + 1))
+		[ -n "$line" ] || continue
+		cmd=$(printf '%s\n' "$line" | sed "s|\./build/vyrefs ~/gpu|./build/vyrefs -o backend=$backend ~/gpu|; s|~/gpu|$SD/gpu|g; s|\./build/vyrefs|$VYREFS|g; s|/tmp/vyrefs-example\.bin|$SD/example.bin|g")
+		case "$cmd" in *'~'*)
+			fail "line $n uses ~ for something other than ~/gpu: $line"
+			return 1
+			;;
+		esac
+		OUTS[n]=$(bash -o pipefail -c "$cmd" 2>&1)
+		rc=$?
+		if [ -n "$refused" ] && [[ $line == *"$refused"* ]]; then
+			assertNotEquals "line $n is refused on the $backend backend: $line" 0 "$rc"
+			continue
+		fi
+		assertEquals "line $n exits 0: $line: ${OUTS[n]}" 0 "$rc"
+		[ -z "$refused" ] || continue
+		case "$cmd" in *'# → '*)
+			want=$(printf '%s' "${cmd##*# → }" | sed 's/[[:space:]]*$//')
+			matches "${OUTS[n]}" "$want"
+			assertTrue "line $n prints '$want', as README says: $line: ${OUTS[n]}" $?
+			;;
+		esac
+	done <<<"$session"
+	assertNotEquals "the session has commands" 0 "$n"
 }
 
 # The man page's settings are made from the settings table, and the
@@ -135,6 +214,63 @@ test_layout_names_every_folder() {
 		section docs/layout.md "## Layout" | grep -q "^$d/ " || missing="$missing $d/"
 	done
 	assertEquals "folders docs/layout.md's Layout lacks" "" "$missing"
+}
+
+# The front page says, before the Quick start, what a machine without a
+# GPU gets; it stays a front page; and every file it or the manual names
+# is in the tree.
+test_readme_is_a_front_page() {
+	local before lines p missing=""
+	before=$(sed '/^## Quick start/q' README.md)
+	assertContains "README.md has a Quick start" "$before" "## Quick start"
+	assertContains "before the Quick start: the host backend" "$before" "host backend"
+	assertContains "before the Quick start: files in host memory" "$before" "host memory"
+	assertContains "before the Quick start: no kernels" "$before" "kernels cannot launch"
+	lines=$(wc -l <README.md)
+	assertTrue "README.md is $lines lines: a front page is at most 200 (Fix: the reference goes in $MANUAL)" "[ $lines -le 200 ]"
+	for p in $(grep -ohE '(^|[^A-Za-z0-9_./-])(docs|examples|scripts|tools|tests|client|kernels|bench)/[A-Za-z0-9_./-]*' README.md "$MANUAL" docs/layout.md |
+		sed -E 's/^[^a-z]//; s/[.,:]+$//' | sort -u); do
+		[ -e "$p" ] || missing="$missing $p"
+	done
+	assertEquals "files README.md, $MANUAL or docs/layout.md name that are not in the tree" "" "$missing"
+}
+
+# README's first session (<!-- first-session -->) runs as written, command
+# by command, on the backend under test, and prints what README says it
+# prints; it mounts, and unmounts at its end.
+test_readme_first_session_runs_as_written() {
+	need fusermount3 || return 0
+	local session
+	session=$(fenced README.md first-session)
+	assertNotEquals "README.md marks its first session (<!-- first-session --> before its block)" "" "$session"
+	assertContains "the session mounts" "$session" "./build/vyrefs ~/gpu"
+	assertContains "the session uses the control file" "$session" ".vyre/ctl"
+	as_written "$session"
+	assertFalse "the session unmounted ~/gpu" "mountpoint -q '$SD/gpu'"
+	assertEquals "the session left nothing but ~/gpu" "gpu" "$(ls -A "$SD")"
+}
+
+# README's GPU step (<!-- gpu-session -->) runs as written on the cuda
+# backend. On the host backend it does what README says: every launch is
+# refused (a write error), every other line runs, and .vyre/log says the
+# launch needs the cuda backend.
+test_readme_gpu_step_does_what_it_says() {
+	need fusermount3 || return 0
+	local session n log=""
+	session=$(fenced README.md gpu-session)
+	assertNotEquals "README.md marks its GPU step (<!-- gpu-session -->)" "" "$session"
+	assertContains "the step uses the module examples/ ships" "$session" "examples/saxpy.cu"
+	if [ "$backend" = cuda ]; then
+		as_written "$session"
+		return
+	fi
+	as_written "$session" "launch "
+	for n in "${!OUTS[@]}"; do
+		[[ ${OUTS[n]} == *"write error: Invalid argument"* ]] && log="$log w"
+		[[ ${OUTS[n]} == *"launching needs the cuda backend"* ]] && log="$log l"
+	done
+	assertContains "a launch fails with a write error, as README says" "$log" "w"
+	assertContains ".vyre/log says a launch needs the cuda backend, as README says" "$log" "l"
 }
 
 . tests/shunit.sh
