@@ -71,8 +71,9 @@ matches() {
 # backend=$backend, so the test runs on the backend under test whatever
 # the machine has), /tmp/vyrefs-example.bin is $SD/example.bin. Each must
 # exit 0 and print what its `# → ...` comment says; with REFUSED, a line
-# that contains REFUSED must fail instead, and no `→` is checked. OUTS[N]
-# keeps line N's output.
+# that contains REFUSED must fail instead, and no `→` is checked. The
+# first line that exits otherwise ends the session. OUTS[N] keeps line
+# N's output.
 OUTS=()
 as_written() {
 	local session=$1 refused=${2:-} line cmd want rc n=0
@@ -93,6 +94,9 @@ as_written() {
 			continue
 		fi
 		assertEquals "line $n exits 0: $line: ${OUTS[n]}" 0 "$rc"
+		# The lines after a failed one would only fail for it (or, after a
+		# failed mount, write into the bare directory): stop.
+		[ "$rc" = 0 ] || return 1
 		[ -z "$refused" ] || continue
 		case "$cmd" in *'# → '*)
 			want=$(printf '%s' "${cmd##*# → }" | sed 's/[[:space:]]*$//')
@@ -245,7 +249,7 @@ test_readme_first_session_runs_as_written() {
 	assertNotEquals "README.md marks its first session (<!-- first-session --> before its block)" "" "$session"
 	assertContains "the session mounts" "$session" "./build/vyrefs ~/gpu"
 	assertContains "the session uses the control file" "$session" ".vyre/ctl"
-	as_written "$session"
+	as_written "$session" || return
 	assertFalse "the session unmounted ~/gpu" "mountpoint -q '$SD/gpu'"
 	assertEquals "the session left nothing but ~/gpu" "gpu" "$(ls -A "$SD")"
 }
@@ -264,7 +268,7 @@ test_readme_gpu_step_does_what_it_says() {
 		as_written "$session"
 		return
 	fi
-	as_written "$session" "launch "
+	as_written "$session" "launch " || return
 	for n in "${!OUTS[@]}"; do
 		[[ ${OUTS[n]} == *"write error: Invalid argument"* ]] && log="$log w"
 		[[ ${OUTS[n]} == *"launching needs the cuda backend"* ]] && log="$log l"
