@@ -194,13 +194,15 @@ $(BUILD)/bench/%: $(BUILD)/bench/%.o
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
 # The man page: docs/vyrefs.8 is made from docs/vyrefs.8.in and the settings
-# table (config/options.c) that --help and .vyre/config use; commit it after
-# `make man`. cli_test fails when it is not what this makes.
+# table (config/options.c) that --help and .vyre/config use, and so is the
+# settings table of docs/manual.md (between its @SETTINGS@ lines); commit
+# both after `make man`. docs_test fails when either is not what this makes.
 $(BUILD)/tools/man_options: $(BUILD)/tools/man_options.o $(BUILD)/config/options.o
 	$(CC) $(CFLAGS) -o $@ $^
 
 man: $(BUILD)/tools/man_options
 	$(BUILD)/tools/man_options <docs/vyrefs.8.in >docs/vyrefs.8.tmp && mv docs/vyrefs.8.tmp docs/vyrefs.8
+	$(BUILD)/tools/man_options --markdown <docs/manual.md >docs/manual.md.tmp && mv docs/manual.md.tmp docs/manual.md
 
 # On the GPU machine: every figure beside its baseline, into bench/out/
 # (BENCH_BACKEND=host BENCH_QUICK=1 for a smoke check anywhere).

@@ -1,7 +1,8 @@
 /* The effective configuration: embedded defaults, then an INI file, then
  * `-o key=value` options, each overriding the one before.
  *
- * Keys (README.md documents them for users):
+ * Keys (docs/manual.md documents them for users, its table made from
+ * config/options.c):
  *   backend          auto | cuda | host
  *   ordinal          which GPU
  *   devices          all | N[,N...]: one mount over these GPUs

@@ -2,7 +2,8 @@
  *
  * One list (VY_TELEMETRY_FIELDS) names every field once; the struct, the
  * snapshot and the `key value` rendering all come from it, so a key cannot be
- * missing from one of them. Names are stable: README.md documents them. */
+ * missing from one of them. Names are stable: docs/manual.md documents them
+ * (tests/cli/docs_test.sh checks its table against a mount's keys). */
 #ifndef VY_TELEMETRY_H
 #define VY_TELEMETRY_H
 

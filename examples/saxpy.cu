@@ -1,4 +1,4 @@
-// y = a * x + y over n floats: the module README's GPU session loads.
+// y = a * x + y over n floats: the module README.md's GPU step loads.
 //   cp examples/saxpy.cu ~/gpu/.vyre/modules/    (NVRTC compiles it at close)
 //   echo 'launch saxpy.saxpy grid=64 block=256 y x f32:2.0 u32:16384' > ~/gpu/.vyre/ctl
 // Files y and x hold at least n floats; the launch's arguments follow the

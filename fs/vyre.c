@@ -32,6 +32,9 @@ static vy_inode *add(vy_fs *fs, vy_inode *dir, const char *name, vy_kind kind, v
 	return in;
 }
 
+/* The entries and their modes: docs/manual.md's table and the man page's
+ * THE CONTROL DIRECTORY list them (tests/cli/docs_test.sh checks both
+ * against a mount). */
 vy_err vy_vyre_build(vy_fs *fs, vy_inode *root, vy_error *e)
 {
 	vy_inode *v = add(fs, root, VY_VYRE_NAME, VY_DIR, VY_V_NONE, S_IFDIR | 0755);

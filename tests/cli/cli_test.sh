@@ -24,25 +24,6 @@ test_one_version_for_binary_man_page_and_python_module() {
 	assertContains "$(cat client/python/pyproject.toml)" 'version = {attr = "vyrefs.__version__"}'
 }
 
-# The README's list of what `make` and `make test` need is what
-# scripts/install-deps.sh installs: an administrator who installs exactly
-# the README's list gets every suite run (issue "newcomer 3").
-test_readme_lists_the_packages_the_scripts_install() {
-	local build test row pkg
-	build=$(sed -n '/^if \[ "$mode" = test \]/q; s/.*missing+=(\([a-z0-9.+-]*\)).*/\1/p' scripts/install-deps.sh)
-	test=$(sed -n '/^if \[ "$mode" = test \]/,/^fi$/ s/.*missing+=(\([a-z0-9.+-]*\)).*/\1/p' scripts/install-deps.sh)
-	assertTrue "the script names its packages" "[ $(echo "$build" | wc -w) -ge 6 ] && [ $(echo "$test" | wc -w) -ge 10 ]"
-	grep -q 'libclang-rt-$major-dev' scripts/install-deps.sh && test="$test libclang-rt-N-dev"
-	row=$(grep '^| `make` |' README.md)
-	for pkg in $build; do
-		assertContains "README's make row names $pkg" "$row" "$pkg"
-	done
-	row=$(grep '^| `make test` |' README.md)
-	for pkg in $test; do
-		assertContains "README's make test row names $pkg" "$row" "$pkg"
-	done
-}
-
 test_help_exits_zero_and_lists_options() {
 	out=$("$VYREFS" --help)
 	assertEquals 0 $?
@@ -154,52 +135,8 @@ test_unknown_mount_flag_is_refused() {
 	assertContains "$err" "unknown option 'frobnicate'"
 }
 
-# The settings of --help and of the man page come from one table, and the
-# committed page is what that table makes now; groff finds nothing to warn of.
-help_keys() {
-	"$VYREFS" --help | sed -n 's/^     \([a-z_]*\)=.*/\1/p' | sort
-}
-
-test_man_page_is_made_from_the_settings_table() {
-	tool=${BUILD:-build}/tools/man_options
-	assertTrue "$tool is built (Fix: make)" "[ -x '$tool' ]"
-	diff=$("$tool" <docs/vyrefs.8.in | diff - docs/vyrefs.8)
-	assertEquals "docs/vyrefs.8 is what docs/vyrefs.8.in and the settings table make (Fix: make man): $diff" 0 $?
-	keys=$(help_keys)
-	assertNotEquals "--help lists settings" "" "$keys"
-	assertEquals "the man page's settings are --help's" "$keys" \
-		"$(sed -n 's/^\\fB\([a-z_]*\)=\\fP.*/\1/p' docs/vyrefs.8 | sort)"
-	for section in NAME SYNOPSIS DESCRIPTION OPTIONS SETTINGS "THE CONTROL DIRECTORY" "THE CONTROL LANGUAGE" \
-		SIGNALS "EXIT STATUS" FILES EXAMPLES; do
-		assertTrue "section $section" "grep -qx '.SH $section' docs/vyrefs.8"
-	done
-	need groff || return 0
-	warn=$(groff -ww -z -man docs/vyrefs.8 2>&1)
-	assertEquals "groff -ww -z -man docs/vyrefs.8 warns" "" "$warn"
-}
-
 # A FIFO named as the config must not hang the mount, and a binary file is
 # not read as settings.
-# README's settings table names every setting of the table --help and
-# the man page come from, and no other (issue "newcomer 3": vyre_dir and
-# survive_standby were missing).
-test_readme_settings_are_the_settings_table() {
-	local readme
-	readme=$(sed -n '/^### Settings/,/^### /p' README.md | sed -n 's/^| `\([a-z_]*\)` |.*/\1/p' | sort)
-	assertNotEquals "README has a settings table" "" "$readme"
-	assertEquals "README's settings are --help's (Fix: add or remove README rows)" "$(help_keys)" "$readme"
-}
-
-# README's Layout names every top-level folder of the tree.
-test_readme_layout_names_every_folder() {
-	local d missing=""
-	for d in $(git ls-files 2>/dev/null | sed -n 's|^\([^/.][^/]*\)/.*|\1|p' | sort -u); do
-		sed -n '/^## Layout/,/^## Testing/p' README.md | grep -q "^$d/ " || missing="$missing $d/"
-	done
-	[ -n "$(git ls-files 2>/dev/null | head -n 1)" ] || { skip_test "needs a git checkout"; return; }
-	assertEquals "folders README's Layout lacks" "" "$missing"
-}
-
 test_config_must_be_a_regular_text_file() {
 	d=$(mktemp -d) || return 1
 	mkfifo "$d/fifo"

@@ -79,20 +79,4 @@ test_the_parser_refuses_what_the_format_forbids() {
 	rm -f "$f" "$f.stats"
 }
 
-# README documents every stats key and every .vyre entry a mount has
-# (issue "newcomer 3": copy_timeouts, client_refusals and upgrade were
-# missing). A survive=on mount has them all. devN.KEY are the keys again.
-test_readme_names_every_stats_key_and_vyre_entry() {
-	mount_vyrefs "survive=on" || { fail "mount"; return 1; }
-	local keys documented key missing="" entries
-	keys=$(awk '{ print $1 }' "$MNT/.vyre/stats" | grep -v '^dev[0-9]*\.' | sort -u)
-	documented=$(sed -n '/^## Telemetry keys/,/^### Metrics/p' README.md | grep -o '`[a-z0-9_]*`' | tr -d '`')
-	for key in $keys; do
-		echo "$documented" | grep -qx "$key" || missing="$missing $key"
-	done
-	assertEquals "stats keys README's Telemetry keys lack" "" "$missing"
-	entries=$(sed -n '/^### The control directory/,/^### /p' README.md | sed -n 's/^| `\([a-z_]*\)\/*` |.*/\1/p' | sort)
-	assertEquals "README's .vyre/ table is the directory" "$(ls "$MNT/.vyre" | sort)" "$entries"
-}
-
 . tests/shunit.sh

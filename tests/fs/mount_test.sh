@@ -33,26 +33,6 @@ test_daemon_returns_once_the_mount_is_ready() {
 	assertTrue "the daemon exits after umount" "wait_gone 'vyrefs.*$D'"
 }
 
-# README's first session (issue "newcomer 3"): its commands, as written,
-# on a mount of this backend: ~/gpu is the test's mount, ./build/vyrefs the
-# binary under test, and /tmp/vyrefs-example.bin a file of the test's own.
-test_readme_first_session_runs_as_written() {
-	need getfattr fallocate || return 0
-	mount_vyrefs || { fail "mount"; return; }
-	local session out
-	session=$(awk '/mount_test.sh runs it/ { want = 1; next } want && /^```sh$/ { on = 1; next }
-		on && /^```$/ { exit } on { print }' README.md)
-	assertNotEquals "README has the session" "" "$session"
-	session=$(printf '%s\n' "$session" | sed "s|~/gpu|$MNT|g; s|\./build/vyrefs|$VYREFS|g; s|/tmp/vyrefs-example.bin|$D/example.bin|g")
-	out=$(bash -euo pipefail -c "$session" 2>&1)
-	assertEquals "the session ran: $out" 0 $?
-	assertContains "a ranged readback of 4096 bytes: $out" "$out" "
-4096
-"
-	assertContains "$out" "user.vyre.device="
-	assertEquals "the session left nothing" "" "$(ls "$MNT")"
-}
-
 # Issue "posix 3": `mount; echo x > f; umount` at once, again and again,
 # with the machine busy (two processes spinning beside it): never EBUSY,
 # with survive=on too, as on tmpfs (root only: a user mounts no tmpfs).
