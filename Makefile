@@ -81,7 +81,7 @@ endif
 
 .PHONY: all deps test-deps test test-gpu bench fuzz man install install-python uninstall clean
 .SECONDARY:
-all: $(BUILD)/vyrefs $(BUILD)/vyrefs-keeper $(LIB) $(BUILD)/vyrefs.pc $(BUILD)/tests/client/vymap $(BUILD)/tests/client/vyattack $(UNIT_BIN) $(GPU_BIN) $(BUILD)/tests/fs/renameat2 $(BUILD)/tests/fs/posix_probe $(BUILD)/tests/ctl/chanrace.so $(BUILD)/tests/client/copygate.so $(BUILD)/tests/survive/killshim.so $(BUILD)/tests/survive/residentshim.so $(BENCH_BIN) $(BUILD)/tools/man_options
+all: $(BUILD)/vyrefs $(BUILD)/vyrefs-keeper $(LIB) $(BUILD)/vyrefs.pc $(BUILD)/tests/client/vymap $(BUILD)/tests/client/vyattack $(UNIT_BIN) $(GPU_BIN) $(BUILD)/tests/fs/renameat2 $(BUILD)/tests/fs/idmapped $(BUILD)/tests/fs/posix_probe $(BUILD)/tests/ctl/chanrace.so $(BUILD)/tests/client/copygate.so $(BUILD)/tests/survive/killshim.so $(BUILD)/tests/survive/residentshim.so $(BENCH_BIN) $(BUILD)/tools/man_options
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)

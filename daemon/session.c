@@ -15,6 +15,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
@@ -35,6 +36,47 @@ void vy_session_conn(struct fuse_conn_info *conn, size_t max_write)
  * it. One session per process. */
 static _Atomic uint64_t init_unique;
 static atomic_bool init_offered, init_pending;
+
+/* FUSE_ALLOW_IDMAP (Linux 6.12): the kernel takes idmapped mounts of the
+ * filesystem (containers with user namespaces make them), and from then on
+ * names the caller only in requests that make an inode; every other one
+ * carries uid and gid -1, on every mount of it. What vyrefs decides by the
+ * caller it then takes from the kernel's own word (the kill-suid flags of
+ * KILLPRIV_V2) or from /proc/PID (vy_session_caller). Asked for in the
+ * INIT reply, as KILLPRIV_V2 is, when the kernel offers both. */
+#ifndef FUSE_ALLOW_IDMAP
+#define FUSE_ALLOW_IDMAP (1ULL << 40)
+#endif
+#ifndef FUSE_WRITE_KILL_SUIDGID
+#define FUSE_WRITE_KILL_SUIDGID (1 << 2)
+#endif
+#ifndef FATTR_KILL_SUIDGID
+#define FATTR_KILL_SUIDGID (1 << 11)
+#endif
+static atomic_bool idmap_offered;
+
+/* The kernel's word on the request this worker runs (a worker reads a
+ * request and runs it before it reads the next): for a write, or a
+ * truncate, whether the caller lacks CAP_FSETID (its set-id bits go).
+ * Unknown (-1) for anything else, and in threads that are not workers. */
+static __thread int kernel_kills = -1;
+
+static void note_kill_flags(const struct fuse_in_header *in, ssize_t n)
+{
+	kernel_kills = -1;
+	if (!atomic_load(&init_offered) || n < (ssize_t)sizeof(*in))
+		return;
+	const void *arg = in + 1;
+	size_t len = (size_t)n - sizeof(*in);
+	if (in->opcode == FUSE_WRITE && len >= sizeof(struct fuse_write_in)) {
+		const struct fuse_write_in *w = arg;
+		kernel_kills = (w->write_flags & FUSE_WRITE_KILL_SUIDGID) != 0;
+	} else if (in->opcode == FUSE_SETATTR && len >= sizeof(struct fuse_setattr_in)) {
+		const struct fuse_setattr_in *a = arg;
+		if (a->valid & FATTR_SIZE)
+			kernel_kills = (a->valid & FATTR_KILL_SUIDGID) != 0;
+	}
+}
 #ifndef FUSE_HAS_RESEND
 #define FUSE_HAS_RESEND (1ULL << 39) /* Linux 6.9, protocol 7.40 */
 #endif
@@ -192,11 +234,16 @@ static ssize_t io_read(int fd, void *buf, size_t len, void *userdata)
 		((struct fuse_in_header *)buf)->opcode = FUSE_CREATE;
 	}
 	vy_statx_request(buf, n); /* FUSE_STATX: a GETATTR whose reply gets btime (statx.h) */
+	note_kill_flags(in, n);
 	if (hooks && n >= (ssize_t)sizeof(*in))
 		hooks->read(in);
 	if (n >= (ssize_t)(sizeof(*in) + sizeof(struct fuse_init_in)) && in->opcode == FUSE_INIT) {
 		const struct fuse_init_in *arg = (const void *)(in + 1);
 		atomic_store(&init_offered, (arg->flags & FUSE_HANDLE_KILLPRIV_V2) != 0);
+		atomic_store(&idmap_offered, (arg->flags & FUSE_HANDLE_KILLPRIV_V2) && (arg->flags & FUSE_INIT_EXT) &&
+						     n >= (ssize_t)(sizeof(*in) + offsetof(struct fuse_init_in, flags2) +
+								     sizeof(uint32_t)) &&
+						     (arg->flags2 & (uint32_t)(FUSE_ALLOW_IDMAP >> 32)));
 		atomic_store(&init_unique, in->unique);
 		atomic_store(&init_pending, true);
 		if (record && !vy_adopt_active() && (size_t)n <= sizeof(init_req)) {
@@ -237,6 +284,11 @@ static ssize_t io_writev(int fd, struct iovec *iov, int count, void *userdata)
 		    iov[1].iov_len >= offsetof(struct fuse_init_out, flags) + sizeof(uint32_t)) {
 			struct fuse_init_out *arg = iov[1].iov_base;
 			arg->flags |= FUSE_HANDLE_KILLPRIV_V2;
+			/* vyrefs always mounts with default_permissions, which the
+			 * kernel requires of an idmapped mount. */
+			if (atomic_load(&idmap_offered) && (arg->flags & FUSE_INIT_EXT) &&
+			    iov[1].iov_len >= offsetof(struct fuse_init_out, flags2) + sizeof(uint32_t))
+				arg->flags2 |= (uint32_t)(FUSE_ALLOW_IDMAP >> 32);
 		}
 		if (vy_adopt_active()) /* our replay of the kernel's INIT: the kernel never asked */
 			return vy_adopt_init_reply(iov, count);
@@ -288,11 +340,49 @@ uint64_t vy_session_first_answer_ns(void)
 	return vy_adopt_first_answer_ns();
 }
 
+/* One id of the caller's from /proc/PID/status: the fs id (the fourth) of
+ * the line `key` ("Uid:" or "Gid:"); -1 where it cannot be read (a caller
+ * gone, or in a pid namespace the kernel sends as pid 0). The caller waits
+ * in its system call meanwhile, so its pid is its own. */
+static uint32_t proc_fs_id(pid_t pid, const char *key)
+{
+	if (pid <= 0)
+		return (uint32_t)-1;
+	char path[64], line[256];
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return (uint32_t)-1;
+	unsigned long r, e, sv, fs;
+	uint32_t id = (uint32_t)-1;
+	size_t klen = strlen(key);
+	while (fgets(line, sizeof(line), f))
+		if (!strncmp(line, key, klen)) {
+			if (sscanf(line + klen, "%lu %lu %lu %lu", &r, &e, &sv, &fs) == 4 && fs < UINT32_MAX)
+				id = (uint32_t)fs;
+			break;
+		}
+	fclose(f);
+	return id;
+}
+
+uid_t vy_session_caller_uid(fuse_req_t req)
+{
+	const struct fuse_ctx *c = fuse_req_ctx(req);
+	return c->uid != (uid_t)-1 ? c->uid : (uid_t)proc_fs_id(c->pid, "Uid:");
+}
+
+gid_t vy_session_caller_gid(fuse_req_t req)
+{
+	const struct fuse_ctx *c = fuse_req_ctx(req);
+	return c->gid != (gid_t)-1 ? c->gid : (gid_t)proc_fs_id(c->pid, "Gid:");
+}
+
 /* Whether the request's caller is in group `gid`: its fs gid or one of its
  * supplementary groups (read from /proc; unread, the fs gid alone). */
 static bool caller_in_group(fuse_req_t req, gid_t gid)
 {
-	if (fuse_req_ctx(req)->gid == gid)
+	if (gid != (gid_t)-1 && vy_session_caller_gid(req) == gid)
 		return true;
 	gid_t small[64], *list = small;
 	int n = fuse_req_getgroups(req, 64, small);
@@ -316,10 +406,10 @@ bool vy_session_in_group(fuse_req_t req, gid_t gid)
 
 bool vy_session_may_write(fuse_req_t req, mode_t mode, uid_t uid, gid_t gid)
 {
-	const struct fuse_ctx *c = fuse_req_ctx(req);
-	if (c->uid == 0)
+	uid_t caller = vy_session_caller_uid(req);
+	if (caller == 0)
 		return true;
-	if (c->uid == uid)
+	if (caller == uid && caller != (uid_t)-1)
 		return mode & S_IWUSR;
 	if (caller_in_group(req, gid))
 		return mode & S_IWGRP;
@@ -339,8 +429,10 @@ static bool ask_group(void *ctx)
 
 mode_t vy_session_kill_suid(fuse_req_t req, mode_t mode, gid_t gid, bool chown)
 {
-	/* uid 0 stands in for CAP_FSETID; the groups are read only if the
+	/* The kernel says whether a writer lacks CAP_FSETID (KILLPRIV_V2);
+	 * elsewhere uid 0 stands in for it. The groups are read only if the
 	 * rule needs them. */
 	group_ask a = {.req = req, .gid = gid};
-	return vy_mode_kill_suid(mode, fuse_req_ctx(req)->uid == 0, chown, ask_group, &a);
+	bool privileged = !chown && kernel_kills >= 0 ? !kernel_kills : vy_session_caller_uid(req) == 0;
+	return vy_mode_kill_suid(mode, privileged, chown, ask_group, &a);
 }

@@ -72,6 +72,12 @@ bool vy_session_may_write(fuse_req_t req, mode_t mode, uid_t uid, gid_t gid);
  * a session that mounted (.vyre/stats' takeover_ms). */
 uint64_t vy_session_first_answer_ns(void);
 
+/* The request's caller's fs uid and gid: the kernel's, or /proc/PID's
+ * where the kernel sends -1 (FUSE_ALLOW_IDMAP: only requests that make an
+ * inode name the caller); -1 where neither says. */
+uid_t vy_session_caller_uid(fuse_req_t req);
+gid_t vy_session_caller_gid(fuse_req_t req);
+
 /* Whether the request's caller is in group `gid`: its fs gid or one of its
  * supplementary groups. */
 bool vy_session_in_group(fuse_req_t req, gid_t gid);

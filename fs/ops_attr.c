@@ -214,7 +214,7 @@ void vy_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char
 	    !vy_op_frozen(in, true))
 		err = vy_devices_set(fs, in, value, size, flags); /* a move, or a directory's placement */
 	else if (!err && vy_acl_name(name)) {
-		vy_acl_caller caller = {.uid = fuse_req_ctx(req)->uid, .in_group = req_in_group, .ctx = req};
+		vy_acl_caller caller = {.uid = vy_session_caller_uid(req), .in_group = req_in_group, .ctx = req};
 		err = vy_acl_valid(value, size);
 		if (err) {
 			/* The kernel checks ACLs before they come here: only a client

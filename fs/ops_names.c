@@ -481,8 +481,20 @@ void vy_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_
 {
 	vy_fs *fs = fs_of(req);
 	vy_inode *gone = NULL;
+	/* A whiteout is the caller's: a rename names no caller where the
+	 * kernel takes idmapped mounts (session.h), so ask /proc, before the
+	 * lock. Nobody known: no whiteout of nobody's. */
+	struct fuse_ctx who = *fuse_req_ctx(req);
+	if (flags & RENAME_WHITEOUT) {
+		who.uid = vy_session_caller_uid(req);
+		who.gid = vy_session_caller_gid(req);
+		if (who.uid == (uid_t)-1 || who.gid == (gid_t)-1) {
+			fuse_reply_err(req, EPERM);
+			return;
+		}
+	}
 	pthread_mutex_lock(&fs->ns);
-	int err = do_rename(fs, fuse_req_ctx(req), parent, name, newparent, newname, flags, &gone);
+	int err = do_rename(fs, &who, parent, name, newparent, newname, flags, &gone);
 	if (gone)
 		vy_inode_reap(fs, gone);
 	pthread_mutex_unlock(&fs->ns);

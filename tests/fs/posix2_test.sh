@@ -409,4 +409,55 @@ test_atime_on_reads_as_the_flags_say_as_on_tmpfs() {
 	assertEquals "remounted strictatime (nodiratime stays)" "old:moves direct:moves ahead:moves dir:stays" "$(atime_outcomes "$MNT")"
 }
 
+# Issue "posix 3": an idmapped bind mount (as a container runtime makes
+# one: tests/fs/idmapped.c) shows the file system's uid 0 as 1000; what
+# 1000 makes there is 0's; a write by 1000 drops a set-user-ID bit, root's
+# keeps it, as on tmpfs. Root, whom the kernel then names only in requests
+# that make an inode, still owns the whiteout of its rename and, on the
+# cuda backend, reads user.vyre.device_ptr of its file, which nobody else
+# may.
+idmap_outcomes() { # DIR: one line of what each step gave
+	local d=$1 v=$1.view
+	mkdir "$v" || return 1
+	echo root >"$d/f" && chmod 4755 "$d/f"
+	echo root >"$d/g" && chmod 4755 "$d/g"
+	"$BUILD/tests/fs/idmapped" "$d" "$v" 0 1000 || { rmdir "$v"; return 1; }
+	local as1000="setpriv --reuid=1000 --regid=1000 --clear-groups"
+	local seen made mine wrote kept dir
+	seen=$(stat -c %u:%g "$v/f")
+	$as1000 sh -c "echo mine >'$v/new' && mkdir '$v/d'" || echo "1000 could not make files" >&2
+	made=$(stat -c %u:%g "$d/new" "$d/d" | tr '\n' ' ')
+	mine=$($as1000 cat "$v/new")
+	$as1000 sh -c "echo more >>'$v/f'" || echo "1000 could not write" >&2
+	wrote=$(stat -c %a "$d/f")
+	echo more >>"$d/g"
+	kept=$(stat -c %a "$d/g")
+	dir=$(stat -c %u "$v/d")
+	umount "$v" && rmdir "$v"
+	"$BUILD/tests/fs/renameat2" "$d/g" "$d/h" whiteout || echo "no whiteout" >&2
+	local wh
+	wh=$(stat -c "%u:%g %F" "$d/g")
+	echo "seen $seen made $made mine $mine wrote $wrote kept $kept dir $dir whiteout $wh"
+}
+
+test_idmapped_mount_as_on_tmpfs() {
+	need_root "an idmapped mount is root's, and it acts as uid 1000" || return 0
+	need setpriv || return 0
+	chmod 755 "$WORK"
+	TMPFS=$(mktemp -d /tmp/vyrefs-tmpfs.XXXXXX)
+	chmod 755 "$TMPFS"
+	mount -t tmpfs -o size=8m tmpfs "$TMPFS" || { fail "tmpfs"; return; }
+	local t v
+	t=$(idmap_outcomes "$TMPFS")
+	assertEquals "tmpfs" "seen 1000:1000 made 0:0 0:0  mine mine wrote 755 kept 4755 dir 1000 whiteout 0:0 character special file" "$t"
+	unmount_vyrefs
+	mount_vyrefs "allow_other=on" || { fail "mount"; return; }
+	v=$(idmap_outcomes "$MNT" 2>&1)
+	assertEquals "vyrefs as tmpfs" "$t" "$v"
+	[ "$backend" = cuda ] || return 0
+	local ptr='import os, sys; print(os.getxattr(sys.argv[1], "user.vyre.device_ptr").decode())'
+	assertNotEquals "root reads its file's device pointer" "" "$(python3 -c "$ptr" "$MNT/h" 2>/dev/null)"
+	assertEquals "nobody else" "" "$(setpriv --reuid=65534 --regid=65534 --clear-groups python3 -c "$ptr" "$MNT/h" 2>/dev/null)"
+}
+
 . tests/shunit.sh
