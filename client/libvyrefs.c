@@ -229,8 +229,15 @@ API int vy_unmap(vy_mapping *m)
 	vy_error e;
 	if (vy_span_release(m->dev, &m->span, &e) != VY_OK && !rc)
 		rc = fail_vy(&e);
-	/* Closing the connection ends the mapping in the daemon, which drops
-	 * the file's cached pages once more. */
+	/* The daemon ends the mapping (and drops the file's cached pages once
+	 * more) before vy_unmap returns, so .vyre/stats' mapped_bytes and an
+	 * unlinked file's memory are current when it does. Closing the
+	 * connection would end it too, but after: a daemon that cannot be
+	 * asked (gone, taken over) ends it so. */
+	vy_client_ref_in in = {.id = m->id};
+	vy_msg r;
+	if (call(&m->conn, VY_OP_CLIENT_UNMAP, &in, sizeof(in), -1, sizeof(vy_status), &r) == 0)
+		vy_msg_free(&r);
 	vy_client_close(&m->conn);
 	free(m);
 	return rc;
