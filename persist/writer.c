@@ -270,7 +270,8 @@ uint32_t vy_persist_inode_record(vy_inode *in, uint8_t *out)
 	pthread_mutex_unlock(&in->meta);
 	size_t tl = in->kind == VY_SYMLINK && in->target ? strlen(in->target) : 0;
 	r->target_len = (uint32_t)tl;
-	memcpy(out + sizeof(*r), in->target, tl);
+	if (tl) /* no target (NULL) but a symlink's: memcpy's source may not be NULL, even for 0 bytes */
+		memcpy(out + sizeof(*r), in->target, tl);
 	return (uint32_t)(sizeof(*r) + tl);
 }
 
