@@ -513,7 +513,8 @@ static bool op_name(proc *d, input *in)
 }
 
 /* setxattr or removexattr, as fs/ops_attr.c makes them (the kernel's
- * names: 1 to 255 bytes). */
+ * names: 1 to 255 bytes; a set the kept state cannot hold is ENOSPC), or
+ * a set past that check. */
 static bool op_xattr(proc *d, input *in)
 {
 	vy_inode *n = node_at(d, in);
@@ -525,14 +526,15 @@ static bool op_xattr(proc *d, input *in)
 	memset(value, how, vl);
 	if (!n)
 		return true;
+	bool checked = !(how & 4);
 	pthread_rwlock_wrlock(&n->lock);
 	if (how & 2)
 		vy_xattrs_remove(&n->xattrs, name);
-	else if (name[0])
+	else if (name[0] && (!checked || vy_persist_xattr_fits(&d->fs, n, name, vl)))
 		vy_xattrs_set(&n->xattrs, name, value, vl, 0);
 	vy_persist_xattrs(&d->fs, n);
 	pthread_rwlock_unlock(&n->lock);
-	return nl >= 1 && nl <= 255;
+	return checked && nl >= 1 && nl <= 255;
 }
 
 /* A file's memory as the file layer changes it (each change keeps its
