@@ -147,7 +147,7 @@ $(BUILD)/tests/unit/test_statx: $(BUILD)/tests/unit/test_statx.o $(UNIT_LIB) $(B
 	$(CC) $(CFLAGS) -o $@ $^ $(PKG_LIBS) $(LDLIBS)
 
 # The daemon's files with the counting device: every daemon object but main's.
-$(BUILD)/tests/unit/test_fsfile $(BUILD)/tests/unit/test_replay_ns: $(BUILD)/tests/unit/%: $(BUILD)/tests/unit/%.o $(UNIT_LIB) \
+$(BUILD)/tests/unit/test_fsfile $(BUILD)/tests/unit/test_replay_ns $(BUILD)/tests/unit/test_ctlfile: $(BUILD)/tests/unit/%: $(BUILD)/tests/unit/%.o $(UNIT_LIB) \
 		$(BUILD)/tests/unit/fs_fixture.o \
 		$(filter-out $(UNIT_LIB) $(BUILD)/daemon/main.o,$(FS_OBJ)) $(CORE_LIB)
 	$(CC) $(CFLAGS) -o $@ $^ $(PKG_LIBS) $(LDLIBS)
@@ -210,9 +210,11 @@ bench: all
 	@bench/run.sh
 
 # The parsers under libFuzzer (clang), with AddressSanitizer and UBSan, each
-# for FUZZ_SECONDS: the control language, and the client socket's receive
-# side (issue 25's attacks in tests/fuzz/corpus_proto); any crash, leak or
-# sanitizer report fails.
+# for FUZZ_SECONDS: the control language, the client socket's receive
+# side (issue 25's attacks in tests/fuzz/corpus_proto), and the survive=on
+# writer with a successor's load and replay of what it wrote (issue
+# "survive 2"; tests/fuzz/corpus_writer holds the inputs that found its
+# bugs); any crash, leak, sanitizer report or broken invariant fails.
 FUZZ_SECONDS ?= 60
 FUZZ_FLAGS   := -std=c17 -g -O1 -I. -D_GNU_SOURCE -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
 FUZZ_SRC     := ctl/parse.c config/size.c core/err.c
@@ -225,6 +227,24 @@ $(BUILD)/fuzz/fuzz_client_proto: tests/fuzz/fuzz_client_proto.c $(PROTO_FUZZ_SRC
 	@mkdir -p $(dir $@)
 	clang $(FUZZ_FLAGS) -o $@ tests/fuzz/fuzz_client_proto.c $(PROTO_FUZZ_SRC)
 
+# The survive=on writer and a successor's load and replay of what it wrote
+# (persist/): every daemon object but main's and the log's (the target
+# keeps the log's lines), built under the same sanitizers with libFuzzer's
+# coverage, in a folder of their own.
+WRITER_FUZZ_SRC   := $(filter-out daemon/main.c daemon/log.c,$(FS_SRC)) $(CORE_SRC)
+WRITER_FUZZ_OBJ   := $(WRITER_FUZZ_SRC:%.c=$(BUILD)/fuzz/obj/%.o)
+WRITER_FUZZ_FLAGS := $(CPPFLAGS) -std=c17 -g -O1 -pthread -fms-extensions -Wno-microsoft-anon-tag \
+		     -fsanitize=address,undefined -fno-sanitize-recover=undefined
+$(BUILD)/fuzz/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	clang $(WRITER_FUZZ_FLAGS) -fsanitize=fuzzer-no-link -MMD -MP -c -o $@ $<
+
+$(BUILD)/fuzz/obj/ctl/std.o: kernels/std.cu
+
+$(BUILD)/fuzz/fuzz_persist_writer: tests/fuzz/fuzz_persist_writer.c $(WRITER_FUZZ_OBJ)
+	clang $(WRITER_FUZZ_FLAGS) -Wall -Wextra -Werror -fsanitize=fuzzer -MMD -MP -o $@ tests/fuzz/fuzz_persist_writer.c \
+		$(WRITER_FUZZ_OBJ) $(PKG_LIBS) $(LDLIBS)
+
 # fuzz_run NAME SEEDS MAX_LEN: one fuzzer, its log in $(BUILD)/fuzz/NAME.log.
 define fuzz_run
 	@mkdir -p $(BUILD)/fuzz/corpus_$(1)
@@ -236,9 +256,10 @@ define fuzz_run
 		exit $$rc
 endef
 
-fuzz: $(BUILD)/fuzz/fuzz_ctl_parse $(BUILD)/fuzz/fuzz_client_proto
+fuzz: $(BUILD)/fuzz/fuzz_ctl_parse $(BUILD)/fuzz/fuzz_client_proto $(BUILD)/fuzz/fuzz_persist_writer
 	$(call fuzz_run,ctl_parse,tests/fuzz/corpus,4096)
 	$(call fuzz_run,client_proto,tests/fuzz/corpus_proto,8192)
+	$(call fuzz_run,persist_writer,tests/fuzz/corpus_writer,4096)
 
 # Install what is missing (apt-get as root, or through sudo; without sudo
 # it names the packages): `deps` to build and mount, `test-deps` also for
@@ -296,4 +317,5 @@ uninstall:
 clean:
 	rm -rf $(BUILD)
 
+-include $(WRITER_FUZZ_OBJ:.o=.d) $(BUILD)/fuzz/fuzz_persist_writer.d
 -include $(KEEPER_OBJ:.o=.d) $(CORE_OBJ:.o=.d) $(FS_OBJ:.o=.d) $(LAUNCHER_OBJ:.o=.d) $(CLIENT_OBJ:.o=.d) $(LIB_OBJ:.o=.d) $(BUILD)/tools/man_options.d $(BENCH_BIN:%=%.d) $(UNIT_SRC:%.c=$(BUILD)/%.d) $(GPU_SRC:%.c=$(BUILD)/%.d) $(UNIT_LIB:.o=.d) $(BUILD)/tests/unit/fs_fixture.d

@@ -58,7 +58,8 @@ const vy_option_doc vy_options[] = {
 	 "waits (nvidia-smi lists it). off: the successor starts after the death"},
 	{"survive_log", "SIZE", "64M",
 	 "survive=on: the log of namespace changes kept for a successor (a power of two, 64K to 1G); a checkpoint "
-	 "of the whole namespace is written each time it is half full"},
+	 "of the whole namespace is written each time it is half full; an inode's xattrs must fit half of it, less "
+	 "8 KiB (a setxattr past that gets ENOSPC, before anything changes)"},
 	{"config", "FILE", "/etc/vyrefs.conf if present",
 	 "an INI file read before the other -o settings, which override it"},
 };

@@ -14,12 +14,18 @@
 #include <fcntl.h>
 #include <linux/fs.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #define PENDING_MAX (1u << 20) /* unfinished text one open file may hold */
+/* Line numbers stop short of INT_MAX by what one write's text may add (the
+ * parser counts on from next_line): a file written past that many lines
+ * says this number from then on, never one that wrapped (undefined, and a
+ * control file's state the kept state refuses: issue "survive 2"). */
+#define LINE_MOST (INT_MAX - (int)PENDING_MAX - 1)
 
 /* ---- the executor's view of files --------------------------------------- */
 
@@ -200,10 +206,21 @@ static void answer(vy_fs *fs, vy_open *h, uint64_t seq, pid_t pid, vy_err rc, co
 		vy_log(LOG_NOTICE, ".vyre/ctl: %s", err->e.msg);
 }
 
+/* The next line is n lines on. */
+static void lines_on(vy_open *h, size_t n)
+{
+	if (h->next_line >= LINE_MOST || n >= (size_t)(LINE_MOST - h->next_line))
+		h->next_line = LINE_MOST;
+	else
+		h->next_line += (int)n;
+}
+
 static void drop_pending(vy_open *h, size_t used)
 {
+	size_t lines = 0;
 	for (size_t i = 0; i < used; i++)
-		h->next_line += h->pending[i] == '\n';
+		lines += h->pending[i] == '\n';
+	lines_on(h, lines);
 	memmove(h->pending, h->pending + used, h->plen - used);
 	h->plen -= used;
 }
@@ -253,7 +270,7 @@ int vy_ctlfile_write(vy_fs *fs, vy_open *h, const char *buf, size_t size, pid_t 
 		if (!nl)
 			goto out;
 		h->discard = false;
-		h->next_line++;
+		lines_on(h, 1);
 		size -= (size_t)(nl + 1 - buf);
 		buf = nl + 1;
 		if (!size)
@@ -346,7 +363,7 @@ void vy_ctlfile_adopt(vy_fs *fs, vy_open *h, uint64_t running, uint64_t seq, uin
 {
 	pthread_mutex_lock(&h->ctl);
 	vy_seqlog_after(&fs->seqlog, seq);
-	h->next_line = next_line;
+	h->next_line = next_line < LINE_MOST ? next_line : LINE_MOST; /* the kept state's: 1 at least */
 	h->interrupted = running;
 	h->interrupted_seq = seq;
 	h->lost_text = pending;

@@ -199,6 +199,23 @@ static void kept_xattrs(vy_fs *fs, vy_inode *in)
 	vy_persist_inode(fs, in);
 }
 
+/* survive=on: whether the inode's xattrs with this one set can be kept
+ * (persist/writer.h); past that, the set is ENOSPC before anything
+ * changes. `locked`: the caller holds the inode's lock. */
+static bool xattr_fits(vy_fs *fs, vy_inode *in, const char *name, size_t size, bool locked)
+{
+	if (!locked)
+		pthread_rwlock_rdlock(&in->lock);
+	bool fits = vy_persist_xattr_fits(fs, in, name, size);
+	if (!locked)
+		pthread_rwlock_unlock(&in->lock);
+	if (!fits)
+		vy_log(LOG_NOTICE, "setxattr %s (inode %" PRIu64 ", %zu bytes): refused (ENOSPC): the inode's xattrs would "
+				   "not fit a record of the kept state's log (Fix: keep fewer or smaller xattrs, or mount "
+				   "with a larger survive_log)", name, in->ino, size);
+	return fits;
+}
+
 void vy_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value, size_t size,
 			int flags)
 {
@@ -222,6 +239,8 @@ void vy_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char
 			vy_log(LOG_WARNING, "setxattr %s (inode %" PRIu64 "): not a valid POSIX ACL of %zu bytes (Fix: set ACLs "
 					    "with setfacl, which writes the kernel's form: version 2, whole 8-byte entries in tag order, "
 					    "a mask where named entries are)", name, in->ino, size);
+		} else if (!xattr_fits(fs, in, name, size, false)) {
+			err = ENOSPC;
 		} else {
 			err = vy_acl_inode_set(in, name, value, size, flags, &caller, &mode_changed);
 		}
@@ -229,7 +248,7 @@ void vy_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char
 			fuse_lowlevel_notify_inval_inode(fs->se, in->ino, -1, 0);
 	} else if (!err) {
 		pthread_rwlock_wrlock(&in->lock);
-		err = vy_xattrs_set(&in->xattrs, name, value, size, flags);
+		err = xattr_fits(fs, in, name, size, true) ? vy_xattrs_set(&in->xattrs, name, value, size, flags) : ENOSPC;
 		pthread_rwlock_unlock(&in->lock);
 		if (!err)
 			vy_inode_touch(in, false);

@@ -93,7 +93,8 @@ static vy_err find_conflicts(vy_fs *fs, const vy_replay_walk *w, vy_u64map *lose
 			c[n++] = (claim){pc[j].slot, pc[j].at, pc[j].at + pc[j].bytes, node->layout_seq, node->ino};
 		}
 	}
-	qsort(c, n, sizeof(*c), by_place);
+	if (n) /* no piece: c is NULL, which qsort may not be given */
+		qsort(c, n, sizeof(*c), by_place);
 	for (size_t i = 1; i < n; i++)
 		if (c[i].slot == c[i - 1].slot && c[i].at < c[i - 1].end && c[i].ino != c[i - 1].ino) {
 			uint64_t loser = c[i].seq < c[i - 1].seq ? c[i].ino : c[i - 1].ino;

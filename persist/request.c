@@ -33,7 +33,8 @@ static void keep(vy_persist *p, const void *reply, size_t reply_len)
 	vy_p_group g = {.unique = vy_group_unique(), .thread = vy_group_thread(), .takeover = p->takeover,
 			.reply_len = (uint32_t)reply_len};
 	size_t at = sizeof(g);
-	memcpy(out + at, reply, reply_len);
+	if (reply_len) /* no answer: reply may be NULL, which memcpy may not be given */
+		memcpy(out + at, reply, reply_len);
 	memset(out + at + reply_len, 0, pad8(reply_len) - reply_len);
 	at += pad8(reply_len);
 	uint16_t type;

@@ -285,7 +285,11 @@ vy_err vy_shadow_apply(vy_shadow *s, uint16_t type, const void *p, uint32_t len,
 	}
 	case VY_P_HANDLE: {
 		const vy_p_handle *r = p;
-		if (len != sizeof(*r) || (uint32_t)(r->id >> 32) == 0 || (uint32_t)r->id == UINT32_MAX ||
+		/* Its index below the table's cap: a live table gives out
+		 * one past it only with the cap's ids live and a slot retired
+		 * (ns/handles.c), and a successor takes an id back by making
+		 * every slot below it (an index near 2^32 asked for 160 GiB). */
+		if (len != sizeof(*r) || (uint32_t)(r->id >> 32) == 0 || (uint32_t)r->id >= VY_NS_HANDLES_MAX ||
 		    (r->kind != VY_HANDLE_FILE && r->kind != VY_HANDLE_DIR))
 			return bad(e, type, "is not a handle");
 		if (r->ino == 0) {

@@ -3,6 +3,7 @@
 #include "core/store_keep.h"
 #include "daemon/log.h"
 #include "fs/fs.h"
+#include "ns/acl.h"
 #include "persist/answers.h"
 #include "persist/format.h"
 #include "persist/group.h"
@@ -270,7 +271,8 @@ uint32_t vy_persist_inode_record(vy_inode *in, uint8_t *out)
 	pthread_mutex_unlock(&in->meta);
 	size_t tl = in->kind == VY_SYMLINK && in->target ? strlen(in->target) : 0;
 	r->target_len = (uint32_t)tl;
-	memcpy(out + sizeof(*r), in->target, tl);
+	if (tl) /* no target (NULL) but a symlink's: memcpy's source may not be NULL, even for 0 bytes */
+		memcpy(out + sizeof(*r), in->target, tl);
 	return (uint32_t)(sizeof(*r) + tl);
 }
 
@@ -370,6 +372,31 @@ void vy_persist_gone(struct vy_fs *fs, uint64_t ino)
 	pthread_mutex_unlock(&p->lock);
 }
 
+/* What a request's group holds beside an inode's xattrs: its header, its
+ * reply, the inode's record with a symlink's target, a lookup count, and
+ * each record's head. */
+#define GROUP_ROOM (8u << 10)
+
+bool vy_persist_xattr_fits(struct vy_fs *fs, const struct vy_inode *in, const char *name, size_t size)
+{
+	vy_persist *p = writer_of(fs);
+	if (!p || !kept(in))
+		return true;
+	/* The record (vy_persist_xattrs): each entry its name and value and
+	 * 8 bytes, where the inode's total counts a NUL. */
+	const vy_xattrs *x = &in->xattrs;
+	const vy_xattr *old = vy_xattrs_get(x, name);
+	uint64_t nl = strlen(name), now = sizeof(vy_p_xattrs) + x->bytes + 7 * (uint64_t)x->n;
+	uint64_t bytes = now - (old ? 8 + nl + old->size : 0) + 8 + nl + size;
+	uint64_t max = vy_state_record_max(p->st);
+	max = max > GROUP_ROOM ? max - GROUP_ROOM : 0;
+	max = max < SCRATCH_BYTES ? max : SCRATCH_BYTES;
+	max = max < CHUNK_BYTES - sizeof(vy_p_head) ? max : CHUNK_BYTES - sizeof(vy_p_head);
+	if (!strcmp(name, VY_ACL_DEFAULT) && sizeof(vy_p_xattrs) + 2 * (8 + sizeof(VY_ACL_DEFAULT) + size) > max)
+		return false;
+	return bytes <= max;
+}
+
 void vy_persist_xattrs(struct vy_fs *fs, struct vy_inode *in)
 {
 	vy_persist *p = writer_of(fs);
@@ -382,7 +409,7 @@ void vy_persist_xattrs(struct vy_fs *fs, struct vy_inode *in)
 	for (size_t i = 0; i < in->xattrs.n; i++) {
 		const vy_xattr *x = &in->xattrs.v[i];
 		uint32_t nl = (uint32_t)strlen(x->name), vl = (uint32_t)x->size;
-		if (at + 8 + (size_t)nl + vl > SCRATCH_BYTES) { /* past VY_XATTR_TOTAL_MAX: cannot be */
+		if (at + 8 + (size_t)nl + vl > SCRATCH_BYTES) { /* past vy_persist_xattr_fits: cannot be */
 			vy_error e;
 			vy_fail(&e, VY_EINVAL, "report this bug", "inode %llu's xattrs exceed their total",
 				(unsigned long long)in->ino);

@@ -9,6 +9,8 @@
 #ifndef VY_PERSIST_WRITER_H
 #define VY_PERSIST_WRITER_H
 
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "core/err.h"
@@ -33,6 +35,13 @@ void vy_persist_name(struct vy_fs *fs, struct vy_inode *dir, const char *name);
 void vy_persist_gone(struct vy_fs *fs, uint64_t ino);
 /* Every xattr of `in` (its ACLs among them). The inode's lock held. */
 void vy_persist_xattrs(struct vy_fs *fs, struct vy_inode *in);
+/* Whether inode `in`'s xattrs can be kept with `name` set to `size` bytes
+ * (always with survive=off): fs/ refuses a set past it with ENOSPC before
+ * anything changes, so a client's xattrs never make a record the log
+ * cannot hold (issue "survive 2": that ended the mount's survival). A
+ * directory's default ACL must fit twice, as a new subdirectory inherits
+ * it as both of its ACLs. The inode's lock held. */
+bool vy_persist_xattr_fits(struct vy_fs *fs, const struct vy_inode *in, const char *name, size_t size);
 /* A regular file's memory (buffer, capacity, holes, device). Its write
  * lock held. */
 void vy_persist_layout(struct vy_fs *fs, struct vy_inode *in);

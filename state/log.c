@@ -63,6 +63,11 @@ vy_err vy_state_append(vy_state *s, const vy_state_rec *r, uint64_t *seq, vy_err
 	return VY_OK;
 }
 
+uint64_t vy_state_record_max(const vy_state *s)
+{
+	return s->cap / 2 - HDR;
+}
+
 bool vy_state_log_wants_checkpoint(const vy_state *s)
 {
 	return s->tail - s->head >= s->cap / 2;

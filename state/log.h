@@ -31,6 +31,10 @@ typedef struct vy_state_rec {
  * VY_ENOSPC: no room until a checkpoint; nothing written. */
 vy_err vy_state_append(vy_state *s, const vy_state_rec *r, uint64_t *seq, vy_error *e);
 
+/* The most bytes of payload and reply one record may hold (half the
+ * ring, less its header). */
+uint64_t vy_state_record_max(const vy_state *s);
+
 /* The ring is half full or more: checkpoint before it fills. */
 bool vy_state_log_wants_checkpoint(const vy_state *s);
 /* Bytes committed and not yet dropped, and the last committed seq (0: none). */

@@ -4,7 +4,8 @@
  * after VY_ANSWERS_TAKEOVERS takeovers, and carried through a dump. A
  * client connection's record: replaced whole, forgotten when it ends,
  * refused when malformed, carried through a dump. A loaded module's the
- * same, forgotten too when its inode goes. */
+ * same, forgotten too when its inode goes. A handle's id past the handle
+ * table's cap is refused. */
 #include "ns/ns.h"
 #include "persist/answers.h"
 #include "persist/format.h"
@@ -325,6 +326,29 @@ static void layouts_of_both_formats(void)
 	vy_shadow_destroy(&s);
 }
 
+/* A handle's id: a generation and an index below the handle table's
+ * cap, of a file or a directory; any other is refused (a successor would
+ * make every slot below its index), changing nothing. */
+static void handles_only_of_the_table(void)
+{
+	vy_shadow s;
+	vy_shadow_init(&s);
+	vy_error e;
+	vy_p_handle ok = {.id = 1ull << 32 | (VY_NS_HANDLES_MAX - 1), .ino = 5, .kind = VY_HANDLE_FILE};
+	CHECK_EQ(vy_shadow_apply(&s, VY_P_HANDLE, &ok, sizeof(ok), 9, &e), VY_OK);
+	vy_p_handle bad[] = {
+		{.id = 1ull << 32 | VY_NS_HANDLES_MAX, .ino = 5, .kind = VY_HANDLE_FILE},
+		{.id = 0x9b9b9b9bull << 32 | 0x9b9b9b9b, .ino = 5, .kind = VY_HANDLE_DIR}, /* the fuzzer's */
+		{.id = 1ull << 32 | UINT32_MAX, .ino = 5, .kind = VY_HANDLE_FILE},
+		{.id = 7, .ino = 5, .kind = VY_HANDLE_FILE}, /* no generation */
+		{.id = 1ull << 32 | 7, .ino = 5, .kind = 9},
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		CHECK_EQ(vy_shadow_apply(&s, VY_P_HANDLE, &bad[i], sizeof(bad[i]), 9, &e), VY_EINVAL);
+	CHECK_EQ(s.handles.count, 1u);
+	vy_shadow_destroy(&s);
+}
+
 int main(void)
 {
 	static const vy_test_case cases[] = {
@@ -336,6 +360,7 @@ int main(void)
 		TEST_CASE(modules_kept_whole),
 		TEST_CASE(write_behind_region_kept_last),
 		TEST_CASE(layouts_of_both_formats),
+		TEST_CASE(handles_only_of_the_table),
 	};
 	return vy_test_main("shadow", cases, sizeof(cases) / sizeof(cases[0]));
 }
