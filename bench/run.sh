@@ -13,7 +13,8 @@
 # over two host devices (host_devices=2). attach (a 7B-shaped model to its first
 # answer, bench/attach_bench.py: torch and transformers, cuda) and exact (an
 # attached model's forward passes against transformers' own load,
-# bench/exact_bench.py) run only when named.
+# bench/exact_bench.py) and families (a converted model's attaches against
+# transformers' load, bench/families_bench.py) run only when named.
 # BENCH_REPS=N: single-stream reads (dd, fio 1 job) run N times, each after
 # dropping caches; the figure is their median (default 3).
 # TMPDIR: where the mount points go (default /tmp).
@@ -632,6 +633,20 @@ main() {
 			rm -rf "${MNT[vyrefs]}/llama" "${MNT[tmpfs]}/llama" "${MNT[tmpfs]}/flags"
 		else
 			log "attach figures need the cuda backend, torch and transformers: skipped"
+		fi
+	fi
+	# A converted model's first and later attaches against transformers'
+	# own load (bench/families_bench.py), opt-in.
+	if has families; then
+		if [ "$BACKEND" = cuda ] && python3 -c 'import torch, transformers' 2>/dev/null; then
+			reps=5
+			[ "$QUICK" = 1 ] && reps=2
+			VYREFS_LIB=$PWD/$BUILD/libvyrefs.so PYTHONPATH=$PWD/client/python VYREFS=$PWD/$BUILD/vyrefs \
+				python3 bench/families_bench.py "${MNT[vyrefs]}" "${MNT[tmpfs]}" "$reps" | tee -a "$RES"
+			rm -rf "${MNT[vyrefs]}/qwen3_moe" "${MNT[vyrefs]}/mixtral" "${MNT[vyrefs]}/t5" \
+				"${MNT[tmpfs]}/qwen3_moe" "${MNT[tmpfs]}/mixtral" "${MNT[tmpfs]}/t5"
+		else
+			log "families figures need the cuda backend, torch and transformers: skipped"
 		fi
 	fi
 	# An attached model's forward passes against transformers' own load of
