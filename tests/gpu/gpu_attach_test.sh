@@ -8,22 +8,7 @@
 # conversion too big for the device is refused with nothing left mapped.
 # The helper is tests/gpu/attach_check.py. Two processes sharing one copy
 # are gpu_share_test's (it reads the GPU's free memory: alone).
-. tests/fs/lib.sh
-export VYREFS_LIB=$PWD/${BUILD}/libvyrefs.so
-export PYTHONPATH=$PWD/client/python:$PWD/tests/client${PYTHONPATH:+:$PYTHONPATH}
-CHECK=tests/gpu/attach_check.py
-
-have() { python3 -c "import $1" 2>/dev/null; }
-
-setUp() {
-	mount_vyrefs "backend=cuda" || { fail "mount"; return 1; }
-	TMP=$(mktemp -d /dev/shm/vyrefs-attach.XXXXXX)
-}
-
-tearDown() {
-	rm -rf "$TMP"
-	unmount_vyrefs
-}
+. tests/gpu/models_lib.sh
 
 test_llama_attached_answers_as_from_pretrained_from_tmpfs() {
 	have transformers || { skip_test "needs torch and transformers"; return; }

@@ -2,21 +2,7 @@
 # Every family transformers loads attaches from a cuda mount (issue
 # "families"), beside the other suites: it reads no whole-GPU figure. The
 # helper is tests/gpu/families_check.py.
-. tests/fs/lib.sh
-export VYREFS_LIB=$PWD/${BUILD}/libvyrefs.so
-export PYTHONPATH=$PWD/client/python:$PWD/tests/client${PYTHONPATH:+:$PYTHONPATH}
-
-have() { python3 -c "import $1" 2>/dev/null; }
-
-setUp() {
-	mount_vyrefs "backend=cuda" || { fail "mount"; return 1; }
-	TMP=$(mktemp -d /dev/shm/vyrefs-families.XXXXXX)
-}
-
-tearDown() {
-	rm -rf "$TMP"
-	unmount_vyrefs
-}
+. tests/gpu/models_lib.sh
 
 # Issue "families": each family transformers loads attaches from the mount
 # and computes what transformers' own load computes (logits and 32 greedy

@@ -3,22 +3,7 @@
 # A torch.nn model saved sharded by vyrefs.torch.save and attached in two
 # processes at once takes device memory once (the helper is
 # tests/gpu/attach_check.py).
-. tests/fs/lib.sh
-export VYREFS_LIB=$PWD/${BUILD}/libvyrefs.so
-export PYTHONPATH=$PWD/client/python:$PWD/tests/client${PYTHONPATH:+:$PYTHONPATH}
-CHECK=tests/gpu/attach_check.py
-
-have() { python3 -c "import $1" 2>/dev/null; }
-
-setUp() {
-	mount_vyrefs "backend=cuda" || { fail "mount"; return 1; }
-	TMP=$(mktemp -d /dev/shm/vyrefs-share.XXXXXX)
-}
-
-tearDown() {
-	rm -rf "$TMP"
-	unmount_vyrefs
-}
+. tests/gpu/models_lib.sh
 
 test_two_processes_attached_at_once_take_device_memory_once() {
 	have torch || { skip_test "needs torch"; return; }
