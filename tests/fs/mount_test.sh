@@ -57,7 +57,7 @@ vyrefs_survive_mount() { "$VYREFS" -o "backend=$backend,host_memory=64M,survive=
 
 test_umount_right_after_writing_under_load_as_on_tmpfs() {
 	C=$(mktemp -d /tmp/vyrefs-cycle.XXXXXX)
-	N=50 # the issue's 200 run by hand (docs/fs.md); 50 keep CI short
+	N=30 # the issue's 200 run by hand (docs/fs.md); 30 keep CI short
 	[ "$backend" = cuda ] && N=20 # a cuda mount's start is the GPU's context
 	local spin=()
 	for _ in 1 2; do
