@@ -51,7 +51,7 @@ run_c() {
 		echo "$name: no summary (exit $rc)"
 	fi
 	if [ $rc != 0 ]; then
-		grep -v '^ok \|^skip ' "$out"
+		grep -v '^ok \|^skip ' "$out" | tee "$log/$name.failures"
 	fi
 	echo "$name: $line ($((SECONDS - start)) s)"
 }
@@ -81,8 +81,8 @@ run_sh() {
 	# A suite that failed with every test that ran passing: count it once.
 	[ $rc != 0 ] && [ "$fails" = 0 ] && [ "$notrun" = 0 ] && fails=1
 	echo "$((ran - fails - skips)) $((fails + notrun)) $skips" >"$log/$name.counts"
-	[ "$fails" != 0 ] && grep -B1 '^ASSERT\|^ERROR\|^shunit2:\(ERROR\|FATAL\)' "$out" | grep -v '^@setUp$'
-	[ "$notrun" != 0 ] && { echo "  $notrun of $want tests never ran (exit $rc):"; grep '^shunit2:FATAL' "$out" | sed 's/^/  /'; tail -n 5 "$out" | sed 's/^/  | /'; }
+	[ "$fails" != 0 ] && grep -B1 '^ASSERT\|^ERROR\|^shunit2:\(ERROR\|FATAL\)' "$out" | grep -v '^@setUp$' | tee "$log/$name.failures"
+	[ "$notrun" != 0 ] && { echo "  $notrun of $want tests never ran (exit $rc):"; grep '^shunit2:FATAL' "$out" | sed 's/^/  /'; tail -n 5 "$out" | sed 's/^/  | /'; } | tee -a "$log/$name.failures"
 	awk '/^@setUp$/ { t = ""; r = "" } /^SKIPPED/ { if (t == "") r = $0; else print "  skip " t ": " $0 }
 		/^test_[A-Za-z0-9_]*$/ { t = $1; if (r != "") print "  skip " t ": " r; r = "" }' "$out"
 	local nr=""
@@ -198,6 +198,13 @@ done
 for name in ${names[@]+"${names[@]}"}; do
 	read -r p f s 2>/dev/null <"$log/$name.counts" || { p=0 f=1 s=0; echo "$name: left no counts (its runner died)"; }
 	passed=$((passed + p)) failed=$((failed + f)) skipped=$((skipped + s))
+done
+# The failures again, last: a long run's tail (all a CI page may show)
+# names what failed and why.
+for name in ${names[@]+"${names[@]}"}; do
+	[ -s "$log/$name.failures" ] || continue
+	echo "FAILED in $name:"
+	head -n 20 "$log/$name.failures" | sed 's/^/  /'
 done
 echo "logs: $log"
 echo "$passed passed, $failed failed, $skipped skipped"
