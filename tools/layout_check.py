@@ -2,10 +2,13 @@
 """The tree's two layout rules (the project's standards): no circle between
 files, and no .c or .h file over 800 lines.
 
-A file calls another when it names a function or global variable that the
-other alone defines, not static (read with Universal Ctags); a .c and the .h
-of the same name are one file here, so a header that declares what another
-file defines calls that file. Prints each circle with one name that makes
+A file calls another when it names a function, global variable, type or
+struct that the other alone defines, not static (read with Universal
+Ctags); a header's static inline functions are its own, so naming one calls
+that header. A .c and the .h of the same name are one file here; what a
+header names is its .c files' business (one header may declare a family of
+.c files, as core/store.h does), so only .c files make calls. This is the
+rule of ../shared/tools/circles.py. Prints each circle with one name that makes
 each of its steps, each file over the limit, and a last line; exits 1 on
 either, 2 when it cannot read the tree.
 
@@ -65,10 +68,11 @@ def source_files(root, folders):
 
 
 def definitions(root, files):
-    """name -> the one file that defines it (not static), and the (name,
-    file) pairs defined static: there the name is the file's own."""
+    """name -> the one file that defines it (not static; a type, a struct
+    or a header's static inline function counts), and the (name, file)
+    pairs a .c file defines static: there the name is the file's own."""
     try:
-        out = subprocess.run(["ctags", "-x", "--c-kinds=fv", "--extras=+F", "--language-force=C"] + files,
+        out = subprocess.run(["ctags", "-x", "--c-kinds=fvts", "--extras=+F", "--language-force=C"] + files,
                              cwd=root, capture_output=True, text=True, check=True).stdout
     except FileNotFoundError:
         usage("ctags is not installed (Fix: apt-get install universal-ctags)")
@@ -79,10 +83,12 @@ def definitions(root, files):
     for line in out.splitlines():
         # NAME KIND LINE FILE TEXT
         parts = line.split(None, 4)
-        if len(parts) < 5 or parts[1] not in ("function", "variable"):
+        if len(parts) < 5 or parts[1] not in ("function", "variable", "typedef", "struct"):
             continue
         name, _, _, path, text = parts
-        if re.match(r"\s*static\b", text):
+        # A type a .c file defines is its own, as a static function is.
+        local = parts[1] in ("typedef", "struct") or re.match(r"\s*static\b", text)
+        if local and path.endswith(".c"):
             static.add((name, path))
             continue
         if re.match(r"\s*extern\b", text):
@@ -108,6 +114,8 @@ def calls(root, files, owner, static):
         with open(os.path.join(root, path), errors="replace") as f:
             text = f.read()
         lines[path] = text.count("\n")
+        if path.endswith(".h"):
+            continue
         for name in sorted(set(IDENT.findall(NOISE.sub(" ", text)))):
             other = owner.get(name)
             if other and unit(other) != unit(path) and (name, path) not in static:

@@ -72,6 +72,36 @@ test_static_names_and_comments_make_no_call() {
 	assertContains "$out" " 0 circles,"
 }
 
+test_types_and_inline_functions_make_calls() {
+	need ctags python3 || return 0
+	mkdir -p "$scratch/x"
+	# a.c names b.h's type, b.c calls a.h's static inline function
+	printf 'typedef struct a_thing { int n; } a_thing;\nstatic inline int a_twice(int n) { return 2 * n; }\n' >"$scratch/x/a.h"
+	printf 'typedef struct b_thing { int n; } b_thing;\n' >"$scratch/x/b.h"
+	printf '#include "a.h"\n#include "b.h"\nint a_use(b_thing *t) { return t->n; }\n' >"$scratch/x/a.c"
+	printf '#include "a.h"\nint b_use(int n) { return a_twice(n); }\n' >"$scratch/x/b.c"
+	out=$(python3 "$CHECK" --root "$scratch" 2>&1)
+	assertEquals "$out" 1 $?
+	assertContains "$out" "circle of 2 files: x/a x/b"
+	assertContains "$out" "x/a -> x/b (b_thing)"
+	assertContains "$out" "x/b -> x/a (a_twice)"
+}
+
+test_a_type_of_a_c_file_and_a_header_declaring_others_make_no_call() {
+	need ctags python3 || return 0
+	mkdir -p "$scratch/x"
+	# a.c and b.c each define a struct of the same name for themselves;
+	# one header declares both files' functions (a family, as core/store.h).
+	printf 'int a_f(void);\nint b_f(void);\n' >"$scratch/x/a.h"
+	printf '#include "a.h"\nstruct job { int n; };\nint a_f(void) { struct job j = { 1 }; return j.n; }\n' >"$scratch/x/a.c"
+	printf '#include "a.h"\nstruct job { int m; };\nint b_f(void) { struct job j = { 2 }; return j.m + a_f(); }\n' >"$scratch/x/b.c"
+	printf 'struct only { int n; };\nint c_f(void) { struct only o = { 3 }; return o.n; }\n' >"$scratch/x/c.c"
+	printf 'int only;\nint d_f(void) { return only; }\n' >"$scratch/x/d.c"
+	out=$(python3 "$CHECK" --root "$scratch" 2>&1)
+	assertEquals "$out" 0 $?
+	assertContains "$out" " 0 circles,"
+}
+
 test_a_file_over_800_lines_fails_and_800_pass() {
 	need ctags python3 || return 0
 	mkdir -p "$scratch/x"
