@@ -15,7 +15,7 @@
 #include "core/device.h"
 
 /* Where the keeper holds an allocation: a slot number >= 6
- * (keeper/keeper.h VY_KEEPER_SLOT_MEMORY); 0 means none. */
+ * (keeper/wire.h VY_KEEPER_SLOT_MEMORY); 0 means none. */
 typedef uint32_t vy_keep_slot;
 
 /* Who keeps the fds (daemon/keeper_memory.c gives one). Called with the

@@ -7,7 +7,7 @@
 #include "daemon/keeper_link.h"
 #include "daemon/log.h"
 #include "daemon/mount_devices.h"
-#include "keeper/keeper.h"
+#include "keeper/wire.h"
 #include "persist/preload.h"
 #include "state/state.h"
 
@@ -47,7 +47,7 @@ static void describe(const vy_keeper_adoption *ad, char *out, size_t cap)
 	}
 }
 
-/* Started by the keeper ahead of a death (keeper/keeper.h)? */
+/* Started by the keeper ahead of a death (keeper/wire.h)? */
 static bool is_standby(void)
 {
 	const char *v = getenv(VY_KEEPER_ENV_STANDBY);

@@ -54,7 +54,7 @@ static void leaving_at_exit(void)
 
 /* The link's fd moved above every other this process will open: a dead
  * process's fds are released from the highest down, so the keeper sees
- * it closed before the driver's fds' teardown (keeper.h). Capped where
+ * it closed before the driver's fds' teardown (keeper/wire.h). Capped where
  * the fd table stays small (64 Ki entries); failing, it stays where it is. */
 static int move_high(int fd)
 {

@@ -1,4 +1,4 @@
-/* The daemon's end of its keeper's socketpair (keeper/keeper.h): where it
+/* The daemon's end of its keeper's socketpair (keeper/wire.h): where it
  * comes from (the environment the keeper set), handing the keeper the
  * mount's fds, taking them back in a successor, and noticing the keeper's
  * death. survive=off: no link, none of this runs. */
@@ -13,7 +13,7 @@
 #include <sys/types.h>
 
 #include "core/device_keep.h"
-#include "keeper/keeper.h"
+#include "keeper/wire.h"
 
 typedef struct vy_keeper_link {
 	int sock;  /* -1: no keeper */
@@ -83,7 +83,7 @@ void vy_keeper_unwatch(vy_keeper_link *k);
 /* Tell the keeper this daemon ends on purpose (LEAVING, once): it then
  * waits for the exit status. Every exit() does (atexit), and closing the
  * link does; an _exit of its own must call it first. A death says
- * nothing, and the link's close tells the keeper at once (keeper.h). */
+ * nothing, and the link's close tells the keeper at once (keeper/wire.h). */
 void vy_keeper_leaving(void);
 
 #endif

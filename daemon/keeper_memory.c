@@ -1,7 +1,7 @@
 /* The store's memory to the keeper (keeper_memory.h). */
 #include "daemon/keeper_memory.h"
 #include "daemon/log.h"
-#include "keeper/keeper.h"
+#include "keeper/wire.h"
 
 #include <errno.h>
 #include <fcntl.h>

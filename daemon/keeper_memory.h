@@ -1,7 +1,7 @@
 /* The store's memory to the keeper (issue "survive", docs/survive.md
  * "Memory"): the sink core/store_keep.h's vy_store_keep hands every
  * allocation to. Each allocation's fd goes to the keeper in an ADD on the
- * daemon's socketpair (keeper/keeper.h) under a slot number of its own;
+ * daemon's socketpair (keeper/wire.h) under a slot number of its own;
  * a freed one's slot goes in a DROP and is used again later.
  *
  * Slots: VY_KEEPER_SLOT_MEMORY up to the keeper's table (its open-file

@@ -10,7 +10,7 @@
 #include "core/selfcheck.h"
 #include "daemon/adopt.h"
 #include "daemon/mount.h"
-#include "keeper/keeper.h"
+#include "keeper/wire.h"
 #include "daemon/remount.h"
 #include "daemon/upgrade_cli.h"
 #include "daemon/version.h"

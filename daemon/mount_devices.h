@@ -1,6 +1,6 @@
 /* A mount's devices, opened from its configuration: by the daemon as it
  * mounts, or by a standby successor before the death it waits for
- * (keeper/keeper.h), so that the driver's start is behind it. */
+ * (keeper/wire.h), so that the driver's start is behind it. */
 #ifndef VY_MOUNT_DEVICES_H
 #define VY_MOUNT_DEVICES_H
 

@@ -4,7 +4,7 @@
 #include "daemon/log.h"
 #include "daemon/session.h"
 #include "fs/fs.h"
-#include "keeper/keeper.h"
+#include "keeper/wire.h"
 #include "persist/writer.h"
 
 #include <errno.h>

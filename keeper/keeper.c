@@ -5,12 +5,12 @@
  *   vyrefs-keeper [--report-fd N] [--standby] DAEMON [ARG...]
  *
  * Starts DAEMON ARG... with its end of a socketpair, keeps the fds it is
- * handed (keeper.h), and when the daemon dies by a signal (or exits
+ * handed (keeper/wire.h), and when the daemon dies by a signal (or exits
  * VY_EXIT_TAKEOVER) starts DAEMON --adopt ARG... and hands it every slot.
- * With --standby that successor is started ahead, waiting (keeper.h).
+ * With --standby that successor is started ahead, waiting (keeper/wire.h).
  * Any other exit ends the keeper with the daemon's status, every fd closed.
  * Tables are sized at start; nothing is allocated per message. */
-#include "keeper/keeper.h"
+#include "keeper/wire.h"
 #include "keeper/trust.h"
 #include "keeper/leader.h"
 
@@ -208,7 +208,7 @@ static void forget_standby(bool tell)
 }
 
 /* The state region and its images to the standby, which follows them
- * while it waits (keeper.h, STATE). Failing, it loads them at the death. */
+ * while it waits (keeper/wire.h, STATE). Failing, it loads them at the death. */
 static void send_state(void)
 {
 	const int fds[3] = {k.slots[VY_KEEPER_SLOT_REGION], k.slots[VY_KEEPER_SLOT_IMAGE_A],
@@ -515,7 +515,7 @@ static void reaped_dying(int st)
 }
 
 /* The serving daemon's end of the link closed with no LEAVING: the
- * kernel closed its fds, so its last thread has ended (keeper.h). It is
+ * kernel closed its fds, so its last thread has ended (keeper/wire.h). It is
  * dead now, its driver's teardown and its status still to come: its
  * successor serves meanwhile. A daemon that does not serve yet (a first
  * one mounting, a successor starting: one that refuses the state, of a

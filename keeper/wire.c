@@ -1,6 +1,6 @@
 /* The keeper protocol's framing: one fixed-size message, its fds in
- * SCM_RIGHTS (keeper.h). Linked into the keeper and the daemon. */
-#include "keeper/keeper.h"
+ * SCM_RIGHTS (wire.h). Linked into the keeper and the daemon. */
+#include "keeper/wire.h"
 
 #include <errno.h>
 #include <string.h>

@@ -1,8 +1,8 @@
-/* The keeper's protocol (keeper/keeper.h, wire.c) and the keeper itself:
+/* The keeper's protocol (keeper/wire.h, wire.c) and the keeper itself:
  * ADD and DROP, the handover of every slot to a successor once the
  * daemon's link closes unannounced (its death), and the refusal of messages that are not the protocol's. This
  * binary plays the daemons: the keeper runs it again as them. */
-#include "keeper/keeper.h"
+#include "keeper/wire.h"
 #include "tests/unit/support.h"
 
 #include <errno.h>

@@ -4,7 +4,7 @@
  * successor's handed slots in use until settled, a dead keeper failing
  * adds with slot 0 and no hang. */
 #include "daemon/keeper_memory.h"
-#include "keeper/keeper.h"
+#include "keeper/wire.h"
 #include "tests/unit/support.h"
 
 #include <errno.h>

@@ -14,7 +14,7 @@
 #define MiB (1ull << 20)
 #define CAP (256 * MiB)
 #define SLOTS 512
-#define FIRST 6 /* keeper/keeper.h VY_KEEPER_SLOT_MEMORY */
+#define FIRST 6 /* keeper/wire.h VY_KEEPER_SLOT_MEMORY */
 
 /* A keeper in a table: fd[slot] is its copy, live[slot] whether it holds it. */
 typedef struct sink_table {

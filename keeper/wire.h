@@ -1,6 +1,6 @@
-/* The keeper's socketpair protocol, shared by keeper/keeper.c and the
- * daemon (daemon/keeper_link.c). One SOCK_SEQPACKET socketpair per daemon;
- * every message is one fixed-size vy_keeper_msg, fds ride along in
+/* The keeper's socketpair protocol (keeper/wire.c frames it), shared by
+ * the keeper process (keeper/keeper.c) and the daemon (daemon/keeper_link.c).
+ * Every message is one fixed-size vy_keeper_msg, fds ride along in
  * SCM_RIGHTS in the order of msg.slot[].
  *
  * Fd ownership: the receiver owns every fd it receives and closes it on
@@ -31,8 +31,8 @@
  * above the driver's), 0.3 ms after a SIGKILL on the H100 where waitpid
  * waits 100 to 220 ms more for the driver's teardown (docs/survive.md).
  * Its cause is logged when it is reaped. */
-#ifndef VY_KEEPER_H
-#define VY_KEEPER_H
+#ifndef VY_KEEPER_WIRE_H
+#define VY_KEEPER_WIRE_H
 
 #include <stdbool.h>
 #include <stddef.h>
