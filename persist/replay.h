@@ -8,29 +8,11 @@
 
 #include "core/err.h"
 #include "core/store_keep.h"
+#include "persist/replay_counts.h"
 #include "persist/shadow.h"
 
 struct vy_fs;
 struct vy_state;
-
-typedef struct vy_replay_counts {
-	uint64_t records;  /* from the image and the log */
-	uint64_t followed; /* of those, applied by a standby before the death (persist/preload.h) */
-	uint64_t inodes;   /* made again (the root not counted) */
-	uint64_t names;
-	uint64_t files;    /* regular files whose memory was taken back */
-	uint64_t lost;     /* regular files whose memory could not be: emptied, logged */
-	uint64_t dropped;  /* inodes nothing held: no name, no handle, no kernel reference (freed) */
-	uint64_t handles;  /* open files and directories taken back */
-	uint64_t handles_lost; /* that could not be (their programs get EBADF) */
-	uint64_t lookups_lost; /* kernel references to inodes not made again (modules being written) */
-	uint64_t mappings;     /* files client programs map, held again */
-	uint64_t mappings_lost; /* mappings of files not made again */
-	uint64_t modules;       /* module files made again and loaded */
-	uint64_t load_us, memory_us; /* the state's load and the files' memory taken back, in microseconds */
-	uint64_t inodes_us, names_us; /* the inodes made, and the names between them, in microseconds */
-	uint64_t modules_lost;  /* that could not be (logged) */
-} vy_replay_counts;
 
 /* Into `fs` (fresh from vy_fs_init, nothing served yet) from `st`, taking
  * memory from `mem`; from a standby's copy `pre` when it is current (NULL:

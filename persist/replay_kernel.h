@@ -8,7 +8,7 @@
 #define VY_PERSIST_REPLAY_KERNEL_H
 
 #include "core/err.h"
-#include "persist/replay.h"
+#include "persist/replay_counts.h"
 #include "persist/shadow.h"
 #include "core/store_keep.h"
 

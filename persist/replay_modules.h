@@ -9,7 +9,7 @@
 
 #include "core/err.h"
 #include "core/store_keep.h"
-#include "persist/replay.h"
+#include "persist/replay_counts.h"
 #include "persist/shadow.h"
 
 struct vy_fs;

@@ -7,7 +7,7 @@
 #define VY_PERSIST_REPLAY_NS_H
 
 #include "core/err.h"
-#include "persist/replay.h"
+#include "persist/replay_counts.h"
 #include "persist/shadow.h"
 
 struct vy_fs;
