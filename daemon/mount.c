@@ -6,7 +6,7 @@
 #include "daemon/oom.h"
 #include "fs/atime.h"
 #include "daemon/mount_devices.h"
-#include "fs/fs.h"
+#include "fs/lifecycle.h"
 #include "fs/wbehind_keep.h"
 #include "daemon/log.h"
 #include "fs/ops.h"

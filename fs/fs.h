@@ -1,7 +1,9 @@
 /* The filesystem's state: the namespace (ns/ns.h) and the mount's devices:
  * one core each (a file's buffer lives in the core of the device its inode
  * names), with a launcher and modules of its own; the control directory's
- * and the servers' state. The namespace's locking rules are in ns/ns.h. */
+ * and the servers' state. The namespace's locking rules are in ns/ns.h.
+ * A header alone: every fs/ file reads the state, fs/lifecycle.c makes
+ * and ends it (above the files that read it). */
 #ifndef VY_FS_H
 #define VY_FS_H
 
@@ -92,12 +94,6 @@ static inline bool vy_fs_keeps_fds(const vy_fs *fs)
 
 /* Attribute and entry timeouts for the kernel (seconds). */
 #define VY_ATTR_TIMEOUT 1.0
-
-/* Build the root and .vyre/ over n opened cores (the caller keeps them),
- * with a launcher and modules for each (fs/fs.c). */
-vy_err vy_fs_init(vy_fs *fs, vy_core *const *cores, unsigned n, const vy_config *cfg, vy_error *e);
-/* Free every inode and its buffer. */
-void vy_fs_destroy(vy_fs *fs);
 
 /* The namespace under the filesystem. */
 static inline vy_ns *vy_fs_ns(vy_fs *fs)

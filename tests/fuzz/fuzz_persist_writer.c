@@ -21,7 +21,7 @@
 #include "core/backend.h"
 #include "core/core.h"
 #include "fs/file.h"
-#include "fs/fs.h"
+#include "fs/lifecycle.h"
 #include "persist/format.h"
 #include "persist/group.h"
 #include "persist/load.h"

@@ -3,7 +3,7 @@
 #ifndef VY_TEST_FS_FIXTURE_H
 #define VY_TEST_FS_FIXTURE_H
 
-#include "fs/fs.h"
+#include "fs/lifecycle.h"
 #include "tests/unit/support.h"
 
 typedef struct vy_test_fs {

@@ -2,7 +2,7 @@
  * device's launcher and modules, peer access, .vyre/ and the sequence log;
  * at the end, the reverse. Above the namespace, the control directory and
  * the files' data: none of them calls back here. */
-#include "fs/fs.h"
+#include "fs/lifecycle.h"
 #include "core/peer.h"
 #include "daemon/log.h"
 #include "fs/file.h"
