@@ -1,5 +1,6 @@
 /* The daemon's side of the keeper protocol (keeper_link.h). */
 #include "daemon/keeper_link.h"
+#include "daemon/keeper_memory.h"
 #include "daemon/log.h"
 
 #include <errno.h>
@@ -261,7 +262,8 @@ static void *watch(void *arg)
 			return NULL;
 		}
 		if (p[0].revents & POLLIN) {
-			/* A serving daemon is told only of its standby. */
+			/* A serving daemon is told of its standby, and of memory
+			 * the keeper could not hold. */
 			vy_keeper_msg m;
 			int fds[VY_KEEPER_BATCH];
 			if (vy_keeper_recv(k->sock, &m, fds) != 1)
@@ -271,6 +273,8 @@ static void *watch(void *arg)
 					close(fds[i]);
 			if (m.op == VY_KEEPER_STANDBY)
 				atomic_store(k->standby_pid, m.pid > 0 ? (int)m.pid : 0);
+			if (m.op == VY_KEEPER_NOT_HELD)
+				vy_keeper_memory_not_held(atomic_load(&k->memory), m.count);
 		}
 	}
 }

@@ -20,6 +20,9 @@ typedef struct vy_keeper_link {
 	pid_t pid; /* the keeper: our parent */
 	_Atomic int *keeper_pid; /* set to 0 when the keeper is gone */
 	_Atomic int *standby_pid; /* the keeper's ready standby, 0: none */
+	/* Told of memory the keeper could not hold (its NOT_HELD): set once
+	 * the daemon's memory sink runs (NULL: not yet). */
+	struct vy_keeper_memory *_Atomic memory;
 	pthread_t watch;
 	int stop; /* eventfd that ends the watch */
 	bool watching;

@@ -1,6 +1,7 @@
 /* The store's memory to the keeper (keeper_memory.h). */
 #include "daemon/keeper_memory.h"
 #include "daemon/log.h"
+#include "core/slab.h"
 #include "keeper/wire.h"
 
 #include <errno.h>
@@ -74,6 +75,64 @@ static void not_kept(vy_keeper_memory *m, const char *why)
 	struct vy_fs *fs = atomic_load(&m->lost_fs);
 	if (fs && m->lost)
 		m->lost(fs, why);
+}
+
+uint64_t vy_keeper_memory_slots_for(const uint64_t *bytes, unsigned ndev)
+{
+	uint64_t need = VY_KEEPER_SLOT_MEMORY + VY_KEEPER_OTHER_FDS;
+	for (unsigned d = 0; d < ndev; d++)
+		need += bytes[d] / VY_SLAB_MAX + 1 + VY_SLAB_CLASSES;
+	return need;
+}
+
+void vy_keeper_memory_raise_limit(void)
+{
+	struct rlimit rl;
+	unsigned long nr_open = 0;
+	FILE *f = fopen("/proc/sys/fs/nr_open", "re");
+	if (f) {
+		if (fscanf(f, "%lu", &nr_open) != 1)
+			nr_open = 0;
+		fclose(f);
+	}
+	rlim_t want = nr_open > TABLE_MAX || nr_open == 0 ? TABLE_MAX : (rlim_t)nr_open;
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_max == RLIM_INFINITY || rl.rlim_max >= want)
+		return;
+	rl.rlim_cur = rl.rlim_max = want;
+	if (setrlimit(RLIMIT_NOFILE, &rl) != 0 && errno != EPERM)
+		vy_log(LOG_NOTICE, "cannot raise the open-file limit to %llu: %s", (unsigned long long)want,
+		       strerror(errno));
+}
+
+int vy_keeper_memory_reserve(uint64_t need, char *why, size_t cap)
+{
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0) {
+		snprintf(why, cap, "cannot read the open-file limit: %s (Fix: mount with survive=off)", strerror(errno));
+		return -1;
+	}
+	uint64_t have = rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur > TABLE_MAX ? TABLE_MAX : rl.rlim_cur;
+	if (need <= have)
+		return 0;
+	snprintf(why, cap, "survive=on: the keeper may need %llu open files to hold this mount's memory, and the "
+			   "open-file limit allows %llu (Fix: raise it to %llu: ulimit -n %llu, which as a user needs a "
+			   "hard limit that high (limits.conf nofile, or LimitNOFILE= in a unit); or mount with a "
+			   "smaller host_memory or survive=off)",
+		 (unsigned long long)need, (unsigned long long)have, (unsigned long long)need,
+		 (unsigned long long)need);
+	return -1;
+}
+
+void vy_keeper_memory_not_held(vy_keeper_memory *m, uint32_t n)
+{
+	if (!m)
+		return;
+	atomic_fetch_add(&m->failures, n ? n : 1);
+	if (!atomic_exchange(&m->failed, true))
+		vy_log(LOG_WARNING, "the keeper (pid %d) could not hold memory handed to it (its open-file limit?): files "
+				    "written from now on may not survive this daemon's death (Fix: see the keeper's log; "
+				    "umount and mount again)", (int)m->pid);
+	not_kept(m, "the keeper could not hold it");
 }
 
 static vy_keep_slot sink_add(void *ctx, int fd)

@@ -58,6 +58,32 @@ void vy_keeper_memory_destroy(vy_keeper_memory *m);
  * the daemon exits 0); frees from now on only free. */
 void vy_keeper_memory_quiet(vy_keeper_memory *m);
 
+/* Slots for memory of `bytes` (a device's budget and pool) on `ndev`
+ * devices, and the fds beside them: an allocation with an fd of its own
+ * holds more than VY_SLAB_MAX (1 MiB), and a slab (2 MiB or more) is made
+ * only when its class's others are full, so every slot holds a MiB or
+ * more of files, but a slab a size class a device. A pattern that fills
+ * several classes' slabs, then frees all but one file in each, needs more:
+ * what no slot is left for then fails closed (counted), never lost. */
+#define VY_KEEPER_OTHER_FDS 1024u /* the map server's 256 connections and 256 spare, modules, the keeper's own */
+uint64_t vy_keeper_memory_slots_for(const uint64_t *bytes, unsigned ndev);
+
+/* A survive=on mount, before it serves: as root (CAP_SYS_RESOURCE), the
+ * hard open-file limit raised to the kernel's (fs.nr_open, at most 1 << 20)
+ * before the keeper starts, so the keeper, the daemon and every successor
+ * may hold that many; without it the hard limit stays. */
+void vy_keeper_memory_raise_limit(void);
+
+/* Whether the open-file limit (the keeper's, which the daemon shares)
+ * holds `need` slots (vy_keeper_memory_slots_for): 0, or -1 with `why`
+ * and its Fix. A mount checks before it mounts. */
+int vy_keeper_memory_reserve(uint64_t need, char *why, size_t cap);
+
+/* The keeper said it could not hold `n` slots of memory handed to it (n 0:
+ * it could not tell how many): counted as keep failures, and the mount
+ * fails closed (m->lost). m NULL: nothing to tell yet. */
+void vy_keeper_memory_not_held(vy_keeper_memory *m, uint32_t n);
+
 /* A successor, once every layout is adopted: DROP and close every slot
  * still in `fds` (memory no file holds: idle memory of the dead daemon's
  * pool, a slab no file uses) and make those slots free; then free fds's

@@ -181,6 +181,19 @@ static void unmount_adopted(const char *mountpoint)
 	"survive=on is experimental: files, names, attributes, bytes, open files, client mappings and loaded "   \
 	"modules survive a daemon's death (docs/survive.md says what does not): test mounts only"
 
+/* survive=on: the keeper slots the devices' memory may take (every
+ * budget and pool whole), checked against the open-file limit. */
+static uint64_t kept_slots(vy_core *const *cores, unsigned n)
+{
+	uint64_t bytes[VY_DEVICES_MAX] = {0};
+	for (unsigned d = 0; d < n; d++) {
+		vy_store_usage u;
+		vy_store_usage_get(cores[d]->store, &u);
+		bytes[d] = u.budget + u.pool_cap;
+	}
+	return vy_keeper_memory_slots_for(bytes, n);
+}
+
 int vy_mount_serve(const vy_mount_args *a, vy_keeper_link *keeper, vy_keeper_adoption *adopt, vy_state *st)
 {
 	bool kept = keeper && keeper->sock >= 0;
@@ -226,6 +239,11 @@ int vy_mount_serve(const vy_mount_args *a, vy_keeper_link *keeper, vy_keeper_ado
 		goto out;
 	}
 	fs_ready = true;
+	char why[512];
+	if (kept && !adopt && vy_keeper_memory_reserve(kept_slots(cores, opened.n), why, sizeof(why)) != 0) {
+		report('E', "%s", why); /* before anything is mounted */
+		goto out;
+	}
 	if (adopt) {
 		fs.started_ns = adopt->started_ns;
 		fs.devices_ns = vy_monotonic_ns();
@@ -248,7 +266,6 @@ int vy_mount_serve(const vy_mount_args *a, vy_keeper_link *keeper, vy_keeper_ado
 		report('E', "cannot install signal handlers (Fix: report this bug)");
 		goto out;
 	}
-	char why[512];
 	if (adopt) {
 		/* The mount is there; its connection is the fd the keeper kept. */
 		const uint8_t *req, *rep;
@@ -341,8 +358,10 @@ int vy_mount_serve(const vy_mount_args *a, vy_keeper_link *keeper, vy_keeper_ado
 		km_ready = vy_adopt_namespace(&fs, st, adopt, keeper, &km, &conns, counters);
 		fs.replayed_ns = vy_monotonic_ns();
 	}
-	if (km_ready && fs.persist)
+	if (km_ready && fs.persist) {
 		fs.keep_sink = &km.sink; /* the map server's connections to the keeper */
+		atomic_store(&keeper->memory, &km); /* what the keeper could not hold counts */
+	}
 	if (fs.keep_sink)
 		vy_kept_counters_hand(counters, st, fs.keep_sink);
 	if (fs.keep_sink && fs.cfg.write_behind && !fs.wbk)
@@ -366,8 +385,10 @@ int vy_mount_serve(const vy_mount_args *a, vy_keeper_link *keeper, vy_keeper_ado
 		unmount_adopted(a->mountpoint); /* a signal ended it: the mount is ours, and still there */
 	if (km_ready)
 		vy_keeper_memory_quiet(&km); /* what teardown frees, the keeper closes itself */
-	if (kept)
+	if (kept) {
 		vy_keeper_unwatch(keeper); /* the keeper ends once we exit 0 */
+		atomic_store(&keeper->memory, NULL);
+	}
 	if (!quiet) {
 		/* A copy's worker is stuck in a client's fd (a filesystem that
 		 * does not answer): it may wake into what teardown frees. The
@@ -427,6 +448,7 @@ static int start_keeper(const vy_mount_args *a)
 		return 1;
 	}
 	self[n] = '\0';
+	vy_keeper_memory_raise_limit(); /* as root: a keeper table for any budget */
 	const char *slash = strrchr(self, '/');
 	snprintf(keeper, sizeof(keeper), "%.*s/%s", (int)(slash ? slash - self : 0), self, VY_KEEPER_BINARY);
 	if (access(keeper, X_OK) != 0) {

@@ -64,6 +64,9 @@ static struct {
 	uint64_t ndeaths, takeovers;
 	bool fallback; /* the next successor is slot 3's binary: the one at the path refused the state */
 	bool upgrading; /* the daemon left for an upgrade: its successor is the binary at the path, if trusted */
+	/* Memory the serving daemon handed that this keeper could not hold
+	 * (NOT_HELD, keeper/wire.h): the next death ends the mount. */
+	uint64_t not_held;
 } k = {.report_fd = -1, .saved = {-1, -1, -1}, .sock = -1, .standby_sock = -1};
 
 static void say(int prio, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -314,11 +317,28 @@ static int hand_over(uint64_t death_ns, int st, bool reaped)
 	return vy_keeper_send(k.sock, &m, NULL);
 }
 
+/* The daemon handed `n` slots this keeper could not hold (slot[] says
+ * which; n 0: it could not tell): it fails closed from now on, and tells
+ * the daemon, which counts a keep failure. */
+static void not_held(const uint32_t *slot, uint32_t n, const char *why)
+{
+	if (k.not_held++ == 0)
+		say(LOG_ERR, "cannot hold memory the daemon handed: %s; the mount no longer survives a death: the next "
+			     "one ends its connection, as with survive=off (Fix: raise the open-file limit the mount "
+			     "starts with, then umount and mount again)", why);
+	vy_keeper_msg m;
+	vy_keeper_msg_init(&m, VY_KEEPER_NOT_HELD);
+	for (uint32_t i = 0; slot && i < n && i < VY_KEEPER_BATCH; i++)
+		m.slot[m.count++] = slot[i];
+	if (k.sock >= 0 && vy_keeper_send(k.sock, &m, NULL) != 0)
+		say(LOG_WARNING, "cannot tell the daemon of memory not held: %s", strerror(errno));
+}
+
 static void put_slot(uint32_t s, int fd)
 {
 	if (s >= k.nslots) {
-		say(LOG_WARNING, "the daemon named slot %u, past the %u this keeper holds; its fd is closed", s, k.nslots);
 		close(fd);
+		not_held(&s, 1, "a slot past this keeper's table (its open-file limit)");
 		return;
 	}
 	if (k.slots[s] >= 0)
@@ -369,13 +389,18 @@ static void link_closed(void);
 static void drain(void)
 {
 	while (k.sock >= 0) {
-		vy_keeper_msg m;
+		vy_keeper_msg m = {0}; /* read below even when what came was short */
 		int fds[VY_KEEPER_BATCH];
 		int rc = vy_keeper_recv(k.sock, &m, fds);
 		if (rc == 1) {
 			handle(&m, fds);
 		} else if (rc < 0 && errno == EPROTO) {
-			say(LOG_WARNING, "a message from the daemon that is not the keeper protocol; ignored");
+			/* An ADD whose fds the open-file limit refused arrives
+			 * cut (MSG_CTRUNC); anything else cut may have been one. */
+			bool add = m.magic == VY_KEEPER_MAGIC && m.op == VY_KEEPER_ADD && m.count <= VY_KEEPER_BATCH;
+			not_held(add ? m.slot : NULL, add ? m.count : 0,
+				 "a message from the daemon cut short or not the keeper protocol (fds past the open-file "
+				 "limit?)");
 		} else {
 			if (rc < 0 && errno == EAGAIN)
 				return;
@@ -434,6 +459,12 @@ static void died(int st, bool reaped)
 	}
 	if (reaped && WIFEXITED(st) && WEXITSTATUS(st) != VY_EXIT_TAKEOVER && !refused)
 		finish(WEXITSTATUS(st)); /* unmounted, or a failed mount */
+	if (k.not_held) {
+		say(LOG_ERR, "the daemon (pid %d) ended, and %llu of the memory it handed was not held here: a successor "
+			     "would serve files without their bytes; the mount's connection ends, as with survive=off "
+			     "(Fix: umount and mount again)", (int)was, (unsigned long long)k.not_held);
+		finish(1);
+	}
 	if (refused) {
 		say(LOG_WARNING, "the successor (pid %d) refused the kept state (another state format; its log says "
 				 "which); starting the binary that wrote it (slot 3) in its place (Fix: install a vyrefs "

@@ -13,7 +13,11 @@
  *   VY_KEEPER_WANT_STATE asks for STATE, 0 does not: an older keeper
  *   ignores the field, an older standby sends 0).
  * keeper -> serving daemon: STANDBY (the pid of a ready standby, 0: none),
- *   for .vyre/stats; a daemon that knows no such op drops it.
+ *   for .vyre/stats; NOT_HELD (the slots of an ADD it could not hold: past
+ *   its table, or fds its open-file limit refused, count 0 when it could
+ *   not read which): that memory would be lost at a death, so the daemon
+ *   counts a keep failure, and the keeper ends the mount at the next death
+ *   as survive=off would. A daemon that knows no such op drops it.
  * keeper -> standby that asked: STATE (slots 1, 4 and 5: the state region
  *   and its images), which it follows while it waits (persist/preload.h).
  * keeper -> successor: ADOPT (a batch of slots and their fds), then one
@@ -81,6 +85,7 @@ enum vy_keeper_op {
 	VY_KEEPER_STANDBY = 7,
 	VY_KEEPER_STATE = 8,
 	VY_KEEPER_LEAVING = 9,
+	VY_KEEPER_NOT_HELD = 10,
 };
 #define VY_KEEPER_WANT_STATE 1 /* STANDBY_READY's pid field: send STATE */
 /* ADOPT_END's cause_status when the death was seen by the link's close,

@@ -4,13 +4,16 @@
  * successor's handed slots in use until settled, a dead keeper failing
  * adds with slot 0 and no hang. */
 #include "daemon/keeper_memory.h"
+#include "core/slab.h"
 #include "keeper/wire.h"
 #include "tests/unit/support.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -146,12 +149,71 @@ static void a_slot_past_the_table_is_refused(void)
 	close(sv[1]);
 }
 
+/* Slots for the whole budget (a slot a MiB, a slab a class, the fds
+ * beside them), checked against the open-file limit before a mount. */
+static void the_budget_is_reserved_against_the_open_file_limit(void)
+{
+	uint64_t one[1] = {1ull << 30}, two[2] = {1ull << 30, 512ull << 20};
+	CHECK_EQ(vy_keeper_memory_slots_for(one, 1), VY_KEEPER_SLOT_MEMORY + VY_KEEPER_OTHER_FDS + 1024 + 1 + VY_SLAB_CLASSES);
+	CHECK_EQ(vy_keeper_memory_slots_for(two, 2),
+		 VY_KEEPER_SLOT_MEMORY + VY_KEEPER_OTHER_FDS + 1024 + 512 + 2 * (1 + VY_SLAB_CLASSES));
+	struct rlimit was, low;
+	CHECK(getrlimit(RLIMIT_NOFILE, &was) == 0);
+	low = was;
+	low.rlim_cur = 400;
+	CHECK(setrlimit(RLIMIT_NOFILE, &low) == 0);
+	char why[512] = "";
+	CHECK_EQ(vy_keeper_memory_reserve(400, why, sizeof(why)), 0);
+	CHECK_EQ(vy_keeper_memory_reserve(401, why, sizeof(why)), (uint64_t)-1);
+	CHECK(strstr(why, "may need 401 open files") != NULL);
+	CHECK(strstr(why, "allows 400 (Fix: raise it to 401") != NULL);
+	CHECK(setrlimit(RLIMIT_NOFILE, &was) == 0);
+}
+
+/* The keeper's NOT_HELD: counted as failures, and the mount fails closed
+ * through the lost hook; before the sink is set, nothing happens. */
+static int lost_calls;
+static void lost_hook(struct vy_fs *fs, const char *why)
+{
+	(void)fs;
+	CHECK(strstr(why, "keeper") != NULL);
+	lost_calls++;
+}
+
+static void what_the_keeper_could_not_hold_fails_closed(void)
+{
+	int sv[2];
+	CHECK(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) == 0);
+	vy_keeper_memory m;
+	char why[256];
+	CHECK_EQ(vy_keeper_memory_init(&m, sv[0], getpid(), NULL, why, sizeof(why)), 0);
+	vy_keeper_memory_not_held(NULL, 3); /* no sink yet: nothing */
+	m.lost = lost_hook;
+	atomic_store(&m.lost_fs, (struct vy_fs *)&m); /* any non-NULL fs: the hook ignores it */
+	vy_keeper_memory_not_held(&m, 3);
+	CHECK_EQ(m.failures, 3);
+	CHECK_EQ(lost_calls, 1);
+	vy_keeper_memory_not_held(&m, 0); /* it could not tell how many: one */
+	CHECK_EQ(m.failures, 4);
+	CHECK_EQ(lost_calls, 2);
+	int fd = memfd_create("t", MFD_CLOEXEC); /* a later allocation is not handed: it failed closed already */
+	CHECK(fd >= 0);
+	CHECK_EQ(m.sink.add(m.sink.ctx, fd), 0);
+	CHECK_EQ(lost_calls, 3);
+	close(fd);
+	vy_keeper_memory_destroy(&m);
+	close(sv[0]);
+	close(sv[1]);
+}
+
 int main(void)
 {
 	static const vy_test_case cases[] = {
 		TEST_CASE(adds_and_drops_reach_the_keeper),
 		TEST_CASE(a_successor_uses_the_slots_left),
 		TEST_CASE(a_slot_past_the_table_is_refused),
+		TEST_CASE(the_budget_is_reserved_against_the_open_file_limit),
+		TEST_CASE(what_the_keeper_could_not_hold_fails_closed),
 	};
 	return vy_test_main("keeper_memory", cases, sizeof(cases) / sizeof(cases[0]));
 }
