@@ -330,9 +330,20 @@ int vy_session_mount(struct fuse_session *se, const char *mountpoint)
 int vy_session_adopt(struct fuse_session *se, int fuse_fd, const void *init_req, size_t init_req_len,
 		     const void *init_reply, size_t init_reply_len)
 {
-	if (vy_adopt_io_start(init_req, init_req_len, init_reply, init_reply_len) != 0)
+	if (vy_adopt_io_start(init_req, init_req_len, init_reply, init_reply_len) != 0 ||
+	    fuse_session_custom_io(se, &session_io, fuse_fd) != 0)
 		return -1;
-	return fuse_session_custom_io(se, &session_io, fuse_fd);
+	/* The replayed INIT now, before anything serves: libfuse then knows
+	 * the protocol, so the map server's adopted clients are never
+	 * answered before it can notify (a vy_sync drops the kernel's pages
+	 * by notification; before INIT libfuse sends none, and the pages
+	 * stayed stale: issue "survive 2", item 8a). */
+	struct fuse_buf buf = {0};
+	int n = fuse_session_receive_buf(se, &buf);
+	if (n > 0)
+		fuse_session_process_buf(se, &buf);
+	free(buf.mem);
+	return n > 0 ? 0 : -1;
 }
 
 uint64_t vy_session_first_answer_ns(void)

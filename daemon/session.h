@@ -50,8 +50,10 @@ void vy_session_hook(const vy_session_hooks *h);
 long vy_session_quiesce(unsigned ms);
 
 /* A successor's session on a live /dev/fuse fd, with no mount: replays
- * the recorded INIT, checks libfuse's reply against the recorded one, and
- * asks the kernel to resend what the dead daemon had read (adopt_io.h).
+ * the recorded INIT at once (libfuse knows the protocol before anything
+ * serves), checks libfuse's reply against the recorded one, and its loop's
+ * first read asks the kernel to resend what the dead daemon had read
+ * (adopt_io.h).
  * -1 when the recorded exchange is not an INIT's. */
 int vy_session_adopt(struct fuse_session *se, int fuse_fd, const void *init_req, size_t init_req_len,
 		     const void *init_reply, size_t init_reply_len);

@@ -21,12 +21,19 @@
  *  KILLSHIM_RECVFD=FILE: a process SIGKILLs itself as a recvmsg on a
  *    stream socket hands it fds, once FILE exists (removed first): a
  *    daemon that dies holding a client's fd of its own mount, whose close
- *    at exit waits on the mount (FLUSH). */
+ *    at exit waits on the mount (FLUSH).
+ *  KILLSHIM_HOLD=FILE: a successor (vyrefs --adopt) makes FILE.held at its
+ *    first fuse_session_receive_buf (its replayed INIT, or its session
+ *    loop's first read), then waits there until FILE exists (60 s at most):
+ *    a takeover held before it serves the kernel. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <linux/fuse.h>
 #include <signal.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,9 +42,11 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+static bool successor; /* this process is vyrefs --adopt */
+
 __attribute__((constructor)) static void at_start(void)
 {
-	if (!getenv("KILLSHIM_ADOPT"))
+	if (!getenv("KILLSHIM_ADOPT") && !getenv("KILLSHIM_HOLD"))
 		return;
 	char cmd[256];
 	int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
@@ -49,8 +58,31 @@ __attribute__((constructor)) static void at_start(void)
 		return;
 	cmd[n] = '\0';
 	size_t first = strlen(cmd) + 1; /* argv[1] follows argv[0]'s NUL */
-	if (first < (size_t)n && !strcmp(cmd + first, "--adopt"))
+	successor = first < (size_t)n && !strcmp(cmd + first, "--adopt");
+	if (successor && getenv("KILLSHIM_ADOPT"))
 		kill(getpid(), SIGKILL);
+}
+
+/* KILLSHIM_HOLD (libfuse's, declared here: the shim needs no libfuse). */
+struct fuse_session;
+struct fuse_buf;
+int fuse_session_receive_buf(struct fuse_session *se, struct fuse_buf *buf)
+{
+	static int (*real)(struct fuse_session *, struct fuse_buf *);
+	static atomic_bool held;
+	if (!real)
+		real = (int (*)(struct fuse_session *, struct fuse_buf *))dlsym(RTLD_NEXT, "fuse_session_receive_buf");
+	const char *hold = getenv("KILLSHIM_HOLD");
+	if (successor && hold && !atomic_exchange(&held, true)) {
+		char mark[4096];
+		snprintf(mark, sizeof(mark), "%s.held", hold);
+		int fd = open(mark, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+		if (fd >= 0)
+			close(fd);
+		for (int i = 0; i < 6000 && access(hold, F_OK) != 0; i++)
+			usleep(10000);
+	}
+	return real(se, buf);
 }
 
 /* KILLSHIM_IO: die now if armed and this is a copy's thread (the arm
