@@ -4,7 +4,8 @@
 # (60) the daemon is SIGKILLed every 2 s while fio writes with crc32c
 # verify (8 jobs), a tree of VY_CHAOS_FILES (10,000) small files is untarred
 # and its directories renamed about, a program holds a mapping, .vyre/ctl
-# sequences fill and copy, and `vyrefs cp` copies in and out. Afterwards:
+# sequences fill and copy, `vyrefs cp` copies in and out, and (as root)
+# another user attacks the mount as trust_test.sh does. Afterwards:
 # fio verified every block, no program saw an error (a ctl sequence the
 # daemon died under gets EIO that says so: it is run again), the tree
 # equals a copy made by the same steps on local disk (names, modes, owners,
@@ -105,6 +106,40 @@ cp_worker() {
 	echo "$n" >"$T/cp.done"
 }
 
+# As root (a root mount with allow_other): trust_test.sh's attacks, as
+# mallory (uid 65534), against the same mount while it is killed (issue
+# "survive 2"): request ids the state's loader refuses (item 1), an xattr
+# near what a record holds (2), --upgrade and .vyre/upgrade, which are not
+# hers (3), a second HELLO and messages with extra fds, and copies of her
+# own file in and out (5). Each is refused or done as hers; the checks
+# after the run say none of it stopped the mount keeping (kept_failures
+# 0), took it over (takeovers = kills) or changed what it serves.
+MALLORY=65534
+as_mallory() { setpriv --reuid=$MALLORY --regid=$MALLORY --clear-groups "$@"; }
+attack_worker() {
+	local n=0 id c big
+	as_mallory sh -c 'head -c 65536 /dev/zero | tr "\0" m >"$1/pub/hers"' - "$MNT" || err "attack: her file"
+	as_mallory touch "$T/pub/out" || err "attack: her file out of the mount"
+	big=$(head -c 40000 /dev/zero | tr '\0' x)
+	while ! stopped; do
+		for id in 0x8000000000000001 0xffffffffffffffff 0; do
+			VYATTACK_UNIQUE=$id as_mallory "$T/bin/vyattack" "$MNT" map-fd "$MNT/pub/hers" O_RDWR >/dev/null 2>&1
+		done
+		as_mallory setfattr -n user.big -v "$big" "$MNT/pub/hers" 2>/dev/null
+		as_mallory "$VYREFS" --upgrade "$MNT" >/dev/null 2>&1 && err "attack: mallory's --upgrade succeeded"
+		as_mallory sh -c 'echo now >"$1/.vyre/upgrade"' - "$MNT" 2>/dev/null && err "attack: mallory wrote .vyre/upgrade"
+		as_mallory "$T/bin/vyattack" "$MNT" hello-twice >/dev/null 2>&1
+		for c in "17 3" "20 5" "18 2"; do
+			# shellcheck disable=SC2086 # opcode and count, two words
+			as_mallory "$T/bin/vyattack" "$MNT" extra-fds $c >/dev/null 2>&1
+		done
+		as_mallory "$T/bin/vyattack" "$MNT" copy-out "$MNT/pub/hers" O_RDONLY "$T/pub/out" O_WRONLY >/dev/null 2>&1
+		as_mallory "$T/bin/vyattack" "$MNT" copy-into "$MNT/pub/hers" O_RDWR "$T/pub/out" O_RDONLY >/dev/null 2>&1
+		n=$((n + 1))
+	done
+	echo "$n" >"$T/attack.done"
+}
+
 # SIGKILL the serving daemon every 2 s; count the takeovers.
 killer() {
 	local n=0 old
@@ -135,7 +170,20 @@ test_everything_goes_on_through_a_kill_every_two_seconds() {
 	command -v fio >/dev/null || { skip_test "needs fio (Fix: apt-get install fio; make test-deps does)"; return; }
 	make_tree
 	mkdir "$T/shadow"
-	mount_vyrefs "survive=on" || { fail "mount"; return; }
+	local attacking="" opts="survive=on"
+	if [ "$(id -u)" = 0 ] && command -v setfattr >/dev/null; then
+		attacking=1 opts+=",allow_other=on"
+		mkdir -p "$T/bin" "$T/pub"
+		cp "$BUILD/tests/client/vyattack" "$T/bin/vyattack"
+		chmod 755 "$T" "$T/bin" "$T/bin/vyattack"
+		chown "$MALLORY:$MALLORY" "$T/pub"
+	else
+		echo "the attacks are left out: they act as another user against a root mount (needs root, and setfattr)"
+	fi
+	mount_vyrefs "$opts" || { fail "mount"; return; }
+	if [ -n "$attacking" ]; then
+		mkdir "$MNT/pub" && chmod 1777 "$MNT/pub" || { fail "pub"; return; }
+	fi
 	local used0
 	wait_for "a standby" standby_settled || return
 	used0=$(df --output=used "$MNT" | tail -1)
@@ -166,6 +214,10 @@ test_everything_goes_on_through_a_kill_every_two_seconds() {
 	WORKERS="$WORKERS $!"
 	killer &
 	WORKERS="$WORKERS $!"
+	if [ -n "$attacking" ]; then
+		attack_worker &
+		WORKERS="$WORKERS $!"
+	fi
 	wait "$fio"
 	local fio_rc=$?
 	touch "$T/stop"
@@ -181,6 +233,11 @@ test_everything_goes_on_through_a_kill_every_two_seconds() {
 	assertEquals "every kill was taken over" "$kills" "$(stat_of takeovers)"
 	assertTrue "ctl sequences ran ($(cat "$T/ctl.done"))" "[ $(cat "$T/ctl.done") -gt 0 ]"
 	assertTrue "copies ran ($(cat "$T/cp.done"))" "[ $(cat "$T/cp.done") -gt 0 ]"
+	if [ -n "$attacking" ]; then
+		assertTrue "attacks ran ($(cat "$T/attack.done"))" "[ $(cat "$T/attack.done") -gt 0 ]"
+		assertEquals "no attack stopped the mount keeping" 0 "$(stat_of kept_failures)"
+		assertEquals "her file is hers, as she made it" "$MALLORY 65536" "$(stat -c '%u %s' "$MNT/pub/hers")"
+	fi
 	[ "$(id -u)" = 0 ] && echo 3 >/proc/sys/vm/drop_caches
 	listing "$T/shadow/tree" >"$T/want"
 	listing "$MNT/tree" >"$T/got"
