@@ -270,9 +270,12 @@ deps:
 test-deps:
 	@scripts/install-deps.sh test
 
+# make test runs suites side by side, one a core up to four (VY_TEST_JOBS=1:
+# one at a time).
+TEST_JOBS := $(shell n=$$(nproc 2>/dev/null || echo 1); [ "$$n" -gt 4 ] && n=4; [ "$$n" -lt 1 ] && n=1; echo $$n)
 test: test-deps
 	@$(MAKE) --no-print-directory all
-	@BUILD=$(BUILD) tests/run.sh host
+	@BUILD=$(BUILD) VY_TEST_JOBS=$${VY_TEST_JOBS:-$(TEST_JOBS)} tests/run.sh host
 
 test-gpu:
 	@$(MAKE) --no-print-directory all

@@ -4,7 +4,8 @@
 #   tests/run.sh cuda [SUITE...]   the same on the cuda backend, plus tests/gpu/
 #   VY_TEST_JOBS=N tests/run.sh ... runs N suites side by side (make test-gpu:
 #   6); a suite with a `# run.sh: alone` line (it reads the whole GPU's
-#   memory) runs after the others, by itself.
+#   memory) runs after the others, by itself, on the cuda backend; one
+#   with `# run.sh: long` starts before the others.
 # SUITE names pick some: `unit` (the C suites) or a shunit2 suite's name
 # (cli_test, mount_test, ...). As a user every suite runs (FUSE mounts go
 # through fusermount3); tests that need root skip themselves with the
@@ -147,8 +148,16 @@ launch() {
 	running=$((running + 1))
 }
 
+# The reason to run alone is the GPU's (its whole free memory is read):
+# on the host backend such a suite runs beside the others.
 alone() {
-	grep -q '^# run.sh: alone' "$1"
+	[ "$backend" = cuda ] && grep -q '^# run.sh: alone' "$1"
+}
+
+# A suite with a `# run.sh: long` line (minutes where most take seconds)
+# starts before the others, so the side-by-side run ends with short ones.
+long() {
+	grep -q '^# run.sh: long' "$1"
 }
 
 # A user mounts through fusermount3 as root does directly: every suite runs
@@ -172,18 +181,24 @@ unit_now() {
 		[ -x "$bin" ] && launch c "$bin"
 	done
 }
-[ "$backend" = host ] && unit_now
 later=()
 suites=(tests/cli/*_test.sh tests/fs/*_test.sh tests/ctl/*_test.sh tests/client/*_test.sh tests/survive/*_test.sh)
 [ "$backend" = cuda ] && suites+=(tests/gpu/*_test.sh)
+ordered=()
 for suite in "${suites[@]}"; do
-	[ -f "$suite" ] || continue
+	[ -f "$suite" ] && long "$suite" && ordered+=("$suite")
+done
+for suite in "${suites[@]}"; do
+	[ -f "$suite" ] && ! long "$suite" && ordered+=("$suite")
+done
+for suite in ${ordered[@]+"${ordered[@]}"}; do
 	if [ "$jobs" != 1 ] && alone "$suite"; then
 		later+=("$suite")
 	else
 		run_suite "$suite"
 	fi
 done
+[ "$backend" = host ] && unit_now # short: they fill in after the long suites
 while [ "$running" -gt 0 ]; do finish_one; done
 jobs=1 # the GPU's own C suites and the suites that read the whole GPU: one at a time
 [ "$backend" = cuda ] && unit_now

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# run.sh: long (minutes: it starts first)
 # Whole models from a mount (vyrefs.torch) on the host backend, whose files
 # are host memory: a torch.nn model saved sharded, with its index, attached
 # in a new process bit for bit and with no copy; a tied weight written once

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# run.sh: long (minutes: it starts first)
 # bench/: the null FUSE fs is a real filesystem (it stores and returns the
 # bytes it is given), and `make bench` runs end to end at smoke sizes on the
 # backend under test, producing every figure and the report.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# run.sh: long (minutes: it starts first)
 # survive=on, session 2 (docs/survive.md): the keeper holds the mount
 # through the daemon's death and starts a successor that adopts the live
 # /dev/fuse. What the files are after a kill is files_test.sh's: these
