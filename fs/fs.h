@@ -143,10 +143,9 @@ static inline bool vy_fs_notify_inval(vy_fs *fs, uint64_t ino, off_t off, off_t 
 	if (!fs->se)
 		return false;
 	struct timespec until;
-	clock_gettime(CLOCK_MONOTONIC, &until);
+	int rc = clock_gettime(CLOCK_MONOTONIC, &until); /* failing: no wait */
 	until.tv_sec += VY_FS_READY_WAIT_S;
 	pthread_mutex_lock(&fs->ready_lock);
-	int rc = 0;
 	while (!fs->ready && rc == 0)
 		rc = pthread_cond_timedwait(&fs->ready_cond, &fs->ready_lock, &until);
 	bool ready = fs->ready;
