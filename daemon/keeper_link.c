@@ -241,6 +241,25 @@ void vy_keeper_serving(vy_keeper_link *k)
 		vy_log(LOG_WARNING, "cannot tell the keeper (pid %d) this daemon serves: %s", (int)k->pid, strerror(errno));
 }
 
+/* Count `n` slots the keeper did not hold: in the memory sink, or kept
+ * for it until it is set (a successor's replay may take seconds). */
+static void count_not_held(vy_keeper_link *k, uint32_t n)
+{
+	atomic_fetch_add(&k->not_held, n);
+	vy_keeper_memory *m = atomic_load(&k->memory);
+	uint32_t now = m ? atomic_exchange(&k->not_held, 0) : 0;
+	if (now)
+		vy_keeper_memory_not_held(m, now);
+}
+
+void vy_keeper_link_memory(vy_keeper_link *k, vy_keeper_memory *m)
+{
+	atomic_store(&k->memory, m);
+	uint32_t early = m ? atomic_exchange(&k->not_held, 0) : 0;
+	if (early)
+		vy_keeper_memory_not_held(m, early);
+}
+
 static void *watch(void *arg)
 {
 	vy_keeper_link *k = arg;
@@ -274,7 +293,7 @@ static void *watch(void *arg)
 			if (m.op == VY_KEEPER_STANDBY)
 				atomic_store(k->standby_pid, m.pid > 0 ? (int)m.pid : 0);
 			if (m.op == VY_KEEPER_NOT_HELD)
-				vy_keeper_memory_not_held(atomic_load(&k->memory), m.count);
+				count_not_held(k, m.count ? m.count : 1);
 		}
 	}
 }

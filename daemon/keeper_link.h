@@ -21,8 +21,10 @@ typedef struct vy_keeper_link {
 	_Atomic int *keeper_pid; /* set to 0 when the keeper is gone */
 	_Atomic int *standby_pid; /* the keeper's ready standby, 0: none */
 	/* Told of memory the keeper could not hold (its NOT_HELD): set once
-	 * the daemon's memory sink runs (NULL: not yet). */
+	 * the daemon's memory sink runs (NULL: not yet, and what came waits
+	 * in not_held for vy_keeper_link_memory). */
 	struct vy_keeper_memory *_Atomic memory;
+	_Atomic uint32_t not_held;
 	pthread_t watch;
 	int stop; /* eventfd that ends the watch */
 	bool watching;
@@ -80,6 +82,10 @@ void vy_keeper_serving(vy_keeper_link *k);
 /* Watch for the keeper's end (HUP): log it and store 0 in *keeper_pid;
  * and store what the keeper says of its standby in *standby_pid. Ended
  * by vy_keeper_unwatch, which also closes the link. */
+/* From now on the keeper's NOT_HELD counts in `m` (NULL: no longer),
+ * and what came before it does now. */
+void vy_keeper_link_memory(vy_keeper_link *k, struct vy_keeper_memory *m);
+
 void vy_keeper_watch(vy_keeper_link *k, _Atomic int *keeper_pid, _Atomic int *standby_pid);
 void vy_keeper_unwatch(vy_keeper_link *k);
 

@@ -123,30 +123,37 @@ int vy_keeper_memory_reserve(uint64_t need, char *why, size_t cap)
 	return -1;
 }
 
+/* Hand no more memory (frees still DROP): logged once. */
+static void refuse(vy_keeper_memory *m, const char *why)
+{
+	if (!atomic_exchange(&m->refused, true))
+		vy_log(LOG_WARNING, "keeper (pid %d): %s; files written from now on may not survive this daemon's death "
+				    "(Fix: raise the open-file limit the mount starts with (see the keeper's log), then "
+				    "umount and mount again)", (int)m->pid, why);
+}
+
 void vy_keeper_memory_not_held(vy_keeper_memory *m, uint32_t n)
 {
 	if (!m)
 		return;
 	atomic_fetch_add(&m->failures, n ? n : 1);
-	if (!atomic_exchange(&m->failed, true))
-		vy_log(LOG_WARNING, "the keeper (pid %d) could not hold memory handed to it (its open-file limit?): files "
-				    "written from now on may not survive this daemon's death (Fix: see the keeper's log; "
-				    "umount and mount again)", (int)m->pid);
+	refuse(m, "it could not hold memory handed to it (its open-file limit?)");
 	not_kept(m, "the keeper could not hold it");
 }
 
 static vy_keep_slot sink_add(void *ctx, int fd)
 {
 	vy_keeper_memory *m = ctx;
-	if (atomic_load(&m->failed)) {
-		not_kept(m, "the keeper failed before");
+	if (atomic_load(&m->failed) || atomic_load(&m->refused)) {
+		not_kept(m, "the keeper failed or refused before");
 		return 0; /* a keeper that failed once is not waited on again */
 	}
 	pthread_mutex_lock(&m->lock);
 	uint32_t s = take_slot(m);
 	pthread_mutex_unlock(&m->lock);
 	if (!s) {
-		failed(m, "hand memory to", EMFILE);
+		atomic_fetch_add(&m->failures, 1);
+		refuse(m, "no slot left under this daemon's open-file limit");
 		not_kept(m, "no slot left under the open-file limit");
 		return 0;
 	}

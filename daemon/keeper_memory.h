@@ -36,7 +36,11 @@ typedef struct vy_keeper_memory {
 	uint32_t *free;  /* slots dropped, to use again (a stack) */
 	uint32_t nfree, cap;
 	uint8_t *used;   /* a bit a slot: held by the keeper for us */
-	_Atomic bool failed; /* logged once */
+	_Atomic bool failed; /* the link failed (a send): nothing more is sent; logged once */
+	/* Memory is no longer handed (no slot left here, or the keeper could
+	 * not hold some: NOT_HELD); frees still DROP, so the keeper lets go
+	 * of what the store frees. Logged once. */
+	_Atomic bool refused;
 	_Atomic uint64_t adds, drops, failures;
 	vy_keep_sink sink;
 	/* Told of every allocation the keeper could not be handed: that

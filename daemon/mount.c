@@ -277,6 +277,9 @@ int vy_mount_serve(const vy_mount_args *a, vy_keeper_link *keeper, vy_keeper_ado
 			fuse_remove_signal_handlers(se);
 			goto out;
 		}
+		/* INIT is replayed (libfuse refusing it, it said so): never wait
+		 * for it to drop the kernel's pages. */
+		vy_fs_set_ready(&fs);
 	} else if (vy_session_mount(se, a->mountpoint) != 0) {
 		report('E', "cannot mount on %s (Fix: check that it is an empty directory you may mount on, that /dev/fuse "
 			    "exists, and that fusermount3 is installed; allow_other needs user_allow_other in /etc/fuse.conf)",
@@ -360,7 +363,7 @@ int vy_mount_serve(const vy_mount_args *a, vy_keeper_link *keeper, vy_keeper_ado
 	}
 	if (km_ready && fs.persist) {
 		fs.keep_sink = &km.sink; /* the map server's connections to the keeper */
-		atomic_store(&keeper->memory, &km); /* what the keeper could not hold counts */
+		vy_keeper_link_memory(keeper, &km); /* what the keeper could not hold counts */
 	}
 	if (fs.keep_sink)
 		vy_kept_counters_hand(counters, st, fs.keep_sink);
@@ -379,16 +382,18 @@ int vy_mount_serve(const vy_mount_args *a, vy_keeper_link *keeper, vy_keeper_ado
 		vy_upgrade_offer(&fs); /* .vyre/upgrade hands over to the binary now installed */
 	int rc = vy_session_loop(se, a->cfg.idle_threads);
 	bool quiet = vy_mapsrv_stop(&fs);
+	if (kept) { /* before the writer goes: a late NOT_HELD would reach it freed */
+		vy_keeper_unwatch(keeper); /* the keeper ends once we exit 0 */
+		vy_keeper_link_memory(keeper, NULL);
+	}
+	if (km_ready)
+		atomic_store(&km.lost_fs, NULL);
 	vy_persist_stop(&fs); /* unmounted: what is freed now needs no successor */
 	fuse_session_unmount(se);
 	if (adopt && !vy_session_connection_gone())
 		unmount_adopted(a->mountpoint); /* a signal ended it: the mount is ours, and still there */
 	if (km_ready)
 		vy_keeper_memory_quiet(&km); /* what teardown frees, the keeper closes itself */
-	if (kept) {
-		vy_keeper_unwatch(keeper); /* the keeper ends once we exit 0 */
-		atomic_store(&keeper->memory, NULL);
-	}
 	if (!quiet) {
 		/* A copy's worker is stuck in a client's fd (a filesystem that
 		 * does not answer): it may wake into what teardown frees. The

@@ -84,10 +84,11 @@ typedef struct vy_fs {
 	const char *mountpoint;
 	_Atomic unsigned atime_flags;
 	/* INIT answered (fs/ops.c): libfuse sends no notification before it
-	 * knows the protocol, and a successor's INIT is replayed only when its
-	 * session loop starts (daemon/adopt_io.c), after its map server has
-	 * taken its clients back. Threads outside a request (sock/) wait for
-	 * it to drop the kernel's page cache (vy_fs_notify_inval). */
+	 * knows the protocol. A successor replays INIT before anything serves
+	 * (vy_session_adopt); threads outside a request (sock/) wait for it
+	 * all the same before they drop the kernel's pages
+	 * (vy_fs_notify_inval), so no vy_sync is answered with stale pages
+	 * left (issue "survive 2", 8a). */
 	pthread_mutex_t ready_lock;
 	pthread_cond_t ready_cond; /* CLOCK_MONOTONIC */
 	bool ready;
@@ -133,10 +134,9 @@ static inline void vy_fs_set_ready(vy_fs *fs)
 
 /* Drop the kernel's cache of inode `ino` (its pages from `off`, `len` 0:
  * to the end; off -1: its attributes only), from a thread outside a
- * request: first wait, up to VY_FS_READY_WAIT_S, for INIT, which a
- * successor answers only once it serves (a program's vy_sync caught in a
- * takeover then waits for it rather than leave stale pages). False when
- * the kernel was not told. */
+ * request: first wait, up to VY_FS_READY_WAIT_S, for INIT (a program's
+ * vy_sync then never returns with stale pages left). False when the
+ * kernel was not told. */
 #define VY_FS_READY_WAIT_S 30
 static inline bool vy_fs_notify_inval(vy_fs *fs, uint64_t ino, off_t off, off_t len)
 {

@@ -326,12 +326,15 @@ static void not_held(const uint32_t *slot, uint32_t n, const char *why)
 		say(LOG_ERR, "cannot hold memory the daemon handed: %s; the mount no longer survives a death: the next "
 			     "one ends its connection, as with survive=off (Fix: raise the open-file limit the mount "
 			     "starts with, then umount and mount again)", why);
+	if (k.daemon <= 0 || k.sock < 0)
+		return; /* a dead daemon's last messages (died's drain): nobody to tell */
 	vy_keeper_msg m;
 	vy_keeper_msg_init(&m, VY_KEEPER_NOT_HELD);
 	for (uint32_t i = 0; slot && i < n && i < VY_KEEPER_BATCH; i++)
 		m.slot[m.count++] = slot[i];
-	if (k.sock >= 0 && vy_keeper_send(k.sock, &m, NULL) != 0)
-		say(LOG_WARNING, "cannot tell the daemon of memory not held: %s", strerror(errno));
+	if (vy_keeper_send(k.sock, &m, NULL) != 0 && k.not_held == 1)
+		say(LOG_WARNING, "cannot tell the daemon of memory not held: %s (the next death ends the mount all "
+				 "the same)", strerror(errno));
 }
 
 static void put_slot(uint32_t s, int fd)

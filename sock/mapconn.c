@@ -50,9 +50,9 @@ void vy_mapconn_drop_cache(vy_mapsrv *srv, vy_inode *in)
 	vy_readahead_forget(in);
 	pthread_rwlock_unlock(&in->lock);
 	pthread_mutex_lock(&srv->lock);
-	bool stopping = srv->stopping;
+	bool quiet = srv->stopping || (srv->adopting && pthread_equal(srv->adopter, pthread_self()));
 	pthread_mutex_unlock(&srv->lock);
-	if (!stopping)
+	if (!quiet)
 		vy_fs_notify_inval(srv->fs, in->ino, 0, 0);
 }
 

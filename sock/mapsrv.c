@@ -656,6 +656,12 @@ bool vy_mapsrv_stop(vy_fs *fs)
 void vy_mapsrv_adopt(vy_fs *fs, vy_kept_conns *kc)
 {
 	vy_mapsrv *srv = fs->mapsrv;
+	if (srv) {
+		pthread_mutex_lock(&srv->lock);
+		srv->adopting = true;
+		srv->adopter = pthread_self();
+		pthread_mutex_unlock(&srv->lock);
+	}
 	for (size_t i = 0; i < kc->n; i++) {
 		conn *c = vy_mapconn_take_back(fs, srv, &kc->c[i]);
 		if (!c)
@@ -669,6 +675,11 @@ void vy_mapsrv_adopt(vy_fs *fs, vy_kept_conns *kc)
 		conn_unmap_all(c);
 		close(c->sock);
 		free(c);
+	}
+	if (srv) {
+		pthread_mutex_lock(&srv->lock);
+		srv->adopting = false;
+		pthread_mutex_unlock(&srv->lock);
 	}
 }
 

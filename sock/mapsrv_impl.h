@@ -55,6 +55,12 @@ struct vy_mapsrv {
 	conn *conns;
 	unsigned nconns;
 	bool stopping;
+	/* A successor's main thread takes the dead daemon's clients back
+	 * (vy_mapsrv_adopt) before it starts the session loop: a notification
+	 * from it could wait on a page a READ holds that only the loop will
+	 * answer, so it drops no pages (lock held to read). */
+	bool adopting;
+	pthread_t adopter;
 	dev_t dev; /* the mount's device number */
 	char name[PATH_MAX]; /* "@NAME" (abstract) or the socket's path */
 	bool on_disk;        /* name is a path to unlink at the end */

@@ -213,7 +213,7 @@ static void daemon_open(proc *d, keeper *k)
 	if (vy_device_host_open(o.device.host_memory, &d->dev, &e) != VY_OK)
 		broken_invariant("no host device: %s", e.msg);
 	/* Sequences (and modules) run in this process, as on a GPU without
-	 * VMM: a launcher would be this binary again (fs/fs.c open_runner). */
+	 * VMM: a launcher would be this binary again (fs/lifecycle.c open_runner). */
 	d->dev->share = NULL;
 	d->dev->info.share_granularity = 0;
 	if (vy_core_attach(d->dev, &o, &d->core, &e) != VY_OK || vy_fs_init(&d->fs, &d->core, 1, &cfg, &e) != VY_OK ||

@@ -124,10 +124,10 @@ attack_worker() {
 	big=$(head -c 40000 /dev/zero | tr '\0' x)
 	while ! stopped; do
 		for id in 0x8000000000000001 0xffffffffffffffff 0; do
-			VYATTACK_UNIQUE=$id as_mallory "$T/bin/vyattack" "$MNT" map-fd "$MNT/pub/hers" O_RDWR >/dev/null 2>&1
+			echo "map $id: $(VYATTACK_UNIQUE=$id as_mallory "$T/bin/vyattack" "$MNT" map-fd "$MNT/pub/hers" O_RDWR 2>&1)" >>"$T/attack.out"
 		done
 		as_mallory setfattr -n user.big -v "$big" "$MNT/pub/hers" 2>/dev/null
-		as_mallory "$VYREFS" --upgrade "$MNT" >/dev/null 2>&1 && err "attack: mallory's --upgrade succeeded"
+		echo "upgrade: $(as_mallory "$T/bin/vyrefs" --upgrade "$MNT" 2>&1 && echo SUCCEEDED)" >>"$T/attack.out"
 		as_mallory sh -c 'echo now >"$1/.vyre/upgrade"' - "$MNT" 2>/dev/null && err "attack: mallory wrote .vyre/upgrade"
 		as_mallory "$T/bin/vyattack" "$MNT" hello-twice >/dev/null 2>&1
 		for c in "17 3" "20 5" "18 2"; do
@@ -175,8 +175,8 @@ test_everything_goes_on_through_a_kill_every_two_seconds() {
 	if [ "$(id -u)" = 0 ] && command -v setfattr >/dev/null; then
 		attacking=1 opts+=",allow_other=on"
 		mkdir -p "$T/bin" "$T/pub"
-		cp "$BUILD/tests/client/vyattack" "$T/bin/vyattack"
-		chmod 755 "$T" "$T/bin" "$T/bin/vyattack"
+		cp "$BUILD/tests/client/vyattack" "$VYREFS" "$T/bin/" || { fail "copy the attacker's binaries"; return; }
+		chmod 755 "$T" "$T/bin" "$T/bin/vyattack" "$T/bin/vyrefs"
 		chown "$MALLORY:$MALLORY" "$T/pub"
 	else
 		echo "the attacks are left out: they act as another user against a root mount (needs root, and setfattr)"
@@ -236,6 +236,12 @@ test_everything_goes_on_through_a_kill_every_two_seconds() {
 	assertTrue "copies ran ($(cat "$T/cp.done"))" "[ $(cat "$T/cp.done") -gt 0 ]"
 	if [ -n "$attacking" ]; then
 		assertTrue "attacks ran ($(cat "$T/attack.done"))" "[ $(cat "$T/attack.done") -gt 0 ]"
+		# Each kind of attack reached a serving daemon and was refused there.
+		assertContains "a request id the loader refuses ends her connection" "$(cat "$T/attack.out")" \
+			"map 0x8000000000000001: closed"
+		assertContains "her --upgrade is refused by the kernel's permissions" "$(cat "$T/attack.out")" \
+			"cannot open .vyre/upgrade: Permission denied"
+		assertNotContains "no --upgrade of hers went through" "$(cat "$T/attack.out")" "SUCCEEDED"
 		assertEquals "no attack stopped the mount keeping" 0 "$(stat_of kept_failures)"
 		assertEquals "her file is hers, as she made it" "$MALLORY 65536" "$(stat -c '%u %s' "$MNT/pub/hers")"
 	fi

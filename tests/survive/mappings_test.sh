@@ -112,6 +112,7 @@ test_a_sync_answered_by_a_successor_drops_the_cached_pages() {
 		kill -0 "$MPID" 2>/dev/null || break
 		sleep 0.05
 	done
+	assertTrue "vy_sync waits for the successor to serve the kernel" "kill -0 $MPID"
 	: >"$T/release"
 	wait "$MPID"
 	assertEquals "vymap: $(cat "$T/out")" 0 $?
