@@ -98,8 +98,11 @@ def run(n, *args):
         port = s.getsockname()[1]
     procs = []
     for r in range(int(n)):
+        # USE_LIBUV=0: Debian 13's torch 2.6 is built without libuv, which
+        # torch's TCPStore asks for by default (torch 2.4 and later read it).
         env = dict(os.environ, RANK=str(r), LOCAL_RANK=str(r), WORLD_SIZE=str(n), LOCAL_WORLD_SIZE=str(n),
                    MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+        env.setdefault("USE_LIBUV", "0")
         procs.append(subprocess.Popen([sys.executable, __file__] + list(args), env=env, stdout=subprocess.PIPE))
     rc = 0
     for p in procs:

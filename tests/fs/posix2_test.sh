@@ -442,7 +442,11 @@ idmap_outcomes() { # DIR: one line of what each step gave
 
 test_idmapped_mount_as_on_tmpfs() {
 	need_root "an idmapped mount is root's, and it acts as uid 1000" || return 0
-	need setpriv || return 0
+	need setpriv unshare || return 0
+	# The mapping is a user namespace's: none can be made in a chroot, or
+	# where user namespaces are off (user.max_user_namespaces=0).
+	local why
+	why=$(unshare -U true 2>&1) || { skip_test "needs a user namespace (unshare -U: ${why:-refused})"; return 0; }
 	chmod 755 "$WORK"
 	TMPFS=$(mktemp -d /tmp/vyrefs-tmpfs.XXXXXX)
 	chmod 755 "$TMPFS"
