@@ -157,16 +157,20 @@ static vy_err compile_source(vy_fsdev *dev, const char *name, const char *src, c
 			    .cache_dir = getenv("CUDA_CACHE_DISABLE") ? NULL : getenv("CUDA_CACHE_PATH")};
 	bool hit = false;
 	vy_err rc = vy_nvrtc_compile(&job, ptx, len, log, &hit, e);
-	/* Without NVRTC on the host backend, NVRTC is not what is missing:
-	 * the host backend could not launch the kernels anyway. */
-	if (rc == VY_ENOTSUP && strcmp(d->backend, "cuda") != 0)
-		rc = vy_fail(e, VY_ENOTSUP, "mount with backend=cuda on a machine with a GPU",
-			     "cannot compile %s: the host backend cannot launch kernels", name);
 	if (rc == VY_OK && hit)
 		vy_telemetry_add(dev->core->tel, compile_cache_hits, 1);
 	else if (rc == VY_OK)
 		vy_telemetry_add(dev->core->tel, compiles, 1);
 	return rc;
+}
+
+/* Without NVRTC, the host backend keeps CUDA C uncompiled, as it keeps
+ * any module (no device runs it): the copy succeeds, NAME.log says so,
+ * and a launch says it needs the cuda backend (README's first session,
+ * on a machine with no CUDA toolkit). The cuda backend refuses. */
+static bool keeps_uncompiled(const vy_fsdev *dev)
+{
+	return strcmp(dev->core->dev->info.backend, "cuda") != 0;
 }
 
 /* A .cu module: compiled to PTX, or the reason recorded as its log. Lock
@@ -182,10 +186,7 @@ static vy_err compile(vy_fsdev *dev, vy_inode *in, char **ptx, size_t *len, vy_e
 	snprintf(name, sizeof(name), "%s.cu", in->target);
 	vy_err rc = strlen(src) != in->dlen ? vy_fail(e, VY_EINVAL, "copy CUDA C source text", "'%s' holds NUL bytes", name)
 					   : compile_source(dev, name, src, ptx, len, &log, e);
-	/* The host backend without NVRTC keeps the source, not compiled, as
-	 * it keeps any module (no device runs it): the copy succeeds, NAME.log
-	 * says so, and a launch says it needs the cuda backend. */
-	if (rc == VY_ENOTSUP && strcmp(dev->core->dev->info.backend, "cuda") != 0)
+	if (rc == VY_ENOTSUP && keeps_uncompiled(dev))
 		rc = VY_OK; /* *ptx NULL: the source bytes are what is loaded */
 	if (rc != VY_OK)
 		vy_modules_failed(dev->modules, in->target, log ? log : e->msg, NULL);
@@ -200,6 +201,13 @@ vy_err vy_moddir_make_builtin(void *ctx, const char *name, void **image, size_t 
 		return VY_ENOENT;
 	char *ptx = NULL;
 	vy_err rc = compile_source(ctx, VY_STD_NAME ".cu", vy_std_source, &ptx, len, log, e); /* ctx: a vy_fsdev */
+	if (rc == VY_ENOTSUP && keeps_uncompiled(ctx)) {
+		free(*log);
+		*log = NULL;
+		ptx = strdup(vy_std_source); /* kept as the source, as a copied .cu */
+		*len = ptx ? strlen(ptx) : 0;
+		rc = ptx ? VY_OK : vy_fail(e, VY_ENOMEM, "free host memory", "cannot keep the std module's source");
+	}
 	*image = ptx;
 	return rc;
 }
