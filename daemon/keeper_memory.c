@@ -18,6 +18,12 @@
 #define MARGIN 64u
 #define TABLE_MAX (1u << 20)
 
+/* The fds a table may have under the soft limit rl, at most TABLE_MAX. */
+static uint64_t table_of(const struct rlimit *rl)
+{
+	return rl->rlim_cur == RLIM_INFINITY || rl->rlim_cur > TABLE_MAX ? TABLE_MAX : rl->rlim_cur;
+}
+
 static bool is_used(const vy_keeper_memory *m, uint32_t s)
 {
 	return m->used[s / 8] & (1u << (s % 8));
@@ -111,7 +117,7 @@ int vy_keeper_memory_reserve(uint64_t need, char *why, size_t cap)
 		snprintf(why, cap, "cannot read the open-file limit: %s (Fix: mount with survive=off)", strerror(errno));
 		return -1;
 	}
-	uint64_t have = rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur > TABLE_MAX ? TABLE_MAX : rl.rlim_cur;
+	uint64_t have = table_of(&rl);
 	if (need <= have)
 		return 0;
 	snprintf(why, cap, "survive=on: the keeper may need %llu open files to hold this mount's memory, and the "
@@ -216,7 +222,7 @@ int vy_keeper_memory_init(vy_keeper_memory *m, int sock, pid_t pid, const vy_kee
 		snprintf(why, cap, "cannot read the open-file limit: %s (Fix: mount with survive=off)", strerror(errno));
 		return -1;
 	}
-	uint64_t table = rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur > TABLE_MAX ? TABLE_MAX : rl.rlim_cur;
+	uint64_t table = table_of(&rl);
 	m->limit = table > VY_KEEPER_SLOT_MEMORY + MARGIN ? (uint32_t)(table - MARGIN) : VY_KEEPER_SLOT_MEMORY;
 	m->next = VY_KEEPER_SLOT_MEMORY;
 	/* Blocking sends, bounded: a keeper that stops reading fails them

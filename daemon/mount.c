@@ -277,9 +277,6 @@ int vy_mount_serve(const vy_mount_args *a, vy_keeper_link *keeper, vy_keeper_ado
 			fuse_remove_signal_handlers(se);
 			goto out;
 		}
-		/* INIT is replayed (libfuse refusing it, it said so): never wait
-		 * for it to drop the kernel's pages. */
-		vy_fs_set_ready(&fs);
 	} else if (vy_session_mount(se, a->mountpoint) != 0) {
 		report('E', "cannot mount on %s (Fix: check that it is an empty directory you may mount on, that /dev/fuse "
 			    "exists, and that fusermount3 is installed; allow_other needs user_allow_other in /etc/fuse.conf)",

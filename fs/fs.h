@@ -14,7 +14,6 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/stat.h>
-#include <time.h>
 
 #include "config/config.h"
 #include "core/core.h"
@@ -83,15 +82,6 @@ typedef struct vy_fs {
 	 * is not applied, strictatime's is. */
 	const char *mountpoint;
 	_Atomic unsigned atime_flags;
-	/* INIT answered (fs/ops.c): libfuse sends no notification before it
-	 * knows the protocol. A successor replays INIT before anything serves
-	 * (vy_session_adopt); threads outside a request (sock/) wait for it
-	 * all the same before they drop the kernel's pages
-	 * (vy_fs_notify_inval), so no vy_sync is answered with stale pages
-	 * left (issue "survive 2", 8a). */
-	pthread_mutex_t ready_lock;
-	pthread_cond_t ready_cond; /* CLOCK_MONOTONIC */
-	bool ready;
 } vy_fs;
 
 /* Whether this mount keeps fds other than memory for a successor (a client
@@ -121,36 +111,6 @@ static inline vy_core *vy_fs_core(const vy_fs *fs, const vy_inode *in)
 static inline vy_inode *vy_fs_inode(vy_fs *fs, uint64_t ino)
 {
 	return vy_ns_inode(vy_fs_ns(fs), ino);
-}
-
-/* INIT is answered: notifications may go to the kernel (fs/ops.c). */
-static inline void vy_fs_set_ready(vy_fs *fs)
-{
-	pthread_mutex_lock(&fs->ready_lock);
-	fs->ready = true;
-	pthread_cond_broadcast(&fs->ready_cond);
-	pthread_mutex_unlock(&fs->ready_lock);
-}
-
-/* Drop the kernel's cache of inode `ino` (its pages from `off`, `len` 0:
- * to the end; off -1: its attributes only), from a thread outside a
- * request: first wait, up to VY_FS_READY_WAIT_S, for INIT (a program's
- * vy_sync then never returns with stale pages left). False when the
- * kernel was not told. */
-#define VY_FS_READY_WAIT_S 30
-static inline bool vy_fs_notify_inval(vy_fs *fs, uint64_t ino, off_t off, off_t len)
-{
-	if (!fs->se)
-		return false;
-	struct timespec until;
-	int rc = clock_gettime(CLOCK_MONOTONIC, &until); /* failing: no wait */
-	until.tv_sec += VY_FS_READY_WAIT_S;
-	pthread_mutex_lock(&fs->ready_lock);
-	while (!fs->ready && rc == 0)
-		rc = pthread_cond_timedwait(&fs->ready_cond, &fs->ready_lock, &until);
-	bool ready = fs->ready;
-	pthread_mutex_unlock(&fs->ready_lock);
-	return ready && fuse_lowlevel_notify_inval_inode(fs->se, ino, off, len) == 0;
 }
 
 #endif

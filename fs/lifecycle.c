@@ -70,14 +70,6 @@ vy_err vy_fs_init(vy_fs *fs, vy_core *const *cores, unsigned n, const vy_config 
 	if (n < 1 || n > VY_DEVICES_MAX)
 		return vy_fail(e, VY_EINVAL, "mount 1 to 16 devices", "%u devices", n);
 	fs->cfg = *cfg;
-	pthread_condattr_t ca;
-	bool cond = pthread_condattr_init(&ca) == 0;
-	bool ok = cond && pthread_condattr_setclock(&ca, CLOCK_MONOTONIC) == 0 &&
-		  pthread_cond_init(&fs->ready_cond, &ca) == 0;
-	if (cond)
-		pthread_condattr_destroy(&ca);
-	if (!ok || pthread_mutex_init(&fs->ready_lock, NULL) != 0)
-		return vy_fail(e, VY_ENOMEM, "free host memory", "cannot create the INIT condition");
 	/* survive=on: a write is acknowledged only once its bytes are in memory
 	 * the keeper holds; write-behind gathers only into the keeper's slots
 	 * (fs->wbk, wbehind_keep.h), once the mount has them. */
@@ -129,6 +121,4 @@ void vy_fs_destroy(vy_fs *fs)
 		fs->dev[d].modules = NULL;
 	}
 	vy_seqlog_destroy(&fs->seqlog);
-	pthread_cond_destroy(&fs->ready_cond);
-	pthread_mutex_destroy(&fs->ready_lock);
 }

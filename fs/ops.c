@@ -21,7 +21,6 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 		conn->want |= FUSE_CAP_POSIX_ACL | FUSE_CAP_DONT_MASK;
 		fs->acl = true;
 	}
-	vy_fs_set_ready(fs); /* libfuse knows the protocol: notifications may go */
 }
 
 const struct fuse_lowlevel_ops vy_fs_ops = {

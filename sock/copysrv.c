@@ -454,7 +454,8 @@ static void lose_set_id(vy_fs *fs, vy_inode *in, const vy_clientcred *c)
 	if (!changed)
 		return;
 	vy_persist_inode(fs, in);
-	vy_fs_notify_inval(fs, in->ino, -1, 0);
+	if (fs->se)
+		fuse_lowlevel_notify_inval_inode(fs->se, in->ino, -1, 0);
 }
 
 vy_err vy_copysrv_run(vy_fs *fs, const vy_copysrv_job *job, uint64_t *done, uint64_t *total, vy_error *e)
@@ -517,7 +518,8 @@ vy_err vy_copysrv_run(vy_fs *fs, const vy_copysrv_job *job, uint64_t *done, uint
 		pthread_rwlock_unlock(&job->in->lock);
 		vy_inode_touch(job->in, true);
 		vy_persist_inode(fs, job->in);
-		vy_fs_notify_inval(fs, job->in->ino, 0, 0); /* the kernel may hold pages of the old bytes */
+		if (fs->se) /* the kernel may hold pages of the old bytes */
+			fuse_lowlevel_notify_inval_inode(fs->se, job->in->ino, 0, 0);
 	}
 	run_put(r);
 	return rc;

@@ -52,8 +52,8 @@ void vy_mapconn_drop_cache(vy_mapsrv *srv, vy_inode *in)
 	pthread_mutex_lock(&srv->lock);
 	bool quiet = srv->stopping || (srv->adopting && pthread_equal(srv->adopter, pthread_self()));
 	pthread_mutex_unlock(&srv->lock);
-	if (!quiet)
-		vy_fs_notify_inval(srv->fs, in->ino, 0, 0);
+	if (!quiet && srv->fs->se)
+		fuse_lowlevel_notify_inval_inode(srv->fs->se, in->ino, 0, 0);
 }
 
 void vy_mapconn_unmap_at(conn *c, size_t i)
