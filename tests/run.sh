@@ -4,8 +4,9 @@
 #   tests/run.sh cuda [SUITE...]   the same on the cuda backend, plus tests/gpu/
 #   VY_TEST_JOBS=N tests/run.sh ... runs N suites side by side (make test-gpu:
 #   6); a suite with a `# run.sh: alone` line (it reads the whole GPU's
-#   memory) runs after the others, by itself, on the cuda backend; one
-#   with `# run.sh: long` starts before the others.
+#   memory) runs after the others, by itself, on the cuda backend, and one
+#   with `# run.sh: quiet` (it counts its own threads' wakeups) on either;
+#   one with `# run.sh: long` starts before the others.
 # SUITE names pick some: `unit` (the C suites) or a shunit2 suite's name
 # (cli_test, mount_test, ...). As a user every suite runs (FUSE mounts go
 # through fusermount3); tests that need root skip themselves with the
@@ -148,10 +149,11 @@ launch() {
 	running=$((running + 1))
 }
 
-# The reason to run alone is the GPU's (its whole free memory is read):
-# on the host backend such a suite runs beside the others.
+# `alone`: the reason is the GPU's (its whole free memory is read), so on
+# the host backend such a suite runs beside the others; `quiet`: the suite
+# counts its own threads' wakeups, on either backend.
 alone() {
-	[ "$backend" = cuda ] && grep -q '^# run.sh: alone' "$1"
+	grep -q '^# run.sh: quiet' "$1" || { [ "$backend" = cuda ] && grep -q '^# run.sh: alone' "$1"; }
 }
 
 # A suite with a `# run.sh: long` line (minutes where most take seconds)

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# run.sh: quiet (it counts its workers' context switches: other suites' load wakes them)
 # run.sh: alone (on the cuda backend it reads the whole GPU's free memory: the daemon's baseline at unmount, df or RSS)
 # The mount's life: detaching once ready, mount(8) and fstab, signals,
 # read-only mounts, configuration precedence, refusals before mounting.
