@@ -51,9 +51,10 @@ const vy_option_doc vy_options[] = {
 	 "experimental: a keeper process holds the mount and starts a successor when the daemon dies (crash, "
 	 "kill -9); programs see a pause, not an error. Files, names, attributes, xattrs, bytes and open files "
 	 "survive, and a request caught mid-way gets its answer once (a ctl sequence caught running: EIO, saying "
-	 "so); vyrefs --upgrade hands over to a new binary; mappings and loaded modules survive too. The open-file "
-	 "limit must allow an fd per MiB of the budget and about 1,100 more (host_memory=1G: 1,997): a mount checks "
-	 "before it mounts and says how to raise it; as root it raises it itself. Test mounts only"},
+	 "so); vyrefs --upgrade hands over to a new binary; mappings and loaded modules survive too. The keeper holds "
+	 "an fd per piece of file memory (a file over 1 MiB, or 2 MiB of smaller ones) under the open-file limit "
+	 "(at least 512; as root it raises it itself): a mount says how many pieces its limit holds, and past them "
+	 "new files get ENOSPC with a Fix. Test mounts only"},
 	{"survive_standby", "on|off", "on",
 	 "survive=on: the keeper starts the next daemon ahead, its devices open (the CUDA driver's start, about "
 	 "0.25 s of a takeover on a GPU), waiting for a death; it holds a CUDA context on each device while it "

@@ -10,6 +10,7 @@
 #define VY_DEVICE_KEEP_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "core/device.h"
@@ -28,6 +29,11 @@ typedef struct vy_keep_sink {
 	vy_keep_slot (*add)(void *ctx, int fd);
 	/* The allocation kept in `slot` is freed: its copy goes. */
 	void (*drop)(void *ctx, vy_keep_slot slot);
+	/* Whether a new allocation may still be kept (NULL: always). False:
+	 * the store refuses it (ENOSPC, with `why`'s Fix) rather than make
+	 * memory a successor would not get back. Called before the device
+	 * allocates, with the store's lock held. */
+	bool (*room)(void *ctx, char *why, size_t cap);
 } vy_keep_sink;
 
 /* The fds a successor was handed, by slot: fd[slot] (-1: none), n slots.

@@ -151,6 +151,11 @@ static vy_err fits_budget(vy_store *s, uint64_t len, vy_error *e)
 			       "no room for %llu bytes: %llu of the %llu-byte resident budget in use, %llu left",
 			       (unsigned long long)len, (unsigned long long)used, (unsigned long long)s->budget,
 			       (unsigned long long)(s->budget > used ? s->budget - used : 0));
+	char why[320];
+	if (s->sink && s->sink->room && !s->sink->room(s->sink->ctx, why, sizeof(why)))
+		return vy_fail(e, VY_ENOSPC, "raise the open-file limit the mount starts with (ulimit -n, LimitNOFILE=), "
+					     "then umount and mount again; keep fewer, larger files; or mount with survive=off",
+			       "no room for %llu bytes a successor would get back: %s", (unsigned long long)len, why);
 	uint64_t free_now, total;
 	vy_err rc = s->dev->ops->mem_info(s->dev, &free_now, &total, e);
 	if (rc != VY_OK)

@@ -51,6 +51,7 @@ struct vy_store {
 	uint64_t live;
 	vy_zeros zeros; /* the granule every hole maps */
 	bool kept;      /* vy_store_keep was called (store_keep.c) */
+	const vy_keep_sink *sink; /* its sink then: room for each new allocation */
 };
 
 /* A buffer's pieces: those of its view once it has one (the view's

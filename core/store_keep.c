@@ -25,6 +25,7 @@ vy_err vy_store_keep(vy_store *s, const vy_keep_sink *sink, vy_error *e)
 		rc = s->dev->keep->start(s->dev, sink, e);
 	if (rc == VY_OK) {
 		s->kept = true;
+		s->sink = sink;
 		if (s->zeros.p)
 			s->dev->keep->forget(s->dev, s->zeros.p);
 	}

@@ -110,6 +110,13 @@ void vy_keeper_memory_raise_limit(void)
 		       strerror(errno));
 }
 
+/* The slots a table leaves for what is not file memory (the map server's
+ * connections, modules): VY_KEEPER_OTHER_FDS, a quarter of a small one. */
+static uint64_t others_of(uint64_t table)
+{
+	return table >= 4 * (uint64_t)VY_KEEPER_OTHER_FDS ? VY_KEEPER_OTHER_FDS : table / 4;
+}
+
 int vy_keeper_memory_reserve(uint64_t need, char *why, size_t cap)
 {
 	struct rlimit rl;
@@ -118,15 +125,44 @@ int vy_keeper_memory_reserve(uint64_t need, char *why, size_t cap)
 		return -1;
 	}
 	uint64_t have = table_of(&rl);
-	if (need <= have)
-		return 0;
-	snprintf(why, cap, "survive=on: the keeper may need %llu open files to hold this mount's memory, and the "
-			   "open-file limit allows %llu (Fix: raise it to %llu: ulimit -n %llu, which as a user needs a "
-			   "hard limit that high (limits.conf nofile, or LimitNOFILE= in a unit); or mount with a "
-			   "smaller host_memory or survive=off)",
-		 (unsigned long long)need, (unsigned long long)have, (unsigned long long)need,
-		 (unsigned long long)need);
-	return -1;
+	if (have < VY_KEEPER_MIN_FDS) {
+		snprintf(why, cap, "survive=on: the keeper needs an open-file limit of %u or more, and it is %llu (Fix: "
+				   "raise it: ulimit -n %llu, which as a user needs a hard limit that high (limits.conf "
+				   "nofile, or LimitNOFILE= in a unit); or mount with survive=off)",
+			 VY_KEEPER_MIN_FDS, (unsigned long long)have, (unsigned long long)(need > VY_KEEPER_MIN_FDS ? need : VY_KEEPER_MIN_FDS));
+		return -1;
+	}
+	uint64_t room = have - MARGIN - VY_KEEPER_SLOT_MEMORY - others_of(have);
+	if (need > have)
+		vy_log(LOG_NOTICE, "survive=on: the open-file limit (%llu) lets the keeper hold %llu pieces of file memory "
+				   "(a file over 1 MiB is one, smaller ones share 2 MiB pieces); filling this mount's budget "
+				   "may take up to %llu: past them, new files get ENOSPC (Fix: raise the limit to %llu: "
+				   "ulimit -n, limits.conf nofile or LimitNOFILE=)",
+		       (unsigned long long)have, (unsigned long long)room, (unsigned long long)(need - (have - room)),
+		       (unsigned long long)need);
+	return 0;
+}
+
+/* Whether one more allocation may take a slot, leaving the others'
+ * share: a store refuses it otherwise (core/device_keep.h). */
+static bool sink_room(void *ctx, char *why, size_t cap)
+{
+	vy_keeper_memory *m = ctx;
+	if (atomic_load(&m->failed) || atomic_load(&m->refused))
+		return true; /* nothing is kept any more: the mount fails closed already */
+	pthread_mutex_lock(&m->lock);
+	uint64_t left = (uint64_t)(m->limit - m->next) + m->nfree;
+	uint64_t held = (uint64_t)(m->next - VY_KEEPER_SLOT_MEMORY) - m->nfree;
+	pthread_mutex_unlock(&m->lock);
+	if (left > m->others)
+		return true;
+	snprintf(why, cap, "the keeper holds %llu fds, all that the open-file limit (%u) leaves for file memory",
+		 (unsigned long long)held, m->limit + MARGIN);
+	if (!atomic_exchange(&m->full_logged, true))
+		vy_log(LOG_WARNING, "survive=on: %s: new files get ENOSPC until some are removed (Fix: raise the open-file "
+				    "limit the mount starts with (ulimit -n, LimitNOFILE=), then umount and mount again)",
+		       why);
+	return false;
 }
 
 /* Hand no more memory (frees still DROP): logged once. */
@@ -224,6 +260,7 @@ int vy_keeper_memory_init(vy_keeper_memory *m, int sock, pid_t pid, const vy_kee
 	}
 	uint64_t table = table_of(&rl);
 	m->limit = table > VY_KEEPER_SLOT_MEMORY + MARGIN ? (uint32_t)(table - MARGIN) : VY_KEEPER_SLOT_MEMORY;
+	m->others = others_of(table);
 	m->next = VY_KEEPER_SLOT_MEMORY;
 	/* Blocking sends, bounded: a keeper that stops reading fails them
 	 * after a while instead of holding every allocation forever. */
@@ -256,7 +293,7 @@ int vy_keeper_memory_init(vy_keeper_memory *m, int sock, pid_t pid, const vy_kee
 	for (uint32_t s = m->next; s-- > VY_KEEPER_SLOT_MEMORY;)
 		if (!is_used(m, s))
 			give_slot(m, s);
-	m->sink = (vy_keep_sink){.ctx = m, .add = sink_add, .drop = sink_drop};
+	m->sink = (vy_keep_sink){.ctx = m, .add = sink_add, .drop = sink_drop, .room = sink_room};
 	return 0;
 }
 

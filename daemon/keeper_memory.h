@@ -41,6 +41,8 @@ typedef struct vy_keeper_memory {
 	 * not hold some: NOT_HELD); frees still DROP, so the keeper lets go
 	 * of what the store frees. Logged once. */
 	_Atomic bool refused;
+	uint64_t others;           /* slots room() leaves for what is not file memory */
+	_Atomic bool full_logged;  /* room() said no once: logged */
 	_Atomic uint64_t adds, drops, failures;
 	vy_keep_sink sink;
 	/* Told of every allocation the keeper could not be handed: that
@@ -66,10 +68,11 @@ void vy_keeper_memory_quiet(vy_keeper_memory *m);
  * devices, and the fds beside them: an allocation with an fd of its own
  * holds more than VY_SLAB_MAX (1 MiB), and a slab (2 MiB or more) is made
  * only when its class's others are full, so every slot holds a MiB or
- * more of files, but a slab a size class a device. A pattern that fills
- * several classes' slabs, then frees all but one file in each, needs more:
- * what no slot is left for then fails closed (counted), never lost. */
+ * more of files, but a slab a size class a device. What a limit lower
+ * than that cannot hold is refused when it is allocated (ENOSPC: the
+ * sink's room), never made and lost. */
 #define VY_KEEPER_OTHER_FDS 1024u /* the map server's 256 connections and 256 spare, modules, the keeper's own */
+#define VY_KEEPER_MIN_FDS 512u    /* the least open-file limit a survive=on mount takes */
 uint64_t vy_keeper_memory_slots_for(const uint64_t *bytes, unsigned ndev);
 
 /* A survive=on mount, before it serves: as root (CAP_SYS_RESOURCE), the
@@ -79,8 +82,10 @@ uint64_t vy_keeper_memory_slots_for(const uint64_t *bytes, unsigned ndev);
 void vy_keeper_memory_raise_limit(void);
 
 /* Whether the open-file limit (the keeper's, which the daemon shares)
- * holds `need` slots (vy_keeper_memory_slots_for): 0, or -1 with `why`
- * and its Fix. A mount checks before it mounts. */
+ * takes a survive=on mount (VY_KEEPER_MIN_FDS): 0, or -1 with `why` and
+ * its Fix. Where it holds fewer than the `need` slots the budget may take
+ * (vy_keeper_memory_slots_for), a notice says how many: allocations past
+ * them get ENOSPC. A mount checks before it mounts. */
 int vy_keeper_memory_reserve(uint64_t need, char *why, size_t cap);
 
 /* The keeper said it could not hold `n` slots of memory handed to it (n 0:

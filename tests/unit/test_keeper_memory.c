@@ -150,8 +150,11 @@ static void a_slot_past_the_table_is_refused(void)
 }
 
 /* Slots for the whole budget (a slot a MiB, a slab a class, the fds
- * beside them), checked against the open-file limit before a mount. */
-static void the_budget_is_reserved_against_the_open_file_limit(void)
+ * beside them); a limit under 512 is refused before a mount, a lower one
+ * than the budget needs mounts and refuses allocations past it: room()
+ * says no once only the others' share (a quarter of a small table) is
+ * left. */
+static void the_open_file_limit_bounds_the_slots_memory_takes(void)
 {
 	uint64_t one[1] = {1ull << 30}, two[2] = {1ull << 30, 512ull << 20};
 	CHECK_EQ(vy_keeper_memory_slots_for(one, 1), VY_KEEPER_SLOT_MEMORY + VY_KEEPER_OTHER_FDS + 1024 + 1 + VY_SLAB_CLASSES);
@@ -163,10 +166,27 @@ static void the_budget_is_reserved_against_the_open_file_limit(void)
 	low.rlim_cur = 400;
 	CHECK(setrlimit(RLIMIT_NOFILE, &low) == 0);
 	char why[512] = "";
-	CHECK_EQ(vy_keeper_memory_reserve(400, why, sizeof(why)), 0);
-	CHECK_EQ(vy_keeper_memory_reserve(401, why, sizeof(why)), (uint64_t)-1);
-	CHECK(strstr(why, "may need 401 open files") != NULL);
-	CHECK(strstr(why, "allows 400 (Fix: raise it to 401") != NULL);
+	CHECK_EQ(vy_keeper_memory_reserve(300, why, sizeof(why)), (uint64_t)-1);
+	CHECK(strstr(why, "needs an open-file limit of 512 or more, and it is 400 (Fix: raise it") != NULL);
+	low.rlim_cur = 600;
+	CHECK(setrlimit(RLIMIT_NOFILE, &low) == 0);
+	CHECK_EQ(vy_keeper_memory_reserve(2000, why, sizeof(why)), 0);
+
+	int sv[2];
+	CHECK(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) == 0);
+	vy_keeper_memory m;
+	CHECK_EQ(vy_keeper_memory_init(&m, sv[0], getpid(), NULL, why, sizeof(why)), 0);
+	CHECK_EQ(m.limit, 600 - 64);
+	CHECK_EQ(m.others, 150);
+	CHECK(m.sink.room(m.sink.ctx, why, sizeof(why)));
+	m.next = m.limit - 151; /* 379 held, 151 left */
+	CHECK(m.sink.room(m.sink.ctx, why, sizeof(why)));
+	m.next++;
+	CHECK(!m.sink.room(m.sink.ctx, why, sizeof(why)));
+	CHECK(strstr(why, "the keeper holds 380 fds, all that the open-file limit (600) leaves") != NULL);
+	vy_keeper_memory_destroy(&m);
+	close(sv[0]);
+	close(sv[1]);
 	CHECK(setrlimit(RLIMIT_NOFILE, &was) == 0);
 }
 
@@ -212,7 +232,7 @@ int main(void)
 		TEST_CASE(adds_and_drops_reach_the_keeper),
 		TEST_CASE(a_successor_uses_the_slots_left),
 		TEST_CASE(a_slot_past_the_table_is_refused),
-		TEST_CASE(the_budget_is_reserved_against_the_open_file_limit),
+		TEST_CASE(the_open_file_limit_bounds_the_slots_memory_takes),
 		TEST_CASE(what_the_keeper_could_not_hold_fails_closed),
 	};
 	return vy_test_main("keeper_memory", cases, sizeof(cases) / sizeof(cases[0]));
