@@ -117,6 +117,16 @@ static uint64_t others_of(uint64_t table)
 	return table >= 4 * (uint64_t)VY_KEEPER_OTHER_FDS ? VY_KEEPER_OTHER_FDS : table / 4;
 }
 
+/* The least open-file limit whose table holds `pieces` of file memory. */
+static uint64_t limit_for(uint64_t pieces)
+{
+	uint64_t fixed = MARGIN + VY_KEEPER_SLOT_MEMORY;
+	if (pieces + fixed + VY_KEEPER_OTHER_FDS >= 4 * (uint64_t)VY_KEEPER_OTHER_FDS)
+		return pieces + fixed + VY_KEEPER_OTHER_FDS;
+	uint64_t l = ((pieces + fixed) * 4 + 2) / 3; /* a quarter of it for the others */
+	return l < VY_KEEPER_MIN_FDS ? VY_KEEPER_MIN_FDS : l;
+}
+
 int vy_keeper_memory_reserve(uint64_t need, char *why, size_t cap)
 {
 	struct rlimit rl;
@@ -133,13 +143,15 @@ int vy_keeper_memory_reserve(uint64_t need, char *why, size_t cap)
 		return -1;
 	}
 	uint64_t room = have - MARGIN - VY_KEEPER_SLOT_MEMORY - others_of(have);
-	if (need > have)
-		vy_log(LOG_NOTICE, "survive=on: the open-file limit (%llu) lets the keeper hold %llu pieces of file memory "
+	uint64_t pieces = need > VY_KEEPER_SLOT_MEMORY + VY_KEEPER_OTHER_FDS ? need - VY_KEEPER_SLOT_MEMORY - VY_KEEPER_OTHER_FDS : 0;
+	why[0] = '\0';
+	if (pieces > room)
+		snprintf(why, cap, "survive=on: the open-file limit (%llu) lets the keeper hold %llu pieces of file memory "
 				   "(a file over 1 MiB is one, smaller ones share 2 MiB pieces); filling this mount's budget "
 				   "may take up to %llu: past them, new files get ENOSPC (Fix: raise the limit to %llu: "
 				   "ulimit -n, limits.conf nofile or LimitNOFILE=)",
-		       (unsigned long long)have, (unsigned long long)room, (unsigned long long)(need - (have - room)),
-		       (unsigned long long)need);
+			 (unsigned long long)have, (unsigned long long)room, (unsigned long long)pieces,
+			 (unsigned long long)limit_for(pieces));
 	return 0;
 }
 

@@ -82,10 +82,11 @@ uint64_t vy_keeper_memory_slots_for(const uint64_t *bytes, unsigned ndev);
 void vy_keeper_memory_raise_limit(void);
 
 /* Whether the open-file limit (the keeper's, which the daemon shares)
- * takes a survive=on mount (VY_KEEPER_MIN_FDS): 0, or -1 with `why` and
- * its Fix. Where it holds fewer than the `need` slots the budget may take
- * (vy_keeper_memory_slots_for), a notice says how many: allocations past
- * them get ENOSPC. A mount checks before it mounts. */
+ * takes a survive=on mount (VY_KEEPER_MIN_FDS): -1 with `why` and its
+ * Fix, or 0. Where it holds fewer than the `need` slots the budget may
+ * take (vy_keeper_memory_slots_for), 0 leaves a notice in `why` (else
+ * empty) saying how many: allocations past them get ENOSPC. A mount
+ * checks before it mounts, and logs the notice once it serves. */
 int vy_keeper_memory_reserve(uint64_t need, char *why, size_t cap);
 
 /* The keeper said it could not hold `n` slots of memory handed to it (n 0:

@@ -239,9 +239,9 @@ int vy_mount_serve(const vy_mount_args *a, vy_keeper_link *keeper, vy_keeper_ado
 		goto out;
 	}
 	fs_ready = true;
-	char why[512];
-	if (kept && !adopt && vy_keeper_memory_reserve(kept_slots(cores, opened.n), why, sizeof(why)) != 0) {
-		report('E', "%s", why); /* before anything is mounted */
+	char why[512], fd_notice[512] = "";
+	if (kept && !adopt && vy_keeper_memory_reserve(kept_slots(cores, opened.n), fd_notice, sizeof(fd_notice)) != 0) {
+		report('E', "%s", fd_notice); /* before anything is mounted */
 		goto out;
 	}
 	if (adopt) {
@@ -350,6 +350,8 @@ int vy_mount_serve(const vy_mount_args *a, vy_keeper_link *keeper, vy_keeper_ado
 	if (kept) {
 		vy_keeper_watch(keeper, &fs.keeper_pid, &fs.standby_pid);
 		vy_log(LOG_WARNING, "%s", SURVIVE_WARNING);
+		if (fd_notice[0])
+			vy_log(LOG_NOTICE, "%s", fd_notice); /* the log's, as the warning: not the terminal's */
 	}
 	vy_kept_conns conns = {0};
 	if (adopt) {

@@ -424,6 +424,8 @@ file_n() { printf '%08d' "$1"; head -c 1100K /dev/zero; }
 # the room check the files past the limit would be written, counted in
 # kept_failures, and the next kill would end the mount.
 test_a_limit_under_the_budget_refuses_files_past_it() {
+	# It counts the host backend's memfds; cuda's memory fds are the driver's.
+	[ "$backend" = host ] || { skip_test "counts the host backend's memfds"; return 0; }
 	local vy
 	vy=$(limited_vyrefs 400) || return 0
 	VYREFS=$vy mount_vyrefs "survive=on" >/dev/null

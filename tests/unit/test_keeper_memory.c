@@ -171,6 +171,10 @@ static void the_open_file_limit_bounds_the_slots_memory_takes(void)
 	low.rlim_cur = 600;
 	CHECK(setrlimit(RLIMIT_NOFILE, &low) == 0);
 	CHECK_EQ(vy_keeper_memory_reserve(2000, why, sizeof(why)), 0);
+	CHECK(strstr(why, "the open-file limit (600) lets the keeper hold 380 pieces of file memory") != NULL);
+	CHECK(strstr(why, "may take up to 970: past them, new files get ENOSPC (Fix: raise the limit to 1387") != NULL);
+	CHECK_EQ(vy_keeper_memory_reserve(600, why, sizeof(why)), 0);
+	CHECK_EQ(why[0], '\0');
 
 	int sv[2];
 	CHECK(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) == 0);
