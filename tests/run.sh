@@ -186,6 +186,13 @@ unit_now() {
 later=()
 suites=(tests/cli/*_test.sh tests/fs/*_test.sh tests/ctl/*_test.sh tests/client/*_test.sh tests/survive/*_test.sh)
 [ "$backend" = cuda ] && suites+=(tests/gpu/*_test.sh)
+# A name that picks nothing would end in "0 passed, 0 failed": refused.
+for want in $only; do
+	[ "$want" = unit ] && continue
+	found=0
+	for suite in "${suites[@]}"; do [ "$(basename "$suite" .sh)" = "$want" ] && found=1; done
+	[ $found = 1 ] || { echo "tests/run.sh: no $backend suite is named '$want' (Fix: a suite's file name without .sh, as keeper_test, or unit)" >&2; exit 2; }
+done
 ordered=()
 for suite in "${suites[@]}"; do
 	[ -f "$suite" ] && long "$suite" && ordered+=("$suite")
