@@ -18,6 +18,8 @@ measures, from just before the kill:
                    from the keeper seeing the death to its first answer)
   daemon_STEP_us   its steps: start (the keeper's fork and exec), devices
                    (the driver's start), replay (names and memory)
+  second_kill_ms   a kill of that successor as soon as it answers (its
+                   standby not ready yet), to the next one's first answer
 
 Each figure is the median over REPS; walk_ms is the baseline walk. Lines
 are `takeover.LABEL.KEY VALUE`, as bench/run.sh's results.txt wants.
@@ -85,8 +87,9 @@ def standby_ready(mnt):
         time.sleep(0.01)
 
 
-def one_kill(mnt, paths):
-    standby_ready(mnt)
+def one_kill(mnt, paths, wait_standby=True):
+    if wait_standby:
+        standby_ready(mnt)
     old = int(stats(mnt)["pid"])
     t0 = time.monotonic()
     os.kill(old, signal.SIGKILL)
@@ -95,6 +98,8 @@ def one_kill(mnt, paths):
         if int(s["pid"]) != old:
             break
     t1 = time.monotonic()
+    if not paths:
+        return (t1 - t0) * 1e3, 0, {}
     walk(paths)
     t2 = time.monotonic()
     return (t1 - t0) * 1e3, (t2 - t0) * 1e3, {k: int(s["takeover%s_us" % k]) for k in ("",) + STEPS}
@@ -119,6 +124,10 @@ def main():
         first.append(a)
         whole.append(b)
         steps.append(c)
+    second = []
+    for _ in range(reps):
+        one_kill(mnt, [])
+        second.append(one_kill(mnt, [], wait_standby=False)[0])
     s = stats(mnt)
     if int(s["resident_bytes"]) != before:
         sys.exit("takeover_bench: %s resident after the kills, %d before" % (s["resident_bytes"], before))
@@ -132,6 +141,7 @@ def main():
     print(key + "daemon_us %d" % statistics.median(s[""] for s in steps))
     for k in STEPS:
         print(key + "daemon%s_us %d" % (k, statistics.median(s[k] for s in steps)))
+    print(key + "second_kill_ms %.1f" % statistics.median(second))
     print(key + "takeovers %s" % s["takeovers"])
 
 

@@ -276,7 +276,9 @@ static void start_standby(void)
 static int take_successor(bool fresh, bool *was_standby)
 {
 	*was_standby = false;
-	if (fresh || k.standby <= 0)
+	/* A standby whose socketpair closed is ending (its SIGCHLD not in
+	 * yet): it takes nothing. */
+	if (fresh || k.standby <= 0 || k.standby_sock < 0)
 		drop_standby();
 	if (k.standby > 0) {
 		k.daemon = k.standby;
