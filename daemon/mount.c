@@ -153,11 +153,22 @@ static void raise_fd_limit(void)
 
 /* A successor mounted nothing, so libfuse unmounts nothing: when its loop
  * ends with the mount still there (a signal), it unmounts as the first
- * daemon would have. */
-static void unmount_adopted(const char *mountpoint)
+ * daemon would have, but only the mount it adopted: `dev`, read when it
+ * began to serve, must be the topmost mount's at the path (issue "posix
+ * 3": one that took a clean unmount for a death detached the next mount
+ * made there). 0: it never knew its mount, and touches none. */
+static void unmount_adopted(const char *mountpoint, dev_t dev)
 {
-	if (!vy_mountinfo_find(mountpoint, "fuse.vyrefs", NULL))
+	dev_t now = 0;
+	if (!vy_mountinfo_find(mountpoint, "", &now))
 		return; /* unmounted already: that ended the loop */
+	if (!dev || now != dev) {
+		if (vy_mountinfo_find(mountpoint, "fuse.vyrefs", NULL))
+			vy_log(LOG_WARNING, "another mount is on %s now, over or instead of the one this daemon served: left "
+					    "alone (Fix: umount it first, then umount -l %s if a vyrefs mount is under it)",
+			       mountpoint, mountpoint);
+		return;
+	}
 	if (geteuid() == 0) {
 		if (umount2(mountpoint, MNT_DETACH) != 0)
 			vy_log(LOG_WARNING, "cannot unmount %s: %s (Fix: umount -l %s)", mountpoint, strerror(errno),
@@ -379,6 +390,9 @@ int vy_mount_serve(const vy_mount_args *a, vy_keeper_link *keeper, vy_keeper_ado
 		vy_resend_hook(&fs); /* requests keep their changes with their answers */
 	if (kept)
 		vy_upgrade_offer(&fs); /* .vyre/upgrade hands over to the binary now installed */
+	dev_t adopted_dev = 0; /* a successor's mount, as the kernel lists it while it serves */
+	if (adopt && !vy_mountinfo_find(a->mountpoint, "fuse.vyrefs", &adopted_dev))
+		adopted_dev = 0;
 	int rc = vy_session_loop(se, a->cfg.idle_threads);
 	bool quiet = vy_mapsrv_stop(&fs);
 	if (kept) { /* before the writer goes: a late NOT_HELD would reach it freed */
@@ -390,7 +404,7 @@ int vy_mount_serve(const vy_mount_args *a, vy_keeper_link *keeper, vy_keeper_ado
 	vy_persist_stop(&fs); /* unmounted: what is freed now needs no successor */
 	fuse_session_unmount(se);
 	if (adopt && !vy_session_connection_gone())
-		unmount_adopted(a->mountpoint); /* a signal ended it: the mount is ours, and still there */
+		unmount_adopted(a->mountpoint, adopted_dev); /* a signal ended it: ours, if still there */
 	if (km_ready)
 		vy_keeper_memory_quiet(&km); /* what teardown frees, the keeper closes itself */
 	if (!quiet) {

@@ -320,6 +320,26 @@ test_detached_mount_reports_ready_and_ends_at_umount() {
 	assertFalse "nothing of the mount runs" "daemon_alive 'vyrefs.*$m'"
 }
 
+# Issue "posix 3": a successor ended by a signal unmounts the mount it
+# adopted, never whatever is at the path now (here a tmpfs mounted over
+# it; in the bug, the next mount made there after a clean unmount was
+# taken for a death). Before the check the successor detached the tmpfs.
+test_a_successor_unmounts_only_the_mount_it_adopted() {
+	need_root "it mounts a tmpfs over the mount" || return 0
+	mount_vyrefs "survive=on,survive_standby=off" || { fail "mount"; return; }
+	local pid succ
+	pid=$(stat_of pid)
+	kill -9 "$pid"
+	wait_for "a successor serves" serving_pid_not "$pid" || return
+	succ=$(stat_of pid)
+	mount -t tmpfs -o size=1M vyrefs-test-over "$MNT" || { fail "mount a tmpfs over it"; return; }
+	kill -TERM "$succ"
+	wait_for "the successor ends" gone "$succ"
+	assertEquals "the tmpfs over it stays" tmpfs "$(stat -f -c %T "$MNT")"
+	assertContains "the successor said why" "$(cat "$VY_LOG")" "another mount is on $MNT now"
+	umount "$MNT"
+}
+
 test_survive_off_has_no_keeper() {
 	mount_vyrefs "" || { fail "mount"; return; }
 	assertEquals "keeper_pid" 0 "$(stat_of keeper_pid)"
