@@ -111,20 +111,38 @@ void vy_keeper_memory_raise_limit(void)
 }
 
 /* The slots a table leaves for what is not file memory (the map server's
- * connections, modules): VY_KEEPER_OTHER_FDS, a quarter of a small one. */
+ * 256 connections, modules, write-behind's buffers): VY_KEEPER_OTHER_FDS,
+ * a quarter of a small table, never under VY_KEEPER_OTHERS_MIN. Those
+ * take slots with no room check: running out of them would fail closed. */
 static uint64_t others_of(uint64_t table)
 {
-	return table >= 4 * (uint64_t)VY_KEEPER_OTHER_FDS ? VY_KEEPER_OTHER_FDS : table / 4;
+	if (table >= 4 * (uint64_t)VY_KEEPER_OTHER_FDS)
+		return VY_KEEPER_OTHER_FDS;
+	return table / 4 > VY_KEEPER_OTHERS_MIN ? table / 4 : VY_KEEPER_OTHERS_MIN;
 }
 
-/* The least open-file limit whose table holds `pieces` of file memory. */
+/* The pieces of file memory a table of `table` fds holds. */
+static uint64_t room_of(uint64_t table)
+{
+	uint64_t fixed = MARGIN + VY_KEEPER_SLOT_MEMORY + others_of(table);
+	return table > fixed ? table - fixed : 0;
+}
+
+/* The least open-file limit whose table holds `pieces` of file memory
+ * (from pieces + 70 up: at most VY_KEEPER_OTHER_FDS steps). */
 static uint64_t limit_for(uint64_t pieces)
 {
-	uint64_t fixed = MARGIN + VY_KEEPER_SLOT_MEMORY;
-	if (pieces + fixed + VY_KEEPER_OTHER_FDS >= 4 * (uint64_t)VY_KEEPER_OTHER_FDS)
-		return pieces + fixed + VY_KEEPER_OTHER_FDS;
-	uint64_t l = ((pieces + fixed) * 4 + 2) / 3; /* a quarter of it for the others */
+	uint64_t l = pieces + MARGIN + VY_KEEPER_SLOT_MEMORY;
+	while (room_of(l) < pieces)
+		l++;
 	return l < VY_KEEPER_MIN_FDS ? VY_KEEPER_MIN_FDS : l;
+}
+
+/* The pieces of file memory `need` slots (vy_keeper_memory_slots_for) hold. */
+static uint64_t pieces_of(uint64_t need)
+{
+	uint64_t fixed = VY_KEEPER_SLOT_MEMORY + VY_KEEPER_OTHER_FDS;
+	return need > fixed ? need - fixed : 0;
 }
 
 int vy_keeper_memory_reserve(uint64_t need, char *why, size_t cap)
@@ -134,24 +152,25 @@ int vy_keeper_memory_reserve(uint64_t need, char *why, size_t cap)
 		snprintf(why, cap, "cannot read the open-file limit: %s (Fix: mount with survive=off)", strerror(errno));
 		return -1;
 	}
-	uint64_t have = table_of(&rl);
+	uint64_t have = table_of(&rl), pieces = pieces_of(need), want = limit_for(pieces);
+	if (want > TABLE_MAX)
+		want = TABLE_MAX; /* the keeper's table stops there: past it, ENOSPC */
 	if (have < VY_KEEPER_MIN_FDS) {
 		snprintf(why, cap, "survive=on: the keeper needs an open-file limit of %u or more, and it is %llu (Fix: "
 				   "raise it: ulimit -n %llu, which as a user needs a hard limit that high (limits.conf "
 				   "nofile, or LimitNOFILE= in a unit); or mount with survive=off)",
-			 VY_KEEPER_MIN_FDS, (unsigned long long)have, (unsigned long long)(need > VY_KEEPER_MIN_FDS ? need : VY_KEEPER_MIN_FDS));
+			 VY_KEEPER_MIN_FDS, (unsigned long long)have, (unsigned long long)want);
 		return -1;
 	}
-	uint64_t room = have - MARGIN - VY_KEEPER_SLOT_MEMORY - others_of(have);
-	uint64_t pieces = need > VY_KEEPER_SLOT_MEMORY + VY_KEEPER_OTHER_FDS ? need - VY_KEEPER_SLOT_MEMORY - VY_KEEPER_OTHER_FDS : 0;
+	uint64_t room = room_of(have);
 	why[0] = '\0';
 	if (pieces > room)
 		snprintf(why, cap, "survive=on: the open-file limit (%llu) lets the keeper hold %llu pieces of file memory "
 				   "(a file over 1 MiB is one, smaller ones share 2 MiB pieces); filling this mount's budget "
-				   "may take up to %llu: past them, new files get ENOSPC (Fix: raise the limit to %llu: "
-				   "ulimit -n, limits.conf nofile or LimitNOFILE=)",
+				   "may take up to %llu: past them, new allocations (a file's memory, made or grown) get "
+				   "ENOSPC (Fix: raise the limit to %llu: ulimit -n, limits.conf nofile or LimitNOFILE=)",
 			 (unsigned long long)have, (unsigned long long)room, (unsigned long long)pieces,
-			 (unsigned long long)limit_for(pieces));
+			 (unsigned long long)want);
 	return 0;
 }
 
@@ -171,8 +190,9 @@ static bool sink_room(void *ctx, char *why, size_t cap)
 	snprintf(why, cap, "the keeper holds %llu fds, all that the open-file limit (%u) leaves for file memory",
 		 (unsigned long long)held, m->limit + MARGIN);
 	if (!atomic_exchange(&m->full_logged, true))
-		vy_log(LOG_WARNING, "survive=on: %s: new files get ENOSPC until some are removed (Fix: raise the open-file "
-				    "limit the mount starts with (ulimit -n, LimitNOFILE=), then umount and mount again)",
+		vy_log(LOG_WARNING, "survive=on: %s: new allocations get ENOSPC until files are removed (Fix: raise the "
+				    "open-file limit the mount starts with (ulimit -n, LimitNOFILE=), then umount and mount "
+				    "again)",
 		       why);
 	return false;
 }

@@ -73,6 +73,7 @@ void vy_keeper_memory_quiet(vy_keeper_memory *m);
  * sink's room), never made and lost. */
 #define VY_KEEPER_OTHER_FDS 1024u /* the map server's 256 connections and 256 spare, modules, the keeper's own */
 #define VY_KEEPER_MIN_FDS 512u    /* the least open-file limit a survive=on mount takes */
+#define VY_KEEPER_OTHERS_MIN 320u /* the map server's 256 connections and 64 more, in a small table */
 uint64_t vy_keeper_memory_slots_for(const uint64_t *bytes, unsigned ndev);
 
 /* A survive=on mount, before it serves: as root (CAP_SYS_RESOURCE), the

@@ -28,6 +28,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -153,20 +154,23 @@ static void raise_fd_limit(void)
 
 /* A successor mounted nothing, so libfuse unmounts nothing: when its loop
  * ends with the mount still there (a signal), it unmounts as the first
- * daemon would have, but only the mount it adopted: `dev`, read when it
- * began to serve, must be the topmost mount's at the path (issue "posix
- * 3": one that took a clean unmount for a death detached the next mount
- * made there). 0: it never knew its mount, and touches none. */
-static void unmount_adopted(const char *mountpoint, dev_t dev)
+ * daemon would have, but only the mount it adopted (issue "posix 3": one
+ * that took a clean unmount for a death detached the next mount made at
+ * the path). Two facts say so: its connection is alive (a clean unmount
+ * aborts it: poll says POLLERR), so its superblock, and with it the
+ * device number `dev` read when it began to serve, is still that
+ * connection's; and the topmost mount at the path has that number. */
+static void unmount_adopted(const char *mountpoint, dev_t dev, int fuse_fd)
 {
 	dev_t now = 0;
 	if (!vy_mountinfo_find(mountpoint, "", &now))
 		return; /* unmounted already: that ended the loop */
-	if (!dev || now != dev) {
-		if (vy_mountinfo_find(mountpoint, "fuse.vyrefs", NULL))
-			vy_log(LOG_WARNING, "another mount is on %s now, over or instead of the one this daemon served: left "
-					    "alone (Fix: umount it first, then umount -l %s if a vyrefs mount is under it)",
-			       mountpoint, mountpoint);
+	struct pollfd p = {.fd = fuse_fd, .events = POLLIN};
+	bool alive = fuse_fd >= 0 && poll(&p, 1, 0) >= 0 && !(p.revents & (POLLERR | POLLHUP | POLLNVAL));
+	if (!alive || !dev || now != dev) {
+		if (alive && dev)
+			vy_log(LOG_WARNING, "another mount is on %s now, over the one this daemon served: left alone (Fix: "
+					    "umount it first, then umount -l %s)", mountpoint, mountpoint);
 		return;
 	}
 	if (geteuid() == 0) {
@@ -404,7 +408,7 @@ int vy_mount_serve(const vy_mount_args *a, vy_keeper_link *keeper, vy_keeper_ado
 	vy_persist_stop(&fs); /* unmounted: what is freed now needs no successor */
 	fuse_session_unmount(se);
 	if (adopt && !vy_session_connection_gone())
-		unmount_adopted(a->mountpoint, adopted_dev); /* a signal ended it: ours, if still there */
+		unmount_adopted(a->mountpoint, adopted_dev, fuse_session_fd(se)); /* a signal ended it */
 	if (km_ready)
 		vy_keeper_memory_quiet(&km); /* what teardown frees, the keeper closes itself */
 	if (!quiet) {

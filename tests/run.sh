@@ -191,7 +191,7 @@ for want in $only; do
 	[ "$want" = unit ] && continue
 	found=0
 	for suite in "${suites[@]}"; do [ "$(basename "$suite" .sh)" = "$want" ] && found=1; done
-	[ $found = 1 ] || { echo "tests/run.sh: no $backend suite is named '$want' (Fix: a suite's file name without .sh, as keeper_test, or unit)" >&2; exit 2; }
+	[ $found = 1 ] || { rm -rf "$log"; echo "tests/run.sh: no $backend suite is named '$want' (Fix: a suite's file name without .sh, as keeper_test, or unit)" >&2; exit 2; }
 done
 ordered=()
 for suite in "${suites[@]}"; do
