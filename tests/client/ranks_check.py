@@ -104,11 +104,21 @@ def run(n, *args):
                    MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
         env.setdefault("USE_LIBUV", "0")
         procs.append(subprocess.Popen([sys.executable, __file__] + list(args), env=env, stdout=subprocess.PIPE))
+    # A rank that failed leaves the others waiting in a collective (gloo
+    # waits 30 minutes): they are killed at once, and every rank after 300 s.
+    deadline = time.monotonic() + 300
+    while any(p.poll() is None for p in procs):
+        if any(p.returncode not in (None, 0) for p in procs) or time.monotonic() > deadline:
+            for p in procs:
+                if p.poll() is None:
+                    p.kill()
+            break
+        time.sleep(0.05)
     rc = 0
     for p in procs:
-        out, _ = p.communicate(timeout=600)
+        out, _ = p.communicate()
         sys.stdout.write(out.decode())
-        rc |= p.returncode
+        rc |= 1 if p.returncode else 0
     sys.exit(rc)
 
 
