@@ -80,9 +80,13 @@ int vy_keeper_recv(int sock, vy_keeper_msg *m, int *fds)
 	struct iovec iov = {.iov_base = m, .iov_len = sizeof(*m)};
 	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf, .msg_controllen = sizeof(ctl.buf)};
 	ssize_t n;
+	/* ECONNRESET: the peer closed with a message of ours unread, and the
+	 * kernel says so once, before the messages the peer sent last (its
+	 * LEAVING: taking it for a hangup made a clean unmount a death, issue
+	 * "posix 3"); they follow, then 0. */
 	do
 		n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC);
-	while (n < 0 && errno == EINTR);
+	while (n < 0 && (errno == EINTR || errno == ECONNRESET));
 	if (n < 0)
 		return -1;
 	if (n == 0)

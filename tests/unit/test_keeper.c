@@ -24,6 +24,28 @@ static bool same_file(int a, int b)
 	return fstat(a, &x) == 0 && fstat(b, &y) == 0 && x.st_dev == y.st_dev && x.st_ino == y.st_ino;
 }
 
+/* A daemon that says LEAVING and closes with a message of the keeper's
+ * unread (its standby's pid, sent as it unmounted): the kernel reports
+ * ECONNRESET once, before LEAVING; the keeper must still read LEAVING
+ * (else a clean unmount was taken for a death), then the end. */
+static void wire_leaving_is_read_past_a_reset(void)
+{
+	int sv[2];
+	CHECK(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) == 0);
+	vy_keeper_msg m, got;
+	vy_keeper_msg_init(&m, VY_KEEPER_STANDBY);
+	m.pid = 42;
+	CHECK_EQ(vy_keeper_send(sv[0], &m, NULL), 0); /* never read */
+	vy_keeper_msg_init(&m, VY_KEEPER_LEAVING);
+	CHECK_EQ(vy_keeper_send(sv[1], &m, NULL), 0);
+	close(sv[1]);
+	int in[VY_KEEPER_BATCH];
+	CHECK_EQ(vy_keeper_recv(sv[0], &got, in), 1);
+	CHECK_EQ(got.op, VY_KEEPER_LEAVING);
+	CHECK_EQ(vy_keeper_recv(sv[0], &got, in), 0);
+	close(sv[0]);
+}
+
 static void wire_add_carries_fds_in_slot_order(void)
 {
 	int sv[2], p[2];
@@ -284,6 +306,7 @@ int main(int argc, char **argv)
 		return fake_successor(atoi(argv[3]), atoi(argv[4]));
 	static const vy_test_case cases[] = {
 		TEST_CASE(wire_add_carries_fds_in_slot_order),
+		TEST_CASE(wire_leaving_is_read_past_a_reset),
 		TEST_CASE(wire_refuses_what_is_not_the_protocol),
 		TEST_CASE(keeper_hands_over_when_the_link_closes),
 	};
