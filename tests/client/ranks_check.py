@@ -42,6 +42,15 @@ class Part(torch.nn.Module):
         return y
 
 
+def leave():
+    """Every rank ends here together, and exits at once: torch 2.6's
+    destroy_process_group waited on rank 0's store after rank 0 had
+    exited (Debian 13: the job hung)."""
+    dist.barrier()
+    sys.stdout.flush()
+    os._exit(0)
+
+
 def main(cmd, where, how=""):
     cuda = torch.cuda.is_available()
     dist.init_process_group("nccl" if cuda else "gloo")
@@ -68,8 +77,7 @@ def main(cmd, where, how=""):
         except ValueError as e:
             if rank == 0:
                 print("refused:", str(e).split(" (Fix")[0])
-            dist.destroy_process_group()
-            return
+            leave()
     x = torch.arange(8 * HIDDEN, dtype=torch.float32, device=dev).reshape(8, HIDDEN) / (8 * HIDDEN)
 
     def answer(word):
@@ -87,7 +95,7 @@ def main(cmd, where, how=""):
         while not os.path.exists(os.path.join(how, "go")):
             time.sleep(0.05)
         answer("again")
-    dist.destroy_process_group()
+    leave()
 
 
 def run(n, *args):
@@ -105,9 +113,12 @@ def run(n, *args):
         env.setdefault("USE_LIBUV", "0")
         procs.append(subprocess.Popen([sys.executable, __file__] + list(args), env=env, stdout=subprocess.PIPE))
     # A rank that failed leaves the others waiting in a collective (gloo
-    # waits 30 minutes): they are killed at once, and every rank after 300 s.
+    # waits 30 minutes): they are killed at once; once one has ended the
+    # rest get 60 s, and every rank 300 s in all.
     deadline = time.monotonic() + 300
     while any(p.poll() is None for p in procs):
+        if any(p.returncode is not None for p in procs):
+            deadline = min(deadline, time.monotonic() + 60)
         if any(p.returncode not in (None, 0) for p in procs) or time.monotonic() > deadline:
             for p in procs:
                 if p.poll() is None:
