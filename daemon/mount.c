@@ -577,6 +577,23 @@ int vy_mount_run(const vy_mount_args *given)
 			a->mountpoint, pw ? pw->pw_name : "uid unknown");
 		return 1;
 	}
+	/* libfuse opens /dev/fuse itself before it asks fusermount3, so a user
+	 * without access to it gets only libfuse's line: say why, and what to do. */
+	int dev_fuse = open("/dev/fuse", O_RDWR | O_CLOEXEC);
+	if (dev_fuse < 0) {
+		int err = errno;
+		if (err == ENOENT || err == ENODEV || err == ENXIO)
+			fprintf(stderr, "vyrefs: cannot mount on %s: no /dev/fuse here (%s) (Fix: as root, modprobe fuse; in a "
+					"container, give it the device: docker run --device /dev/fuse)\n",
+				a->mountpoint, strerror(err));
+		else
+			fprintf(stderr, "vyrefs: cannot mount on %s: cannot open /dev/fuse: %s (Fix: as root, chmod 0666 "
+					"/dev/fuse, as a stock Debian system has it (some containers make it 0600); or mount as "
+					"root)\n",
+				a->mountpoint, strerror(err));
+		return 1;
+	}
+	close(dev_fuse);
 	/* The daemon leaves the working directory: hold the mountpoint whole. */
 	char *abs = realpath(a->mountpoint, NULL);
 	if (abs)

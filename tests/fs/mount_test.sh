@@ -110,6 +110,28 @@ test_mount_t_fuse_vyrefs_as_fstab_does() {
 	assertTrue "wait_gone 'vyrefs.*$D'"
 }
 
+# A user who may not open /dev/fuse (mode 0600, as in some containers)
+# is told so, with what to do; libfuse alone says only "failed to open
+# /dev/fuse" and vyrefs then gave its generic Fix. Here a 0600 node is
+# bound over /dev/fuse in a private mount namespace, and nobody mounts.
+test_a_user_who_cannot_open_dev_fuse_is_told_why() {
+	need_root "it binds a 0600 /dev/fuse in a private mount namespace and acts as another user" || return 0
+	need setpriv || return 0
+	need_mount_ns || return 0
+	local node out rc
+	node=$(mktemp -d /tmp/vyrefs-node.XXXXXX) || return 1
+	mknod -m 600 "$node/fuse" c 10 229 || { fail "mknod"; rm -rf "$node"; return; }
+	chmod 1777 "$D"
+	out=$(unshare -m --propagation private sh -c 'mount --bind "$0" /dev/fuse && exec setpriv --reuid=65534 \
+		--regid=65534 --clear-groups -- "$1" -o backend=host,host_memory=64M "$2"' "$node/fuse" "$(realpath "$VYREFS")" "$D" 2>&1)
+	rc=$?
+	rm -rf "$node"
+	assertEquals "refused: $out" 1 "$rc"
+	assertEquals "one line: $out" 1 "$(printf '%s\n' "$out" | wc -l)"
+	assertContains "$out" "cannot mount on $D: cannot open /dev/fuse: Permission denied (Fix: as root, chmod 0666 /dev/fuse"
+	assertFalse "nothing mounted" "mountpoint -q '$D'"
+}
+
 # The old form, `mount -t fuse /path/to/vyrefs#SOURCE`, needs no PATH.
 test_mount_t_fuse_with_a_full_path() {
 	need_mount_helper || return 0
