@@ -12,6 +12,9 @@ WPID=""
 setUp() {
 	T=$(mktemp -d /tmp/vyrefs-upgrade.XXXXXX) || return 1
 	mkdir "$T/bin" && cp "$VYREFS" "$(dirname "$VYREFS")/vyrefs-keeper" "$T/bin/" || return 1
+	# Trusted for an upgrade whatever the umask (Debian 13 gives users
+	# 002: the build's binaries and a new directory are group-writable).
+	chmod 755 "$T/bin" "$T/bin/vyrefs" "$T/bin/vyrefs-keeper"
 }
 
 tearDown() {
@@ -145,7 +148,8 @@ test_a_refusing_binary_leaves_the_old_one_serving() {
 	assertEquals "the old version serves on" "$first" "$(served_version)"
 	assertEquals "the stand-in ran once" 1 "$(wc -l < "$T/refused")"
 	assertTrue "no standby ended" "standbys_ended 0"
-	cp "$VYREFS" "$T/bin/vyrefs.new" && mv "$T/bin/vyrefs.new" "$T/bin/vyrefs" || { fail "install vyrefs again"; return; }
+	cp "$VYREFS" "$T/bin/vyrefs.new" && chmod 755 "$T/bin/vyrefs.new" && mv "$T/bin/vyrefs.new" "$T/bin/vyrefs" ||
+		{ fail "install vyrefs again"; return; }
 	out=$("$T/bin/vyrefs" --upgrade "$MNT" 2>&1)
 	assertEquals "a binary that reads the state takes over: $out" 0 $?
 	touch "$T/stop"
