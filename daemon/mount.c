@@ -394,10 +394,8 @@ int vy_mount_serve(const vy_mount_args *a, vy_keeper_link *keeper, vy_keeper_ado
 		vy_resend_hook(&fs); /* requests keep their changes with their answers */
 	if (kept)
 		vy_upgrade_offer(&fs); /* .vyre/upgrade hands over to the binary now installed */
-	dev_t adopted_dev = 0; /* a successor's mount, as the kernel lists it while it serves */
-	if (adopt && !vy_mountinfo_find(a->mountpoint, "fuse.vyrefs", &adopted_dev))
-		adopted_dev = 0;
 	int rc = vy_session_loop(se, a->cfg.idle_threads);
+	dev_t served_dev = vy_mapsrv_dev(&fs); /* read as it began to serve */
 	bool quiet = vy_mapsrv_stop(&fs);
 	if (kept) { /* before the writer goes: a late NOT_HELD would reach it freed */
 		vy_keeper_unwatch(keeper); /* the keeper ends once we exit 0 */
@@ -408,7 +406,7 @@ int vy_mount_serve(const vy_mount_args *a, vy_keeper_link *keeper, vy_keeper_ado
 	vy_persist_stop(&fs); /* unmounted: what is freed now needs no successor */
 	fuse_session_unmount(se);
 	if (adopt && !vy_session_connection_gone())
-		unmount_adopted(a->mountpoint, adopted_dev, fuse_session_fd(se)); /* a signal ended it */
+		unmount_adopted(a->mountpoint, served_dev, fuse_session_fd(se)); /* a signal ended it */
 	if (km_ready)
 		vy_keeper_memory_quiet(&km); /* what teardown frees, the keeper closes itself */
 	if (!quiet) {

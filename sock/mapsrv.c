@@ -687,3 +687,8 @@ const char *vy_mapsrv_name(vy_fs *fs)
 {
 	return fs->mapsrv ? fs->mapsrv->name : NULL;
 }
+
+dev_t vy_mapsrv_dev(vy_fs *fs)
+{
+	return fs->mapsrv ? fs->mapsrv->dev : 0;
+}

@@ -36,5 +36,8 @@ void vy_mapsrv_adopt(vy_fs *fs, struct vy_kept_conns *kc);
 /* "@NAME" (an abstract socket) or the socket's path, as .vyre/socket
  * shows it. */
 const char *vy_mapsrv_name(vy_fs *fs);
+/* The mount's device number, as mountinfo listed it when the server
+ * started (0: no server). */
+dev_t vy_mapsrv_dev(vy_fs *fs);
 
 #endif
