@@ -121,7 +121,7 @@ fi
 # counts (its runner itself died) counts as one failure.
 jobs=${VY_TEST_JOBS:-1}
 [[ $jobs =~ ^[1-9][0-9]?$ ]] || { echo "tests/run.sh: VY_TEST_JOBS='$jobs': want 1 to 99 (Fix: VY_TEST_JOBS=4)" >&2; exit 2; }
-running=0 names=()
+running=0 names=() run_start=$SECONDS
 
 # finish_one: wait for a suite started side by side, print its report.
 finish_one() {
@@ -138,12 +138,15 @@ launch() {
 	local kind=$1 path=$2 name
 	name=$(basename "$path")
 	names+=("$name")
-	case "$name" in bench_test.sh) echo "$name: running (about 2 minutes)" ;; *.sh) echo "$name: running" ;; esac
+	if [ "$jobs" != 1 ]; then
+		while [ "$running" -ge "$jobs" ]; do finish_one; done
+	fi
+	# When it starts, counted from the run's start: where a long run's time went.
+	case "$name" in *.sh) echo "$name: running (from $((SECONDS - run_start)) s)" ;; esac
 	if [ "$jobs" = 1 ]; then
 		"run_$kind" "$path"
 		return
 	fi
-	while [ "$running" -ge "$jobs" ]; do finish_one; done
 	"run_$kind" "$path" >"$log/$name.out" 2>&1 &
 	started[$!]=$name
 	running=$((running + 1))
@@ -230,6 +233,6 @@ for name in ${names[@]+"${names[@]}"}; do
 	echo "FAILED in $name:"
 	head -n 20 "$log/$name.failures" | sed 's/^/  /'
 done
-echo "logs: $log"
+echo "logs: $log ($((SECONDS - run_start)) s in all)"
 echo "$passed passed, $failed failed, $skipped skipped"
 [ "$failed" = 0 ]
