@@ -260,6 +260,9 @@ test_cp_modes_are_cps() {
 }
 
 test_a_dead_daemon_is_named_not_the_launcher() {
+	unmount_vyrefs # a death with no keeper to take over: survive=off
+	mount_vyrefs "allow_other=on,survive=off" || { fail "mount"; return 1; }
+	chmod 1777 "$MNT"
 	truncate -s 2M "$MNT/f"
 	mkfifo "$SRC/go"
 	"$VYMAP" wait "$MNT/f" <"$SRC/go" >"$SRC/out" 2>"$SRC/err" &

@@ -135,7 +135,7 @@ test_sigint_stops_the_copy_and_the_mount_goes_on() {
 
 # source_closed FILE: the daemon holds no descriptor of FILE.
 source_closed() {
-	! ls -l /proc/"$VY_PID"/fd 2>/dev/null | awk -v f="$1" '$NF == f { n++ } END { exit !n }'
+	! ls -l /proc/"$VY_DAEMON"/fd 2>/dev/null | awk -v f="$1" '$NF == f { n++ } END { exit !n }'
 }
 
 # Issue "newcomer 3": a source the daemon refuses to read (a file of the

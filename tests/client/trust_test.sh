@@ -77,8 +77,8 @@ runs_as() {
 		awk -v u="$2" '$1 == "Uid:" { exit !($2 == u && $3 == u) }' "/proc/$1/status" 2>/dev/null
 }
 
-fd_count() { ls "/proc/$VY_PID/fd" 2>/dev/null | wc -l; }
-rss_kb() { awk '$1 == "VmRSS:" { print $2 }' "/proc/$VY_PID/status" 2>/dev/null; }
+fd_count() { ls "/proc/$VY_DAEMON/fd" 2>/dev/null | wc -l; }
+rss_kb() { awk '$1 == "VmRSS:" { print $2 }' "/proc/$VY_DAEMON/status" 2>/dev/null; }
 
 # A file of mallory's in the mount: BYTES of the letter m.
 mallory_file() { # NAME BYTES
@@ -90,9 +90,9 @@ mallory_file() { # NAME BYTES
 # after the client: waited for, at most 10 s) and its RSS grew by at most
 # SLACK_KB.
 assertDaemonSane() {
-	assertTrue "the daemon (pid $VY_PID) lives" "kill -0 $VY_PID"
+	assertTrue "the daemon (pid $VY_DAEMON) lives" "kill -0 $VY_DAEMON"
 	daemon_alive "$MNT" || fail "no vyrefs process serves $MNT"
-	assertContains "its socket" "$(cat "$MNT/.vyre/socket" 2>&1)" "$VY_PID"
+	assertContains "its socket" "$(cat "$MNT/.vyre/socket" 2>&1)" "$VY_DAEMON"
 	local n
 	for _ in $(seq 200); do
 		n=$(fd_count)
@@ -249,7 +249,7 @@ test_6_stalling_client_fd_blocks_nobody() {
 	# a child of it) waits on the second mount's answer.
 	waiting=""
 	for _ in $(seq 200); do
-		waiting=$(fuse_waiters "$VY_PID")
+		waiting=$(fuse_waiters "$VY_DAEMON")
 		[ -n "$waiting" ] && break
 		sleep 0.05
 	done
@@ -522,10 +522,11 @@ host_memfd() {
 
 # mount_second: a second mount (MNT2, PID2), the globals left as they were.
 mount_second() {
-	local m=$MNT p=$VY_PID l=$VY_LOG
-	mount_vyrefs "allow_other=on" || { fail "second mount"; return 1; }
+	local m=$MNT p=$VY_PID d=$VY_DAEMON l=$VY_LOG
+	# survive=off: its daemon stopped or killed is the mount's (no keeper).
+	mount_vyrefs "allow_other=on,survive=off" || { fail "second mount"; return 1; }
 	MNT2=$MNT PID2=$VY_PID LOG2=$VY_LOG
-	MNT=$m VY_PID=$p VY_LOG=$l
+	MNT=$m VY_PID=$p VY_DAEMON=$d VY_LOG=$l
 }
 
 second_gone() {

@@ -47,9 +47,9 @@ test_sequences_run_in_a_launcher_of_their_own() {
 	assertContains "$out" "ok seq="
 	pid=$(launcher_pid)
 	assertNotEquals "a launcher runs" "" "$pid"
-	assertEquals "it is vyrefs itself" "$(readlink "/proc/$VY_PID/exe")" "$(readlink "/proc/$pid/exe")"
+	assertEquals "it is vyrefs itself" "$(readlink "/proc/$VY_DAEMON/exe")" "$(readlink "/proc/$pid/exe")"
 	assertEquals "--launcher" "$(tr '\0' ' ' <"/proc/$pid/cmdline" | awk '{print $2}')"
-	assertEquals "the mounting user's" "$(stat -c %u "/proc/$VY_PID")" "$(stat -c %u "/proc/$pid")"
+	assertEquals "the mounting user's" "$(stat -c %u "/proc/$VY_DAEMON")" "$(stat -c %u "/proc/$pid")"
 	assertEquals "$(printf '\t%.0s' $(seq 16))" "$(tr '\t' '\t' <"$MNT/a" | tr '\011' '\011')"
 	assertEquals 1 "$(stat_of launcher_starts)"
 	assertEquals 0 "$(stat_of launcher_restarts)"

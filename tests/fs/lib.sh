@@ -5,7 +5,8 @@ VYREFS=${VYREFS:-build/vyrefs}
 BUILD=${BUILD:-build}
 backend=${VY_TEST_BACKEND:-host}
 MNT=""
-VY_PID=""
+VY_PID=""    # the process mount_vyrefs started (with survive=on, the keeper)
+VY_DAEMON="" # the daemon serving the mount (.vyre/stats' pid)
 VY_LOG=""
 
 # vyrefs_live DIR: DIR is a vyrefs mount (the last mounted there, as
@@ -34,7 +35,10 @@ mount_vyrefs() {
 	env --default-signal=INT "$VYREFS" -f -o "$opts" "$MNT" 2>"$VY_LOG" &
 	VY_PID=$!
 	for _ in $(seq 200); do
-		vyrefs_live "$MNT" && return 0
+		if vyrefs_live "$MNT"; then
+			VY_DAEMON=$(stat_of pid)
+			return 0
+		fi
 		kill -0 "$VY_PID" 2>/dev/null || break
 		sleep 0.05
 	done
@@ -146,7 +150,7 @@ standby_settled() {
 	[ -n "$s" ] && [ "$s" != 0 ]
 }
 
-# The pid of the mount's launcher process (its child), or nothing. Pure
+# The pid of the mount's launcher process (the daemon's child), or nothing. Pure
 # bash: a fork per process would take seconds on a busy machine.
 launcher_pid() {
 	local stat line pid
@@ -154,7 +158,7 @@ launcher_pid() {
 	for stat in /proc/[0-9]*/stat; do
 		read -r line 2>/dev/null <"$stat" || continue
 		read -r -a f <<<"${line##*) }" # state ppid ...
-		if [ "${f[1]}" = "$VY_PID" ]; then
+		if [ "${f[1]}" = "$VY_DAEMON" ]; then
 			pid=${stat#/proc/}
 			echo "${pid%/stat}"
 		fi

@@ -162,8 +162,8 @@ test_sigterm_and_sigint_unmount_cleanly() {
 # end (the pid's own) and the map server's (vy-*), one TID a line.
 worker_tids() {
 	local t
-	for t in /proc/"$VY_PID"/task/*; do
-		[ "${t##*/}" = "$VY_PID" ] && continue
+	for t in /proc/"$VY_DAEMON"/task/*; do
+		[ "${t##*/}" = "$VY_DAEMON" ] && continue
 		case "$(cat "$t/comm" 2>/dev/null)" in vy-*) continue ;; esac
 		echo "${t##*/}"
 	done
@@ -174,7 +174,7 @@ worker_tids() {
 kernel_waiters() {
 	local t
 	for t in $(worker_tids); do
-		[ "$(cut -d' ' -f1 /proc/"$VY_PID"/task/"$t"/syscall 2>/dev/null)" = 0 ] && echo "$t"
+		[ "$(cut -d' ' -f1 /proc/"$VY_DAEMON"/task/"$t"/syscall 2>/dev/null)" = 0 ] && echo "$t"
 	done
 }
 
@@ -182,7 +182,7 @@ kernel_waiters() {
 worker_switches() {
 	local t
 	for t in $(worker_tids); do
-		echo "$t $(awk '/^voluntary_ctxt_switches/ { print $2 }' /proc/"$VY_PID"/task/"$t"/status 2>/dev/null)"
+		echo "$t $(awk '/^voluntary_ctxt_switches/ { print $2 }' /proc/"$VY_DAEMON"/task/"$t"/status 2>/dev/null)"
 	done
 }
 
@@ -345,7 +345,7 @@ test_auto_backend_says_once_which_it_chose() {
 # A second mount on the same directory would hide the first and its files;
 # a dead mount and a file as the mountpoint get hints that fit them.
 test_mountpoint_mistakes_are_named() {
-	mount_vyrefs || { fail "mount"; return 1; }
+	mount_vyrefs "survive=off" || { fail "mount"; return 1; } # its daemon's death leaves a dead mount
 	err=$("$VYREFS" -o backend=host "$MNT" 2>&1)
 	assertEquals 1 $?
 	assertContains "$err" "a vyrefs mount is already there"

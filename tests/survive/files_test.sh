@@ -199,7 +199,7 @@ close: Bad file descriptor" "$(cat "$T/writer.out")"
 }
 
 test_survive_off_keeps_nothing() {
-	mount_vyrefs "" || { fail "mount"; return; }
+	mount_vyrefs "survive=off" || { fail "mount"; return; }
 	echo x > "$MNT/f"
 	assertEquals "no records" 0 "$(stat_of kept_records)"
 }

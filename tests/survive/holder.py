@@ -15,6 +15,8 @@ Modes:
             byte read back through the descriptor, then closed
   tmpfile   a 3 MiB O_TMPFILE file written; after: linked in by name
             (linkat through /proc/self/fd) and every byte read by that name
+  paths     a/b/f1 .. f300 made and held by O_PATH fds (so the kernel keeps
+            every inode, whoever drops the caches); after: closed
 """
 import hashlib
 import os
@@ -125,10 +127,24 @@ def tmpfile(mnt, tmp):
     return None
 
 
+def paths(mnt, tmp):
+    d = os.path.join(mnt, "a", "b")
+    os.makedirs(d)
+    fds = []
+    for i in range(1, 301):
+        p = os.path.join(d, "f%d" % i)
+        os.close(os.open(p, os.O_CREAT | os.O_WRONLY, 0o644))
+        fds.append(os.open(p, os.O_PATH))
+    wait_go(tmp)
+    for fd in fds:
+        os.close(fd)
+    return None
+
+
 def main():
     mode, mnt, tmp = sys.argv[1:4]
     try:
-        why = {"files": files, "unlinked": unlinked, "tmpfile": tmpfile}[mode](mnt, tmp)
+        why = {"files": files, "unlinked": unlinked, "tmpfile": tmpfile, "paths": paths}[mode](mnt, tmp)
     except OSError as e:
         why = "%s: %s" % (type(e).__name__, e)
     print("ok" if why is None else "holder: " + why, flush=True)

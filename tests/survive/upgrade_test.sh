@@ -201,7 +201,7 @@ test_a_swapped_or_removed_binary_never_runs() {
 }
 
 test_upgrade_refused_without_survive() {
-	mount_vyrefs "" || { fail "mount"; return; }
+	mount_vyrefs "survive=off" || { fail "mount"; return; }
 	local out rc
 	out=$("$VYREFS" --upgrade "$MNT" 2>&1)
 	rc=$?
