@@ -30,7 +30,6 @@ void vy_config_defaults(vy_config *c)
 	c->write_behind = true;
 	c->readahead = true;
 	c->idle_threads = 2;
-	c->survive = true;
 	c->survive_log = 64ull << 20;
 	c->survive_standby = true;
 	c->kernel_cache = 256ull << 20;

@@ -192,6 +192,10 @@ static void unmount_adopted(const char *mountpoint, dev_t dev, int fuse_fd)
 		       mountpoint);
 }
 
+#define SURVIVE_WARNING                                                                                        \
+	"survive=on is experimental: files, names, attributes, bytes, open files, client mappings and loaded "   \
+	"modules survive a daemon's death (docs/survive.md says what does not): test mounts only"
+
 /* survive=on: the keeper slots the devices' memory may take (every
  * budget and pool whole), checked against the open-file limit. */
 static uint64_t kept_slots(vy_core *const *cores, unsigned n)
@@ -360,8 +364,9 @@ int vy_mount_serve(const vy_mount_args *a, vy_keeper_link *keeper, vy_keeper_ado
 		vy_oom_exempt(true); /* why the OOM killer may take it, said once a mount */
 	if (kept) {
 		vy_keeper_watch(keeper, &fs.keeper_pid, &fs.standby_pid);
+		vy_log(LOG_WARNING, "%s", SURVIVE_WARNING);
 		if (fd_notice[0])
-			vy_log(LOG_NOTICE, "%s", fd_notice); /* the log's, not the terminal's */
+			vy_log(LOG_NOTICE, "%s", fd_notice); /* the log's, as the warning: not the terminal's */
 	}
 	vy_kept_conns conns = {0};
 	if (adopt) {
