@@ -14,6 +14,7 @@
 #include <sys/eventfd.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -95,6 +96,9 @@ int vy_keeper_link_env(vy_keeper_link *k, int *report_fd, char *why, size_t cap)
 	}
 	k->sock = move_high(fd);
 	k->pid = cr.pid;
+	const char *rel = getenv(VY_KEEPER_ENV_RELEASE);
+	k->releases = rel && !strcmp(rel, "1");
+	unsetenv(VY_KEEPER_ENV_RELEASE); /* launchers do not inherit it */
 	/* Every exit of its own says so first (unmount, a failed start, a
 	 * refused state, an upgrade); a death says nothing. */
 	atomic_store(&leaving_sock, k->sock);
@@ -316,17 +320,49 @@ void vy_keeper_unwatch(vy_keeper_link *k)
 {
 	if (k->watching) {
 		uint64_t one = 1;
-		if (write(k->stop, &one, sizeof(one)) == (ssize_t)sizeof(one))
+		if (write(k->stop, &one, sizeof(one)) == (ssize_t)sizeof(one)) {
 			pthread_join(k->watch, NULL);
-		else
+		} else {
 			pthread_detach(k->watch);
+			k->releases = false; /* it may still read the link */
+		}
 		k->watching = false;
 	}
 	if (k->stop >= 0)
 		close(k->stop);
-	if (k->sock >= 0) {
+	k->stop = -1;
+	if (k->sock >= 0)
 		vy_keeper_leaving();
-		close(k->sock);
+}
+
+void vy_keeper_release(vy_keeper_link *k)
+{
+	if (k->watching || k->stop >= 0)
+		vy_keeper_unwatch(k);
+	if (k->sock < 0)
+		return;
+	if (k->releases) {
+		vy_keeper_msg m;
+		vy_keeper_msg_init(&m, VY_KEEPER_RELEASE);
+		struct timeval tv = {.tv_sec = 10};
+		int rc = setsockopt(k->sock, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) == 0 &&
+				 vy_keeper_send(k->sock, &m, NULL) == 0
+			 ? 1
+			 : -1;
+		while (rc == 1) { /* its STANDBY 0 may come first */
+			int fds[VY_KEEPER_BATCH];
+			rc = vy_keeper_recv(k->sock, &m, fds);
+			for (uint32_t i = 0; rc == 1 && i < m.count; i++)
+				if (fds[i] >= 0)
+					close(fds[i]);
+			if (rc == 1 && m.op == VY_KEEPER_RELEASED)
+				break;
+		}
+		if (rc != 1)
+			vy_log(LOG_WARNING, "the keeper did not say it released the mount's memory (%s): the devices' "
+					    "memory comes back when it exits",
+			       rc == 0 ? "it closed the link" : strerror(errno));
 	}
-	k->stop = k->sock = -1;
+	close(k->sock);
+	k->sock = -1;
 }

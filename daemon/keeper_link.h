@@ -28,6 +28,7 @@ typedef struct vy_keeper_link {
 	pthread_t watch;
 	int stop; /* eventfd that ends the watch */
 	bool watching;
+	bool releases; /* the keeper answers RELEASE (VY_KEEPER_ENV_RELEASE) */
 } vy_keeper_link;
 
 /* What a successor is handed. */
@@ -87,7 +88,16 @@ void vy_keeper_serving(vy_keeper_link *k);
 void vy_keeper_link_memory(vy_keeper_link *k, struct vy_keeper_memory *m);
 
 void vy_keeper_watch(vy_keeper_link *k, _Atomic int *keeper_pid, _Atomic int *standby_pid);
+/* The watch ends and the keeper is told LEAVING; the link stays open for
+ * vy_keeper_release. */
 void vy_keeper_unwatch(vy_keeper_link *k);
+
+/* A clean unmount, the devices' memory freed: the keeper closes every
+ * memory slot and ends its standby, and says when (bounded: 10 s), so the
+ * memory is back on the devices before the daemon checks it. A keeper
+ * that does not answer RELEASE (an older vyrefs's, after an upgrade) is
+ * not asked. Closes the link. */
+void vy_keeper_release(vy_keeper_link *k);
 
 /* Tell the keeper this daemon ends on purpose (LEAVING, once): it then
  * waits for the exit status. Every exit() does (atexit), and closing the

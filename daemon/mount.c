@@ -429,11 +429,14 @@ out:
 		vy_fs_destroy(&fs);
 	}
 	vy_state_close(st);
-	for (unsigned d = 0; d < ncores && cores[d]; d++) {
+	for (unsigned d = 0; d < ncores && cores[d]; d++)
 		if (vy_core_close(cores[d], &e) != VY_OK) {
 			vy_log(LOG_ERR, "releasing device %d's memory: %s", dev[d]->info.ordinal, e.msg);
 			status = 1;
 		}
+	if (kept)
+		vy_keeper_release(keeper); /* the memory it holds, and its standby's context, back first */
+	for (unsigned d = 0; d < ncores && cores[d]; d++) {
 		uint64_t free1 = 0, total;
 		if (dev[d]->ops->mem_info(dev[d], &free1, &total, &e) != VY_OK)
 			continue;

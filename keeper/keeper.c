@@ -148,6 +148,8 @@ static int spawn(bool adopt, bool standby, pid_t *pid_out, int *sock_out)
 			_exit(127);
 		unsetenv(VY_KEEPER_ENV_REPORT);
 		unsetenv(VY_KEEPER_ENV_STANDBY);
+		if (setenv(VY_KEEPER_ENV_RELEASE, "1", 1) != 0)
+			_exit(127);
 		/* A standby ends with the keeper (until it takes over: then
 		 * it clears this, and a serving daemon outlives its keeper). */
 		if (standby && (setenv(VY_KEEPER_ENV_STANDBY, "1", 1) != 0 || prctl(PR_SET_PDEATHSIG, SIGKILL) != 0))
@@ -351,6 +353,26 @@ static void put_slot(uint32_t s, int fd)
 	k.slots[s] = fd;
 }
 
+/* The daemon unmounted cleanly and freed its memory: the memory slots
+ * close and the standby ends (reaped: its driver state is gone), so every
+ * byte is back on the devices before the daemon's last check; then it is
+ * told. */
+static void release(void)
+{
+	k.leaving = true;
+	for (unsigned s = VY_KEEPER_SLOT_MEMORY; s < k.nslots; s++)
+		if (k.slots[s] >= 0) {
+			close(k.slots[s]);
+			k.slots[s] = -1;
+		}
+	k.standby_on = false; /* none after this */
+	drop_standby();
+	vy_keeper_msg m;
+	vy_keeper_msg_init(&m, VY_KEEPER_RELEASED);
+	if (k.sock >= 0 && vy_keeper_send(k.sock, &m, NULL) != 0)
+		say(LOG_WARNING, "cannot tell the daemon its memory is released: %s", strerror(errno));
+}
+
 static void handle(const vy_keeper_msg *m, int *fds)
 {
 	switch (m->op) {
@@ -372,6 +394,9 @@ static void handle(const vy_keeper_msg *m, int *fds)
 		break;
 	case VY_KEEPER_LEAVING:
 		k.leaving = true;
+		break;
+	case VY_KEEPER_RELEASE:
+		release();
 		break;
 	case VY_KEEPER_SERVING:
 		k.serving = true;

@@ -8,7 +8,11 @@
  *
  * daemon -> keeper: ADD (hold these fds in these slots, replacing what a
  *   slot held), DROP (close these slots), SERVING (answering requests),
- *   LEAVING (it ends on purpose: wait for its exit status);
+ *   LEAVING (it ends on purpose: wait for its exit status), RELEASE
+ *   (unmounted cleanly: close every memory slot and end the standby, then
+ *   answer RELEASED, so the devices' memory is back before its last check;
+ *   sent only to a keeper whose daemons have VY_KEEPER_ENV_RELEASE, as an
+ *   older keeper refuses an op it does not know);
  *   a standby: STANDBY_READY (its devices are open; pid
  *   VY_KEEPER_WANT_STATE asks for STATE, 0 does not: an older keeper
  *   ignores the field, an older standby sends 0).
@@ -18,6 +22,7 @@
  *   not read which): that memory would be lost at a death, so the daemon
  *   counts a keep failure, and the keeper ends the mount at the next death
  *   as survive=off would. A daemon that knows no such op drops it.
+ * keeper -> serving daemon that sent RELEASE: RELEASED, once done.
  * keeper -> standby that asked: STATE (slots 1, 4 and 5: the state region
  *   and its images), which it follows while it waits (persist/preload.h).
  * keeper -> successor: ADOPT (a batch of slots and their fds), then one
@@ -62,6 +67,7 @@
 #define VY_KEEPER_ENV_FD "VYREFS_KEEPER_FD"         /* its end of the socketpair */
 #define VY_KEEPER_ENV_REPORT "VYREFS_REPORT_FD"     /* the first daemon: mount.c's report pipe */
 #define VY_KEEPER_ENV_STANDBY "VYREFS_STANDBY"      /* "1": a standby successor (below) */
+#define VY_KEEPER_ENV_RELEASE "VYREFS_KEEPER_RELEASE" /* "1": this keeper answers RELEASE */
 #define VY_KEEPER_ADOPT_ARG "--adopt"               /* argv[1] of a successor */
 #define VY_KEEPER_BINARY "vyrefs-keeper"            /* next to the vyrefs binary */
 
@@ -86,6 +92,8 @@ enum vy_keeper_op {
 	VY_KEEPER_STATE = 8,
 	VY_KEEPER_LEAVING = 9,
 	VY_KEEPER_NOT_HELD = 10,
+	VY_KEEPER_RELEASE = 11,
+	VY_KEEPER_RELEASED = 12,
 };
 #define VY_KEEPER_WANT_STATE 1 /* STANDBY_READY's pid field: send STATE */
 /* ADOPT_END's cause_status when the death was seen by the link's close,

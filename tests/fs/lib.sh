@@ -145,6 +145,7 @@ serving_pid_not() { [ "$(stat_of pid)" != "$1" ] && [ -n "$(stat_of pid)" ]; }
 # device memory, so df's free and available figures are taken with it there.
 standby_settled() {
 	local s
+	grep -qx 'survive = off' "$MNT/.vyre/config" && return 0 # no keeper
 	grep -qx 'survive_standby = off' "$MNT/.vyre/config" && return 0
 	s=$(stat_of standby_pid)
 	[ -n "$s" ] && [ "$s" != 0 ]

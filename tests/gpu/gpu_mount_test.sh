@@ -2,7 +2,9 @@
 # run.sh: alone (it reads the whole GPU's memory: nvidia-smi or torch.cuda.mem_get_info)
 # GPU-only mount checks: device memory seen from outside the process
 # (nvidia-smi) grows with files and is back to its value before the mount
-# once vyrefs exits; a large file round-trips byte-exact.
+# once vyrefs exits, and the daemon's own check says so at unmount (with
+# survive=on too: the keeper releases the memory it holds and ends its
+# standby first); a large file round-trips byte-exact.
 . tests/fs/lib.sh
 
 gpu_used_mib() {
@@ -10,15 +12,25 @@ gpu_used_mib() {
 }
 
 test_driver_memory_back_to_before_the_mount() {
+	memory_back_after survive=off
+	memory_back_after survive=on
+}
+
+# memory_back_after OPTS: a 1 GiB file shows on the GPU, and the GPU is
+# back where it was once the mount is gone.
+memory_back_after() {
+	local before during after
 	before=$(gpu_used_mib)
-	mount_vyrefs "backend=cuda" || { fail "mount"; return 1; }
-	head -c $((1024 * 1024 * 1024)) /dev/zero >"$MNT/gig" || fail "write 1 GiB"
+	mount_vyrefs "backend=cuda,$1" || { fail "mount $1"; return 1; }
+	head -c $((1024 * 1024 * 1024)) /dev/zero >"$MNT/gig" || fail "$1: write 1 GiB"
+	wait_for "$1: the standby is ready" standby_settled || return 1
 	during=$(gpu_used_mib)
-	assertTrue "1 GiB file shows on the GPU: $before -> $during MiB" "[ $((during - before)) -ge 1024 ]"
+	assertTrue "$1: 1 GiB file shows on the GPU: $before -> $during MiB" "[ $((during - before)) -ge 1024 ]"
 	unmount_vyrefs
 	assertReleased
+	assertNotContains "$1: the keeper released" "$(cat "$VY_LOG")" "did not say it released"
 	after=$(gpu_used_mib)
-	assertEquals "MiB used on the GPU before the mount and after" "$before" "$after"
+	assertEquals "$1: MiB used on the GPU before the mount and after" "$before" "$after"
 }
 
 test_large_file_round_trip_on_the_gpu() {

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #define FAKE "--fake-daemon"
+#define FAKE_RELEASE "--fake-releasing-daemon"
 
 static bool same_file(int a, int b)
 {
@@ -207,6 +208,46 @@ static int fake_successor(int out, int hold)
 	return vy_keeper_send(sock, &bye, NULL) == 0 ? 0 : 7;
 }
 
+/* A daemon that unmounts cleanly: it hands the keeper a pipe's write end
+ * as memory (slot 6), closes its own, says LEAVING and RELEASE, and once
+ * RELEASED came writes to `out` whether its keeper said it answers
+ * RELEASE (env) and whether the pipe's reader then sees its end (the
+ * keeper closed the memory it held before it answered). */
+static int fake_release(int out)
+{
+	int sock = atoi(getenv(VY_KEEPER_ENV_FD));
+	const char *env = getenv(VY_KEEPER_ENV_RELEASE);
+	int p[2];
+	if (pipe2(p, O_CLOEXEC | O_NONBLOCK) != 0)
+		return 3;
+	vy_keeper_msg m;
+	vy_keeper_msg_init(&m, VY_KEEPER_ADD);
+	m.count = 1;
+	m.slot[0] = VY_KEEPER_SLOT_MEMORY;
+	if (vy_keeper_send(sock, &m, &p[1]) != 0)
+		return 3;
+	close(p[1]);
+	vy_keeper_msg_init(&m, VY_KEEPER_LEAVING);
+	if (vy_keeper_send(sock, &m, NULL) != 0)
+		return 3;
+	vy_keeper_msg_init(&m, VY_KEEPER_RELEASE);
+	if (vy_keeper_send(sock, &m, NULL) != 0)
+		return 3;
+	bool released = false;
+	for (;;) {
+		struct pollfd pf = {.fd = sock, .events = POLLIN};
+		int fds[VY_KEEPER_BATCH];
+		if (poll(&pf, 1, 10000) != 1 || vy_keeper_recv(sock, &m, fds) != 1)
+			break;
+		if ((released = m.op == VY_KEEPER_RELEASED))
+			break;
+	}
+	char b, line[64];
+	ssize_t r = read(p[0], &b, 1);
+	int n = snprintf(line, sizeof(line), "env=%s released=%d eof=%d\n", env ? env : "-", released, r == 0);
+	return write(out, line, (size_t)n) == n ? 0 : 4;
+}
+
 /* A line from fd into line[cap] (its newline kept), waiting at most 10 s
  * for each read: a keeper that never acts fails the test, not hangs it. */
 static void read_line(int fd, char *line, size_t cap)
@@ -298,8 +339,51 @@ static void keeper_hands_over_when_the_link_closes(void)
 	close(err[0]);
 }
 
+/* A clean unmount: the keeper tells its daemons it answers RELEASE, and
+ * answers it only once the memory it held is closed; then it ends with
+ * the daemon's exit 0. */
+static void keeper_releases_memory_at_a_clean_unmount(void)
+{
+	const char *build = getenv("BUILD") ? getenv("BUILD") : "build";
+	char keeper[512], self[512];
+	snprintf(keeper, sizeof(keeper), "%s/vyrefs-keeper", build);
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	CHECK(n > 0);
+	self[n > 0 ? n : 0] = '\0';
+	if (access(keeper, X_OK) != 0) {
+		CHECK(!"build the keeper first (make)");
+		return;
+	}
+	int r[2];
+	CHECK(pipe(r) == 0);
+	pid_t pid = fork();
+	if (pid == 0) {
+		char out[16];
+		snprintf(out, sizeof(out), "%d", r[1]);
+		int null = open("/dev/null", O_WRONLY);
+		if (null < 0 || dup2(null, 2) < 0)
+			_exit(127);
+		execl(keeper, keeper, self, FAKE_RELEASE, out, (char *)NULL);
+		_exit(127);
+	}
+	close(r[1]);
+	char line[128];
+	read_line(r[0], line, sizeof(line));
+	if (strcmp(line, "env=1 released=1 eof=1\n") != 0) {
+		fprintf(stderr, "  the daemon saw: %s  expected:     env=1 released=1 eof=1\n", line);
+		vy_test_failures++;
+	}
+	int st = -1;
+	CHECK_EQ(waitpid(pid, &st, 0), pid);
+	CHECK(WIFEXITED(st));
+	CHECK_EQ(WEXITSTATUS(st), 0);
+	close(r[0]);
+}
+
 int main(int argc, char **argv)
 {
+	if (argc == 3 && !strcmp(argv[1], FAKE_RELEASE))
+		return fake_release(atoi(argv[2]));
 	if (argc == 4 && !strcmp(argv[1], FAKE))
 		return fake_first(atoi(argv[2]), atoi(argv[3]));
 	if (argc == 5 && !strcmp(argv[1], VY_KEEPER_ADOPT_ARG) && !strcmp(argv[2], FAKE))
@@ -309,6 +393,7 @@ int main(int argc, char **argv)
 		TEST_CASE(wire_leaving_is_read_past_a_reset),
 		TEST_CASE(wire_refuses_what_is_not_the_protocol),
 		TEST_CASE(keeper_hands_over_when_the_link_closes),
+		TEST_CASE(keeper_releases_memory_at_a_clean_unmount),
 	};
 	return vy_test_main("keeper", cases, sizeof(cases) / sizeof(cases[0]));
 }
