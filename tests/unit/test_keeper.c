@@ -268,22 +268,31 @@ static void read_line(int fd, char *line, size_t cap)
 	line[got] = '\0';
 }
 
+/* The keeper binary under BUILD and this test binary (the fakes it
+ * starts): false, failing the test, when either is missing. */
+static bool keeper_and_self(char keeper[512], char self[512])
+{
+	const char *build = getenv("BUILD") ? getenv("BUILD") : "build";
+	snprintf(keeper, 512, "%s/vyrefs-keeper", build);
+	ssize_t n = readlink("/proc/self/exe", self, 511);
+	CHECK(n > 0);
+	self[n > 0 ? n : 0] = '\0';
+	if (n <= 0 || access(keeper, X_OK) != 0) {
+		CHECK(!"build the keeper first (make)");
+		return false;
+	}
+	return true;
+}
+
 /* The first daemon's link closes while it still lives (a killed daemon's
  * fds are closed before the kernel reaps it, 100 ms or more before on a
  * GPU): the keeper hands the mount over then, not at its waitpid, and logs
  * the cause once it is reaped. */
 static void keeper_hands_over_when_the_link_closes(void)
 {
-	const char *build = getenv("BUILD") ? getenv("BUILD") : "build";
 	char keeper[512], self[512];
-	snprintf(keeper, sizeof(keeper), "%s/vyrefs-keeper", build);
-	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-	CHECK(n > 0);
-	self[n > 0 ? n : 0] = '\0';
-	if (access(keeper, X_OK) != 0) {
-		CHECK(!"build the keeper first (make)");
+	if (!keeper_and_self(keeper, self))
 		return;
-	}
 	int r[2], hold[2], err[2];
 	/* The report's and hold's ends cross exec into the fakes; the
 	 * keeper's stderr comes back on err. */
@@ -344,16 +353,9 @@ static void keeper_hands_over_when_the_link_closes(void)
  * the daemon's exit 0. */
 static void keeper_releases_memory_at_a_clean_unmount(void)
 {
-	const char *build = getenv("BUILD") ? getenv("BUILD") : "build";
 	char keeper[512], self[512];
-	snprintf(keeper, sizeof(keeper), "%s/vyrefs-keeper", build);
-	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-	CHECK(n > 0);
-	self[n > 0 ? n : 0] = '\0';
-	if (access(keeper, X_OK) != 0) {
-		CHECK(!"build the keeper first (make)");
+	if (!keeper_and_self(keeper, self))
 		return;
-	}
 	int r[2];
 	CHECK(pipe(r) == 0);
 	pid_t pid = fork();
