@@ -79,6 +79,11 @@ int vy_keeper_link_env(vy_keeper_link *k, int *report_fd, char *why, size_t cap)
 	k->sock = -1;
 	k->stop = -1;
 	*report_fd = env_fd(VY_KEEPER_ENV_REPORT);
+	/* The keeper that answers RELEASE names itself (a stray value names
+	 * no parent); no launcher or later child inherits it. */
+	const char *rel = getenv(VY_KEEPER_ENV_RELEASE);
+	long rel_pid = rel ? strtol(rel, NULL, 10) : 0;
+	unsetenv(VY_KEEPER_ENV_RELEASE);
 	int fd = env_fd(VY_KEEPER_ENV_FD);
 	if (fd == -1)
 		return 0;
@@ -96,9 +101,7 @@ int vy_keeper_link_env(vy_keeper_link *k, int *report_fd, char *why, size_t cap)
 	}
 	k->sock = move_high(fd);
 	k->pid = cr.pid;
-	const char *rel = getenv(VY_KEEPER_ENV_RELEASE);
-	k->releases = rel && !strcmp(rel, "1");
-	unsetenv(VY_KEEPER_ENV_RELEASE); /* launchers do not inherit it */
+	k->releases = rel_pid > 0 && rel_pid == (long)cr.pid;
 	/* Every exit of its own says so first (unmount, a failed start, a
 	 * refused state, an upgrade); a death says nothing. */
 	atomic_store(&leaving_sock, k->sock);
@@ -341,6 +344,9 @@ void vy_keeper_release(vy_keeper_link *k)
 		vy_keeper_unwatch(k);
 	if (k->sock < 0)
 		return;
+	vy_keeper_leaving(); /* once: a failed mount had no watch to say it */
+	if (k->releases && k->keeper_pid && atomic_load(k->keeper_pid) == 0)
+		k->releases = false; /* the watch saw the keeper gone */
 	if (k->releases) {
 		vy_keeper_msg m;
 		vy_keeper_msg_init(&m, VY_KEEPER_RELEASE);

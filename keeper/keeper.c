@@ -58,6 +58,7 @@ static struct {
 	pid_t dying;   /* a daemon taken for dead whose other threads still end (reaped later) */
 	uint64_t dying_takeover; /* the takeover its link's close started (0: none), for its cause's log line */
 	bool leaving;  /* the serving daemon said LEAVING: its exit status decides */
+	bool released; /* it said RELEASE: the memory is gone, no successor may follow */
 	bool serving;  /* the daemon serves (handed /dev/fuse, or said SERVING): its link's close is its death */
 	int sigfd;
 	uint64_t deaths[DEATHS_MAX]; /* ring of death times */
@@ -148,7 +149,8 @@ static int spawn(bool adopt, bool standby, pid_t *pid_out, int *sock_out)
 			_exit(127);
 		unsetenv(VY_KEEPER_ENV_REPORT);
 		unsetenv(VY_KEEPER_ENV_STANDBY);
-		if (setenv(VY_KEEPER_ENV_RELEASE, "1", 1) != 0)
+		snprintf(num, sizeof(num), "%d", (int)getppid()); /* this keeper, as SO_PEERCRED names it */
+		if (setenv(VY_KEEPER_ENV_RELEASE, num, 1) != 0)
 			_exit(127);
 		/* A standby ends with the keeper (until it takes over: then
 		 * it clears this, and a serving daemon outlives its keeper). */
@@ -360,6 +362,7 @@ static void put_slot(uint32_t s, int fd)
 static void release(void)
 {
 	k.leaving = true;
+	k.released = true;
 	for (unsigned s = VY_KEEPER_SLOT_MEMORY; s < k.nslots; s++)
 		if (k.slots[s] >= 0) {
 			close(k.slots[s]);
@@ -475,6 +478,14 @@ static void died(int st, bool reaped)
 		k.sock = -1;
 	}
 	k.leaving = k.serving = false; /* the next daemon says its own */
+	if (k.released) { /* it unmounted and the memory went: whatever ended it, nothing is left to take over */
+		char cause[64];
+		describe(st, reaped, cause, sizeof(cause));
+		if (!reaped || !WIFEXITED(st)) /* an exit's status is its own log's to explain */
+			say(LOG_WARNING, "the daemon (pid %d) was %s after it released the mount's memory; the keeper "
+					 "ends with it", (int)was, cause);
+		finish(reaped && WIFEXITED(st) ? WEXITSTATUS(st) : 1);
+	}
 	if (reaped && WIFEXITED(st) && WEXITSTATUS(st) == VY_EXIT_BROKEN && k.takeovers > 0) {
 		say(LOG_ERR, "the successor (pid %d) found the kept state not exact (the daemon before it could not keep "
 			     "a change: their logs say which); the mount's connection ends, as with survive=off (Fix: "

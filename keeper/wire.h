@@ -11,8 +11,8 @@
  *   LEAVING (it ends on purpose: wait for its exit status), RELEASE
  *   (unmounted cleanly: close every memory slot and end the standby, then
  *   answer RELEASED, so the devices' memory is back before its last check;
- *   sent only to a keeper whose daemons have VY_KEEPER_ENV_RELEASE, as an
- *   older keeper refuses an op it does not know);
+ *   sent only to a keeper that set VY_KEEPER_ENV_RELEASE to its own pid
+ *   for its daemons, as an older keeper refuses an op it does not know);
  *   a standby: STANDBY_READY (its devices are open; pid
  *   VY_KEEPER_WANT_STATE asks for STATE, 0 does not: an older keeper
  *   ignores the field, an older standby sends 0).
@@ -67,7 +67,7 @@
 #define VY_KEEPER_ENV_FD "VYREFS_KEEPER_FD"         /* its end of the socketpair */
 #define VY_KEEPER_ENV_REPORT "VYREFS_REPORT_FD"     /* the first daemon: mount.c's report pipe */
 #define VY_KEEPER_ENV_STANDBY "VYREFS_STANDBY"      /* "1": a standby successor (below) */
-#define VY_KEEPER_ENV_RELEASE "VYREFS_KEEPER_RELEASE" /* "1": this keeper answers RELEASE */
+#define VY_KEEPER_ENV_RELEASE "VYREFS_KEEPER_RELEASE" /* the keeper's pid: it answers RELEASE */
 #define VY_KEEPER_ADOPT_ARG "--adopt"               /* argv[1] of a successor */
 #define VY_KEEPER_BINARY "vyrefs-keeper"            /* next to the vyrefs binary */
 

@@ -142,7 +142,10 @@ launch() {
 		while [ "$running" -ge "$jobs" ]; do finish_one; done
 	fi
 	# When it starts, counted from the run's start: where a long run's time went.
-	case "$name" in *.sh) echo "$name: running (from $((SECONDS - run_start)) s)" ;; esac
+	case "$name" in
+	bench_test.sh) echo "$name: running (from $((SECONDS - run_start)) s, about 2 minutes)" ;;
+	*.sh) echo "$name: running (from $((SECONDS - run_start)) s)" ;;
+	esac
 	if [ "$jobs" = 1 ]; then
 		"run_$kind" "$path"
 		return

@@ -37,7 +37,9 @@ mount_vyrefs() {
 	for _ in $(seq 200); do
 		if vyrefs_live "$MNT"; then
 			VY_DAEMON=$(stat_of pid)
-			return 0
+			[ -n "$VY_DAEMON" ] && return 0
+			echo "mount failed: no pid in $MNT/.vyre/stats"
+			return 1
 		fi
 		kill -0 "$VY_PID" 2>/dev/null || break
 		sleep 0.05

@@ -18,6 +18,7 @@
 
 #define FAKE "--fake-daemon"
 #define FAKE_RELEASE "--fake-releasing-daemon"
+#define FAKE_RELEASE_DIE "--fake-releasing-daemon-killed"
 
 static bool same_file(int a, int b)
 {
@@ -211,9 +212,10 @@ static int fake_successor(int out, int hold)
 /* A daemon that unmounts cleanly: it hands the keeper a pipe's write end
  * as memory (slot 6), closes its own, says LEAVING and RELEASE, and once
  * RELEASED came writes to `out` whether its keeper said it answers
- * RELEASE (env) and whether the pipe's reader then sees its end (the
- * keeper closed the memory it held before it answered). */
-static int fake_release(int out)
+ * RELEASE (env: its parent's pid) and whether the pipe's reader then sees
+ * its end (the keeper closed the memory it held before it answered).
+ * `die`: it is then killed, as teardown might be. */
+static int fake_release(int out, bool die)
 {
 	int sock = atoi(getenv(VY_KEEPER_ENV_FD));
 	const char *env = getenv(VY_KEEPER_ENV_RELEASE);
@@ -222,10 +224,13 @@ static int fake_release(int out)
 		return 3;
 	vy_keeper_msg m;
 	vy_keeper_msg_init(&m, VY_KEEPER_ADD);
-	m.count = 1;
-	m.slot[0] = VY_KEEPER_SLOT_MEMORY;
-	if (vy_keeper_send(sock, &m, &p[1]) != 0)
+	m.count = 2;
+	m.slot[0] = VY_KEEPER_SLOT_FUSE; /* a mount to take over, but for RELEASE */
+	m.slot[1] = VY_KEEPER_SLOT_MEMORY;
+	int fds[2] = {memfd_create("fuse", MFD_CLOEXEC), p[1]};
+	if (fds[0] < 0 || vy_keeper_send(sock, &m, fds) != 0)
 		return 3;
+	close(fds[0]);
 	close(p[1]);
 	vy_keeper_msg_init(&m, VY_KEEPER_LEAVING);
 	if (vy_keeper_send(sock, &m, NULL) != 0)
@@ -244,8 +249,13 @@ static int fake_release(int out)
 	}
 	char b, line[64];
 	ssize_t r = read(p[0], &b, 1);
-	int n = snprintf(line, sizeof(line), "env=%s released=%d eof=%d\n", env ? env : "-", released, r == 0);
-	return write(out, line, (size_t)n) == n ? 0 : 4;
+	int n = snprintf(line, sizeof(line), "env=%s released=%d eof=%d\n",
+			 env && atoi(env) == (int)getppid() ? "keeper" : env ? env : "-", released, r == 0);
+	if (write(out, line, (size_t)n) != n)
+		return 4;
+	if (die)
+		raise(SIGKILL);
+	return 0;
 }
 
 /* A line from fd into line[cap] (its newline kept), waiting at most 10 s
@@ -356,36 +366,44 @@ static void keeper_releases_memory_at_a_clean_unmount(void)
 	char keeper[512], self[512];
 	if (!keeper_and_self(keeper, self))
 		return;
-	int r[2];
-	CHECK(pipe(r) == 0);
-	pid_t pid = fork();
-	if (pid == 0) {
-		char out[16];
-		snprintf(out, sizeof(out), "%d", r[1]);
-		int null = open("/dev/null", O_WRONLY);
-		if (null < 0 || dup2(null, 2) < 0)
+	for (int die = 0; die < 2; die++) {
+		int r[2];
+		CHECK(pipe(r) == 0);
+		pid_t pid = fork();
+		if (pid == 0) {
+			char out[16];
+			snprintf(out, sizeof(out), "%d", r[1]);
+			int null = open("/dev/null", O_WRONLY);
+			if (null < 0 || dup2(null, 2) < 0)
+				_exit(127);
+			execl(keeper, keeper, self, die ? FAKE_RELEASE_DIE : FAKE_RELEASE, out, (char *)NULL);
 			_exit(127);
-		execl(keeper, keeper, self, FAKE_RELEASE, out, (char *)NULL);
-		_exit(127);
+		}
+		close(r[1]);
+		char line[128];
+		read_line(r[0], line, sizeof(line));
+		if (strcmp(line, "env=keeper released=1 eof=1\n") != 0) {
+			fprintf(stderr, "  the daemon saw: %s  expected:     env=keeper released=1 eof=1\n", line);
+			vy_test_failures++;
+		}
+		/* Killed after RELEASE: the keeper ends with it, no successor
+		 * (it would say so on the pipe). */
+		int st = -1;
+		CHECK_EQ(waitpid(pid, &st, 0), pid);
+		CHECK(WIFEXITED(st));
+		CHECK_EQ(WEXITSTATUS(st), die ? 1 : 0);
+		read_line(r[0], line, sizeof(line));
+		CHECK_EQ(strlen(line), 0);
+		close(r[0]);
 	}
-	close(r[1]);
-	char line[128];
-	read_line(r[0], line, sizeof(line));
-	if (strcmp(line, "env=1 released=1 eof=1\n") != 0) {
-		fprintf(stderr, "  the daemon saw: %s  expected:     env=1 released=1 eof=1\n", line);
-		vy_test_failures++;
-	}
-	int st = -1;
-	CHECK_EQ(waitpid(pid, &st, 0), pid);
-	CHECK(WIFEXITED(st));
-	CHECK_EQ(WEXITSTATUS(st), 0);
-	close(r[0]);
 }
 
 int main(int argc, char **argv)
 {
-	if (argc == 3 && !strcmp(argv[1], FAKE_RELEASE))
-		return fake_release(atoi(argv[2]));
+	if (argc == 3 && (!strcmp(argv[1], FAKE_RELEASE) || !strcmp(argv[1], FAKE_RELEASE_DIE)))
+		return fake_release(atoi(argv[2]), !strcmp(argv[1], FAKE_RELEASE_DIE));
+	if (argc == 4 && !strcmp(argv[1], VY_KEEPER_ADOPT_ARG) && !strncmp(argv[2], FAKE_RELEASE, strlen(FAKE_RELEASE)))
+		return write(atoi(argv[3]), "successor\n", 10) == 10 ? 9 : 8; /* a successor: must never start */
 	if (argc == 4 && !strcmp(argv[1], FAKE))
 		return fake_first(atoi(argv[2]), atoi(argv[3]));
 	if (argc == 5 && !strcmp(argv[1], VY_KEEPER_ADOPT_ARG) && !strcmp(argv[2], FAKE))
