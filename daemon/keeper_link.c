@@ -340,21 +340,18 @@ void vy_keeper_unwatch(vy_keeper_link *k)
 
 void vy_keeper_release(vy_keeper_link *k)
 {
-	if (k->watching || k->stop >= 0)
-		vy_keeper_unwatch(k);
+	vy_keeper_unwatch(k); /* says LEAVING, also where no watch ran (a failed mount) */
 	if (k->sock < 0)
 		return;
-	vy_keeper_leaving(); /* once: a failed mount had no watch to say it */
 	if (k->releases && k->keeper_pid && atomic_load(k->keeper_pid) == 0)
 		k->releases = false; /* the watch saw the keeper gone */
 	if (k->releases) {
 		vy_keeper_msg m;
 		vy_keeper_msg_init(&m, VY_KEEPER_RELEASE);
 		struct timeval tv = {.tv_sec = 10};
-		int rc = setsockopt(k->sock, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) == 0 &&
-				 vy_keeper_send(k->sock, &m, NULL) == 0
-			 ? 1
-			 : -1;
+		int rc = -1;
+		if (setsockopt(k->sock, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) == 0 && vy_keeper_send(k->sock, &m, NULL) == 0)
+			rc = 1;
 		while (rc == 1) { /* its STANDBY 0 may come first */
 			int fds[VY_KEEPER_BATCH];
 			rc = vy_keeper_recv(k->sock, &m, fds);
