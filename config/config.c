@@ -30,6 +30,7 @@ void vy_config_defaults(vy_config *c)
 	c->write_behind = true;
 	c->readahead = true;
 	c->idle_threads = 2;
+	c->survive = true;
 	c->survive_log = 64ull << 20;
 	c->survive_standby = true;
 	c->kernel_cache = 256ull << 20;
@@ -234,6 +235,7 @@ vy_err vy_config_set(vy_config *c, const char *key, const char *value, vy_error 
 		rc = bool_value(key, value, &next.readahead, e);
 	} else if (!strcmp(key, "survive")) {
 		rc = bool_value(key, value, &next.survive, e);
+		next.survive_set = true;
 	} else if (!strcmp(key, "survive_standby")) {
 		rc = bool_value(key, value, &next.survive_standby, e);
 	} else if (!strcmp(key, "survive_log")) {
@@ -446,7 +448,7 @@ static bool ini_value(const vy_config *c, const char *key, char *v, size_t cap)
 		snprintf(v, cap, "%s", c->write_behind ? "on" : "off");
 	else if (!strcmp(key, "readahead"))
 		snprintf(v, cap, "%s", c->readahead ? "on" : "off");
-	else if (!strcmp(key, "survive"))
+	else if (!strcmp(key, "survive") && c->survive_set) /* else the default: on, off where it cannot be */
 		snprintf(v, cap, "%s", c->survive ? "on" : "off");
 	else if (!strcmp(key, "survive_standby"))
 		snprintf(v, cap, "%s", c->survive_standby ? "on" : "off");

@@ -69,6 +69,7 @@ typedef struct vy_config {
 	unsigned host_devices; /* the host backend presents 0..host_devices-1 */
 	bool peer;             /* device-to-device copies between devices */
 	bool survive;          /* a keeper process (keeper/) holds the mount */
+	bool survive_set;      /* survive= given: no fallback to off (daemon/mount.c) */
 	uint64_t survive_log;  /* the state region's log: a power of two, 64K..1G */
 	bool survive_standby;  /* the keeper starts each successor ahead, its devices open */
 } vy_config;

@@ -47,14 +47,17 @@ const vy_option_doc vy_options[] = {
 	{"max_inodes", "N", "half the pages of RAM",
 	 "files, directories and links at most, each hard link past a file's first counted too, as tmpfs's nr_inodes "
 	 "(df -i shows them): past it ENOSPC"},
-	{"survive", "on|off", "off",
-	 "experimental: a keeper process holds the mount and starts a successor when the daemon dies (crash, "
-	 "kill -9); programs see a pause, not an error. Files, names, attributes, xattrs, bytes and open files "
+	{"survive", "on|off", "on",
+	 "a keeper process holds the mount and starts a successor when the daemon dies (crash, kill -9, the OOM "
+	 "killer); programs see a pause, not an error. Files, names, attributes, xattrs, bytes and open files "
 	 "survive, and a request caught mid-way gets its answer once (a ctl sequence caught running: EIO, saying "
 	 "so); vyrefs --upgrade hands over to a new binary; mappings and loaded modules survive too. The keeper holds "
 	 "an fd per piece of file memory (a file over 1 MiB, or 2 MiB of smaller ones) under the open-file limit "
 	 "(at least 512; as root it raises it itself): a mount says how many pieces its limit holds, and past them "
-	 "new files get ENOSPC with a Fix. Test mounts only"},
+	 "new files get ENOSPC with a Fix. It costs a keeper process, the log's host memory (survive_log) and, "
+	 "with survive_standby, a CUDA context per GPU. off: a death ends the mount (ENOTCONN), as any FUSE "
+	 "filesystem's. Not given, a mount whose GPU cannot share memory with another process (no VMM with POSIX "
+	 "fd handles) is off, saying so; survive=on given, it fails"},
 	{"survive_standby", "on|off", "on",
 	 "survive=on: the keeper starts the next daemon ahead, its devices open (the CUDA driver's start, about "
 	 "0.25 s of a takeover on a GPU), waiting for a death; it holds a CUDA context on each device while it "

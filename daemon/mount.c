@@ -192,9 +192,24 @@ static void unmount_adopted(const char *mountpoint, dev_t dev, int fuse_fd)
 		       mountpoint);
 }
 
-#define SURVIVE_WARNING                                                                                        \
-	"survive=on is experimental: files, names, attributes, bytes, open files, client mappings and loaded "   \
-	"modules survive a daemon's death (docs/survive.md says what does not): test mounts only"
+/* survive= not given: a device that cannot keep its memory for a successor
+ * (cuda without VMM's POSIX fd handles) turns it off for this mount, said
+ * once; asked for, the mount fails below (vy_store_keep's Fix). The keeper
+ * that started this daemon is handed nothing and ends with it. */
+static bool keep_falls_back(const vy_mount_args *a, const vy_mount_devices *opened)
+{
+	if (a->cfg.survive_set)
+		return false;
+	for (unsigned d = 0; d < opened->n; d++)
+		if (!opened->dev[d]->keep) {
+			report('N', "survive is off on this mount: device %d cannot share its memory with another process "
+				    "(no VMM with POSIX fd handles), so no keeper could hold it: the daemon's death ends "
+				    "the mount, as with -o survive=off",
+			       opened->dev[d]->info.ordinal);
+			return true;
+		}
+	return false;
+}
 
 /* survive=on: the keeper slots the devices' memory may take (every
  * budget and pool whole), checked against the open-file limit. */
@@ -234,6 +249,14 @@ int vy_mount_serve(const vy_mount_args *a, vy_keeper_link *keeper, vy_keeper_ado
 	} else if (vy_mount_devices_open(&a->cfg, &opened, &e) != VY_OK) {
 		report('E', "%s", e.msg);
 		goto out;
+	}
+	vy_mount_args off;
+	if (kept && !adopt && keep_falls_back(a, &opened)) {
+		off = *a;
+		off.cfg.survive = false;
+		off.cfg.survive_set = true; /* what .vyre/config shows */
+		a = &off;
+		kept = false;
 	}
 	if (kept) /* the .vyre/stats counts, where a successor finds them */
 		counters = adopt ? vy_kept_counters_adopt(st, &adopt->memory, dev, opened.n) : NULL;
@@ -364,9 +387,8 @@ int vy_mount_serve(const vy_mount_args *a, vy_keeper_link *keeper, vy_keeper_ado
 		vy_oom_exempt(true); /* why the OOM killer may take it, said once a mount */
 	if (kept) {
 		vy_keeper_watch(keeper, &fs.keeper_pid, &fs.standby_pid);
-		vy_log(LOG_WARNING, "%s", SURVIVE_WARNING);
 		if (fd_notice[0])
-			vy_log(LOG_NOTICE, "%s", fd_notice); /* the log's, as the warning: not the terminal's */
+			vy_log(LOG_NOTICE, "%s", fd_notice); /* the log's, not the terminal's */
 	}
 	vy_kept_conns conns = {0};
 	if (adopt) {

@@ -33,6 +33,29 @@ memory_back_after() {
 	assertEquals "$1: MiB used on the GPU before the mount and after" "$before" "$after"
 }
 
+# survive= not given, a GPU that cannot share memory with another process
+# (VY_NO_SHARE=1: as one without VMM's POSIX fd handles) mounts with
+# survive off, saying so; survive=on asked for, the mount fails with a Fix.
+test_a_gpu_that_cannot_share_mounts_survive_off_unless_asked() {
+	VY_NO_SHARE=1 mount_vyrefs "backend=cuda" || { fail "mount by default"; return 1; }
+	assertContains "said once" "$(cat "$VY_LOG")" "survive is off on this mount: device 0 cannot share"
+	assertEquals "no keeper holds it" 0 "$(stat_of keeper_pid)"
+	printf 'x%.0s' $(seq 5000) >"$MNT/f" || fail "write"
+	assertEquals 5000 "$(stat -c %s "$MNT/f")"
+	unmount_vyrefs
+	assertReleased
+	assertEquals "the mount ends with status 0" 0 "$VY_STATUS"
+	local out
+	out=$(mktemp /tmp/vyrefs-out.XXXXXX) || { fail "mktemp"; return 1; }
+	if VY_NO_SHARE=1 mount_vyrefs "backend=cuda,survive=on" >"$out"; then
+		fail "survive=on asked for on a GPU that cannot share: mounted"
+		unmount_vyrefs
+	fi
+	assertContains "$(cat "$out")" "cannot keep its memory for a successor"
+	assertContains "$(cat "$out")" "Fix: mount with survive=off"
+	rm -f "$out"
+}
+
 test_large_file_round_trip_on_the_gpu() {
 	mount_vyrefs "backend=cuda" || { fail "mount"; return 1; }
 	src=$(mktemp /tmp/vyrefs-big.XXXXXX)

@@ -54,7 +54,7 @@ test_keeper_and_daemon_are_separate_processes() {
 	assertEquals "the daemon's binary" vyrefs "$(basename "$(readlink /proc/"$d"/exe)")"
 	assertEquals "the daemon is the keeper's child" "$k" "$(awk '{ print $4 }' /proc/"$d"/stat)"
 	assertEquals "takeovers" 0 "$(stat_of takeovers)"
-	assertContains "the mount warns it is experimental" "$(cat "$VY_LOG")" "survive=on is experimental"
+	assertNotContains "the default warns of nothing" "$(cat "$VY_LOG")" "experimental"
 }
 
 # Ten kills of an idle daemon, each followed by requests; prints the
@@ -340,8 +340,17 @@ test_a_successor_unmounts_only_the_mount_it_adopted() {
 	umount "$MNT"
 }
 
-test_survive_off_has_no_keeper() {
+test_survive_is_on_by_default() {
 	mount_vyrefs "" || { fail "mount"; return; }
+	assertEquals "survive = on" "$(grep '^survive ' "$MNT/.vyre/config")"
+	assertNotEquals "a keeper" 0 "$(stat_of keeper_pid)"
+	assertEquals "the process started is the keeper" "$VY_PID" "$(stat_of keeper_pid)"
+	assertNotEquals "the daemon is another" "$VY_PID" "$(stat_of pid)"
+	assertTrue "the keeper runs" "daemon_alive 'vyrefs-keeper.*$MNT'"
+}
+
+test_survive_off_has_no_keeper() {
+	mount_vyrefs "survive=off" || { fail "mount"; return; }
 	assertEquals "keeper_pid" 0 "$(stat_of keeper_pid)"
 	assertEquals "pid" "$VY_PID" "$(stat_of pid)"
 	assertEquals "takeovers" 0 "$(stat_of takeovers)"

@@ -11,6 +11,7 @@ void vy_test_fs_open(vy_test_fs *t)
 	vy_config cfg;
 	vy_test_core_options(&o);
 	vy_config_defaults(&cfg);
+	cfg.survive = false; /* no keeper here (a survive=on fixture sets it itself) */
 	uint64_t total;
 	t->d = vy_test_device_open();
 	vy_test_warm_streams(&t->d->base, o.streams); /* the driver keeps their memory */

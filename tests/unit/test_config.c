@@ -340,10 +340,14 @@ static void config_fs_keys_and_defaults(void)
 	CHECK_EQ(c.kernel_cache, 256ull << 20);
 	CHECK(c.readahead && c.write_behind);
 	CHECK_EQ(c.idle_threads, 2);
-	CHECK(!c.survive); /* no keeper unless asked: survive=on is experimental */
-	MUST(vy_config_set(&c, "survive", "on", E));
-	CHECK(c.survive);
+	CHECK(c.survive); /* a keeper unless asked not to (survive=off) */
+	CHECK(!c.survive_set); /* the default: off where no device can keep */
+	MUST(vy_config_set(&c, "survive", "off", E));
+	CHECK(c.survive_set);
+	CHECK(!c.survive);
 	MUST_FAIL(VY_EINVAL, vy_config_set(&c, "survive", "maybe", E));
+	CHECK(!c.survive);
+	MUST(vy_config_set(&c, "survive", "on", E));
 	CHECK(c.survive);
 	MUST(vy_config_set(&c, "survive", "off", E));
 	CHECK_EQ(c.survive_log, 64ull << 20);
