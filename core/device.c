@@ -39,3 +39,16 @@ uint64_t vy_device_alloc_size(const vy_device *d, uint64_t len)
 		return len;
 	return len > UINT64_MAX - (g - rem) ? 0 : len + (g - rem);
 }
+
+uint64_t vy_device_largest_fit(const vy_device *d, uint64_t room)
+{
+	uint64_t g = d->share ? d->info.share_granularity : 0;
+	if (g && room >= g)
+		return room / g * g;
+	if (!g || !d->whole_granules)
+		return room; /* below a granule, what is asked (cuMemAlloc, a host slot) */
+	uint64_t fit = room < d->slab_max ? room : d->slab_max, cls = 0;
+	for (uint64_t c = VY_SLAB_MIN; c && c <= fit; c <<= 1)
+		cls = c; /* a slot of class c takes c bytes */
+	return cls;
+}

@@ -194,6 +194,10 @@ vy_err vy_device_warm_streams(vy_device *d, unsigned n, vy_error *e);
  * to slab_max; else rounded up to the share granularity when it is
  * shareable, or always with whole_granules (0 on overflow). */
 uint64_t vy_device_alloc_size(const vy_device *d, uint64_t len);
+/* The largest allocation whose vy_device_alloc_size is at most `room`:
+ * what one new file can get (statfs's available). Below one granule with
+ * whole_granules, only a slab slot's class fits, or nothing. */
+uint64_t vy_device_largest_fit(const vy_device *d, uint64_t room);
 
 /* Opening a device: the backends and the choice between them. */
 #include "core/backend.h"

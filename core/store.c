@@ -580,9 +580,7 @@ uint64_t vy_store_room(vy_store *s)
 		room = 0; /* a device that cannot say: no promise */
 	else if (vy_add_u64(free_now, s->pool.bytes, &live) && (live = vy_scale_u64(live, BUDGET_NUM, BUDGET_DEN)) < room)
 		room = live;
-	uint64_t g = s->dev->share ? s->dev->info.share_granularity : 0;
-	if (g && room >= g)
-		room = room / g * g; /* vy_device_alloc_size rounds up to granules */
+	room = vy_device_largest_fit(s->dev, room); /* vy_device_alloc_size rounds up */
 	pthread_mutex_unlock(&s->lock);
 	return room;
 }
