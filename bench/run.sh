@@ -231,9 +231,10 @@ handle_figures() {
 	put handles.readdir_over_nullfs "$(ratio_of "$(last_of handles.vyrefs.readdir_us)" "$(last_of handles.nullfs.readdir_us)")"
 }
 
+# 2 MiB: smaller buffers are slab slots on cuda with survive=on, never pooled.
 churn() { # TARGET [KEY]
 	local t=$1 key=${2:-$1}
-	put "churn.$key.ops" "$("$BIN/vybench" churn "${MNT[$t]}" $((N * 4)) 1048576)"
+	put "churn.$key.ops" "$("$BIN/vybench" churn "${MNT[$t]}" $((N * 4)) 2097152)"
 }
 
 # Appending 4 KiB writes to one file until a 256 MiB budget is full, on

@@ -147,15 +147,16 @@ test_truncate_up_and_down() {
 }
 
 # A freed buffer goes to the pool and comes back for the next file: its old
-# bytes must never show.
+# bytes must never show. 2 MiB: on cuda with survive=on, buffers of 1 MiB or
+# less are slab slots, never pooled (core/pool.c).
 test_reused_buffers_never_show_old_bytes() {
-	head -c 1048576 /dev/zero | tr '\0' '\377' >"$WORK/ones"
+	head -c 2097152 /dev/zero | tr '\0' '\377' >"$WORK/ones"
 	for i in 1 2 3; do
 		cp "$WORK/ones" "$MNT/a$i"
 		rm "$MNT/a$i"
-		truncate -s 1048576 "$MNT/b$i"
+		truncate -s 2097152 "$MNT/b$i"
 		assertEquals "b$i is zeros" 0 "$(tr -d '\0' <"$MNT/b$i" | wc -c)"
-		printf 'x' | dd of="$MNT/c$i" bs=1 seek=1048575 status=none
+		printf 'x' | dd of="$MNT/c$i" bs=1 seek=2097151 status=none
 		assertEquals "c$i gap is zeros" 1 "$(tr -d '\0' <"$MNT/c$i" | wc -c)"
 	done
 	assertTrue "the pool served some" "[ $(stat_of pool_hits) -gt 0 ]"

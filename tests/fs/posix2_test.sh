@@ -224,7 +224,9 @@ import errno, os, sys
 d = sys.argv[1]
 open(os.path.join(d, "small"), "w").write("x")
 out = []
-for i in range(6):
+# 24 steps: on cuda with survive=on, under one granule only slab slots fit,
+# so what is available halves (1 MiB, 512 KiB, ... 4 KiB) before it is 0.
+for i in range(24):
     s = os.statvfs(d)
     a = s.f_bavail * s.f_frsize
     if a == 0:

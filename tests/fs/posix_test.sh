@@ -636,7 +636,9 @@ btime_steps() {
 		b=$(stat -c %w "$d/$n")
 		[ "$b" != - ] || { echo "$n: no btime"; continue; } # stat's word for none
 		b=$(date -d "$b" +%s%N)
-		echo "$n: made then $([ "$b" -ge "$((t0 / 1000000000 * 1000000000))" ] && [ "$b" -le "$t1" ] && echo yes || echo "no: $t0 <= $b <= $t1")"
+		# The kernel's and the daemon's coarse clocks lag up to a tick (4 ms
+		# at HZ=250, found once across a second's boundary): 20 ms before t0.
+		echo "$n: made then $([ "$b" -ge "$(((t0 - 20000000) / 1000000000 * 1000000000))" ] && [ "$b" -le "$t1" ] && echo yes || echo "no: $t0 <= $b <= $t1")"
 	done
 	b=$(stat -c %w "$d/f")
 	sleep 1.1

@@ -342,7 +342,7 @@ test_a_successor_unmounts_only_the_mount_it_adopted() {
 
 test_survive_is_on_by_default() {
 	mount_vyrefs "" || { fail "mount"; return; }
-	assertEquals "survive = on" "$(grep '^survive ' "$MNT/.vyre/config")"
+	assertEquals "the default, not a setting" "# survive: on" "$(grep 'survive:' "$MNT/.vyre/config")"
 	assertNotEquals "a keeper" 0 "$(stat_of keeper_pid)"
 	assertEquals "the process started is the keeper" "$VY_PID" "$(stat_of keeper_pid)"
 	assertNotEquals "the daemon is another" "$VY_PID" "$(stat_of pid)"
