@@ -270,6 +270,7 @@ void vy_keeper_link_memory(vy_keeper_link *k, vy_keeper_memory *m)
 static void *watch(void *arg)
 {
 	vy_keeper_link *k = arg;
+	pthread_setname_np(pthread_self(), "vy-keeper"); /* not a FUSE worker (tests count those) */
 	for (;;) {
 		struct pollfd p[2] = {{.fd = k->sock, .events = POLLIN}, {.fd = k->stop, .events = POLLIN}};
 		if (poll(p, 2, -1) < 0) {

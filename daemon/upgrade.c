@@ -23,6 +23,7 @@ static atomic_bool asked;
 static void *hand_over(void *arg)
 {
 	(void)arg;
+	pthread_setname_np(pthread_self(), "vy-upgrade"); /* not a FUSE worker (tests count those) */
 	long left = vy_session_quiesce(QUIET_WAIT_MS);
 	if (left > 0)
 		vy_log(LOG_WARNING, "upgrade: %ld requests still unanswered after %u ms; the successor gets them again",

@@ -62,6 +62,7 @@ static const vy_state_follow_fns fns = {.reset = reset, .section = section, .rec
 static void *follow(void *arg)
 {
 	vy_preload *p = arg;
+	pthread_setname_np(pthread_self(), "vy-follow"); /* not a FUSE worker (tests count those) */
 	pthread_mutex_lock(&p->lock);
 	while (!atomic_load(&p->stop)) {
 		pthread_mutex_unlock(&p->lock);
