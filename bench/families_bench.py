@@ -2,7 +2,9 @@
 converted copy, and every later one, against transformers' own load of the
 same directory on the same GPU (bench/run.sh phase `families`, opt-in).
 
-  python3 bench/families_bench.py MOUNT TMPFS [REPS]
+  [FAMILIES_SIZE=large] python3 bench/families_bench.py MOUNT TMPFS [REPS]
+
+(large: about 1 GB a family, tests/gpu/families_check.py)
 
 The families transformers converts at load (tests/gpu/families_check.py:
 qwen3_moe and mixtral fuse their experts, t5 keeps modules in fp32), random

@@ -642,7 +642,7 @@ main() {
 	# own load (bench/families_bench.py), opt-in.
 	if has families; then
 		if [ "$BACKEND" = cuda ] && python3 -c 'import torch, transformers' 2>/dev/null; then
-			reps=5
+			reps=${BENCH_REPS:-5} # FAMILIES_SIZE=large: about 1 GB each (tests/gpu/families_check.py)
 			[ "$QUICK" = 1 ] && reps=2
 			VYREFS_LIB=$PWD/$BUILD/libvyrefs.so PYTHONPATH=$PWD/client/python VYREFS=$PWD/$BUILD/vyrefs \
 				python3 bench/families_bench.py "${MNT[vyrefs]}" "${MNT[tmpfs]}" "$reps" | tee -a "$RES"

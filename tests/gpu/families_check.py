@@ -26,19 +26,32 @@ def dtype_kw(transformers):
     return "dtype" if int(transformers.__version__.split(".")[0]) >= 5 else "torch_dtype"
 
 
+# FAMILIES_SIZE=large (bench/families_bench.py): the converted families at
+# about 1 GB each, where bytes, not per-call costs, decide.
+LARGE = os.environ.get("FAMILIES_SIZE") == "large"
+
+
 def configs():
     import transformers as t
     small = dict(vocab_size=1000, hidden_size=128, intermediate_size=256, num_hidden_layers=2, num_attention_heads=4,
                  num_key_value_heads=2, max_position_embeddings=256)
+    experts = dict(qwen=8, moe=64, mixtral=4)
+    t5 = dict(vocab_size=1000, d_model=128, d_ff=256, d_kv=32, num_layers=2, num_heads=4)
+    if LARGE:
+        small = dict(vocab_size=32000, hidden_size=1024, intermediate_size=2816, num_hidden_layers=8,
+                     num_attention_heads=16, num_key_value_heads=4, max_position_embeddings=2048)
+        experts = dict(qwen=32, moe=512, mixtral=8)
+        t5 = dict(vocab_size=32000, d_model=1024, d_ff=4096, d_kv=64, num_layers=12, num_heads=16)
     out = {
         "llama": (t.LlamaConfig(**small), "LlamaForCausalLM", torch.bfloat16),
         "qwen2_tied": (t.Qwen2Config(tie_word_embeddings=True, **small), "Qwen2ForCausalLM", torch.bfloat16),
-        "qwen3_moe": (t.Qwen3MoeConfig(num_experts=8, num_experts_per_tok=2, moe_intermediate_size=64,
-                                       decoder_sparse_step=1, head_dim=32, **small), "Qwen3MoeForCausalLM", torch.bfloat16),
-        "mixtral": (t.MixtralConfig(num_local_experts=4, num_experts_per_tok=2, **small), "MixtralForCausalLM",
-                    torch.bfloat16),
-        "t5": (t.T5Config(vocab_size=1000, d_model=128, d_ff=256, d_kv=32, num_layers=2, num_heads=4,
-                          decoder_start_token_id=0), "T5ForConditionalGeneration", torch.float32),
+        "qwen3_moe": (t.Qwen3MoeConfig(num_experts=experts["qwen"], num_experts_per_tok=2,
+                                       moe_intermediate_size=experts["moe"], decoder_sparse_step=1,
+                                       head_dim=small["hidden_size"] // small["num_attention_heads"], **small),
+                      "Qwen3MoeForCausalLM", torch.bfloat16),
+        "mixtral": (t.MixtralConfig(num_local_experts=experts["mixtral"], num_experts_per_tok=2, **small),
+                    "MixtralForCausalLM", torch.bfloat16),
+        "t5": (t.T5Config(decoder_start_token_id=0, **t5), "T5ForConditionalGeneration", torch.float32),
         "bert": (t.BertConfig(vocab_size=1000, hidden_size=128, intermediate_size=256, num_hidden_layers=2,
                               num_attention_heads=4), "BertModel", torch.bfloat16),
         "llava": (t.LlavaConfig(vision_config=t.CLIPVisionConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2,
@@ -56,7 +69,7 @@ def save(tmp, seed=11, only=None):
             continue
         torch.manual_seed(seed)
         model = getattr(transformers, cls)(config).to(dtype)
-        model.save_pretrained(os.path.join(tmp, name), max_shard_size="200KB")
+        model.save_pretrained(os.path.join(tmp, name), max_shard_size="500MB" if LARGE else "200KB")
 
 
 def _run(model, name, ids):

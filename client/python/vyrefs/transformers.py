@@ -58,8 +58,20 @@ def _convert(transformers, cls, path, config, dtype, sd, attn, differ):
             kw["device_map"] = {"": gpu}
         if attn is not None:
             kw["attn_implementation"] = attn
-        loaded, info = cls.from_pretrained(path, **kw)
-        lost = list(info.get("missing_keys") or []) + [str(m) for m in info.get("mismatched_keys") or []]
+        # transformers' conversion run on the files' mapped tensors (on the
+        # GPU already): the files are not read again through the mount. A
+        # transformers that does not convert a given state dict leaves keys
+        # missing (or refuses it): then it reads the files.
+        try:
+            loaded, info = cls.from_pretrained(None, state_dict=dict(sd), **kw)
+            lost = _lost(info)
+        except (TypeError, ValueError, KeyError, RuntimeError, OSError):
+            loaded, lost = None, None
+        if lost:
+            loaded = None
+        if loaded is None:
+            loaded, info = cls.from_pretrained(path, **kw)
+            lost = _lost(info)
         if lost:
             raise ValueError("vyrefs: the files do not hold this model: %s (before converting: %s) (Fix: build it "
                              "from the config the files were saved with)" % (_vt._shown(lost, 5), differ))
@@ -68,12 +80,17 @@ def _convert(transformers, cls, path, config, dtype, sd, attn, differ):
         if torch.cuda.is_available():
             torch.cuda.empty_cache()
 
-    sd.close()
     try:
         where, _ = _derived.ensure(path, identity, make, gpu)
     except PermissionError as e:
         raise PermissionError("%s; transformers converts these files at load (%s)" % (e, differ)) from None
+    finally:
+        sd.close()
     return where, _vt.load_state_dict(where)
+
+
+def _lost(info):
+    return list(info.get("missing_keys") or []) + [str(m) for m in info.get("mismatched_keys") or []]
 
 
 def _model_class(transformers, config, model_class, trust_remote_code):

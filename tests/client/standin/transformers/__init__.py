@@ -54,16 +54,17 @@ class TinyMoE(torch.nn.Module):
     @classmethod
     def _from_config(cls, config, **kw): return cls(config)
     @classmethod
-    def from_pretrained(cls, path, config=None, output_loading_info=False, device_map=None, **kw):
+    def from_pretrained(cls, path, config=None, output_loading_info=False, device_map=None, state_dict=None, **kw):
         import vyrefs.torch
-        sd = vyrefs.torch.load_state_dict(path)
+        sd = state_dict if state_dict is not None else vyrefs.torch.load_state_dict(path)
         model = cls(config or AutoConfig.from_pretrained(path))
         n = model.config.experts
         state = {"emb.weight": sd["emb.weight"].clone(), "head.weight": sd["head.weight"].clone(),
                  "experts_w": torch.stack([sd["experts.%d.w" % i] for i in range(n)])}
         missing = [k for k in model.state_dict() if k not in state]
         model.load_state_dict(state, strict=False)
-        sd.close()
+        if state_dict is None:
+            sd.close()
         CONVERSIONS.append(path)
         info = {"missing_keys": missing, "unexpected_keys": [], "mismatched_keys": []}
         return (model, info) if output_loading_info else model
