@@ -515,7 +515,8 @@ static void died(int st, bool reaped)
 	char cause[64];
 	describe(st, reaped, cause, sizeof(cause));
 	if (k.slots[VY_KEEPER_SLOT_FUSE] < 0) {
-		say(LOG_ERR, "the daemon (pid %d) was %s before it handed over /dev/fuse: nothing to keep", (int)was, cause);
+		say(LOG_ERR, "the daemon (pid %d) was %s before it handed over /dev/fuse (its mount failed, or it served "
+			     "with survive off: a device that cannot share memory): nothing to keep", (int)was, cause);
 		finish(1);
 	}
 	k.deaths[k.ndeaths % DEATHS_MAX] = t;
