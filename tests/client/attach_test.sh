@@ -433,18 +433,22 @@ PY
 import sys, torch, transformers, vyrefs.transformers
 mnt = sys.argv[1]
 ours = vyrefs.transformers.from_pretrained(mnt + "/moe")
-made = len(transformers.CONVERSIONS)
+made, built = len(transformers.CONVERSIONS), len(transformers.BUILDS)
 theirs = transformers.TinyMoE.from_pretrained(mnt + "/moe")
 x = torch.tensor([[1, 2, 3, 4]])
-print("converted", made, "at", (ours.vyrefs_converted or "").replace(mnt, "MNT"), "equal", torch.equal(ours(x), theirs(x)))
+print("converted", made, "at", (ours.vyrefs_converted or "").replace(mnt, "MNT"), "equal", torch.equal(ours(x), theirs(x)),
+      "built", built)
 PY
 	}
 	save 1
-	assertEquals "the first attach converts" "converted 1 at MNT/moe/vyrefs-converted equal True" "$(attach)"
-	assertEquals "the next process uses the kept copy" "converted 0 at MNT/moe/vyrefs-converted equal True" "$(attach)"
+	assertEquals "the first attach converts (a model built for the files, one for the copy)" \
+		"converted 1 at MNT/moe/vyrefs-converted equal True built 2" "$(attach)"
+	assertEquals "the next process uses the kept copy, one model built" \
+		"converted 0 at MNT/moe/vyrefs-converted equal True built 1" "$(attach)"
 	assertTrue "a directory users see" "[ -f '$MNT/moe/vyrefs-converted/model.safetensors' ]"
 	save 2
-	assertEquals "a source rewritten: made again, never the stale one" "converted 1 at MNT/moe/vyrefs-converted equal True" "$(attach)"
+	assertEquals "a source rewritten: made again, never the stale one" \
+		"converted 1 at MNT/moe/vyrefs-converted equal True built 2" "$(attach)"
 	rm -r "$MNT/moe/vyrefs-converted" || fail "rm -r"
 	attach >"$MNT/a.out" & one=$!
 	attach >"$MNT/b.out"
@@ -452,6 +456,62 @@ PY
 	assertEquals "two at once: made once" 1 "$(cat "$MNT/a.out" "$MNT/b.out" | awk '{ n += $2 } END { print n }')"
 	assertEquals "both equal" 2 "$(grep -c 'equal True' "$MNT/a.out" "$MNT/b.out" | awk -F: '{ n += $2 } END { print n }')"
 	rm -rf "$MNT/moe" "$MNT"/?.out
+	assertEquals "nothing left" 0 "$(stat_of resident_bytes)"
+}
+
+# The conversion step for a program's own loader (issue "families"):
+# vyrefs.transformers.converted_state_dict gives transformers' converted
+# tensors, and vyrefs.derived.keep a loader's own conversion, each kept
+# beside the source under its own name, attached by vyrefs.torch.attach,
+# converted once, again when the source or the identity changed.
+test_the_conversion_step_is_there_for_a_programs_own_loader() {
+	needs_torch || return 0
+	local moe="$PWD/tests/client/standin:$PYTHONPATH"
+	save() { PYTHONPATH=$moe py "$1" <<'PY'
+import sys, torch, transformers, vyrefs.torch
+mnt, seed = sys.argv[1], int(sys.argv[2])
+cfg = transformers.Config(vocab=50, d=8, experts=4, tie=False, architectures=["TinyMoE"])
+g = torch.Generator().manual_seed(seed)
+t = {"emb.weight": torch.randn(50, 8, generator=g), "head.weight": torch.randn(50, 8, generator=g)}
+t.update({"experts.%d.w" % i: torch.randn(8, 8, generator=g) for i in range(4)})
+vyrefs.torch.save(t, mnt + "/moe")
+cfg.save_pretrained(mnt + "/moe")
+PY
+	}
+	own() { PYTHONPATH=$moe py "$1" <<'PY'
+import sys, torch, transformers, vyrefs.derived, vyrefs.torch, vyrefs.transformers
+mnt, version = sys.argv[1], sys.argv[2]
+calls = []
+def fuse(sd):  # the loader's own conversion: the experts stacked
+    calls.append(1)
+    return {"emb.weight": sd["emb.weight"], "head.weight": sd["head.weight"],
+            "experts_w": torch.stack([sd["experts.%d.w" % i] for i in range(4)])}
+kept = vyrefs.derived.keep(mnt + "/moe", fuse, {"loader": "mine", "version": version}, "mine")
+cfg = transformers.AutoConfig.from_pretrained(mnt + "/moe")
+with vyrefs.torch.empty_weights():
+    model = transformers.TinyMoE(cfg)
+vyrefs.torch.attach(model, kept)
+theirs_sd = vyrefs.transformers.converted_state_dict(mnt + "/moe")
+theirs = transformers.TinyMoE.from_pretrained(mnt + "/moe")
+x = torch.tensor([[1, 2, 3, 4]])
+print("own", len(calls), "transformers", len(transformers.CONVERSIONS) - 1, "equal", torch.equal(model(x), theirs(x)),
+      "same", sorted(theirs_sd) == sorted(kept) and all(torch.equal(theirs_sd[k], kept[k]) for k in kept))
+PY
+	}
+	save 1
+	assertEquals "converted once each" "own 1 transformers 1 equal True same True" "$(own 1)"
+	assertEquals "kept for the next process" "own 0 transformers 0 equal True same True" "$(own 1)"
+	assertTrue "each under its own name" "[ -f '$MNT/moe/vyrefs-converted-mine/model.safetensors' ] && [ -f '$MNT/moe/vyrefs-converted/model.safetensors' ]"
+	assertEquals "another identity: converted again" "own 1 transformers 0 equal True same True" "$(own 2)"
+	save 2
+	assertEquals "a source rewritten: both again" "own 1 transformers 1 equal True same True" "$(own 2)"
+	err=$(PYTHONPATH=$moe py <<'PY' 2>&1
+import sys, vyrefs.derived
+vyrefs.derived.keep(sys.argv[1] + "/moe", lambda sd: dict(sd), {}, "../x")
+PY
+)
+	assertContains "a name is one word" "$err" "Fix: name it after your loader"
+	rm -rf "$MNT/moe"
 	assertEquals "nothing left" 0 "$(stat_of resident_bytes)"
 }
 

@@ -7,6 +7,11 @@ by every later start, by any process.
 
     where = vyrefs.derived.ensure(source, identity, make)
 
+A program's own conversion (its loader's renames, fusing, transposes) is
+kept the same way: vyrefs.derived.keep(source, convert, identity, name)
+runs convert(state_dict) on the source's mapped tensors once, keeps the
+result in SOURCE/vyrefs-converted-NAME/ and gives it back, mapped.
+
 The copy records what it was made from (vyrefs-converted.json): each
 source file's size and mtime, and `identity` (the framework's version,
 dtype, class, options). Any difference, and it is made again, never used.
@@ -21,10 +26,10 @@ import os
 import shutil
 
 from . import placement as _placement
+from . import torch as _vt
 
 DIR = "vyrefs-converted"
 RECORD = "vyrefs-converted.json"
-LOCK = ".vyrefs-converted.lock"
 FORMAT = "vyrefs.derived/1"
 
 
@@ -59,37 +64,37 @@ def _read(where):
         return None
 
 
-def current(source, identity):
-    """SOURCE/vyrefs-converted if it was made from the source as it is now
-    and with `identity`, else None."""
-    where = os.path.join(source, DIR)
+def current(source, identity, name=DIR):
+    """SOURCE/NAME (vyrefs-converted) if it was made from the source as it
+    is now and with `identity`, else None."""
+    where = os.path.join(source, name)
     rec = _read(where)
     return where if rec is not None and rec == json.loads(json.dumps(record_of(source, identity), default=str)) else None
 
 
-def ensure(source, identity, make, gpu=None):
+def ensure(source, identity, make, gpu=None, name=DIR):
     """The converted copy of `source`: current() if it is, else made now by
     make(tmp_dir) (which writes the tensors there) under the lock, placed
     on `gpu` (a mount ordinal) when given. Returns (directory, made: bool).
     Raises PermissionError, with a Fix, where the source directory is not
     writable by this process."""
     source = os.fspath(source)
-    done = current(source, identity)
+    done = current(source, identity, name)
     if done:
         return done, False
     try:
-        lock = os.open(os.path.join(source, LOCK), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        lock = os.open(os.path.join(source, "." + name + ".lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
     except OSError as e:
         raise PermissionError(e.errno, "vyrefs: cannot keep a converted copy in %s: %s (Fix: let this user write "
                                        "there, or convert once as its owner: vyrefs.transformers.from_pretrained(%r))"
                               % (source, e.strerror, source)) from None
     try:
         fcntl.flock(lock, fcntl.LOCK_EX)  # another process converting: wait, then use its copy
-        done = current(source, identity)
+        done = current(source, identity, name)
         if done:
             return done, False
-        where = os.path.join(source, DIR)
-        tmp = os.path.join(source, "." + DIR + ".vyrefs-tmp")
+        where = os.path.join(source, name)
+        tmp = os.path.join(source, "." + name + ".vyrefs-tmp")
         shutil.rmtree(tmp, ignore_errors=True)
         os.mkdir(tmp)
         try:
@@ -108,3 +113,34 @@ def ensure(source, identity, make, gpu=None):
         return where, True
     finally:
         os.close(lock)
+
+
+def gpu_of(sd):
+    """The GPU (ordinal) of a mapped state dict's first tensor, or None."""
+    devices = sorted({t.device for t in sd.values()}, key=str)
+    return devices[0].index if devices and devices[0].type == "cuda" else None
+
+
+def keep(source, convert, identity, name):
+    """A program's own conversion of directory `source`'s tensors, kept
+    beside them: convert(state_dict) -> {name: tensor} runs once, on the
+    source's mapped tensors (on their GPU), and what it returns is saved
+    into SOURCE/vyrefs-converted-NAME/ (a loader's own name: `ls` shows
+    whose it is; transformers' is vyrefs-converted) and returned mapped (no
+    copy). Every later call, by any process, maps that copy without
+    converting while the source files and `identity` (JSON-able: the
+    loader's version, dtype, options) are what they were; else it converts
+    again."""
+    source = os.fspath(source)
+    if not name or "/" in name or name.startswith("."):
+        raise ValueError("vyrefs: a converted copy's name is one word, not %r (Fix: name it after your loader, "
+                         "e.g. name='myengine')" % (name,))
+    name = DIR + "-" + name
+    done = current(source, identity, name)
+    if not done:
+        sd = _vt.load_state_dict(source)
+        try:
+            done, _ = ensure(source, identity, lambda tmp: _vt.save(convert(sd), tmp), gpu_of(sd), name)
+        finally:
+            sd.close()
+    return _vt.load_state_dict(done)

@@ -43,13 +43,17 @@ def _keeps_fp32(model, dtype):
     return bool(keep) and dtype is not None and dtype != torch.float32
 
 
+def _identity(transformers, cls, config, dtype, attn):
+    """What a converted copy is made with besides its sources."""
+    return {"transformers": transformers.__version__, "class": cls.__name__, "dtype": str(dtype),
+            "attn_implementation": attn, "config": _ranks.fingerprint(config)}
+
+
 def _convert(transformers, cls, path, config, dtype, sd, attn, differ):
     """The converted copy's state dict (mapped), made by transformers' own
     from_pretrained where it is missing or stale; closes `sd`."""
-    devices = sorted({t.device for t in sd.values()}, key=str)
-    gpu = devices[0].index if devices and devices[0].type == "cuda" else None
-    identity = {"transformers": transformers.__version__, "class": cls.__name__, "dtype": str(dtype),
-                "attn_implementation": attn, "config": _ranks.fingerprint(config)}
+    gpu = _derived.gpu_of(sd)
+    identity = _identity(transformers, cls, config, dtype, attn)
 
     def make(tmp):
         kw = {"config": config, "output_loading_info": True,
@@ -91,6 +95,42 @@ def _convert(transformers, cls, path, config, dtype, sd, attn, differ):
 
 def _lost(info):
     return list(info.get("missing_keys") or []) + [str(m) for m in info.get("mismatched_keys") or []]
+
+
+def _config(transformers, path, trust_remote_code, kwargs):
+    config = kwargs.pop("config", None)
+    if config is None:
+        config, unused = transformers.AutoConfig.from_pretrained(
+            path, trust_remote_code=trust_remote_code, return_unused_kwargs=True, **kwargs)
+        if unused:
+            raise TypeError("vyrefs: from_pretrained does not take %s (Fix: drop them; vyrefs passes dtype, "
+                            "device_map, trust_remote_code, attn_implementation and config settings)"
+                            % ", ".join(sorted(unused)))
+    config.name_or_path = os.fspath(path)
+    return config
+
+
+def converted_state_dict(path, dtype="auto", model_class=None, trust_remote_code=False, attn_implementation=None,
+                         **kwargs):
+    """The tensors transformers' own from_pretrained(path) makes of the
+    files of directory `path` (experts fused, keys renamed, modules kept in
+    float32), for a program's own loader: made once and kept beside them
+    (vyrefs/derived.py, as from_pretrained keeps them), mapped with no copy;
+    attach them with vyrefs.torch.attach. Made again when the files, the
+    settings or transformers changed. Close it (or let the model hold it)."""
+    import transformers
+    if "torch_dtype" in kwargs:
+        dtype = kwargs.pop("torch_dtype")
+    dtype = _dtype(dtype)
+    config = _config(transformers, path, trust_remote_code, kwargs)
+    cls = _model_class(transformers, config, model_class, trust_remote_code)
+    kept = _derived.current(path, _identity(transformers, cls, config, dtype, attn_implementation))
+    if kept:
+        return _vt.load_state_dict(kept)
+    sd = _vt.load_state_dict(path)
+    _, out = _convert(transformers, cls, path, config, dtype, sd, attn_implementation,
+                      "asked for: converted_state_dict")
+    return out
 
 
 def _model_class(transformers, config, model_class, trust_remote_code):
@@ -139,33 +179,37 @@ def from_pretrained(path, dtype="auto", device_map=None, trust_remote_code=False
     if "torch_dtype" in kwargs:
         dtype = kwargs.pop("torch_dtype")
     dtype = _dtype(dtype)
-    config = kwargs.pop("config", None)
-    if config is None:
-        config, unused = transformers.AutoConfig.from_pretrained(
-            path, trust_remote_code=trust_remote_code, return_unused_kwargs=True, **kwargs)
-        if unused:
-            raise TypeError("vyrefs: from_pretrained does not take %s (Fix: drop them; vyrefs passes dtype, "
-                            "device_map, trust_remote_code, attn_implementation and config settings)"
-                            % ", ".join(sorted(unused)))
-    config.name_or_path = os.fspath(path)
+    config = _config(transformers, path, trust_remote_code, kwargs)
     _placement.check(device_map)
     sd = _vt.load_state_dict(path)
     converted = None
     try:
         cls = _model_class(transformers, config, model_class, trust_remote_code)
-        model = _build(transformers, cls, config, dtype or _file_dtype(sd), trust_remote_code, attn_implementation)
-        try:
-            if strict and _keeps_fp32(model, dtype):
-                raise _vt.NamesDiffer("transformers keeps %s in float32" % model._keep_in_fp32_modules)
-            _vt.attach(model, sd, strict=strict, dtype=dtype)
-        except (_vt.NamesDiffer, _vt.ShapesDiffer) as differ:
-            if not strict:
-                raise
-            # transformers converts these files at load: its own load,
-            # once, kept beside them (vyrefs/derived.py), then attached.
-            converted, sd = _convert(transformers, cls, path, config, dtype, sd, attn_implementation, differ)
+        kept = None
+        if strict and os.path.isdir(path):
+            kept = _derived.current(path, _identity(transformers, cls, config, dtype, attn_implementation))
+        if kept:
+            # Converted before from these files as they are now, with these
+            # settings: attached at once (one model built, not two).
+            sd.close()
+            sd, converted = _vt.load_state_dict(kept), kept
             model = _build(transformers, cls, config, dtype or _file_dtype(sd), trust_remote_code, attn_implementation)
             _vt.attach(model, sd, strict=True)
+        else:
+            model = _build(transformers, cls, config, dtype or _file_dtype(sd), trust_remote_code, attn_implementation)
+            try:
+                if strict and _keeps_fp32(model, dtype):
+                    raise _vt.NamesDiffer("transformers keeps %s in float32" % model._keep_in_fp32_modules)
+                _vt.attach(model, sd, strict=strict, dtype=dtype)
+            except (_vt.NamesDiffer, _vt.ShapesDiffer) as differ:
+                if not strict:
+                    raise
+                # transformers converts these files at load: its own load,
+                # once, kept beside them (vyrefs/derived.py), then attached.
+                converted, sd = _convert(transformers, cls, path, config, dtype, sd, attn_implementation, differ)
+                model = _build(transformers, cls, config, dtype or _file_dtype(sd), trust_remote_code,
+                               attn_implementation)
+                _vt.attach(model, sd, strict=True)
         if hasattr(model, "tie_weights"):
             model.tie_weights()
         where = _placement.homes(model, device_map)

@@ -42,6 +42,7 @@ class AutoModelForCausalLM:
 # transformers 5 fuses Qwen3-MoE's and Mixtral's at load: its own
 # from_pretrained converts; CONVERSIONS counts them in this process.
 CONVERSIONS = []
+BUILDS = []  # models built empty (_from_config), in this process
 class TinyMoE(torch.nn.Module):
     _keep_in_fp32_modules = None
     def __init__(self, config):
@@ -52,7 +53,9 @@ class TinyMoE(torch.nn.Module):
         self.head = torch.nn.Linear(config.d, config.vocab, bias=False)
     def tie_weights(self): pass
     @classmethod
-    def _from_config(cls, config, **kw): return cls(config)
+    def _from_config(cls, config, **kw):
+        BUILDS.append(1)
+        return cls(config)
     @classmethod
     def from_pretrained(cls, path, config=None, output_loading_info=False, device_map=None, state_dict=None, **kw):
         import vyrefs.torch
