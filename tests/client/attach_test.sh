@@ -511,6 +511,21 @@ vyrefs.derived.keep(sys.argv[1] + "/moe", lambda sd: dict(sd), {}, "../x")
 PY
 )
 	assertContains "a name is one word" "$err" "Fix: name it after your loader"
+	# A quantized checkpoint transformers cannot load here: said, with the
+	# package it names and the quantization, nothing left behind.
+	err=$(PYTHONPATH=$moe py <<'PY' 2>&1
+import sys, json, vyrefs.transformers
+d = sys.argv[1] + "/moe"
+cfg = json.load(open(d + "/config.json"))
+cfg.update(architectures=["TinyQuant"], quantization_config={"quant_method": "fp8"})
+json.dump(cfg, open(d + "/config.json", "w"))
+vyrefs.transformers.from_pretrained(d)
+PY
+)
+	assertContains "$err" "transformers cannot load $MNT/moe on this machine"
+	assertContains "$err" "requires the kernels package"
+	assertContains "$err" "the checkpoint is quantized: fp8"
+	assertFalse "no half-made copy" "[ -e '$MNT/moe/.vyrefs-converted.vyrefs-tmp' ]"
 	rm -rf "$MNT/moe"
 	assertEquals "nothing left" 0 "$(stat_of resident_bytes)"
 }

@@ -88,6 +88,15 @@ def _convert(transformers, cls, path, config, dtype, sd, attn, differ):
         where, _ = _derived.ensure(path, identity, make, gpu)
     except PermissionError as e:
         raise PermissionError("%s; transformers converts these files at load (%s)" % (e, differ)) from None
+    except ImportError as e:
+        # A quantizer (fine-grained FP8's `kernels`, bitsandbytes, ...) or
+        # another package transformers wants for these files.
+        quant = getattr(config, "quantization_config", None)
+        raise ImportError("vyrefs: transformers cannot load %s on this machine: %s (Fix: install what it names; "
+                          "vyrefs attaches what transformers itself loads)%s"
+                          % (path, e, "; the checkpoint is quantized: %s" % (quant.get("quant_method", quant)
+                                                                           if isinstance(quant, dict) else quant)
+                             if quant else "")) from e
     finally:
         sd.close()
     return where, _vt.load_state_dict(where)

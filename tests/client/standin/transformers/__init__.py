@@ -74,3 +74,9 @@ class TinyMoE(torch.nn.Module):
     def forward(self, x):
         h = self.emb(x)
         return self.head(sum(h @ self.experts_w[i] for i in range(self.experts_w.shape[0])))
+# A quantized checkpoint whose quantizer needs a package this machine
+# lacks (transformers' fine-grained FP8 wants `kernels`): its load raises.
+class TinyQuant(TinyMoE):
+    @classmethod
+    def from_pretrained(cls, path, **kw):
+        raise ImportError("Using fp8 quantization requires the kernels package: pip install kernels")
