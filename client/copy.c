@@ -270,7 +270,7 @@ API int vy_copy_file(const char *src, const char *dst, int threads, void (*progr
 					 threads, progress, ctx, &asked);
 		if (!rc) {
 			way = VY_COPY_DAEMON;
-		} else if (asked) {
+		} else if (asked && rc != -EXDEV) {
 			/* Part of the bytes at the whole size would look
 			 * complete; empty, it does not. */
 			char why[VY_ERROR_MSG_MAX + 128];
@@ -278,8 +278,10 @@ API int vy_copy_file(const char *src, const char *dst, int threads, void (*progr
 			if (ftruncate(out, 0) != 0)
 				vy_client_fail(-rc, "%s; '%s' holds part of its bytes (Fix: remove it)", why, dst);
 		} else {
-			/* No daemon to ask (an old mount): the plain way, and
-			 * vy_last_error says why. */
+			/* No daemon to ask (an old mount), or one that cannot
+			 * see the other file's filesystem (EXDEV: a chroot's
+			 * root is not in its mountinfo): the plain way, as cp
+			 * after copy_file_range's EXDEV; vy_last_error says why. */
 			char why[VY_ERROR_MSG_MAX + 128];
 			snprintf(why, sizeof(why), "%s", vy_last_error());
 			if (lseek(in, 0, SEEK_SET) == 0 && ftruncate(out, 0) == 0)

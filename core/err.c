@@ -96,6 +96,7 @@ const char *vy_err_name(vy_err code)
 	case VY_EINTR: return "eintr";
 	case VY_EPERM: return "eperm";
 	case VY_EMFILE: return "emfile";
+	case VY_EXDEV: return "exdev";
 	}
 	return "unknown";
 }
@@ -120,6 +121,7 @@ int vy_err_errno(vy_err code)
 	case VY_EINTR: return EINTR;
 	case VY_EPERM: return EPERM;
 	case VY_EMFILE: return EMFILE;
+	case VY_EXDEV: return EXDEV;
 	}
 	return EIO;
 }

@@ -26,9 +26,10 @@ typedef enum vy_err {
 	VY_EINTR,     /* stopped on request: the caller got a signal */
 	VY_EPERM,     /* refused whoever asks: an append-only or immutable file, a pseudo file */
 	VY_EMFILE,    /* this process has no file descriptor left */
+	VY_EXDEV,     /* the other file's filesystem is out of sight: copy it the plain way */
 } vy_err;
 
-#define VY_ERR_LAST VY_EMFILE /* codes that cross a process boundary are checked against it */
+#define VY_ERR_LAST VY_EXDEV /* codes that cross a process boundary are checked against it */
 
 #define VY_ERROR_MSG_MAX 512
 

@@ -138,8 +138,8 @@ vy_err vy_clientfd_other(int fd, dev_t mount_dev, int need, vy_error *e)
 	if (rc != VY_OK)
 		return rc;
 	char type[128];
-	if (!fs_type_of(fd, type, sizeof(type)))
-		return vy_fail(e, VY_EINVAL,
+	if (!fs_type_of(fd, type, sizeof(type))) /* EXDEV: libvyrefs copies the plain way */
+		return vy_fail(e, VY_EXDEV,
 			       "copy it with cp, or from a filesystem the mount's daemon sees (a chroot's root, or a mount of "
 			       "another namespace, is not in its mountinfo)",
 			       "the daemon cannot tell which filesystem the other file is on: its mount is not in the "

@@ -152,4 +152,26 @@ test_a_refused_copy_leaves_nothing_behind() {
 	assertFalse "nothing left at the destination" "[ -e '$MNT/from-sys' ]"
 }
 
+# A source on a filesystem the daemon cannot see (a chroot's root, a mount
+# of another namespace: not in its mountinfo) is copied the plain way, as
+# cp after copy_file_range's EXDEV, -v saying why (issue "newcomer 3": the
+# copy failed and left an empty file). A tmpfs mounted in a mount
+# namespace of the copy's own stands in for a chroot's root.
+test_a_file_the_daemon_cannot_see_goes_the_plain_way() {
+	need_root "a mount namespace of the copy's own" || return 0
+	need unshare || return 0
+	local out
+	out=$(unshare -m --propagation private sh -c '
+		d=$(mktemp -d /tmp/vyrefs-ns.XXXXXX) && mount -t tmpfs none "$d" &&
+		head -c 3000001 /dev/urandom >"$d/f" &&
+		"$1" cp -v "$d/f" "$2/f" && cmp "$d/f" "$2/f" && echo same &&
+		"$1" cp -v "$2/f" "$d/back" && cmp "$d/f" "$d/back" && echo back
+		umount "$d"; rmdir "$d"' sh "$VYREFS" "$MNT" 2>&1)
+	assertContains "into the mount: $out" "$out" "plain read and write"
+	assertContains "$out" "not in the daemon's /proc/self/mountinfo"
+	assertContains "the bytes" "$out" "same"
+	assertContains "and out" "$out" "back"
+	assertEquals "3000001" "$(stat -c %s "$MNT/f")"
+}
+
 . tests/shunit.sh

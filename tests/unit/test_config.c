@@ -611,6 +611,7 @@ static void errno_mapping(void)
 	CHECK_EQ(vy_err_errno(VY_EDEVICE), EIO);
 	CHECK_EQ(vy_err_errno(VY_ENOTSUP), EOPNOTSUPP);
 	CHECK_EQ(vy_err_errno(VY_EINTERNAL), EIO);
+	CHECK_EQ(vy_err_errno(VY_EXDEV), EXDEV);
 	CHECK_EQ(vy_err_errno((vy_err)999), EIO);
 }
 
@@ -628,6 +629,7 @@ static void error_names(void)
 		}
 	}
 	CHECK(strcmp(vy_err_name(VY_ENOSPC), "enospc") == 0);
+	CHECK(strcmp(vy_err_name(VY_EXDEV), "exdev") == 0);
 	CHECK(strcmp(vy_err_name((vy_err)999), "unknown") == 0);
 }
 
