@@ -68,3 +68,16 @@ assertNoCudaRefusal() {
 		assertContains "$1" "(Fix: install the CUDA toolkit headers"
 	fi
 }
+
+# daemon_sees DIR: true when DIR's filesystem is in /proc/self/mountinfo,
+# so a mount's daemon can judge a file there and `vyrefs cp` it around
+# FUSE; in a chroot whose / is not a mount point it is not (the copy goes
+# the plain way, EXDEV). need_daemon_sees DIR skips the test then.
+daemon_sees() {
+	findmnt -n -T "$1" >/dev/null 2>&1
+}
+need_daemon_sees() {
+	daemon_sees "$1" && return 0
+	skip_test "the filesystem of $1 is not in /proc/self/mountinfo (a chroot whose / is not a mount point): the daemon cannot copy its files, vyrefs cp copies them the plain way (Fix: mount --bind the chroot's / onto itself first)"
+	return 1
+}

@@ -111,6 +111,7 @@ attacker_tree() {
 }
 
 test_a_bind_mount_of_a_subdirectory_sends_no_fd_to_a_users_socket() {
+	need_daemon_sees "$SRC" || return 0
 	need setpriv || return 0
 	need_mount_ns || return 0
 	name="@mallory-$$-$RANDOM"

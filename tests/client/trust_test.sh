@@ -109,12 +109,13 @@ assertDaemonSane() {
 assertOthersWork() {
 	timeout 20 truncate -s 1M "$MNT/root-map" || fail "root's file"
 	assertEquals "root maps" "1048576 $([ "$backend" = host ] && echo -1 || echo 0)" "$(timeout 20 "$VYMAP" info "$MNT/root-map" 2>&1)"
-	local out
+	local out way="(by the daemon, around FUSE"
+	daemon_sees "$TT" || way="(plain read and write" # a chroot's root: the daemon cannot judge it (EXDEV)
 	out=$(timeout 20 "$VYREFS" cp -v "$TT/probe" "$MNT/root-cp" 2>&1)
-	assertContains "root's cp in, by the daemon" "$out" "(by the daemon, around FUSE, 3000000 of 3000000 bytes moved"
+	assertContains "root's cp in, $way" "$out" "$way"
 	rm -f "$TT/back"
 	out=$(timeout 20 "$VYREFS" cp -v "$MNT/root-cp" "$TT/back" 2>&1)
-	assertContains "root's cp out, by the daemon" "$out" "(by the daemon, around FUSE"
+	assertContains "root's cp out, $way" "$out" "$way"
 	cmp -s "$TT/probe" "$TT/back" || fail "root's copy is not byte-exact"
 	rm -f "$MNT/root-map" "$MNT/root-cp" "$TT/back"
 }
