@@ -30,7 +30,9 @@ static const vy_mountflag flags[] = {
 	{"async", VY_MF_LIBFUSE, 0, MS_SYNCHRONOUS},
 	{"dirsync", VY_MF_LIBFUSE, MS_DIRSYNC, 0},
 	{"noatime", VY_MF_LIBFUSE, MS_NOATIME, MS_RELATIME | MS_STRICTATIME},
-	{"atime", VY_MF_LIBFUSE, 0, MS_NOATIME},
+	/* Not libfuse's: 3.15 and later refuse "atime" as an unknown option
+	 * (Debian 13); clearing noatime needs nothing of the kernel's mount. */
+	{"atime", VY_MF_LATE, 0, MS_NOATIME},
 	/* libfuse 3.14 refuses these; they are the mount's, not the
 	 * filesystem's, so a bind remount sets them. norelatime and
 	 * nostrictatime leave the kernel's default (relatime), as on tmpfs. */
