@@ -36,6 +36,8 @@ if [ "$mode" = test ]; then
 	command -v groff >/dev/null 2>&1 || missing+=(groff-base) # the man page check
 	command -v fio >/dev/null 2>&1 || missing+=(fio)        # the bench's smoke run
 	command -v ctags >/dev/null 2>&1 || missing+=(universal-ctags) # the layout check (tools/layout_check.py)
+	command -v chattr >/dev/null 2>&1 || missing+=(e2fsprogs)   # chattr +i/+a (not in a minbase system)
+	command -v setcap >/dev/null 2>&1 || missing+=(libcap2-bin) # file capabilities as on tmpfs
 	if [ -z "${SHUNIT2:-}" ] || [ ! -r "${SHUNIT2}" ]; then
 		[ -r /usr/bin/shunit2 ] || missing+=(shunit2)
 	fi

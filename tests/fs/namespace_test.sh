@@ -299,12 +299,16 @@ test_writes_by_others_drop_suid_and_sgid() {
 # (xattr_budget) answers ENOSPC, the daemon stays under it, and deleting
 # the files gives the memory back. The daemon's own memory (RssAnon):
 # survive=on's log is shared memory of its own bound (survive_log), but
-# its shadow keeps a copy of each inode's xattrs, and the records' sizes
-# leave malloc's arenas fuller (measured: 3.3 times the budget at most).
+# its shadow keeps a copy of each inode's xattrs, and each record holds
+# the inode's whole list (up to 15 x 64 KiB), whose transient buffers
+# malloc keeps in its arenas (glibc raises its mmap threshold after the
+# first mapped chunk is freed). Measured 3.3, 4.6 and 5.0 times the budget
+# (the last two with other suites beside it); bounded at 6, where an
+# unbounded daemon would grow by the 960 MB the loop offers.
 test_xattrs_are_bounded_and_their_memory_comes_back() {
 	need setpriv || return 0
 	xattrs_fill_and_free survive=off 1
-	xattrs_fill_and_free survive=on 4
+	xattrs_fill_and_free survive=on 6
 }
 
 # xattrs_fill_and_free OPTS TIMES: another user fills the 8 MiB budget;
