@@ -167,35 +167,63 @@ static int plain_copy(int in, int out, uint64_t total, void (*progress)(uint64_t
 		      bool kernel_copy)
 {
 	uint64_t done = 0;
-	char *buf = kernel_copy ? NULL : malloc(1 << 20);
-	if (!kernel_copy && !buf)
-		return vy_client_fail(ENOMEM, "vyrefs: out of memory");
 	double last = 0;
-	for (;;) {
-		ssize_t n;
-		if (kernel_copy) {
-			n = copy_file_range(in, NULL, out, NULL, 1 << 30, 0);
-		} else {
-			n = read(in, buf, 1 << 20);
-			if (n > 0 && !write_all(out, buf, (uint64_t)n, done))
-				n = -1;
+	if (kernel_copy) {
+		for (;;) {
+			ssize_t n = copy_file_range(in, NULL, out, NULL, 1 << 30, 0);
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n < 0)
+				return vy_client_fail(errno, "vyrefs: copying: %s", strerror(errno));
+			if (n == 0)
+				break;
+			done += (uint64_t)n;
+			if (progress && now_s() - last > 0.2) {
+				progress(done, total, ctx);
+				last = now_s();
+			}
 		}
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0) {
-			int err = errno;
-			free(buf);
-			return vy_client_fail(err, "vyrefs: copying: %s", strerror(err));
-		}
-		if (n == 0)
-			break;
-		done += (uint64_t)n;
-		if (progress && now_s() - last > 0.2) {
+		if (progress)
 			progress(done, total, ctx);
-			last = now_s();
+		return 0;
+	}
+	char *buf = malloc(1 << 20);
+	if (!buf)
+		return vy_client_fail(ENOMEM, "vyrefs: out of memory");
+	/* The source's data only (SEEK_DATA), each at its offset: its holes
+	 * stay holes, as cp's --sparse=auto keeps them; the size last. */
+	int err = 0;
+	for (uint64_t off = 0; off < total && !err;) {
+		off_t d = lseek(in, (off_t)off, SEEK_DATA);
+		if (d < 0 && errno == ENXIO)
+			break; /* a hole to the end */
+		if (d < 0)
+			d = (off_t)off; /* no SEEK_DATA here: every byte */
+		off_t h = lseek(in, d, SEEK_HOLE);
+		uint64_t end = h < 0 || (uint64_t)h > total ? total : (uint64_t)h;
+		for (uint64_t at = (uint64_t)d; at < end;) {
+			uint64_t want = end - at < (1u << 20) ? end - at : (1u << 20);
+			ssize_t n = pread(in, buf, want, (off_t)at);
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n <= 0 || !write_all(out, buf, (uint64_t)n, at)) {
+				err = n == 0 ? EIO : errno; /* the source shrank under the copy, or an error */
+				break;
+			}
+			at += (uint64_t)n;
+			done += (uint64_t)n;
+			if (progress && now_s() - last > 0.2) {
+				progress(done, total, ctx);
+				last = now_s();
+			}
 		}
+		off = end > (uint64_t)d ? end : (uint64_t)d + 1;
 	}
 	free(buf);
+	if (!err && ftruncate(out, (off_t)total) != 0)
+		err = errno;
+	if (err)
+		return vy_client_fail(err, "vyrefs: copying: %s", strerror(err));
 	if (progress)
 		progress(done, total, ctx);
 	return 0;
