@@ -216,11 +216,13 @@ static vy_err op_copy(conn *c, vy_msg *m)
 	}
 	bool into = in.direction == VY_COPY_INTO;
 	/* Into the mount: the other file is read and the mount's written;
-	 * out: the reverse. Each fd as its client opened it. */
-	if (rc == VY_OK)
-		rc = vy_clientfd_other(other, c->srv->dev, into ? VY_FD_READ : VY_FD_WRITE, &e);
+	 * out: the reverse. Each fd as its client opened it. The mount's file
+	 * first: its refusals (EACCES, EPERM) stand before the other's EXDEV,
+	 * on which the client copies the plain way. */
 	if (rc == VY_OK)
 		rc = vy_clientfd_mount_file(c->srv->fs, c->srv->dev, mine, into ? VY_FD_WRITE : VY_FD_READ, &ino, &e);
+	if (rc == VY_OK)
+		rc = vy_clientfd_other(other, c->srv->dev, into ? VY_FD_READ : VY_FD_WRITE, &e);
 	if (mine >= 0)
 		close(mine);
 	/* Who the client is, from the kernel, as of now (a connection adopted
