@@ -409,16 +409,10 @@ test_a_two_rank_job_answers_through_a_kill_and_a_new_job_attaches() {
 	ranks_through_a_kill
 }
 
-# Issue "families": a checkpoint that transformers converts at load (here
-# the stand-in's mixture of experts, one tensor per expert in the files,
-# fused in the model) attaches through a converted copy kept beside it:
-# made once by transformers' own load, used with no conversion by the next
-# process, made again when a source file changed, made once by two
-# processes at once; removable with rm -r.
-test_a_converted_model_is_kept_beside_its_source_and_remade_when_stale() {
-	needs_torch || return 0
-	local moe="$PWD/tests/client/standin:$PYTHONPATH"
-	save() { PYTHONPATH=$moe py "$1" <<'PY'
+# save_moe SEED: a stand-in mixture of experts into $MNT/moe, one tensor
+# per expert (experts.I.w), as transformers 5 fuses them at load.
+save_moe() {
+	PYTHONPATH="$PWD/tests/client/standin:$PYTHONPATH" py "$1" <<'PY'
 import sys, torch, transformers, vyrefs.torch
 mnt, seed = sys.argv[1], int(sys.argv[2])
 cfg = transformers.Config(vocab=50, d=8, experts=4, tie=False, architectures=["TinyMoE"])
@@ -428,7 +422,17 @@ t.update({"experts.%d.w" % i: torch.randn(8, 8, generator=g) for i in range(4)})
 vyrefs.torch.save(t, mnt + "/moe")
 cfg.save_pretrained(mnt + "/moe")
 PY
-	}
+}
+
+# Issue "families": a checkpoint that transformers converts at load (here
+# the stand-in's mixture of experts, one tensor per expert in the files,
+# fused in the model) attaches through a converted copy kept beside it:
+# made once by transformers' own load, used with no conversion by the next
+# process, made again when a source file changed, made once by two
+# processes at once; removable with rm -r.
+test_a_converted_model_is_kept_beside_its_source_and_remade_when_stale() {
+	needs_torch || return 0
+	local moe="$PWD/tests/client/standin:$PYTHONPATH"
 	attach() { PYTHONPATH=$moe py <<'PY'
 import sys, torch, transformers, vyrefs.transformers
 mnt = sys.argv[1]
@@ -440,13 +444,13 @@ print("converted", made, "at", (ours.vyrefs_converted or "").replace(mnt, "MNT")
       "built", built)
 PY
 	}
-	save 1
+	save_moe 1
 	assertEquals "the first attach converts (a model built for the files, one for the copy)" \
 		"converted 1 at MNT/moe/vyrefs-converted equal True built 2" "$(attach)"
 	assertEquals "the next process uses the kept copy, one model built" \
 		"converted 0 at MNT/moe/vyrefs-converted equal True built 1" "$(attach)"
 	assertTrue "a directory users see" "[ -f '$MNT/moe/vyrefs-converted/model.safetensors' ]"
-	save 2
+	save_moe 2
 	assertEquals "a source rewritten: made again, never the stale one" \
 		"converted 1 at MNT/moe/vyrefs-converted equal True built 2" "$(attach)"
 	rm -r "$MNT/moe/vyrefs-converted" || fail "rm -r"
@@ -467,17 +471,6 @@ PY
 test_the_conversion_step_is_there_for_a_programs_own_loader() {
 	needs_torch || return 0
 	local moe="$PWD/tests/client/standin:$PYTHONPATH"
-	save() { PYTHONPATH=$moe py "$1" <<'PY'
-import sys, torch, transformers, vyrefs.torch
-mnt, seed = sys.argv[1], int(sys.argv[2])
-cfg = transformers.Config(vocab=50, d=8, experts=4, tie=False, architectures=["TinyMoE"])
-g = torch.Generator().manual_seed(seed)
-t = {"emb.weight": torch.randn(50, 8, generator=g), "head.weight": torch.randn(50, 8, generator=g)}
-t.update({"experts.%d.w" % i: torch.randn(8, 8, generator=g) for i in range(4)})
-vyrefs.torch.save(t, mnt + "/moe")
-cfg.save_pretrained(mnt + "/moe")
-PY
-	}
 	own() { PYTHONPATH=$moe py "$1" <<'PY'
 import sys, torch, transformers, vyrefs.derived, vyrefs.torch, vyrefs.transformers
 mnt, version = sys.argv[1], sys.argv[2]
@@ -498,12 +491,12 @@ print("own", len(calls), "transformers", len(transformers.CONVERSIONS) - 1, "equ
       "same", sorted(theirs_sd) == sorted(kept) and all(torch.equal(theirs_sd[k], kept[k]) for k in kept))
 PY
 	}
-	save 1
+	save_moe 1
 	assertEquals "converted once each" "own 1 transformers 1 equal True same True" "$(own 1)"
 	assertEquals "kept for the next process" "own 0 transformers 0 equal True same True" "$(own 1)"
 	assertTrue "each under its own name" "[ -f '$MNT/moe/vyrefs-converted-mine/model.safetensors' ] && [ -f '$MNT/moe/vyrefs-converted/model.safetensors' ]"
 	assertEquals "another identity: converted again" "own 1 transformers 0 equal True same True" "$(own 2)"
-	save 2
+	save_moe 2
 	assertEquals "a source rewritten: both again" "own 1 transformers 1 equal True same True" "$(own 2)"
 	err=$(PYTHONPATH=$moe py <<'PY' 2>&1
 import sys, vyrefs.derived
