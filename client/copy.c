@@ -163,6 +163,15 @@ static bool on_vyrefs(const char *path, int fd)
 	return false;
 }
 
+/* Progress at most every 0.2 s. */
+static void tick(void (*progress)(uint64_t, uint64_t, void *), void *ctx, uint64_t done, uint64_t total, double *last)
+{
+	if (progress && now_s() - *last > 0.2) {
+		progress(done, total, ctx);
+		*last = now_s();
+	}
+}
+
 static int plain_copy(int in, int out, uint64_t total, void (*progress)(uint64_t, uint64_t, void *), void *ctx,
 		      bool kernel_copy)
 {
@@ -178,10 +187,7 @@ static int plain_copy(int in, int out, uint64_t total, void (*progress)(uint64_t
 			if (n == 0)
 				break;
 			done += (uint64_t)n;
-			if (progress && now_s() - last > 0.2) {
-				progress(done, total, ctx);
-				last = now_s();
-			}
+			tick(progress, ctx, done, total, &last);
 		}
 		if (progress)
 			progress(done, total, ctx);
@@ -212,10 +218,7 @@ static int plain_copy(int in, int out, uint64_t total, void (*progress)(uint64_t
 			}
 			at += (uint64_t)n;
 			done += (uint64_t)n;
-			if (progress && now_s() - last > 0.2) {
-				progress(done, total, ctx);
-				last = now_s();
-			}
+			tick(progress, ctx, done, total, &last);
 		}
 		off = end > (uint64_t)d ? end : (uint64_t)d + 1;
 	}

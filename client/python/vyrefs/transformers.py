@@ -92,11 +92,11 @@ def _convert(transformers, cls, path, config, dtype, sd, attn, differ):
         # A quantizer (fine-grained FP8's `kernels`, bitsandbytes, ...) or
         # another package transformers wants for these files.
         quant = getattr(config, "quantization_config", None)
+        if isinstance(quant, dict):
+            quant = quant.get("quant_method", quant)
+        said = "; the checkpoint is quantized: %s" % (quant,) if quant else ""
         raise ImportError("vyrefs: transformers cannot load %s on this machine: %s (Fix: install what it names; "
-                          "vyrefs attaches what transformers itself loads)%s"
-                          % (path, e, "; the checkpoint is quantized: %s" % (quant.get("quant_method", quant)
-                                                                           if isinstance(quant, dict) else quant)
-                             if quant else "")) from e
+                          "vyrefs attaches what transformers itself loads)%s" % (path, e, said)) from e
     finally:
         sd.close()
     return where, _vt.load_state_dict(where)
@@ -195,7 +195,7 @@ def from_pretrained(path, dtype="auto", device_map=None, trust_remote_code=False
     try:
         cls = _model_class(transformers, config, model_class, trust_remote_code)
         kept = None
-        if strict and os.path.isdir(path):
+        if strict and os.path.isdir(os.path.join(path, _derived.DIR)):  # a model with no copy pays a stat
             kept = _derived.current(path, _identity(transformers, cls, config, dtype, attn_implementation))
         if kept:
             # Converted before from these files as they are now, with these
