@@ -81,7 +81,7 @@ endif
 
 .PHONY: all deps test-deps test test-gpu bench fuzz man install install-python uninstall clean
 .SECONDARY:
-all: $(BUILD)/vyrefs $(BUILD)/vyrefs-keeper $(LIB) $(BUILD)/vyrefs.pc $(BUILD)/tests/client/vymap $(BUILD)/tests/client/vyattack $(UNIT_BIN) $(GPU_BIN) $(BUILD)/tests/fs/renameat2 $(BUILD)/tests/fs/idmapped $(BUILD)/tests/fs/posix_probe $(BUILD)/tests/ctl/chanrace.so $(BUILD)/tests/client/copygate.so $(BUILD)/tests/survive/killshim.so $(BUILD)/tests/survive/residentshim.so $(BENCH_BIN) $(BUILD)/tools/man_options
+all: $(BUILD)/vyrefs $(BUILD)/vyrefs-keeper $(LIB) $(BUILD)/vyrefs.pc $(BUILD)/tests/client/vymap $(BUILD)/tests/client/vyattack $(UNIT_BIN) $(GPU_BIN) $(BUILD)/tests/fs/renameat2 $(BUILD)/tests/fs/idmapped $(BUILD)/tests/fs/posix_probe $(BUILD)/tests/ctl/chanrace.so $(BUILD)/tests/client/copygate.so $(BUILD)/tests/survive/killshim.so $(BUILD)/tests/survive/residentshim.so $(BUILD)/tests/survive/devicegate.so $(BENCH_BIN) $(BUILD)/tools/man_options
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -171,8 +171,8 @@ $(BUILD)/tests/fs/%: tests/fs/%.c
 	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $< $(LDLIBS)
 
 # LD_PRELOAD shims: a GPU's channel timing (launcher_test), a copy source
-# that waits for its client to go (cp_test), kills at chosen points and the
-# read buffers' pages (survive suites). They define libc's own calls
+# that waits for its client to go (cp_test), kills at chosen points, the
+# read buffers' pages and a standby's devices held shut (survive suites). They define libc's own calls
 # (pread): without fortify's inline wrappers, which a compiler that turns
 # _FORTIFY_SOURCE on by default (Ubuntu's gcc) would put in their way.
 $(BUILD)/tests/%.so: tests/%.c

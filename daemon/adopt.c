@@ -13,6 +13,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,14 +58,49 @@ static bool is_standby(void)
 }
 
 /* A standby opens its devices while it waits: the driver's start (most of
- * a takeover on a GPU) is then behind it. Failing, the successor opens
- * them after the death and reports why there. */
-static void open_early(const vy_mount_args *a, vy_mount_devices *out)
+ * a takeover on a GPU) is then behind it. It opens them in a thread while
+ * the main one follows the kept state, so a death soon after the standby
+ * started (a second kill) waits for the longer of the two, not for both.
+ * Open, the keeper hears it is ready. Failing, the successor opens them
+ * after the death and reports why there. */
+typedef struct early_devices {
+	const vy_mount_args *a;
+	vy_mount_devices opened;
+	pthread_t thread;
+	bool running;
+} early_devices;
+
+static void *open_early(void *arg)
 {
+	early_devices *ed = arg;
 	vy_error e;
-	if (vy_mount_devices_open(&a->cfg, out, &e) != VY_OK)
+	if (vy_mount_devices_open(&ed->a->cfg, &ed->opened, &e) != VY_OK)
 		vy_log(LOG_WARNING, "standby for %s: cannot open the devices ahead: %s; they open after the death",
-		       a->mountpoint, e.msg);
+		       ed->a->mountpoint, e.msg);
+	else
+		vy_keeper_standby_ready(&keeper, true); /* an older keeper sends the state now */
+	return NULL;
+}
+
+static void start_early(early_devices *ed)
+{
+	vy_mount_devices_set_env(&ed->a->cfg); /* before a second thread runs */
+	vy_keeper_standby_follow(&keeper);
+	int rc = pthread_create(&ed->thread, NULL, open_early, ed);
+	if (rc == 0) {
+		ed->running = true;
+		return;
+	}
+	vy_log(LOG_WARNING, "standby for %s: cannot start a thread to open the devices (%s); opening them first",
+	       ed->a->mountpoint, strerror(rc));
+	open_early(ed);
+}
+
+static void finish_early(early_devices *ed)
+{
+	if (ed->running)
+		pthread_join(ed->thread, NULL);
+	ed->running = false;
 }
 
 /* The keeper's STATE, to a standby: follow the kept state while waiting. */
@@ -95,15 +131,15 @@ int vy_adopt_run(const vy_mount_args *a)
 	vy_keeper_adoption ad;
 	if (!a->foreground)
 		vy_log_use_syslog(true);
-	vy_mount_devices early = {0};
+	early_devices ed = {.a = a};
+	vy_mount_devices *early = &ed.opened;
 	bool standby = is_standby();
 	if (standby)
-		open_early(a, &early);
+		start_early(&ed);
 	vy_preload *pre = NULL;
-	if (early.n)
-		vy_keeper_standby_ready(&keeper, true);
 	int taken = vy_keeper_take(&keeper, &ad, standby ? follow_state : NULL, &pre, why, sizeof(why));
 	uint64_t started = vy_monotonic_ns();
+	finish_early(&ed); /* a death while they open: the devices step counts the rest */
 	vy_preload_stop(pre);
 	ad.preload = pre; /* vy_adopt_namespace frees it */
 	/* A serving daemon outlives its keeper (the keeper set this for a
@@ -112,12 +148,12 @@ int vy_adopt_run(const vy_mount_args *a)
 		vy_log(LOG_WARNING, "cannot outlive the keeper: %s", strerror(errno));
 	if (taken != 0) {
 		vy_preload_free(pre);
-		vy_mount_devices_close(&early);
+		vy_mount_devices_close(early);
 		/* A standby's keeper may end first: an unmount. */
 		vy_log(standby ? LOG_INFO : LOG_ERR, "cannot take over %s: %s", a->mountpoint, why);
 		return 1;
 	}
-	ad.devices = early.n ? &early : NULL;
+	ad.devices = early->n ? early : NULL;
 	vy_state *st = NULL;
 	vy_state_fds fds = {ad.slot[VY_KEEPER_SLOT_REGION], {ad.slot[VY_KEEPER_SLOT_IMAGE_A], ad.slot[VY_KEEPER_SLOT_IMAGE_B]}};
 	vy_error e;
@@ -133,7 +169,7 @@ int vy_adopt_run(const vy_mount_args *a)
 		 * takes over instead (the keeper's slot 3). */
 		vy_log(LOG_ERR, "cannot take over %s: %s", a->mountpoint, why);
 		vy_preload_free(pre);
-		vy_mount_devices_close(&early);
+		vy_mount_devices_close(early);
 		return VY_EXIT_REFUSED;
 	}
 	if (st && vy_state_broken(st)) {
@@ -144,14 +180,14 @@ int vy_adopt_run(const vy_mount_args *a)
 				"%s and mount again)", a->mountpoint, a->mountpoint);
 		vy_state_close(st);
 		vy_preload_free(pre);
-		vy_mount_devices_close(&early);
+		vy_mount_devices_close(early);
 		return VY_EXIT_BROKEN;
 	}
 	if (!st) {
 		vy_log(LOG_ERR, "cannot take over %s: %s (Fix: umount %s and mount again)", a->mountpoint, why,
 		       a->mountpoint);
 		vy_preload_free(pre);
-		vy_mount_devices_close(&early);
+		vy_mount_devices_close(early);
 		return 1;
 	}
 	/* Slots 2 and 3 (the listening socket, the binary that wrote the

@@ -8,9 +8,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The JIT cache for modules: the driver reads these at cuInit. */
-static void set_kernel_cache(const vy_config *cfg)
+/* The JIT cache for modules: the driver reads these at cuInit. Once: a
+ * standby sets them before its devices open in another thread. */
+void vy_mount_devices_set_env(const vy_config *cfg)
 {
+	static bool set;
+	if (set)
+		return;
+	set = true;
 	if (cfg->kernel_cache == 0) {
 		setenv("CUDA_CACHE_DISABLE", "1", 1);
 		return;
@@ -39,7 +44,7 @@ vy_err vy_mount_devices_open(const vy_config *cfg, vy_mount_devices *out, vy_err
 {
 	vy_device **devs = out->dev;
 	unsigned *n = &out->n;
-	set_kernel_cache(cfg);
+	vy_mount_devices_set_env(cfg);
 	vy_device_options o = cfg->core.device;
 	int list[VY_DEVICES_MAX];
 	unsigned want = cfg->ndevices;

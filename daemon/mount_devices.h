@@ -14,6 +14,11 @@ typedef struct vy_mount_devices {
 	char note[VY_NOTE_MAX]; /* why `auto` chose the host backend, or "" */
 } vy_mount_devices;
 
+/* The driver's environment `cfg` asks for (its JIT cache), set once,
+ * before any device opens: vy_mount_devices_open sets it too, but a
+ * thread that opens them must find it set. */
+void vy_mount_devices_set_env(const vy_config *cfg);
+
 /* Every device `cfg` names, or none (an error says why). */
 vy_err vy_mount_devices_open(const vy_config *cfg, vy_mount_devices *out, vy_error *e);
 void vy_mount_devices_close(vy_mount_devices *d);

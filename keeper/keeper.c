@@ -54,6 +54,7 @@ static struct {
 	pid_t standby; /* that successor, waiting for ADOPT (0: none) */
 	int standby_sock; /* its socketpair, -1: none */
 	bool standby_ready; /* it said its devices are open (the serving daemon knows) */
+	bool standby_follows; /* it was sent the state to follow */
 	uint64_t leader_gone_ns; /* when the first thread was seen gone, the rest not (0: not seen) */
 	pid_t dying;   /* a daemon taken for dead whose other threads still end (reaped later) */
 	uint64_t dying_takeover; /* the takeover its link's close started (0: none), for its cause's log line */
@@ -209,6 +210,7 @@ static void forget_standby(bool tell)
 		tell_standby(0);
 	k.standby = 0;
 	k.standby_ready = false;
+	k.standby_follows = false;
 	if (k.standby_sock >= 0)
 		close(k.standby_sock);
 	k.standby_sock = -1;
@@ -220,8 +222,9 @@ static void send_state(void)
 {
 	const int fds[3] = {k.slots[VY_KEEPER_SLOT_REGION], k.slots[VY_KEEPER_SLOT_IMAGE_A],
 			    k.slots[VY_KEEPER_SLOT_IMAGE_B]};
-	if (fds[0] < 0 || fds[1] < 0 || fds[2] < 0)
+	if (k.standby_follows || fds[0] < 0 || fds[1] < 0 || fds[2] < 0)
 		return;
+	k.standby_follows = true;
 	vy_keeper_msg m;
 	vy_keeper_msg_init(&m, VY_KEEPER_STATE);
 	m.slot[0] = VY_KEEPER_SLOT_REGION;
@@ -232,7 +235,8 @@ static void send_state(void)
 		say(LOG_WARNING, "cannot hand the standby the kept state to follow: %s", strerror(errno));
 }
 
-/* The standby's message: its devices are open. */
+/* The standby's message: send it the state to follow, or its devices are
+ * open. */
 static void standby_says(void)
 {
 	vy_keeper_msg m;
@@ -241,7 +245,9 @@ static void standby_says(void)
 	for (uint32_t i = 0; rc == 1 && i < m.count; i++)
 		if (fds[i] >= 0)
 			close(fds[i]);
-	if (rc == 1 && m.op == VY_KEEPER_STANDBY_READY && !k.standby_ready) {
+	if (rc == 1 && m.op == VY_KEEPER_FOLLOW) {
+		send_state();
+	} else if (rc == 1 && m.op == VY_KEEPER_STANDBY_READY && !k.standby_ready) {
 		k.standby_ready = true;
 		if (m.pid == VY_KEEPER_WANT_STATE)
 			send_state();
@@ -408,6 +414,9 @@ static void handle(const vy_keeper_msg *m, int *fds)
 		k.upgrading = false;
 		start_standby();
 		break;
+	case VY_KEEPER_FOLLOW:
+	case VY_KEEPER_STANDBY_READY:
+		break; /* sent as a standby, before it was handed the mount */
 	default:
 		say(LOG_WARNING, "the daemon sent message %u, which goes the other way; ignored", m->op);
 		for (uint32_t i = 0; i < m->count; i++)

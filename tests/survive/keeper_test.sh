@@ -246,6 +246,42 @@ test_standby_follows_the_kept_state() {
 	assertEquals "file written after" two "$(cat "$MNT/after/g")"
 }
 
+# A standby follows the kept state while its devices still open (the
+# driver's start, most of a second kill on a GPU), and a death then hands
+# it the mount: it takes over once they are open, with what it followed.
+# devicegate.c holds the standby's driver load until the test opens it;
+# with backend=auto that load comes first on a machine without a GPU too.
+test_a_standby_follows_while_its_devices_open() {
+	cuda_built_in || { [ $? = 2 ] || skip_test "the gate is the CUDA driver's load, which this build has none of"; return; }
+	local gate=$T/gate s d
+	: >"$gate"
+	local backend_now=$backend
+	[ "$backend" = host ] && backend=auto
+	export LD_PRELOAD=$DEVICEGATE DEVICEGATE_FILE=$gate
+	mount_vyrefs "survive=on"
+	local rc=$?
+	unset LD_PRELOAD DEVICEGATE_FILE
+	backend=$backend_now
+	[ $rc = 0 ] || { rm -f "$gate"; fail "mount"; return; }
+	echo one >"$MNT/f" || fail "write"
+	wait_for "the standby's devices wait at the gate" test -e "$gate.waiting" || { rm -f "$gate"; return; }
+	wait_for "the standby follows" grep -q "standby: following the kept state ahead" "$VY_LOG" || { rm -f "$gate"; return; }
+	assertEquals "not ready: its devices are not open" 0 "$(stat_of standby_pid)"
+	echo two >"$MNT/g" || fail "write after it follows"
+	d=$(stat_of pid)
+	kill -9 "$d"
+	wait_for "the standby is handed the mount" grep -q "its standby successor (pid [0-9]*) takes over (takeover 1)" "$VY_LOG" || { rm -f "$gate"; return; }
+	rm -f "$gate"
+	wait_for "a successor serves" serving_pid_not "$d" || return
+	assertFalse "the gate opened before its timeout" "[ -e $gate.timedout ]"
+	assertContains "$(cat "$VY_LOG")" "records of it followed ahead by the standby"
+	assertEquals "one" "$(cat "$MNT/f")"
+	assertEquals "two" "$(cat "$MNT/g")"
+	assertNotContains "no message out of place" "$(cat "$VY_LOG")" "goes the other way"
+	s=$(stat_of pid)
+	assertEquals "the successor is the standby the keeper had" "$(grep -o 'its standby successor (pid [0-9]*)' "$VY_LOG" | grep -o '[0-9]*')" "$s"
+}
+
 # A standby that dies before a death is logged; the next takeover starts
 # its successor after the death, and a standby follows once it serves.
 test_a_dead_standby_is_replaced_after_the_next_takeover() {

@@ -1,6 +1,7 @@
 # The survive suites' kill shim (killshim.c): sourced after tests/fs/lib.sh.
 SHIM=$PWD/$BUILD/tests/survive/killshim.so
 RESIDENT_SHIM=$PWD/$BUILD/tests/survive/residentshim.so # resend_test's
+DEVICEGATE=$PWD/$BUILD/tests/survive/devicegate.so # keeper_test's: a standby's devices held shut
 
 # mount_shimmed VAR=VALUE...: a survive=on mount whose processes load the
 # kill shim with those settings (killshim.c says what each does); the test
