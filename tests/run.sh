@@ -6,7 +6,10 @@
 #   6); a suite with a `# run.sh: alone` line (it reads the whole GPU's
 #   memory) runs after the others, by itself, on the cuda backend, and one
 #   with `# run.sh: quiet` (it counts its own threads' wakeups) on either;
-#   one with `# run.sh: long` starts before the others.
+#   one with `# run.sh: long` starts before the others. Side by side on the
+#   cuda backend a suite sees VY_TEST_GPU_SHARED=1: other suites' memory
+#   moves the GPU's free figure, so tests/fs/lib.sh gives its mounts a
+#   budget and leaves the exact baseline at unmount to the suites alone.
 # SUITE names pick some: `unit` (the C suites) or a shunit2 suite's name
 # (cli_test, mount_test, ...). As a user every suite runs (FUSE mounts go
 # through fusermount3); tests that need root skip themselves with the
@@ -135,7 +138,7 @@ declare -A started
 # launch KIND PATH: run a C suite (c) or a shell suite (sh), side by side
 # when VY_TEST_JOBS > 1 and the suite does not ask to run alone.
 launch() {
-	local kind=$1 path=$2 name
+	local kind=$1 path=$2 name shared
 	name=$(basename "$path")
 	names+=("$name")
 	if [ "$jobs" != 1 ]; then
@@ -147,10 +150,12 @@ launch() {
 	*.sh) echo "$name: running (from $((SECONDS - run_start)) s)" ;;
 	esac
 	if [ "$jobs" = 1 ]; then
-		"run_$kind" "$path"
+		VY_TEST_GPU_SHARED=0 "run_$kind" "$path"
 		return
 	fi
-	"run_$kind" "$path" >"$log/$name.out" 2>&1 &
+	shared=0
+	[ "$backend" = cuda ] && shared=1
+	VY_TEST_GPU_SHARED=$shared "run_$kind" "$path" >"$log/$name.out" 2>&1 &
 	started[$!]=$name
 	running=$((running + 1))
 }

@@ -1,5 +1,4 @@
 #!/usr/bin/env bash
-# run.sh: alone (on the cuda backend it reads the whole GPU's free memory: the daemon's baseline at unmount, df or RSS)
 # Mapping files into programs (client/, sock/mapsrv.c) on the host backend:
 # the same protocol as on a GPU, over memfd. numpy sees and writes the
 # file's bytes with no copy; writes show through the mount after sync and

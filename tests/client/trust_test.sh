@@ -1,5 +1,4 @@
 #!/usr/bin/env bash
-# run.sh: alone (on the cuda backend it reads the whole GPU's free memory: the daemon's baseline at unmount, df or RSS)
 # The daemon's side of issue 25 ("trust"): what an unprivileged local user
 # ("mallory", uid 65534) can make the daemon do through its socket. Each
 # test replays one finding of the attack run with tests/client/vyattack (the

@@ -1,5 +1,4 @@
 #!/usr/bin/env bash
-# run.sh: alone (on the cuda backend it reads the whole GPU's free memory: the daemon's baseline at unmount, df or RSS)
 # The launcher process on the host backend: sequences run there over memory
 # the daemon exports (memfd), only the buffers a sequence names are mapped
 # and given back when their files go, and a launcher killed in the middle

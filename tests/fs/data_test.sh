@@ -1,5 +1,4 @@
 #!/usr/bin/env bash
-# run.sh: alone (on the cuda backend it reads the whole GPU's free memory: the daemon's baseline at unmount, df or RSS)
 # File bytes on the device through a real mount: round trips, ranged reads,
 # appends, sparse writes, truncation, fallocate, device-side cp, parallel
 # writers, ENOSPC, and every byte released at unmount.

@@ -1,5 +1,4 @@
 #!/usr/bin/env bash
-# run.sh: alone (on the cuda backend it reads the whole GPU's free memory: the daemon's baseline at unmount, df or RSS)
 # One mount over several devices (docs/devices.md): the host backend
 # presents three (host_devices=3), each with its own budget, so placement,
 # moves, copies between devices and their accounting run here as on GPUs.

@@ -31,6 +31,9 @@ mount_vyrefs() {
 	chmod 755 "$MNT"
 	VY_LOG=$(mktemp "$logdir/vyrefs-log.XXXXXX") || VY_LOG=/dev/null
 	local opts="backend=$backend,host_memory=1G${1:+,$1}"
+	# Beside other suites on one GPU (tests/run.sh): a budget, so df and a
+	# fill see this mount's room, not what the others left free.
+	[ "${VY_TEST_GPU_SHARED:-0}" = 1 ] && [[ $opts != *resident_budget=* ]] && opts+=",resident_budget=4G"
 	# A background job starts with SIGINT ignored; a terminal's would not.
 	env --default-signal=INT "$VYREFS" -f -o "$opts" "$MNT" 2>"$VY_LOG" &
 	VY_PID=$!
@@ -215,10 +218,18 @@ start_readers() {
 	done
 }
 
-# A clean exit that released every device byte.
+# A clean exit that released every device byte. Beside other suites on one
+# GPU the free figure moves with theirs: the exit status (a buffer the
+# store could not free fails it) and the daemon's own count; the suites
+# that run alone check the exact baseline.
 assertReleased() {
 	assertEquals "exit status" 0 "$VY_STATUS"
-	assertContains "$(cat "$VY_LOG")" "device memory back to baseline"
+	if [ "${VY_TEST_GPU_SHARED:-0}" = 1 ]; then
+		assertTrue "the daemon checked its device memory at unmount" \
+			"grep -qE 'unmounted .*: (device memory back to baseline|device [0-9]+ has [0-9]+ bytes free)' '$VY_LOG'"
+	else
+		assertContains "$(cat "$VY_LOG")" "device memory back to baseline"
+	fi
 }
 
 tearDown() {

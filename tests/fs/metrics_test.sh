@@ -1,5 +1,4 @@
 #!/usr/bin/env bash
-# run.sh: alone (on the cuda backend it reads the whole GPU's free memory: the daemon's baseline at unmount, df or RSS)
 # .vyre/metrics: the Prometheus text exposition format, read by a strict
 # parser (tests/fs/prom_check.py), each value the same as in .vyre/stats.
 . tests/fs/lib.sh

@@ -1,5 +1,4 @@
 #!/usr/bin/env bash
-# run.sh: alone (on the cuda backend it reads the whole GPU's free memory: the daemon's baseline at unmount, df or RSS)
 # Names, links, attributes and xattrs as POSIX users expect them, and the
 # .vyre/ control directory's protections.
 . tests/fs/lib.sh

@@ -1,5 +1,4 @@
 #!/usr/bin/env bash
-# run.sh: alone (on the cuda backend it reads the whole GPU's free memory: the daemon's baseline at unmount, df or RSS)
 # POSIX and Linux filesystem behaviour as tmpfs gives it (issue 19): special
 # files, long names, sizes past the device, readdir under renames, coherence after direct
 # writes, suid/sgid clearing, file handles, POSIX ACLs, statx btime, and an

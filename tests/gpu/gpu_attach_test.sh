@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# run.sh: long (minutes on the GPU machine: it starts first)
 # Whole models from a cuda mount (vyrefs.torch, vyrefs.transformers): tiny
 # random Llamas saved sharded by save_pretrained give, through
 # vyrefs.transformers.from_pretrained in a new process, logits equal bit for

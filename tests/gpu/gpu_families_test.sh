@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# run.sh: long (minutes on the GPU machine: it starts first)
 # Every family transformers loads attaches from a cuda mount (issue
 # "families"), beside the other suites: it reads no whole-GPU figure. The
 # helper is tests/gpu/families_check.py.

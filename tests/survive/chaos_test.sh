@@ -1,6 +1,5 @@
 #!/usr/bin/env bash
 # run.sh: long (minutes: it starts first)
-# run.sh: alone (on the cuda backend it reads the whole GPU's free memory: the daemon's baseline at unmount, df or RSS)
 # survive=on under load (docs/survive.md, "Chaos"): for VY_CHAOS_SECONDS
 # (60) the daemon is SIGKILLed every 2 s while fio writes with crc32c
 # verify (8 jobs), a tree of VY_CHAOS_FILES (10,000) small files is untarred

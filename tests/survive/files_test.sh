@@ -1,5 +1,4 @@
 #!/usr/bin/env bash
-# run.sh: alone (on the cuda backend it reads the whole GPU's free memory: the daemon's baseline at unmount, df or RSS)
 # survive=on (docs/survive.md): what a daemon kept in the state region is
 # what its successor serves. Each test builds a tree, takes a snapshot of
 # everything it is (tests/survive/snapshot.py: names, inode numbers, modes,

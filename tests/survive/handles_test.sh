@@ -1,5 +1,4 @@
 #!/usr/bin/env bash
-# run.sh: alone (on the cuda backend it reads the whole GPU's free memory: the daemon's baseline at unmount, df or RSS)
 # survive=on (docs/survive.md): what the kernel holds survives the daemon.
 # A program's open files and directories read and write on through a
 # SIGKILL of the daemon (their `fh` ids are taken back), an unlinked file
