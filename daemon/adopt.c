@@ -12,8 +12,10 @@
 #include "state/state.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,17 +59,20 @@ static bool is_standby(void)
 	return standby;
 }
 
-/* A standby opens its devices while it waits: the driver's start (most of
- * a takeover on a GPU) is then behind it. It opens them in a thread while
- * the main one follows the kept state, so a death soon after the standby
- * started (a second kill) waits for the longer of the two, not for both.
- * Open, the keeper hears it is ready. Failing, the successor opens them
- * after the death and reports why there. */
+/* A successor opens its devices (the driver's start, most of a takeover
+ * on a GPU) in a thread, beside the kept state's load: a standby while it
+ * waits, following the state (so a death soon after it started, a second
+ * kill, waits for the longer of the two, not for both), and a successor
+ * started after the death while it loads the state. A standby's keeper
+ * hears it is ready once they are open. Failing, the successor opens them
+ * in vy_mount_serve and reports why there. */
 typedef struct early_devices {
 	const vy_mount_args *a;
+	bool standby;
 	vy_mount_devices opened;
 	pthread_t thread;
 	bool running;
+	atomic_bool done;
 } early_devices;
 
 static void *open_early(void *arg)
@@ -75,23 +80,26 @@ static void *open_early(void *arg)
 	early_devices *ed = arg;
 	vy_error e;
 	if (vy_mount_devices_open(&ed->a->cfg, &ed->opened, &e) != VY_OK)
-		vy_log(LOG_WARNING, "standby for %s: cannot open the devices ahead: %s; they open after the death",
-		       ed->a->mountpoint, e.msg);
-	else
+		vy_log(LOG_WARNING, "%s %s: cannot open the devices ahead: %s; they open after the state's load",
+		       ed->standby ? "standby for" : "taking over", ed->a->mountpoint, e.msg);
+	else if (ed->standby)
 		vy_keeper_standby_ready(&keeper, true); /* an older keeper sends the state now */
+	atomic_store(&ed->done, true);
 	return NULL;
 }
 
-static void start_early(early_devices *ed)
+static void start_early(early_devices *ed, bool standby)
 {
+	ed->standby = standby;
 	vy_mount_devices_set_env(&ed->a->cfg); /* before a second thread runs */
-	vy_keeper_standby_follow(&keeper);
+	if (standby)
+		vy_keeper_standby_follow(&keeper);
 	int rc = pthread_create(&ed->thread, NULL, open_early, ed);
 	if (rc == 0) {
 		ed->running = true;
 		return;
 	}
-	vy_log(LOG_WARNING, "standby for %s: cannot start a thread to open the devices (%s); opening them first",
+	vy_log(LOG_WARNING, "%s: cannot start a thread to open the devices (%s); opening them first",
 	       ed->a->mountpoint, strerror(rc));
 	open_early(ed);
 }
@@ -101,6 +109,28 @@ static void finish_early(early_devices *ed)
 	if (ed->running)
 		pthread_join(ed->thread, NULL);
 	ed->running = false;
+}
+
+/* The death came while the devices still open: the kept state is loaded
+ * now, on this thread (the standby's copy brought up to date, or made
+ * afresh from the adopted fds), in time the successor waits anyway. */
+static vy_preload *load_beside(vy_preload *pre, const vy_keeper_adoption *ad)
+{
+	if (pre) {
+		vy_preload_finish(pre);
+		return pre;
+	}
+	const int from[3] = {ad->slot[VY_KEEPER_SLOT_REGION], ad->slot[VY_KEEPER_SLOT_IMAGE_A],
+			     ad->slot[VY_KEEPER_SLOT_IMAGE_B]};
+	int fd[3] = {-1, -1, -1};
+	for (int i = 0; i < 3; i++)
+		if (from[i] < 0 || (fd[i] = fcntl(from[i], F_DUPFD_CLOEXEC, 0)) < 0) {
+			for (int j = 0; j < i; j++)
+				close(fd[j]);
+			return NULL; /* vy_mount_serve loads it, and says why it cannot */
+		}
+	vy_state_fds f = {fd[0], {fd[1], fd[2]}};
+	return vy_preload_load(&f);
 }
 
 /* The keeper's STATE, to a standby: follow the kept state while waiting. */
@@ -135,13 +165,22 @@ int vy_adopt_run(const vy_mount_args *a)
 	vy_mount_devices *early = &ed.opened;
 	bool standby = is_standby();
 	if (standby)
-		start_early(&ed);
+		start_early(&ed, true);
 	vy_preload *pre = NULL;
 	int taken = vy_keeper_take(&keeper, &ad, standby ? follow_state : NULL, &pre, why, sizeof(why));
 	uint64_t started = vy_monotonic_ns();
-	finish_early(&ed); /* a death while they open: the devices step counts the rest */
+	if (taken == 0 && !standby)
+		start_early(&ed, false);
+	const char *how = "followed ahead by the standby";
+	if (taken == 0 && ed.running && !atomic_load(&ed.done)) {
+		if (!pre)
+			how = "loaded while the devices opened";
+		pre = load_beside(pre, &ad);
+	}
+	finish_early(&ed); /* the devices step counts what is left of their start */
 	vy_preload_stop(pre);
 	ad.preload = pre; /* vy_adopt_namespace frees it */
+	ad.preload_how = how;
 	/* A serving daemon outlives its keeper (the keeper set this for a
 	 * standby, which ends with it). */
 	if (standby && prctl(PR_SET_PDEATHSIG, 0) != 0)

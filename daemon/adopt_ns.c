@@ -61,7 +61,8 @@ bool vy_adopt_namespace(struct vy_fs *fs, struct vy_state *st, struct vy_keeper_
 	} else if (rc == VY_OK) {
 		char ahead[96] = "";
 		if (n.followed)
-			snprintf(ahead, sizeof(ahead), " (%" PRIu64 " records of it followed ahead by the standby)", n.followed);
+			snprintf(ahead, sizeof(ahead), " (%" PRIu64 " records of it %s)", n.followed,
+				 ad->preload_how ? ad->preload_how : "loaded ahead");
 		vy_log(LOG_NOTICE, "takeover: %" PRIu64 " records kept: %" PRIu64 " inodes, %" PRIu64 " names, %" PRIu64
 				   " files with their memory, %" PRIu64 " files lost their bytes, %" PRIu64 " nameless inodes freed, %" PRIu64
 				   " client connections with %" PRIu64 " mappings (%" PRIu64 " of no kept file), %" PRIu64

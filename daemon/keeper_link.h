@@ -42,12 +42,14 @@ typedef struct vy_keeper_adoption {
 	uint64_t takeovers, death_ns;
 	int cause_signal, cause_status;
 	/* The successor's own: when it held the keeper's fds (its steps,
-	 * fs.h), and a standby's devices, opened before (or NULL). */
+	 * fs.h), and its devices, opened beside (or NULL). */
 	uint64_t started_ns;
 	struct vy_mount_devices *devices;
-	/* A standby's copy of the kept namespace, followed ahead (or NULL);
+	/* A copy of the kept namespace loaded ahead (or NULL), and how: by a
+	 * standby following it, or while the devices opened;
 	 * vy_adopt_namespace uses and frees it. */
 	struct vy_preload *preload;
+	const char *preload_how;
 } vy_keeper_adoption;
 
 /* The link the keeper passed, and the first daemon's report fd (-1 when

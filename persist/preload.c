@@ -18,6 +18,7 @@ struct vy_preload {
 	vy_shadow sh;
 	vy_load_ctx load;
 	bool fresh;        /* this step started afresh (reset) */
+	atomic_bool finish; /* stopped with time to spare: no step is cut */
 	bool said;         /* the first step that worked is logged */
 	atomic_bool stop;
 	pthread_t thread;
@@ -38,7 +39,7 @@ static void reset(void *ctx)
 /* A fresh load the takeover would not use is cut short at a stop. */
 static bool cut(vy_preload *p)
 {
-	return p->fresh && atomic_load(&p->stop);
+	return p->fresh && atomic_load(&p->stop) && !atomic_load(&p->finish);
 }
 
 static vy_err section(void *ctx, uint32_t type, const void *b, uint64_t len, vy_error *e)
@@ -95,7 +96,8 @@ static void *follow(void *arg)
 	return NULL;
 }
 
-vy_preload *vy_preload_start(const vy_state_fds *fds)
+/* A preload following `fds` (taken), its thread not started; NULL: logged. */
+static vy_preload *open_preload(const vy_state_fds *fds)
 {
 	vy_preload *p = calloc(1, sizeof(*p));
 	vy_error e;
@@ -113,6 +115,14 @@ vy_preload *vy_preload_start(const vy_state_fds *fds)
 	p->load = (vy_load_ctx){.shadow = &p->sh};
 	pthread_mutex_init(&p->lock, NULL);
 	pthread_cond_init(&p->cond, NULL);
+	return p;
+}
+
+vy_preload *vy_preload_start(const vy_state_fds *fds)
+{
+	vy_preload *p = open_preload(fds);
+	if (!p)
+		return NULL;
 	int err = pthread_create(&p->thread, NULL, follow, p);
 	if (err != 0) {
 		vy_log(LOG_WARNING, "standby: cannot follow the kept state ahead: %s", strerror(err));
@@ -133,6 +143,42 @@ void vy_preload_stop(vy_preload *p)
 	pthread_mutex_unlock(&p->lock);
 	pthread_join(p->thread, NULL);
 	p->running = false;
+}
+
+/* One step on this thread, none cut; a failure leaves the copy unloaded
+ * (the takeover then loads everything and says why). */
+static void step_now(vy_preload *p)
+{
+	vy_error e;
+	atomic_store(&p->finish, true);
+	p->fresh = false;
+	vy_err rc = vy_state_follow_step(&p->f, &fns, p, &e);
+	if (rc != VY_OK && rc != VY_EBUSY)
+		vy_log(LOG_WARNING, "takeover: cannot load the kept state while the devices open: %s", e.msg);
+}
+
+void vy_preload_finish(vy_preload *p)
+{
+	if (!p)
+		return;
+	if (p->running) {
+		pthread_mutex_lock(&p->lock);
+		atomic_store(&p->finish, true);
+		atomic_store(&p->stop, true);
+		pthread_cond_broadcast(&p->cond);
+		pthread_mutex_unlock(&p->lock);
+		pthread_join(p->thread, NULL);
+		p->running = false;
+	}
+	step_now(p); /* what was written since its last step (all of it, if none ran) */
+}
+
+vy_preload *vy_preload_load(const vy_state_fds *fds)
+{
+	vy_preload *p = open_preload(fds);
+	if (p)
+		step_now(p);
+	return p;
 }
 
 bool vy_preload_take(vy_preload *p, const vy_state *st, vy_shadow *sh, uint64_t *seq, uint64_t *records)

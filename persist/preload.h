@@ -19,7 +19,15 @@ vy_preload *vy_preload_start(const vy_state_fds *fds);
 /* Stop following: a step that started afresh is cut short (it would not
  * be used), one that applies new records ends first. */
 void vy_preload_stop(vy_preload *p);
-/* After vy_preload_stop, for a takeover of `st`: when the copy is a prefix
+/* Stop with time to spare (a successor whose devices still open): the
+ * step under way ends rather than being cut, and one more, on this
+ * thread, reads what was written since. NULL is fine. */
+void vy_preload_finish(vy_preload *p);
+/* The copy made now, on this thread (fds taken as by vy_preload_start),
+ * for a successor whose devices still open and that followed nothing;
+ * NULL when it cannot (logged). */
+vy_preload *vy_preload_load(const vy_state_fds *fds);
+/* After vy_preload_stop or _finish, for a takeover of `st`: when the copy is a prefix
  * of it, move the shadow into *sh (initialised here) and say the last
  * record it holds and how many records made it. False: load everything. */
 bool vy_preload_take(vy_preload *p, const vy_state *st, vy_shadow *sh, uint64_t *seq, uint64_t *records);

@@ -1,13 +1,13 @@
-/* LD_PRELOAD shim for keeper_test: holds a standby's devices shut, so the
- * test (not the scheduler) decides when they open.
+/* LD_PRELOAD shim for keeper_test: holds a successor's devices shut, so
+ * the test (not the scheduler) decides when they open.
  *
- * In a process started as a standby (VYREFS_STANDBY=1 when it loads), the
- * first dlopen of the CUDA driver (libcuda; with backend=auto the host
- * backend is chosen after it fails, so this works without a GPU too)
- * creates DEVICEGATE_FILE.waiting and waits while DEVICEGATE_FILE exists,
- * then goes on as dlopen. A gate never opened lets it through after 120 s
- * and creates DEVICEGATE_FILE.timedout (the test fails rather than hangs).
- * Every other process and call passes through. */
+ * In a successor (`vyrefs --adopt ...`: a standby, or one started after a
+ * death), the first dlopen of the CUDA driver (libcuda; with backend=auto
+ * the host backend is chosen after it fails, so this works without a GPU
+ * too) creates DEVICEGATE_FILE.waiting and waits while DEVICEGATE_FILE
+ * exists, then goes on as dlopen. A gate never opened lets it through
+ * after 120 s and creates DEVICEGATE_FILE.timedout (the test fails rather
+ * than hangs). Every other process and call passes through. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <fcntl.h>
@@ -19,13 +19,23 @@
 #include <time.h>
 #include <unistd.h>
 
-static bool standby;
+static bool successor;
 static atomic_bool gated_once;
 
+/* argv[1] is --adopt: /proc/self/cmdline, NUL-separated. */
 __attribute__((constructor)) static void at_load(void)
 {
-	const char *v = getenv("VYREFS_STANDBY");
-	standby = v && !strcmp(v, "1");
+	char buf[256];
+	int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return;
+	buf[n] = '\0';
+	size_t first = strlen(buf) + 1;
+	successor = first < (size_t)n && !strcmp(buf + first, "--adopt");
 }
 
 static void touch(const char *gate, const char *suffix)
@@ -58,7 +68,7 @@ void *dlopen(const char *name, int flags)
 	static void *(*real)(const char *, int);
 	if (!real)
 		real = (void *(*)(const char *, int))dlsym(RTLD_NEXT, "dlopen");
-	if (standby && name && strstr(name, "libcuda"))
+	if (successor && name && strstr(name, "libcuda"))
 		wait_at_gate();
 	return real ? real(name, flags) : NULL;
 }

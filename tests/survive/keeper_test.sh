@@ -282,6 +282,31 @@ test_a_standby_follows_while_its_devices_open() {
 	assertEquals "the successor is the standby the keeper had" "$(grep -o 'its standby successor (pid [0-9]*)' "$VY_LOG" | grep -o '[0-9]*')" "$s"
 }
 
+# A successor started after the death (no standby) loads the kept state
+# while its devices open: the two overlap (devicegate.c holds the devices).
+test_a_successor_loads_the_state_while_its_devices_open() {
+	cuda_built_in || { [ $? = 2 ] || skip_test "the gate is the CUDA driver's load, which this build has none of"; return; }
+	local gate=$T/gate d
+	: >"$gate"
+	local backend_now=$backend
+	[ "$backend" = host ] && backend=auto
+	export LD_PRELOAD=$DEVICEGATE DEVICEGATE_FILE=$gate
+	mount_vyrefs "survive=on,survive_standby=off"
+	local rc=$?
+	unset LD_PRELOAD DEVICEGATE_FILE
+	backend=$backend_now
+	[ $rc = 0 ] || { rm -f "$gate"; fail "mount"; return; }
+	mkdir "$MNT/d" && echo one >"$MNT/d/f" || fail "write"
+	d=$(stat_of pid)
+	kill -9 "$d"
+	wait_for "the successor's devices wait at the gate" test -e "$gate.waiting" || { rm -f "$gate"; return; }
+	rm -f "$gate"
+	wait_for "a successor serves" serving_pid_not "$d" || return
+	assertFalse "the gate opened before its timeout" "[ -e $gate.timedout ]"
+	assertContains "$(cat "$VY_LOG")" "records of it loaded while the devices opened"
+	assertEquals "one" "$(cat "$MNT/d/f")"
+}
+
 # A standby that dies before a death is logged; the next takeover starts
 # its successor after the death, and a standby follows once it serves.
 test_a_dead_standby_is_replaced_after_the_next_takeover() {
