@@ -24,6 +24,9 @@ ratios with their quartiles):
   families.NAME.hf_ms / first_ms / later_ms / later_own_ms
   families.NAME.first_over_hf   target <= 1.1
   families.NAME.later_over_hf
+FAMILIES_PROFILE=DIR: after the timed runs, a later and then a first
+attach run again under cProfile, their 30 costliest calls (cumulative) in
+DIR/NAME.PID.later.txt and .first.txt.
 """
 import json
 import os
@@ -89,7 +92,31 @@ def one(mnt, tmp, name, hf_first):
     torch.cuda.synchronize()
     out["later_ms"] = (time.perf_counter() - t) * 1e3
     out["later_own_ms"] = own[0] * 1e3
+    if os.environ.get("FAMILIES_PROFILE"):
+        where = os.path.join(os.environ["FAMILIES_PROFILE"], "%s.%d" % (name, os.getpid()))
+        profile(where + ".later.txt",
+                lambda: vyrefs.transformers.from_pretrained(os.path.join(mnt, name), dtype=torch.bfloat16))
+        shutil.rmtree(os.path.join(mnt, name, "vyrefs-converted"), ignore_errors=True)
+        profile(where + ".first.txt",
+                lambda: vyrefs.transformers.from_pretrained(os.path.join(mnt, name), dtype=torch.bfloat16))
     print(json.dumps(out), flush=True)
+
+
+def profile(path, f):
+    """f() under cProfile (after the timed runs: it times nothing), its
+    30 costliest calls by cumulative time into path."""
+    import cProfile
+    import io
+    import pstats
+    pr = cProfile.Profile()
+    pr.enable()
+    f()
+    pr.disable()
+    text = io.StringIO()
+    pstats.Stats(pr, stream=text).sort_stats("cumulative").print_stats(30)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as out:
+        out.write(text.getvalue())
 
 
 def quartiles(xs):

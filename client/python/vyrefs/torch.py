@@ -107,7 +107,12 @@ def empty_weights():
         if p is not None and p.device.type != "meta":
             kw = dict(p.__dict__)
             kw["requires_grad"] = p.requires_grad
-            module._parameters[name] = type(p)(p.to("meta"), **kw)
+            p = module._parameters[name] = type(p)(p.to("meta"), **kw)
+        if p is not None:
+            # Its values come from the files: transformers' initialisers
+            # skip a tensor so marked (running them on meta cost a
+            # converted MoE's attach 50 ms and changed nothing).
+            p._is_hf_initialized = True
 
     torch.nn.Module.register_parameter = on_meta
     try:
