@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# run.sh: alone (on the cuda backend: its kill waits 0.3 s for the launcher to map 64 MiB and run; beside other suites on one GPU that took longer)
 # The launcher process on the host backend: sequences run there over memory
 # the daemon exports (memfd), only the buffers a sequence names are mapped
 # and given back when their files go, and a launcher killed in the middle
