@@ -49,11 +49,13 @@ def _identity(transformers, cls, config, dtype, attn):
             "attn_implementation": attn, "config": _ranks.fingerprint(config)}
 
 
-def _convert(transformers, cls, path, config, dtype, sd, attn, differ):
+def _convert(transformers, cls, path, config, dtype, sd, attn, differ, identity):
     """The converted copy's state dict (mapped), made by transformers' own
-    from_pretrained where it is missing or stale; closes `sd`."""
+    from_pretrained where it is missing or stale; closes `sd`. `identity`
+    is taken before any model is built from `config` (a build writes its
+    dtype into the config: a later start, reading config.json afresh,
+    would find the copy stale)."""
     gpu = _derived.gpu_of(sd)
-    identity = _identity(transformers, cls, config, dtype, attn)
 
     def make(tmp):
         kw = {"config": config, "output_loading_info": True,
@@ -133,12 +135,13 @@ def converted_state_dict(path, dtype="auto", model_class=None, trust_remote_code
     dtype = _dtype(dtype)
     config = _config(transformers, path, trust_remote_code, kwargs)
     cls = _model_class(transformers, config, model_class, trust_remote_code)
-    kept = _derived.current(path, _identity(transformers, cls, config, dtype, attn_implementation))
+    identity = _identity(transformers, cls, config, dtype, attn_implementation)
+    kept = _derived.current(path, identity)
     if kept:
         return _vt.load_state_dict(kept)
     sd = _vt.load_state_dict(path)
     _, out = _convert(transformers, cls, path, config, dtype, sd, attn_implementation,
-                      "asked for: converted_state_dict")
+                      "asked for: converted_state_dict", identity)
     return out
 
 
@@ -194,9 +197,10 @@ def from_pretrained(path, dtype="auto", device_map=None, trust_remote_code=False
     converted = None
     try:
         cls = _model_class(transformers, config, model_class, trust_remote_code)
+        identity = _identity(transformers, cls, config, dtype, attn_implementation)  # before a build changes config
         kept = None
         if strict and os.path.isdir(os.path.join(path, _derived.DIR)):  # a model with no copy pays a stat
-            kept = _derived.current(path, _identity(transformers, cls, config, dtype, attn_implementation))
+            kept = _derived.current(path, identity)
         if kept:
             # Converted before from these files as they are now, with these
             # settings: attached at once (one model built, not two).
@@ -215,7 +219,8 @@ def from_pretrained(path, dtype="auto", device_map=None, trust_remote_code=False
                     raise
                 # transformers converts these files at load: its own load,
                 # once, kept beside them (vyrefs/derived.py), then attached.
-                converted, sd = _convert(transformers, cls, path, config, dtype, sd, attn_implementation, differ)
+                converted, sd = _convert(transformers, cls, path, config, dtype, sd, attn_implementation, differ,
+                                         identity)
                 model = _build(transformers, cls, config, dtype or _file_dtype(sd), trust_remote_code,
                                attn_implementation)
                 _vt.attach(model, sd, strict=True)

@@ -55,6 +55,8 @@ class TinyMoE(torch.nn.Module):
     @classmethod
     def _from_config(cls, config, **kw):
         BUILDS.append(1)
+        if "torch_dtype" in kw:  # as transformers does: the config says the dtype it was built in
+            config.torch_dtype = str(kw["torch_dtype"]).replace("torch.", "")
         return cls(config)
     @classmethod
     def from_pretrained(cls, path, config=None, output_loading_info=False, device_map=None, state_dict=None, **kw):
