@@ -251,18 +251,26 @@ test_standby_follows_the_kept_state() {
 # it the mount: it takes over once they are open, with what it followed.
 # devicegate.c holds the standby's driver load until the test opens it;
 # with backend=auto that load comes first on a machine without a GPU too.
-test_a_standby_follows_while_its_devices_open() {
-	cuda_built_in || { [ $? = 2 ] || skip_test "the gate is the CUDA driver's load, which this build has none of"; return; }
-	local gate=$T/gate s d
+# mount_gated GATE OPTIONS: a survive=on mount whose successors' devices
+# wait at GATE (devicegate.c) while it exists; 1 (the gate removed) when
+# the build has no CUDA backend (skipped, saying why) or the mount fails.
+mount_gated() {
+	local gate=$1 rc
+	cuda_built_in || { [ $? = 2 ] || skip_test "the gate is the CUDA driver's load, which this build has none of"; return 1; }
 	: >"$gate"
 	local backend_now=$backend
 	[ "$backend" = host ] && backend=auto
 	export LD_PRELOAD=$DEVICEGATE DEVICEGATE_FILE=$gate
-	mount_vyrefs "survive=on"
-	local rc=$?
+	mount_vyrefs "$2"
+	rc=$?
 	unset LD_PRELOAD DEVICEGATE_FILE
 	backend=$backend_now
-	[ $rc = 0 ] || { rm -f "$gate"; fail "mount"; return; }
+	[ $rc = 0 ] || { rm -f "$gate"; fail "mount"; return 1; }
+}
+
+test_a_standby_follows_while_its_devices_open() {
+	local gate=$T/gate s d
+	mount_gated "$gate" "survive=on" || return
 	echo one >"$MNT/f" || fail "write"
 	wait_for "the standby's devices wait at the gate" test -e "$gate.waiting" || { rm -f "$gate"; return; }
 	wait_for "the standby follows" grep -q "standby: following the kept state ahead" "$VY_LOG" || { rm -f "$gate"; return; }
@@ -285,17 +293,8 @@ test_a_standby_follows_while_its_devices_open() {
 # A successor started after the death (no standby) loads the kept state
 # while its devices open: the two overlap (devicegate.c holds the devices).
 test_a_successor_loads_the_state_while_its_devices_open() {
-	cuda_built_in || { [ $? = 2 ] || skip_test "the gate is the CUDA driver's load, which this build has none of"; return; }
 	local gate=$T/gate d
-	: >"$gate"
-	local backend_now=$backend
-	[ "$backend" = host ] && backend=auto
-	export LD_PRELOAD=$DEVICEGATE DEVICEGATE_FILE=$gate
-	mount_vyrefs "survive=on,survive_standby=off"
-	local rc=$?
-	unset LD_PRELOAD DEVICEGATE_FILE
-	backend=$backend_now
-	[ $rc = 0 ] || { rm -f "$gate"; fail "mount"; return; }
+	mount_gated "$gate" "survive=on,survive_standby=off" || return
 	mkdir "$MNT/d" && echo one >"$MNT/d/f" || fail "write"
 	d=$(stat_of pid)
 	kill -9 "$d"
