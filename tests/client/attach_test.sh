@@ -463,6 +463,41 @@ PY
 	assertEquals "nothing left" 0 "$(stat_of resident_bytes)"
 }
 
+# A model transformers keeps partly in float32 (T5's wo), saved in
+# float32 and attached in bfloat16: the first attach converts with no
+# model built for the files first (the class says it keeps a module), and
+# the next process finds the copy current (a build writes its dtype into
+# the config: the copy's identity is taken before any build).
+test_a_model_kept_partly_in_float32_converts_once_and_builds_once() {
+	needs_torch || return 0
+	local moe="$PWD/tests/client/standin:$PYTHONPATH"
+	attach() { PYTHONPATH=$moe py <<'PY'
+import sys, torch, transformers, vyrefs.transformers
+mnt = sys.argv[1]
+ours = vyrefs.transformers.from_pretrained(mnt + "/keep", dtype=torch.bfloat16)
+made, built = len(transformers.CONVERSIONS), len(transformers.BUILDS)
+theirs = transformers.TinyKeep.from_pretrained(mnt + "/keep", torch_dtype=torch.bfloat16)
+x = torch.tensor([[1, 2, 3, 4]])
+print("converted", made, "built", built, "equal", torch.equal(ours(x), theirs(x)), "head", ours.head.weight.dtype,
+      "emb", ours.emb.weight.dtype)
+PY
+	}
+	PYTHONPATH=$moe py <<'PY' || fail "save"
+import sys, torch, transformers, vyrefs.torch
+mnt = sys.argv[1]
+g = torch.Generator().manual_seed(3)
+vyrefs.torch.save({"emb.weight": torch.randn(50, 8, generator=g), "head.weight": torch.randn(50, 8, generator=g)},
+                  mnt + "/keep")
+transformers.Config(vocab=50, d=8, tie=False, architectures=["TinyKeep"]).save_pretrained(mnt + "/keep")
+PY
+	assertEquals "the first attach converts, one model built" \
+		"converted 1 built 1 equal True head torch.float32 emb torch.bfloat16" "$(attach)"
+	assertEquals "the next process: the copy, one model built" \
+		"converted 0 built 1 equal True head torch.float32 emb torch.bfloat16" "$(attach)"
+	rm -rf "$MNT/keep"
+	assertEquals "nothing left" 0 "$(stat_of resident_bytes)"
+}
+
 # The conversion step for a program's own loader (issue "families"):
 # vyrefs.transformers.converted_state_dict gives transformers' converted
 # tensors, and vyrefs.derived.keep a loader's own conversion, each kept

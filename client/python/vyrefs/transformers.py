@@ -36,10 +36,11 @@ def _dtype(dtype):
     return found
 
 
-def _keeps_fp32(model, dtype):
+def _keeps_fp32(cls_or_model, dtype):
     """transformers keeps some modules in float32 whatever dtype is asked
-    (T5's wo, ...): the files' tensors cast by vyrefs would not be its."""
-    keep = getattr(model, "_keep_in_fp32_modules", None)
+    (T5's wo, ...: a class attribute, known before a build; a model may set
+    it as it is built): the files' tensors cast by vyrefs would not be its."""
+    keep = getattr(cls_or_model, "_keep_in_fp32_modules", None)
     return bool(keep) and dtype is not None and dtype != torch.float32
 
 
@@ -209,8 +210,11 @@ def from_pretrained(path, dtype="auto", device_map=None, trust_remote_code=False
             model = _build(transformers, cls, config, dtype or _file_dtype(sd), trust_remote_code, attn_implementation)
             _vt.attach(model, sd, strict=True)
         else:
-            model = _build(transformers, cls, config, dtype or _file_dtype(sd), trust_remote_code, attn_implementation)
             try:
+                if strict and _keeps_fp32(cls, dtype):  # converted: no model built for the files first
+                    raise _vt.NamesDiffer("transformers keeps %s in float32" % cls._keep_in_fp32_modules)
+                model = _build(transformers, cls, config, dtype or _file_dtype(sd), trust_remote_code,
+                               attn_implementation)
                 if strict and _keeps_fp32(model, dtype):
                     raise _vt.NamesDiffer("transformers keeps %s in float32" % model._keep_in_fp32_modules)
                 _vt.attach(model, sd, strict=strict, dtype=dtype)

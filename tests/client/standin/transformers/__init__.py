@@ -76,6 +76,31 @@ class TinyMoE(torch.nn.Module):
     def forward(self, x):
         h = self.emb(x)
         return self.head(sum(h @ self.experts_w[i] for i in range(self.experts_w.shape[0])))
+# A model that keeps a module in float32 whatever dtype is asked, as T5
+# keeps its wo: its own load casts the rest and leaves head.weight float32.
+class TinyKeep(TinyMoE):
+    _keep_in_fp32_modules = ["head"]
+    def __init__(self, config):
+        torch.nn.Module.__init__(self)
+        self.config = config; self.generation_config = GenerationConfig()
+        self.emb = torch.nn.Embedding(config.vocab, config.d)
+        self.head = torch.nn.Linear(config.d, config.vocab, bias=False)
+    @classmethod
+    def from_pretrained(cls, path, config=None, output_loading_info=False, device_map=None, state_dict=None,
+                        torch_dtype=None, **kw):
+        import vyrefs.torch
+        sd = state_dict if state_dict is not None else vyrefs.torch.load_state_dict(path)
+        model = cls(config or AutoConfig.from_pretrained(path))
+        dt = torch_dtype if isinstance(torch_dtype, torch.dtype) else torch.float32
+        model.emb.weight = torch.nn.Parameter(sd["emb.weight"].to(dt).clone())
+        model.head.weight = torch.nn.Parameter(sd["head.weight"].float().clone())
+        if state_dict is None:
+            sd.close()
+        CONVERSIONS.append(path)
+        info = {"missing_keys": [], "unexpected_keys": [], "mismatched_keys": []}
+        return (model, info) if output_loading_info else model
+    def forward(self, x):
+        return self.head(self.emb(x).float())
 # A quantized checkpoint whose quantizer needs a package this machine
 # lacks (transformers' fine-grained FP8 wants `kernels`): its load raises.
 class TinyQuant(TinyMoE):
