@@ -92,8 +92,6 @@ static void start_early(early_devices *ed, bool standby)
 {
 	ed->standby = standby;
 	vy_mount_devices_set_env(&ed->a->cfg); /* before a second thread runs */
-	if (standby)
-		vy_keeper_standby_follow(&keeper);
 	int rc = pthread_create(&ed->thread, NULL, open_early, ed);
 	if (rc == 0) {
 		ed->running = true;
@@ -169,6 +167,11 @@ int vy_adopt_run(const vy_mount_args *a)
 	vy_preload *pre = NULL;
 	int taken = vy_keeper_take(&keeper, &ad, standby ? follow_state : NULL, &pre, why, sizeof(why));
 	uint64_t started = vy_monotonic_ns();
+	/* A serving daemon outlives its keeper (the keeper set this for a
+	 * standby, which ends with it): at once, before the devices and the
+	 * state it may wait for. */
+	if (standby && prctl(PR_SET_PDEATHSIG, 0) != 0)
+		vy_log(LOG_WARNING, "cannot outlive the keeper: %s", strerror(errno));
 	if (taken == 0 && !standby)
 		start_early(&ed, false);
 	const char *how = "followed ahead by the standby";
@@ -181,10 +184,6 @@ int vy_adopt_run(const vy_mount_args *a)
 	vy_preload_stop(pre);
 	ad.preload = pre; /* vy_adopt_namespace frees it */
 	ad.preload_how = how;
-	/* A serving daemon outlives its keeper (the keeper set this for a
-	 * standby, which ends with it). */
-	if (standby && prctl(PR_SET_PDEATHSIG, 0) != 0)
-		vy_log(LOG_WARNING, "cannot outlive the keeper: %s", strerror(errno));
 	if (taken != 0) {
 		vy_preload_free(pre);
 		vy_mount_devices_close(early);

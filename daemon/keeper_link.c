@@ -240,14 +240,6 @@ void vy_keeper_standby_ready(vy_keeper_link *k, bool want_state)
 		vy_log(LOG_WARNING, "standby: cannot tell the keeper (pid %d) it is ready: %s", (int)k->pid, strerror(errno));
 }
 
-void vy_keeper_standby_follow(vy_keeper_link *k)
-{
-	vy_keeper_msg m;
-	vy_keeper_msg_init(&m, VY_KEEPER_FOLLOW);
-	if (vy_keeper_send(k->sock, &m, NULL) != 0)
-		vy_log(LOG_WARNING, "standby: cannot ask the keeper (pid %d) for the state: %s", (int)k->pid, strerror(errno));
-}
-
 void vy_keeper_serving(vy_keeper_link *k)
 {
 	vy_keeper_msg m;

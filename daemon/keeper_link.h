@@ -78,10 +78,6 @@ int vy_keeper_take(vy_keeper_link *k, vy_keeper_adoption *ad, void (*on_state)(v
  * want_state asks for the state region's fds ahead (a STATE message). */
 void vy_keeper_standby_ready(vy_keeper_link *k, bool want_state);
 
-/* A standby whose devices are still opening: the state region's fds now
- * (a STATE message), to follow meanwhile. */
-void vy_keeper_standby_follow(vy_keeper_link *k);
-
 /* Tell the keeper this daemon is answering requests (a successor, at its
  * first answer): its deaths count from none again. */
 void vy_keeper_serving(vy_keeper_link *k);

@@ -244,7 +244,7 @@ int vy_mount_serve(const vy_mount_args *a, vy_keeper_link *keeper, vy_keeper_ado
 	int status = 1;
 	bool mounted = false; /* a failed mount says only why, with its Fix */
 	if (adopt && adopt->devices) {
-		opened = *adopt->devices; /* a standby's, opened before the death */
+		opened = *adopt->devices; /* opened beside the handover (daemon/adopt.c) */
 		adopt->devices->n = 0;
 	} else if (vy_mount_devices_open(&a->cfg, &opened, &e) != VY_OK) {
 		report('E', "%s", e.msg);

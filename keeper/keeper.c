@@ -235,8 +235,7 @@ static void send_state(void)
 		say(LOG_WARNING, "cannot hand the standby the kept state to follow: %s", strerror(errno));
 }
 
-/* The standby's message: send it the state to follow, or its devices are
- * open. */
+/* The standby's message: its devices are open. */
 static void standby_says(void)
 {
 	vy_keeper_msg m;
@@ -245,9 +244,7 @@ static void standby_says(void)
 	for (uint32_t i = 0; rc == 1 && i < m.count; i++)
 		if (fds[i] >= 0)
 			close(fds[i]);
-	if (rc == 1 && m.op == VY_KEEPER_FOLLOW) {
-		send_state();
-	} else if (rc == 1 && m.op == VY_KEEPER_STANDBY_READY && !k.standby_ready) {
+	if (rc == 1 && m.op == VY_KEEPER_STANDBY_READY && !k.standby_ready) {
 		k.standby_ready = true;
 		if (m.pid == VY_KEEPER_WANT_STATE)
 			send_state();
@@ -275,10 +272,13 @@ static void start_standby(void)
 {
 	if (!k.standby_on || k.standby > 0 || k.daemon <= 0 || k.slots[VY_KEEPER_SLOT_FUSE] < 0)
 		return;
-	if (spawn(true, true, &k.standby, &k.standby_sock) != 0)
+	if (spawn(true, true, &k.standby, &k.standby_sock) != 0) {
 		say(LOG_WARNING, "cannot start a standby successor; the next takeover starts one after the death");
-	else if (fcntl(k.standby_sock, F_SETFL, O_NONBLOCK) != 0)
+		return;
+	}
+	if (fcntl(k.standby_sock, F_SETFL, O_NONBLOCK) != 0)
 		say(LOG_WARNING, "cannot make the standby's socketpair non-blocking: %s", strerror(errno));
+	send_state(); /* at once: it follows the state while its devices open */
 }
 
 /* A successor for the mount: the standby, or one started now (an upgrade
@@ -393,6 +393,8 @@ static void handle(const vy_keeper_msg *m, int *fds)
 				start_standby(); /* the first daemon, mounted: it serves */
 			}
 		}
+		if (k.standby > 0 && k.standby_sock >= 0)
+			send_state(); /* the region came after its standby started (once, all three there) */
 		break;
 	case VY_KEEPER_DROP:
 		for (uint32_t i = 0; i < m->count; i++)
@@ -414,9 +416,8 @@ static void handle(const vy_keeper_msg *m, int *fds)
 		k.upgrading = false;
 		start_standby();
 		break;
-	case VY_KEEPER_FOLLOW:
 	case VY_KEEPER_STANDBY_READY:
-		break; /* sent as a standby, before it was handed the mount */
+		break; /* sent as a standby, its devices opening beside the handover */
 	default:
 		say(LOG_WARNING, "the daemon sent message %u, which goes the other way; ignored", m->op);
 		for (uint32_t i = 0; i < m->count; i++)
@@ -562,6 +563,15 @@ static void died(int st, bool reaped)
 		close(k.sock);
 		k.sock = -1;
 		handed = spawn(true, false, &k.daemon, &k.sock) == 0 && hand_over(t, st, reaped) == 0;
+	}
+	if (!handed && k.daemon > 0 && k.sock >= 0) {
+		/* It ended as it was handed the mount (it died at its start): its
+		 * SIGCHLD counts a death and starts the next, as for any death
+		 * (five within 10 s give up). */
+		say(LOG_WARNING, "the successor (pid %d) did not take the mount: %s; its death counts, and another is started",
+		    (int)k.daemon, strerror(errno));
+		kill(k.daemon, SIGKILL);
+		return;
 	}
 	if (!handed) {
 		say(LOG_ERR, "cannot hand the mount to a successor: %s; giving up", strerror(errno));

@@ -107,7 +107,7 @@ int vy_keeper_recv(int sock, vy_keeper_msg *m, int *fds)
 	}
 	bool ok = n == (ssize_t)sizeof(*m) && !(mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) &&
 		  m->magic == VY_KEEPER_MAGIC && m->version == VY_KEEPER_VERSION && m->count <= VY_KEEPER_BATCH &&
-		  m->op >= VY_KEEPER_ADD && m->op <= VY_KEEPER_FOLLOW &&
+		  m->op >= VY_KEEPER_ADD && m->op <= VY_KEEPER_RELEASED &&
 		  got == (carries_fds(m->op) ? m->count : 0);
 	if (!ok) {
 		close_all(fds, got);

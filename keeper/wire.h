@@ -13,12 +13,12 @@
  *   answer RELEASED, so the devices' memory is back before its last check;
  *   sent only to a keeper that set VY_KEEPER_ENV_RELEASE to its own pid
  *   for its daemons, as an older keeper refuses an op it does not know);
- *   a standby: FOLLOW (send STATE now: it follows the state while its
- *   devices open; an older keeper ignores it), STANDBY_READY (its devices
- *   are open; pid VY_KEEPER_WANT_STATE asks for STATE unless FOLLOW did,
- *   0 does not: an older keeper ignores the field, an older standby sends
- *   0). Either may arrive after the standby was handed the mount: the
- *   keeper drops them there.
+ *   a standby: STANDBY_READY (its devices are open; pid
+ *   VY_KEEPER_WANT_STATE asks for STATE unless it was sent already, 0
+ *   does not: an older keeper ignores the field, an older standby sends
+ *   0). A standby now opens its devices beside the handover, so READY may
+ *   arrive after it was handed the mount: the keeper drops it there (an
+ *   older keeper logs it as going the other way, and goes on).
  * keeper -> serving daemon: STANDBY (the pid of a ready standby, 0: none),
  *   for .vyre/stats; NOT_HELD (the slots of an ADD it could not hold: past
  *   its table, or fds its open-file limit refused, count 0 when it could
@@ -26,8 +26,10 @@
  *   counts a keep failure, and the keeper ends the mount at the next death
  *   as survive=off would. A daemon that knows no such op drops it.
  * keeper -> serving daemon that sent RELEASE: RELEASED, once done.
- * keeper -> standby that asked: STATE (slots 1, 4 and 5: the state region
- *   and its images), which it follows while it waits (persist/preload.h).
+ * keeper -> standby: STATE (slots 1, 4 and 5: the state region and its
+ *   images), once, as it starts it (or at its READY when the region came
+ *   later), which it follows while it waits (persist/preload.h); a
+ *   standby takes STATE at any point before ADOPT_END.
  * keeper -> successor: ADOPT (a batch of slots and their fds), then one
  *   ADOPT_END carrying the takeover's facts.
  *
@@ -97,7 +99,6 @@ enum vy_keeper_op {
 	VY_KEEPER_NOT_HELD = 10,
 	VY_KEEPER_RELEASE = 11,
 	VY_KEEPER_RELEASED = 12,
-	VY_KEEPER_FOLLOW = 13,
 };
 #define VY_KEEPER_WANT_STATE 1 /* STANDBY_READY's pid field: send STATE */
 /* ADOPT_END's cause_status when the death was seen by the link's close,

@@ -19,6 +19,7 @@ struct vy_preload {
 	vy_load_ctx load;
 	bool fresh;        /* this step started afresh (reset) */
 	atomic_bool finish; /* stopped with time to spare: no step is cut */
+	bool failed;        /* a step failed (logged): the takeover loads everything */
 	bool said;         /* the first step that worked is logged */
 	atomic_bool stop;
 	pthread_t thread;
@@ -79,6 +80,7 @@ static void *follow(void *arg)
 		if (rc != VY_OK && rc != VY_EBUSY && rc != VY_EINTR) {
 			/* The takeover loads everything, and says what it finds. */
 			vy_log(LOG_WARNING, "standby: stopped following the kept state: %s", e.msg);
+			p->failed = true;
 			break;
 		}
 		struct timespec t;
@@ -96,8 +98,9 @@ static void *follow(void *arg)
 	return NULL;
 }
 
-/* A preload following `fds` (taken), its thread not started; NULL: logged. */
-static vy_preload *open_preload(const vy_state_fds *fds)
+/* A preload following `fds` (taken), its thread not started; NULL: logged,
+ * after `who` ("standby", "takeover"). */
+static vy_preload *open_preload(const vy_state_fds *fds, const char *who)
 {
 	vy_preload *p = calloc(1, sizeof(*p));
 	vy_error e;
@@ -108,7 +111,7 @@ static vy_preload *open_preload(const vy_state_fds *fds)
 			if (own[i] >= 0)
 				close(own[i]);
 		free(p);
-		vy_log(rc == VY_ENOTSUP ? LOG_INFO : LOG_WARNING, "standby: cannot follow the kept state ahead: %s", e.msg);
+		vy_log(rc == VY_ENOTSUP ? LOG_INFO : LOG_WARNING, "%s: cannot follow the kept state ahead: %s", who, e.msg);
 		return NULL;
 	}
 	vy_shadow_init(&p->sh);
@@ -120,7 +123,7 @@ static vy_preload *open_preload(const vy_state_fds *fds)
 
 vy_preload *vy_preload_start(const vy_state_fds *fds)
 {
-	vy_preload *p = open_preload(fds);
+	vy_preload *p = open_preload(fds, "standby");
 	if (!p)
 		return NULL;
 	int err = pthread_create(&p->thread, NULL, follow, p);
@@ -145,7 +148,7 @@ void vy_preload_stop(vy_preload *p)
 	p->running = false;
 }
 
-/* One step on this thread, none cut; a failure leaves the copy unloaded
+/* One step on this thread, none cut; a failure leaves the copy unused
  * (the takeover then loads everything and says why). */
 static void step_now(vy_preload *p)
 {
@@ -153,8 +156,10 @@ static void step_now(vy_preload *p)
 	atomic_store(&p->finish, true);
 	p->fresh = false;
 	vy_err rc = vy_state_follow_step(&p->f, &fns, p, &e);
-	if (rc != VY_OK && rc != VY_EBUSY)
+	if (rc != VY_OK && rc != VY_EBUSY) {
 		vy_log(LOG_WARNING, "takeover: cannot load the kept state while the devices open: %s", e.msg);
+		p->failed = true;
+	}
 }
 
 void vy_preload_finish(vy_preload *p)
@@ -170,20 +175,25 @@ void vy_preload_finish(vy_preload *p)
 		pthread_join(p->thread, NULL);
 		p->running = false;
 	}
-	step_now(p); /* what was written since its last step (all of it, if none ran) */
+	if (!p->failed) /* once failed, said once: the takeover loads everything */
+		step_now(p); /* what was written since its last step (all of it, if none ran) */
 }
 
 vy_preload *vy_preload_load(const vy_state_fds *fds)
 {
-	vy_preload *p = open_preload(fds);
+	vy_preload *p = open_preload(fds, "takeover");
 	if (p)
 		step_now(p);
+	if (p && p->failed) { /* its partial copy is no use: freed before the full load */
+		vy_preload_free(p);
+		p = NULL;
+	}
 	return p;
 }
 
 bool vy_preload_take(vy_preload *p, const vy_state *st, vy_shadow *sh, uint64_t *seq, uint64_t *records)
 {
-	if (!p || p->running || !vy_state_follow_current(&p->f, st))
+	if (!p || p->running || p->failed || !vy_state_follow_current(&p->f, st))
 		return false;
 	*sh = p->sh;
 	vy_shadow_init(&p->sh);

@@ -51,8 +51,8 @@ static void touch(const char *gate, const char *suffix)
 static void wait_at_gate(void)
 {
 	const char *gate = getenv("DEVICEGATE_FILE");
-	if (!gate || !gate[0] || atomic_exchange(&gated_once, true))
-		return;
+	if (!gate || !gate[0] || access(gate, F_OK) != 0 || atomic_exchange(&gated_once, true))
+		return; /* no gate, or open already: later successors pass */
 	touch(gate, ".waiting");
 	struct timespec tick = {0, 10 * 1000 * 1000};
 	for (int i = 0; i < 12000; i++) { /* 120 s */
