@@ -19,23 +19,14 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "shim_adopt.h"
+
 static bool successor;
 static atomic_bool gated_once;
 
-/* argv[1] is --adopt: /proc/self/cmdline, NUL-separated. */
 __attribute__((constructor)) static void at_load(void)
 {
-	char buf[256];
-	int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return;
-	ssize_t n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return;
-	buf[n] = '\0';
-	size_t first = strlen(buf) + 1;
-	successor = first < (size_t)n && !strcmp(buf + first, "--adopt");
+	successor = shim_is_successor();
 }
 
 static void touch(const char *gate, const char *suffix)

@@ -42,23 +42,15 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "shim_adopt.h"
+
 static bool successor; /* this process is vyrefs --adopt */
 
 __attribute__((constructor)) static void at_start(void)
 {
 	if (!getenv("KILLSHIM_ADOPT") && !getenv("KILLSHIM_HOLD"))
 		return;
-	char cmd[256];
-	int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return;
-	ssize_t n = read(fd, cmd, sizeof(cmd) - 1);
-	close(fd);
-	if (n <= 0)
-		return;
-	cmd[n] = '\0';
-	size_t first = strlen(cmd) + 1; /* argv[1] follows argv[0]'s NUL */
-	successor = first < (size_t)n && !strcmp(cmd + first, "--adopt");
+	successor = shim_is_successor();
 	if (successor && getenv("KILLSHIM_ADOPT"))
 		kill(getpid(), SIGKILL);
 }
