@@ -447,8 +447,12 @@ PY
 	save_moe 1
 	assertEquals "the first attach converts (a model built for the files, one for the copy)" \
 		"converted 1 at MNT/moe/vyrefs-converted equal True built 2" "$(attach)"
+	local maps0
+	maps0=$(stat_of maps)
 	assertEquals "the next process uses the kept copy, one model built" \
 		"converted 0 at MNT/moe/vyrefs-converted equal True built 1" "$(attach)"
+	# The copy mapped, not the files: one file ours, one the stand-in's own load.
+	assertEquals "the next process maps the copy, not the files" 2 $(($(stat_of maps) - maps0))
 	assertTrue "a directory users see" "[ -f '$MNT/moe/vyrefs-converted/model.safetensors' ]"
 	save_moe 2
 	assertEquals "a source rewritten: made again, never the stale one" \

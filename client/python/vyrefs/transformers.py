@@ -194,19 +194,17 @@ def from_pretrained(path, dtype="auto", device_map=None, trust_remote_code=False
     dtype = _dtype(dtype)
     config = _config(transformers, path, trust_remote_code, kwargs)
     _placement.check(device_map)
-    sd = _vt.load_state_dict(path)
-    converted = None
+    cls = _model_class(transformers, config, model_class, trust_remote_code)
+    identity = _identity(transformers, cls, config, dtype, attn_implementation)  # before a build changes config
+    kept = None
+    if strict and os.path.isdir(os.path.join(path, _derived.DIR)):  # a model with no copy pays a stat
+        kept = _derived.current(path, identity)
+    # A copy converted before from these files as they are now, with these
+    # settings: only it is mapped, not the files, and attached at once.
+    sd = _vt.load_state_dict(kept or path)
+    converted = kept
     try:
-        cls = _model_class(transformers, config, model_class, trust_remote_code)
-        identity = _identity(transformers, cls, config, dtype, attn_implementation)  # before a build changes config
-        kept = None
-        if strict and os.path.isdir(os.path.join(path, _derived.DIR)):  # a model with no copy pays a stat
-            kept = _derived.current(path, identity)
         if kept:
-            # Converted before from these files as they are now, with these
-            # settings: attached at once (one model built, not two).
-            sd.close()
-            sd, converted = _vt.load_state_dict(kept), kept
             model = _build(transformers, cls, config, dtype or _file_dtype(sd), trust_remote_code, attn_implementation)
             _vt.attach(model, sd, strict=True)
         else:
