@@ -549,7 +549,7 @@ PY
 import sys, json, vyrefs.transformers
 d = sys.argv[1] + "/moe"
 cfg = json.load(open(d + "/config.json"))
-cfg.update(architectures=["TinyQuant"], quantization_config={"quant_method": "fp8"})
+cfg.update(quantization_config={"quant_method": "fp8"})
 json.dump(cfg, open(d + "/config.json", "w"))
 vyrefs.transformers.from_pretrained(d)
 PY
@@ -559,6 +559,42 @@ PY
 	assertContains "$err" "the checkpoint is quantized: fp8"
 	assertFalse "no half-made copy" "[ -e '$MNT/moe/.vyrefs-converted.vyrefs-tmp' ]"
 	rm -rf "$MNT/moe"
+	assertEquals "nothing left" 0 "$(stat_of resident_bytes)"
+}
+
+# A checkpoint saved quantized (the stand-in's "int8": an int8 weight and
+# its float32 scale, as fine-grained FP8 stores a float8 weight and its
+# block scales): built with transformers' quantizer, its stored tensors
+# attach as they are (no dequantized copy, nothing converted), and it
+# computes what the same model loaded by copy computes. A dtype asked
+# converts only what is not quantized.
+test_a_quantized_checkpoint_attaches_its_stored_tensors_as_they_are() {
+	needs_torch || return 0
+	out=$(PYTHONPATH="$PWD/tests/client/standin:$PYTHONPATH" py <<'PY'
+import os, sys, torch, transformers, transformers.quantizers as tq, vyrefs.torch, vyrefs.transformers
+mnt = sys.argv[1]
+cfg = transformers.Config(vocab=50, d=8, tie=False, architectures=["TinyLM"], quantization_config={"quant_method": "int8"})
+g = torch.Generator().manual_seed(5)
+t = {"emb.weight": torch.randn(50, 8, generator=g), "head.weight": torch.randn(50, 8, generator=g),
+     "lin.weight": torch.randint(-127, 128, (8, 8), generator=g, dtype=torch.int8),
+     "lin.weight_scale_inv": torch.rand(8, 1, generator=g), "lin.bias": torch.randn(8, generator=g)}
+vyrefs.torch.save(t, mnt + "/q")
+cfg.save_pretrained(mnt + "/q")
+ref = transformers.TinyLM(cfg)
+ref.lin = tq.QLinear(8, 8)
+ref.load_state_dict(t)
+x = torch.tensor([[1, 2, 3, 4]])
+ours = vyrefs.transformers.from_pretrained(mnt + "/q")
+print("converted", ours.vyrefs_converted, "copied", ours.vyrefs_copied_bytes, "quantized", ours.is_quantized,
+      "after-load", len(tq.POSTPROCESSED), "dtypes", ours.lin.weight.dtype, ours.lin.weight_scale_inv.dtype,
+      "equal", torch.equal(ours(x), ref(x)), "left", sorted(os.listdir(mnt + "/q")))
+half = vyrefs.transformers.from_pretrained(mnt + "/q", dtype=torch.float64)
+print("asked float64:", half.emb.weight.dtype, half.lin.bias.dtype, half.lin.weight.dtype, half.lin.weight_scale_inv.dtype)
+PY
+)
+	assertEquals "attached as stored" "converted None copied 0 quantized True after-load 1 dtypes torch.int8 torch.float32 equal True left ['config.json', 'model.safetensors']" "$(echo "$out" | head -n 1)"
+	assertEquals "a dtype converts what is not quantized" "asked float64: torch.float64 torch.float64 torch.int8 torch.float32" "$(echo "$out" | sed -n 2p)"
+	rm -rf "$MNT/q"
 	assertEquals "nothing left" 0 "$(stat_of resident_bytes)"
 }
 

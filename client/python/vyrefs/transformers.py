@@ -16,13 +16,17 @@ import torch
 
 from . import derived as _derived
 from . import placement as _placement
+from . import quantized as _quantized
 from . import ranks as _ranks
 from . import torch as _vt
 
 
 def _file_dtype(sd):
+    """The files' dtype, as transformers' "auto" takes it: the first
+    floating tensor's (a quantized checkpoint's float8 weights are its
+    storage, not the model's dtype)."""
     for t in sd.values():
-        if t.is_floating_point():
+        if t.is_floating_point() and t.element_size() > 1:
             return t.dtype
     return None
 
@@ -92,17 +96,19 @@ def _convert(transformers, cls, path, config, dtype, sd, attn, differ, identity)
     except PermissionError as e:
         raise PermissionError("%s; transformers converts these files at load (%s)" % (e, differ)) from None
     except ImportError as e:
-        # A quantizer (fine-grained FP8's `kernels`, bitsandbytes, ...) or
-        # another package transformers wants for these files.
-        quant = getattr(config, "quantization_config", None)
-        if isinstance(quant, dict):
-            quant = quant.get("quant_method", quant)
-        said = "; the checkpoint is quantized: %s" % (quant,) if quant else ""
-        raise ImportError("vyrefs: transformers cannot load %s on this machine: %s (Fix: install what it names; "
-                          "vyrefs attaches what transformers itself loads)%s" % (path, e, said)) from e
+        raise _cannot_load(path, config, e) from e
     finally:
         sd.close()
     return where, _vt.load_state_dict(where)
+
+
+def _cannot_load(path, config, e):
+    """A quantizer (bitsandbytes, ...) or another package transformers
+    wants for these files is missing here."""
+    quant = _quantized.method(config)
+    said = "; the checkpoint is quantized: %s" % (quant,) if quant else ""
+    return ImportError("vyrefs: transformers cannot load %s on this machine: %s (Fix: install what it names; "
+                       "vyrefs attaches what transformers itself loads)%s" % (path, e, said))
 
 
 def _lost(info):
@@ -156,7 +162,9 @@ def _model_class(transformers, config, model_class, trust_remote_code):
     return transformers.AutoModelForCausalLM
 
 
-def _build(transformers, cls, config, dtype, trust_remote_code, attn):
+def _build(transformers, cls, config, dtype, trust_remote_code, attn, quantizer=None, gpu=None):
+    """The model with no memory for its parameters; a quantized
+    checkpoint's with the quantizer's modules (vyrefs/quantized.py)."""
     kw = {} if attn is None else {"attn_implementation": attn}
     major = int(transformers.__version__.split(".")[0])
     if dtype is not None:
@@ -167,8 +175,12 @@ def _build(transformers, cls, config, dtype, trust_remote_code, attn):
             if dtype is not None and dtype.is_floating_point:
                 torch.set_default_dtype(dtype)  # buffers made in the dtype, as from_pretrained makes them
             if hasattr(cls, "_from_config"):
-                return cls._from_config(config, **kw)
-            return cls.from_config(config, trust_remote_code=trust_remote_code, **kw)
+                model = cls._from_config(config, **kw)
+            else:
+                model = cls.from_config(config, trust_remote_code=trust_remote_code, **kw)
+            if quantizer is not None:
+                _quantized.prepare(quantizer, model, dtype, gpu)
+            return model
     finally:
         torch.set_default_dtype(before)
 
@@ -204,18 +216,32 @@ def from_pretrained(path, dtype="auto", device_map=None, trust_remote_code=False
     sd = _vt.load_state_dict(kept or path)
     converted = kept
     try:
+        try:
+            quant = _quantized.quantizer(transformers, config, _derived.gpu_of(sd))
+        except ImportError as e:
+            raise _cannot_load(path, config, e) from e
+
+        def build(sd):
+            return _build(transformers, cls, config, dtype or _file_dtype(sd), trust_remote_code, attn_implementation,
+                          quant, _derived.gpu_of(sd))
+
+        def attach(model, sd, strict, dtype=None):
+            if quant is None:
+                return _vt.attach(model, sd, strict=strict, dtype=dtype)
+            # quantized: each tensor in its parameter's dtype, float8 and scales as stored
+            return _vt.attach(model, _quantized.as_built(model, sd), strict=strict)
+
         if kept:
-            model = _build(transformers, cls, config, dtype or _file_dtype(sd), trust_remote_code, attn_implementation)
-            _vt.attach(model, sd, strict=True)
+            model = build(sd)
+            attach(model, sd, True)
         else:
             try:
                 if strict and _keeps_fp32(cls, dtype):  # converted: no model built for the files first
                     raise _vt.NamesDiffer("transformers keeps %s in float32" % cls._keep_in_fp32_modules)
-                model = _build(transformers, cls, config, dtype or _file_dtype(sd), trust_remote_code,
-                               attn_implementation)
+                model = build(sd)
                 if strict and _keeps_fp32(model, dtype):
                     raise _vt.NamesDiffer("transformers keeps %s in float32" % model._keep_in_fp32_modules)
-                _vt.attach(model, sd, strict=strict, dtype=dtype)
+                attach(model, sd, strict, dtype)
             except (_vt.NamesDiffer, _vt.ShapesDiffer) as differ:
                 if not strict:
                     raise
@@ -223,9 +249,10 @@ def from_pretrained(path, dtype="auto", device_map=None, trust_remote_code=False
                 # once, kept beside them (vyrefs/derived.py), then attached.
                 converted, sd = _convert(transformers, cls, path, config, dtype, sd, attn_implementation, differ,
                                          identity)
-                model = _build(transformers, cls, config, dtype or _file_dtype(sd), trust_remote_code,
-                               attn_implementation)
-                _vt.attach(model, sd, strict=True)
+                model = build(sd)
+                attach(model, sd, True)
+        if quant is not None:
+            _quantized.finish(quant, model)
         if hasattr(model, "tie_weights"):
             model.tie_weights()
         where = _placement.homes(model, device_map)

@@ -101,9 +101,3 @@ class TinyKeep(TinyMoE):
         return (model, info) if output_loading_info else model
     def forward(self, x):
         return self.head(self.emb(x).float())
-# A quantized checkpoint whose quantizer needs a package this machine
-# lacks (transformers' fine-grained FP8 wants `kernels`): its load raises.
-class TinyQuant(TinyMoE):
-    @classmethod
-    def from_pretrained(cls, path, **kw):
-        raise ImportError("Using fp8 quantization requires the kernels package: pip install kernels")
