@@ -10,6 +10,13 @@ the same GPU.
   families_check.py stale MNT TMP       qwen3_moe saved again (another
       seed) into TMP, its shards copied over the mount's: remade R equal L
 
+llama_fp8 is llama quantized by transformers' fine-grained FP8 (float8
+weights with their 128x128 block scales), saved: it attaches with its
+stored tensors as they are; its line says whether every tensor equals
+transformers' own load's, and its logits where this machine runs FP8
+(transformers' FP8 forward needs the `kernels` package: where both loads'
+forwards fail for it, the logits are n/a and the reason goes to stderr).
+
 Timings go to stderr (first attach, transformers' own load, a later
 attach in the same process).
 """
@@ -70,6 +77,11 @@ def save(tmp, seed=11, only=None):
         torch.manual_seed(seed)
         model = getattr(transformers, cls)(config).to(dtype)
         model.save_pretrained(os.path.join(tmp, name), max_shard_size="500MB" if LARGE else "200KB")
+    if not only or only == "llama_fp8":
+        fp8 = transformers.FineGrainedFP8Config(weight_block_size=[128, 128])
+        model = transformers.LlamaForCausalLM.from_pretrained(os.path.join(tmp, "llama"), device_map="cuda",
+                                                              quantization_config=fp8)
+        model.save_pretrained(os.path.join(tmp, "llama_fp8"), max_shard_size="200KB")
 
 
 def _run(model, name, ids):
@@ -112,10 +124,42 @@ def compare_one(mnt, tmp, name):
                                                               greedy)
 
 
+def _bytes(t):
+    return t.view(torch.uint8) if t.element_size() == 1 and t.is_floating_point() else t
+
+
+def _forward(model, ids):
+    try:
+        return _run(model, "llama", ids), _greedy(model, "llama", ids)
+    except ImportError as e:  # transformers' FP8 forward without `kernels`
+        return str(e), None
+
+
+def compare_quantized(mnt, tmp, name="llama_fp8"):
+    import transformers
+    ours = vyrefs.transformers.from_pretrained(os.path.join(mnt, name))
+    theirs = transformers.LlamaForCausalLM.from_pretrained(os.path.join(tmp, name), device_map="cuda").eval()
+    a, b = ours.state_dict(), theirs.state_dict()
+    same = (sorted(a) == sorted(b) and all(a[k].dtype == b[k].dtype and torch.equal(_bytes(a[k]), _bytes(b[k]))
+                                           for k in a)
+            and all(type(m) is type(theirs.get_submodule(n)) for n, m in ours.named_modules()))
+    kinds = sorted({str(t.dtype) for t in a.values()})
+    ids = torch.randint(1, 990, (2, 24), generator=torch.Generator().manual_seed(3)).cuda()
+    (la, ga), (lb, gb) = _forward(ours, ids), _forward(theirs, ids)
+    if isinstance(la, str) or isinstance(lb, str):
+        sys.stderr.write("%s: forward: ours %s; transformers' own %s\n" % (name, str(la)[:200], str(lb)[:200]))
+        logits = greedy = "n/a" if isinstance(la, str) and la == lb else False
+    else:
+        logits, greedy = torch.equal(la, lb), torch.equal(ga, gb)
+    return "%s converted %s copied %d tensors equal %s (%s) logits equal %s greedy equal %s" % (
+        name, "yes" if ours.vyrefs_converted else "no", ours.vyrefs_copied_bytes, same, " ".join(kinds), logits,
+        greedy)
+
+
 def compare(mnt, tmp):
-    for name in configs():
+    for name in list(configs()) + ["llama_fp8"]:
         try:
-            print(compare_one(mnt, tmp, name), flush=True)
+            print((compare_quantized if name == "llama_fp8" else compare_one)(mnt, tmp, name), flush=True)
         except Exception as e:  # one line a family, whatever happens
             print("%s failed %s: %s" % (name, type(e).__name__, str(e)[:300]), flush=True)
 

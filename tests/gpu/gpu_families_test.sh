@@ -7,13 +7,14 @@
 
 # Issue "families": each family transformers loads attaches from the mount
 # and computes what transformers' own load computes (logits and 32 greedy
-# tokens); the ones it converts (experts fused, fp32-kept modules) go
-# through a converted copy kept beside the files, made again when a shard
-# is rewritten. tests/gpu/families_check.py has the configs.
+# tokens; a quantized checkpoint its tensors); the ones it converts
+# (experts fused, fp32-kept modules) go through a converted copy kept
+# beside the files, made again when a shard is rewritten.
+# tests/gpu/families_check.py has the configs.
 test_every_family_attaches_as_transformers_loads_it() {
 	have transformers || { skip_test "needs torch and transformers"; return; }
 	python3 tests/gpu/families_check.py save "$TMP" 2>"$TMP/err" || { fail "save: $(tail -n 3 "$TMP/err")"; return; }
-	"$VYREFS" cp -r "$TMP"/llama "$TMP"/qwen2_tied "$TMP"/qwen3_moe "$TMP"/mixtral "$TMP"/t5 "$TMP"/bert "$TMP"/llava "$MNT/" ||
+	"$VYREFS" cp -r "$TMP"/llama "$TMP"/qwen2_tied "$TMP"/qwen3_moe "$TMP"/mixtral "$TMP"/t5 "$TMP"/bert "$TMP"/llava "$TMP"/llama_fp8 "$MNT/" ||
 		fail "vyrefs cp"
 	out=$(python3 tests/gpu/families_check.py compare "$MNT" "$TMP" 2>"$TMP/err")
 	cat "$TMP/err" | grep -v 'it/s\]' >&2
@@ -25,6 +26,11 @@ test_every_family_attaches_as_transformers_loads_it() {
 		assertContains "$f: through its converted copy" "$out" "$f converted yes logits equal True"
 	done
 	assertContains "llava" "$out" "llava converted"
+	# Quantized (fine-grained FP8): its float8 weights and scales attach
+	# as stored, no copy; logits where the machine runs FP8 (n/a where
+	# transformers' own forward needs a package it lacks, as ours does).
+	assertContains "llama_fp8: attached as stored" "$out" \
+		"llama_fp8 converted no copied 0 tensors equal True (torch.bfloat16 torch.float32 torch.float8_e4m3fn)"
 	assertNotContains "every family" "$out" "logits equal False"
 	assertNotContains "every family" "$out" "greedy equal False"
 	assertNotContains "every family" "$out" " failed "
