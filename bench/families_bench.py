@@ -24,6 +24,7 @@ ratios with their quartiles):
   families.NAME.hf_ms / first_ms / later_ms / later_own_ms
   families.NAME.first_over_hf   target <= 1.1
   families.NAME.later_over_hf
+  families.NAME.each     every process's four figures, in ms
 FAMILIES_PROFILE=DIR: after the timed runs, a later and then a first
 attach run again under cProfile, their 30 costliest calls (cumulative) in
 DIR/NAME.PID.later.txt and .first.txt.
@@ -137,6 +138,8 @@ def main(mnt, tmp, reps=5):
             got = subprocess.run([sys.executable, __file__, "one", mnt, tmp, name, str(r % 2)],
                                  check=True, capture_output=True, text=True)
             runs.append(json.loads(got.stdout.strip().splitlines()[-1]))
+        print("families.%s.each %s" % (name, " ".join("hf %.1f first %.1f later %.1f own %.1f" % (
+            x["hf_ms"], x["first_ms"], x["later_ms"], x["later_own_ms"]) for x in runs)))
         if not all(x["converted"] for x in runs):
             print("families.%s.converted 0" % name)
         for key in ("hf_ms", "first_ms", "later_ms", "later_own_ms"):
