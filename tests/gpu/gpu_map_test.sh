@@ -1,5 +1,4 @@
 #!/usr/bin/env bash
-# run.sh: alone (it reads the whole GPU's memory: nvidia-smi or torch.cuda.mem_get_info)
 # Mapping files into CUDA programs: PyTorch (as_tensor through
 # __cuda_array_interface__, from_dlpack) and CuPy see a file's device memory
 # with no copy; what torch writes shows through the mount after sync and
@@ -160,6 +159,9 @@ PY
 	rm -f "$MNT.out"
 	unmount_vyrefs
 	assertReleased
+	# The whole GPU's figure only alone: beside other suites (tests/run.sh)
+	# their memory moves it, and assertReleased has the daemon's own check.
+	[ "${VY_TEST_GPU_SHARED:-0}" = 1 ] && return
 	for _ in $(seq 50); do [ "$(gpu_used_mib)" = "$BASE_MIB" ] && break; sleep 0.1; done
 	assertEquals "MiB used on the GPU before the mount and after" "$BASE_MIB" "$(gpu_used_mib)"
 }
