@@ -7,6 +7,9 @@ the same GPU.
   families_check.py save TMP            every family into TMP/NAME
   families_check.py compare MNT TMP     one line a family:
       NAME converted C logits equal L greedy equal G
+  families_check.py later MNT           in a new process, each converted
+      family once more (its copy made): NAME converted C weights W taken T
+      (device memory the attach took through torch's allocator, bytes)
   families_check.py stale MNT TMP       qwen3_moe saved again (another
       seed) into TMP, its shards copied over the mount's: remade R equal L
 
@@ -164,6 +167,21 @@ def compare(mnt, tmp):
             print("%s failed %s: %s" % (name, type(e).__name__, str(e)[:300]), flush=True)
 
 
+def later(mnt):
+    """A second process's attach of a converted model: its copy mapped,
+    no weight allocated (only the buffers no file holds)."""
+    torch.zeros(1, device="cuda")  # the context and the allocator's first block, before the count
+    torch.cuda.synchronize()
+    for name in ("qwen3_moe", "mixtral", "t5"):
+        before = torch.cuda.memory_allocated()
+        model = vyrefs.transformers.from_pretrained(os.path.join(mnt, name), dtype=torch.bfloat16)
+        torch.cuda.synchronize()
+        weights = sum(p.numel() * p.element_size() for p in model.parameters())
+        print(name, "converted", "yes" if model.vyrefs_converted else "no", "weights", weights, "taken",
+              torch.cuda.memory_allocated() - before, flush=True)
+        del model
+
+
 def stale(mnt, tmp):
     import shutil
     record = os.path.join(mnt, "qwen3_moe", "vyrefs-converted", "vyrefs-converted.json")
@@ -178,4 +196,4 @@ def stale(mnt, tmp):
 
 
 if __name__ == "__main__":
-    {"save": save, "compare": compare, "stale": stale}[sys.argv[1]](*sys.argv[2:])
+    {"save": save, "compare": compare, "later": later, "stale": stale}[sys.argv[1]](*sys.argv[2:])

@@ -34,6 +34,20 @@ test_every_family_attaches_as_transformers_loads_it() {
 	assertNotContains "every family" "$out" "logits equal False"
 	assertNotContains "every family" "$out" "greedy equal False"
 	assertNotContains "every family" "$out" " failed "
+	# A second process: the converted copies mapped as they are, no file
+	# memory made (resident bytes as before), no weight allocated.
+	local resident
+	resident=$(stat_of resident_bytes)
+	out=$(python3 tests/gpu/families_check.py later "$MNT" 2>>"$TMP/err")
+	echo "$out" >&2
+	assertEquals "a second process: no new file memory" "$resident" "$(stat_of resident_bytes)"
+	local f conv weights taken
+	for f in qwen3_moe mixtral t5; do
+		read -r _ _ conv _ weights _ taken <<<"$(echo "$out" | grep "^$f ")"
+		assertEquals "$f: a second process, through its copy" yes "$conv"
+		assertTrue "$f: a second process takes ${taken:-?} bytes, under a tenth of its weights' ${weights:-?}" \
+			"[ $((${taken:-0} * 10)) -lt ${weights:-0} ]"
+	done
 	out=$(python3 tests/gpu/families_check.py stale "$MNT" "$TMP" 2>>"$TMP/err")
 	assertContains "a shard rewritten: remade" "$out" "remade True yes logits equal True greedy equal True"
 }
