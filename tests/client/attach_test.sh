@@ -544,20 +544,33 @@ PY
 )
 	assertContains "a name is one word" "$err" "Fix: name it after your loader"
 	# A quantized checkpoint transformers cannot load here: said, with the
-	# package it names and the quantization, nothing left behind.
-	err=$(PYTHONPATH=$moe py <<'PY' 2>&1
-import sys, json, vyrefs.transformers
+	# package it names and the quantization, nothing left behind. Its
+	# quantizer's check fails (fp8): before any model is built; its own
+	# load fails (gptq, which no quantizer here handles): no half-made copy.
+	quant() { PYTHONPATH=$moe py "$1" "$2" <<'PY' 2>&1
+import sys, json, transformers, vyrefs.transformers
 d = sys.argv[1] + "/moe"
 cfg = json.load(open(d + "/config.json"))
-cfg.update(quantization_config={"quant_method": "fp8"})
+cfg.update(architectures=[sys.argv[3]], quantization_config={"quant_method": sys.argv[2]})
 json.dump(cfg, open(d + "/config.json", "w"))
-vyrefs.transformers.from_pretrained(d)
+try:
+    vyrefs.transformers.from_pretrained(d)
+except ImportError as e:
+    print(e)
+print("built", len(transformers.BUILDS))
 PY
-)
+	}
+	err=$(quant fp8 TinyMoE)
 	assertContains "$err" "transformers cannot load $MNT/moe on this machine"
 	assertContains "$err" "requires the kernels package"
 	assertContains "$err" "the checkpoint is quantized: fp8"
-	assertFalse "no half-made copy" "[ -e '$MNT/moe/.vyrefs-converted.vyrefs-tmp' ]"
+	assertContains "refused before any model is built" "$err" "built 0"
+	err=$(quant gptq TinyQuant)
+	assertContains "$err" "transformers cannot load $MNT/moe on this machine"
+	assertContains "$err" "requires the optimum package"
+	assertContains "$err" "the checkpoint is quantized: gptq"
+	assertContains "its own load tried: a model was built for the files" "$err" "built 1"
+	assertFalse "no half-made copy" "ls -a '$MNT/moe' | grep -q vyrefs-tmp"
 	rm -rf "$MNT/moe"
 	assertEquals "nothing left" 0 "$(stat_of resident_bytes)"
 }
@@ -590,11 +603,55 @@ print("converted", ours.vyrefs_converted, "copied", ours.vyrefs_copied_bytes, "q
       "equal", torch.equal(ours(x), ref(x)), "left", sorted(os.listdir(mnt + "/q")))
 half = vyrefs.transformers.from_pretrained(mnt + "/q", dtype=torch.float64)
 print("asked float64:", half.emb.weight.dtype, half.lin.bias.dtype, half.lin.weight.dtype, half.lin.weight_scale_inv.dtype)
+print("replaced with", sorted(tq.PREPROCESSED[-1]))
 PY
 )
 	assertEquals "attached as stored" "converted None copied 0 quantized True after-load 1 dtypes torch.int8 torch.float32 equal True left ['config.json', 'model.safetensors']" "$(echo "$out" | head -n 1)"
 	assertEquals "a dtype converts what is not quantized" "asked float64: torch.float64 torch.float64 torch.int8 torch.float32" "$(echo "$out" | sed -n 2p)"
+	assertEquals "the quantizer is told the config, dtype, placement and fp32-kept modules" \
+		"replaced with ['config', 'device_map', 'dtype', 'keep_in_fp32_modules']" "$(echo "$out" | sed -n 3p)"
 	rm -rf "$MNT/q"
+	# dtype "auto" is the config's: a file whose header lists the float32
+	# scale first (as safetensors' own writer orders F32 before BF16)
+	# still gives a float64 model with no copy. A file holding a float
+	# where the config says int8 is refused, nothing left mapped.
+	out=$(PYTHONPATH="$PWD/tests/client/standin:$PYTHONPATH" py <<'PY' 2>&1
+import json, os, sys, torch, transformers, vyrefs.transformers
+mnt = sys.argv[1]
+def write(d, tensors):  # a safetensors file, its header in this order
+    os.makedirs(d)
+    header, data = {}, b""
+    for k, t in tensors.items():
+        b = t.numpy().tobytes()
+        header[k] = {"dtype": {torch.float64: "F64", torch.float32: "F32", torch.int8: "I8"}[t.dtype],
+                     "shape": list(t.shape), "data_offsets": [len(data), len(data) + len(b)]}
+        data += b
+    h = json.dumps(header).encode()
+    h += b" " * (-len(h) % 8)
+    with open(d + "/model.safetensors", "wb") as f:
+        f.write(len(h).to_bytes(8, "little") + h + data)
+    transformers.Config(vocab=50, d=8, tie=False, architectures=["TinyLM"], torch_dtype="float64",
+                        quantization_config={"quant_method": "int8"}).save_pretrained(d)
+g = torch.Generator().manual_seed(6)
+t = {"lin.weight_scale_inv": torch.rand(8, 1, generator=g), "emb.weight": torch.randn(50, 8, generator=g).double(),
+     "head.weight": torch.randn(50, 8, generator=g).double(), "lin.bias": torch.randn(8, generator=g).double(),
+     "lin.weight": torch.randint(-127, 128, (8, 8), generator=g, dtype=torch.int8)}
+write(mnt + "/q1", t)
+m = vyrefs.transformers.from_pretrained(mnt + "/q1")
+print("auto:", m.emb.weight.dtype, m.lin.bias.dtype, m.lin.weight.dtype, m.lin.weight_scale_inv.dtype,
+      "copied", m.vyrefs_copied_bytes)
+t["lin.weight"] = torch.randn(8, 8, generator=g)
+write(mnt + "/q2", t)
+try:
+    vyrefs.transformers.from_pretrained(mnt + "/q2")
+except ValueError as e:
+    print(e)
+PY
+)
+	assertContains "auto: the config's dtype" "$out" "auto: torch.float64 torch.float64 torch.int8 torch.float32 copied 0"
+	assertContains "$out" "vyrefs: the files do not hold the quantized tensors their config describes: lin.weight (the files' torch.float32, the model's torch.int8)"
+	assertContains "$out" "(Fix: save the model again with its quantizer"
+	rm -rf "$MNT/q1" "$MNT/q2"
 	assertEquals "nothing left" 0 "$(stat_of resident_bytes)"
 }
 

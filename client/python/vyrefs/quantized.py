@@ -6,12 +6,15 @@ so the files' stored tensors and scales attach as they are: no
 dequantized copy. Issue "families".
 
     q = quantizer(transformers, config, gpu)   # None: not quantized
+    dtype = model_dtype(q, config) or ...      # "auto": the config's, not the files' order
     ... build the model inside vyrefs.torch.empty_weights(), then
-    prepare(q, model, dtype, gpu) inside it too; attach(model, as_built(model, sd))
-    finish(q, model)
+    prepare(q, model, dtype, gpu) inside it too; attach(model, as_built(model, sd, strict))
+    finish(q, model)                           # after tying and placement, as transformers runs it
 """
 
 import torch
+
+from . import torch as _vt
 
 
 def method(config):
@@ -44,22 +47,66 @@ def quantizer(transformers, config, gpu):
     return q
 
 
+def _castable(dtype):
+    """A dtype a model computes in (bf16, fp16, fp32, ...), not quantized
+    storage (float8, int8, packed integers), which is never cast."""
+    return dtype.is_floating_point and torch.empty((), dtype=dtype).element_size() > 1
+
+
+def model_dtype(q, config):
+    """dtype "auto" of a quantized checkpoint: the one its config names,
+    as transformers' "auto" reads it (its files hold float8 or integer
+    weights and float32 scales beside the model's tensors: their order
+    says nothing), passed through the quantizer's update_dtype; None
+    where the config names none."""
+    d = getattr(config, "dtype", None) or getattr(config, "torch_dtype", None)
+    if isinstance(d, str):
+        d = getattr(torch, d.replace("torch.", ""), None)
+    if not isinstance(d, torch.dtype) or not _castable(d):
+        return None
+    return q.update_dtype(d)
+
+
 def prepare(q, model, dtype, gpu):
     """The model's modules replaced by the quantizer's (inside
-    empty_weights: their tensors are on meta until attached)."""
-    q.preprocess_model(model=model, dtype=dtype, device_map=_device_map(gpu))
+    empty_weights: their tensors are on meta until attached). Modules the
+    model keeps in float32 are not converted (transformers 5 reads them
+    from the model; older quantizers take them as an argument)."""
+    keep = sorted(getattr(model, "_keep_in_fp32_modules", None) or [])
+    q.preprocess_model(model=model, config=model.config, dtype=dtype, device_map=_device_map(gpu),
+                       keep_in_fp32_modules=keep)
 
 
-def as_built(model, sd):
-    """sd with each tensor in the dtype the quantized model built for it
-    (float8 weights and float32 scales stay as stored; a non-quantized
-    tensor asked in another dtype is converted: a copy), as transformers
-    casts each tensor to its parameter's dtype."""
-    want = {name: t.dtype for name, t in model.state_dict(keep_vars=True).items()}
-    out = {}
+def as_built(model, sd, strict):
+    """sd with each tensor in the dtype the quantized model built for it,
+    as transformers casts a tensor to its parameter's: float8 or integer
+    weights and their scales stay as stored; a model tensor stored in
+    another compute dtype is converted (a copy, its room checked first). A
+    tensor whose stored dtype or the model's is quantized storage and the
+    other differs is refused: the files are not quantized as the config
+    says. With strict, files holding names the model lacks are given back
+    unchanged, before any copy (attach then says which)."""
+    want = {name: t for name, t in model.state_dict(keep_vars=True).items()}
+    if strict and any(name not in want for name in sd):
+        return sd
+    casts, refused, need = [], [], {}
     for name, t in sd.items():
-        dt = want.get(name)
-        out[name] = t.to(dt) if dt is not None and dt != t.dtype and t.is_floating_point() else t
+        old = want.get(name)
+        if old is None or old.dtype == t.dtype:
+            continue
+        if not (_castable(old.dtype) and _castable(t.dtype)):
+            refused.append("%s (the files' %s, the model's %s)" % (name, t.dtype, old.dtype))
+            continue
+        casts.append(name)
+        need[t.device] = need.get(t.device, 0) + t.numel() * old.element_size()
+    if refused:
+        raise ValueError("vyrefs: the files do not hold the quantized tensors their config describes: %s (Fix: "
+                         "save the model again with its quantizer, or remove quantization_config from config.json "
+                         "if the files are not quantized)" % _vt._shown(refused, 5))
+    _vt._check_room(need)
+    out = dict(sd)
+    for name in casts:
+        out[name] = sd[name].to(want[name].dtype)
     return out
 
 

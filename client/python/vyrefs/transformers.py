@@ -22,9 +22,8 @@ from . import torch as _vt
 
 
 def _file_dtype(sd):
-    """The files' dtype, as transformers' "auto" takes it: the first
-    floating tensor's (a quantized checkpoint's float8 weights are its
-    storage, not the model's dtype)."""
+    """The files' own dtype (vyrefs' "auto": no copy): the first floating
+    tensor's, float8 storage never."""
     for t in sd.values():
         if t.is_floating_point() and t.element_size() > 1:
             return t.dtype
@@ -222,14 +221,15 @@ def from_pretrained(path, dtype="auto", device_map=None, trust_remote_code=False
             raise _cannot_load(path, config, e) from e
 
         def build(sd):
-            return _build(transformers, cls, config, dtype or _file_dtype(sd), trust_remote_code, attn_implementation,
-                          quant, _derived.gpu_of(sd))
+            dt = dtype or (quant and _quantized.model_dtype(quant, config)) or _file_dtype(sd)
+            return _build(transformers, cls, config, dt, trust_remote_code, attn_implementation, quant,
+                          _derived.gpu_of(sd))
 
         def attach(model, sd, strict, dtype=None):
             if quant is None:
                 return _vt.attach(model, sd, strict=strict, dtype=dtype)
             # quantized: each tensor in its parameter's dtype, float8 and scales as stored
-            return _vt.attach(model, _quantized.as_built(model, sd), strict=strict)
+            return _vt.attach(model, _quantized.as_built(model, sd, strict), strict=strict)
 
         if kept:
             model = build(sd)
@@ -251,13 +251,13 @@ def from_pretrained(path, dtype="auto", device_map=None, trust_remote_code=False
                                          identity)
                 model = build(sd)
                 attach(model, sd, True)
-        if quant is not None:
-            _quantized.finish(quant, model)
         if hasattr(model, "tie_weights"):
             model.tie_weights()
         where = _placement.homes(model, device_map)
         model.vyrefs_copied_bytes = _placement.gather(model, where)
         _placement.dispatch(model, where)
+        if quant is not None:
+            _quantized.finish(quant, model)
     except BaseException:
         sd.close()
         raise

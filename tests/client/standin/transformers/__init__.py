@@ -101,3 +101,9 @@ class TinyKeep(TinyMoE):
         return (model, info) if output_loading_info else model
     def forward(self, x):
         return self.head(self.emb(x).float())
+# A quantized checkpoint whose method no quantizer here handles and whose
+# own load needs a package this machine lacks: its load raises.
+class TinyQuant(TinyMoE):
+    @classmethod
+    def from_pretrained(cls, path, **kw):
+        raise ImportError("Using gptq quantization requires the optimum package: pip install optimum")

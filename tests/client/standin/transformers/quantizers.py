@@ -1,11 +1,13 @@
 """The stand-in's transformers.quantizers: "int8" replaces TinyLM's `lin`
 with a QLinear holding an int8 weight and its float32 scale (as
 fine-grained FP8 replaces a Linear with FP8Linear: a float8 weight and its
-block scales); "fp8" needs a package this machine lacks, as transformers'
-fine-grained FP8 needs `kernels` for its forward."""
+block scales); "fp8" needs a package this machine lacks (its environment
+check says so); any other method is not this transformers' own (its load
+decides)."""
 import torch
 
 POSTPROCESSED = []  # models the after-load step ran on, in this process
+PREPROCESSED = []  # the keyword arguments each module replacement was given
 
 
 class QLinear(torch.nn.Module):
@@ -27,7 +29,11 @@ class Quantizer:
         if self.quantization_config["quant_method"] == "fp8":
             raise ImportError("Using fp8 quantization requires the kernels package: pip install kernels")
 
-    def preprocess_model(self, model, dtype=None, device_map=None):
+    def update_dtype(self, dtype):
+        return dtype
+
+    def preprocess_model(self, model, dtype=None, **kwargs):
+        PREPROCESSED.append(dict(kwargs, dtype=dtype))
         model.is_quantized = True
         model.lin = QLinear(model.lin.in_features, model.lin.out_features)
 
