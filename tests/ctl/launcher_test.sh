@@ -227,9 +227,9 @@ test_bad_launch_timeout_is_refused() {
 # running_sequence: f's first byte reads 1, so the launcher has mapped
 # the buffers and run a `fill f 1` of the sequence: it is running it, not
 # mapping (a read of f is not held back by a sequence in flight; O_DIRECT,
-# so the page cache cannot answer).
+# so the page cache cannot answer; a read held back past 10 s is a no).
 running_sequence() {
-	[ "$(dd if="$MNT/f" bs=4096 count=1 iflag=direct 2>/dev/null | od -An -tu1 -N1 | tr -d ' ')" = 1 ]
+	[ "$(timeout 10 dd if="$MNT/f" bs=4096 count=1 iflag=direct 2>/dev/null | od -An -tu1 -N1 | tr -d ' ')" = 1 ]
 }
 
 . tests/shunit.sh

@@ -4,7 +4,8 @@
 # with no copy; what torch writes shows through the mount after sync and
 # after unmap; two processes see each other's writes; a killed client
 # releases its mapping; an unlinked mapped file is freed at the last unmap;
-# the GPU is back at its baseline after unmount.
+# the GPU is back at its baseline after unmount (run alone: beside other
+# suites the daemon's own check at unmount).
 . tests/fs/lib.sh
 export VYREFS_LIB=$PWD/${BUILD}/libvyrefs.so
 export PYTHONPATH=$PWD/client/python${PYTHONPATH:+:$PYTHONPATH}

@@ -5,7 +5,8 @@
 # bit, through three SIGKILLs of the daemon; after each, the successor
 # counts every mapping again, a new process attaches the model and gets the
 # same logits, and a mapped shard cannot shrink. After the holder exits
-# every mapping has ended, and after unmount the GPU is at its baseline.
+# every mapping has ended, and after unmount the GPU is at its baseline
+# (run alone: beside other suites the keeper's clean exit is checked).
 # The helper is tests/gpu/survive_check.py.
 . tests/fs/lib.sh
 . tests/survive/lib.sh
