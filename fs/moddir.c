@@ -268,11 +268,13 @@ int vy_moddir_load(vy_fs *fs, vy_inode *in)
 	ensure_log(fs, vy_u64map_get(&fs->inodes, fs->modules_ino), in->target);
 	pthread_mutex_unlock(&fs->ns);
 	vy_moddir_keep(fs, in, kept);
-	if (rc != VY_OK && rc != VY_EBUSY)
-		unlist(fs, in); /* not loaded, so not listed: its log says why */
 	if (rc == VY_OK)
 		return 0;
 	vy_log(LOG_NOTICE, "module %s: %s", in->target, e.msg);
+	/* Not loaded, so not listed: its log says why. Last: with nothing
+	 * holding it open (a takeover's replay) the inode is freed there. */
+	if (rc != VY_EBUSY)
+		unlist(fs, in);
 	return rc == VY_EBUSY ? EBUSY : EINVAL;
 }
 
