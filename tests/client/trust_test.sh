@@ -525,7 +525,11 @@ host_memfd() {
 mount_second() {
 	local m=$MNT p=$VY_PID d=$VY_DAEMON l=$VY_LOG
 	# survive=off: its daemon stopped or killed is the mount's (no keeper).
-	mount_vyrefs "allow_other=on,survive=off" || { fail "second mount"; return 1; }
+	# page_cache=off: a file written there keeps no pages across opens, so
+	# a read through a later open waits on the daemon, never on what the
+	# kernel happened to keep (a copy once completed from cached pages
+	# after the daemon was killed, CI under load).
+	mount_vyrefs "allow_other=on,survive=off,page_cache=off" || { fail "second mount"; return 1; }
 	MNT2=$MNT PID2=$VY_PID LOG2=$VY_LOG
 	MNT=$m VY_PID=$p VY_DAEMON=$d VY_LOG=$l
 }
