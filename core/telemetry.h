@@ -60,7 +60,8 @@
 	X(pooled_bytes, GAUGE, "idle bytes held by the pool") \
 	X(pooled_buffers, GAUGE, "idle buffers held by the pool") \
 	X(staging_cached_bytes, GAUGE, "idle pinned bytes in the cache") \
-	X(mapped_bytes, GAUGE, "device bytes programs map now")
+	X(mapped_bytes, GAUGE, "device bytes programs map now") \
+	X(launcher_sequences, GAUGE, "sequences a launcher holds now: sent to it, not yet answered (0 or 1 per device)")
 
 typedef struct vy_telemetry {
 #define VY_TELEMETRY_ATOMIC(name, kind, help) _Atomic uint64_t name;

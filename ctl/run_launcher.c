@@ -493,7 +493,12 @@ static vy_err lr_run(vy_runner *r, const vy_seq *seq, const vy_buffer_view *view
 		int timeout = l->o.timeout_ms ? (l->o.timeout_ms > INT32_MAX ? INT32_MAX : (int)l->o.timeout_ms) : -1;
 		sent = true;
 		vy_chan_set_stop(&l->ch, 0);
+		/* Shown while the launcher holds the sequence: a test (or an
+		 * operator) sees that a stop or a kill now meets a running
+		 * sequence, without waiting on the scheduler. */
+		vy_telemetry_set(l->tel, launcher_sequences, 1);
 		rc = call_stoppable(l, VY_OP_RUN, parts, lens, 1, NULL, 0, timeout, stop, sizeof(vy_run_out), &m, e);
+		vy_telemetry_set(l->tel, launcher_sequences, 0);
 	}
 	char why[64] = "";
 	if (sent && rc == VY_EINTR) {

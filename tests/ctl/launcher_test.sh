@@ -1,5 +1,4 @@
 #!/usr/bin/env bash
-# run.sh: alone (on the cuda backend: its kill waits 0.3 s for the launcher to map 64 MiB and run; beside other suites on one GPU that took longer)
 # The launcher process on the host backend: sequences run there over memory
 # the daemon exports (memfd), only the buffers a sequence names are mapped
 # and given back when their files go, and a launcher killed in the middle
@@ -122,6 +121,7 @@ PY
 	assertContains "$log" "'f' may hold partial results; every other file is intact"
 	assertContains "$log" "(Fix: "
 	assertEquals "the other file is intact" "$sum" "$(sha256sum <"$MNT/kept")"
+	assertEquals "the launcher holds no sequence once it is answered" 0 "$(stat_of launcher_sequences)"
 	out=$(run_seq $'fill f 2 0 16\n')
 	assertContains "the next sequence runs" "$out" "ok seq="
 	assertEquals 1 "$(stat_of launcher_restarts)"
@@ -225,11 +225,11 @@ test_bad_launch_timeout_is_refused() {
 	done
 }
 
-# running_sequence: the launcher has started, and 0.3 s later is taken to
-# run the sequence (nothing shows a sequence in flight: its steps are
-# counted when it ends).
+# running_sequence: the launcher holds the sequence (the daemon has mapped
+# its buffers and sent it; `launcher_sequences` goes back to 0 when it is
+# answered), so a stop or a kill now meets it running: an event, not a wait.
 running_sequence() {
-	[ "$(stat_of launcher_starts)" = 1 ] && [ -n "$(launcher_pid)" ] && sleep 0.3
+	[ "$(stat_of launcher_sequences)" = 1 ] && [ -n "$(launcher_pid)" ]
 }
 
 . tests/shunit.sh
