@@ -123,6 +123,29 @@ True
 True True" "$out"
 }
 
+# A model's headers are read with reads of their own size: a buffered read
+# fills a buffer of the mount's st_blksize (2 MiB), which made each header
+# 17 round trips through FUSE (a 4 MiB file: 16 of 128 KiB and one more)
+# and a few ms of every attach. `ra_hits` counts the reads the daemon
+# answered; the kernel's own readahead decides how many the first read
+# becomes, so the bound is 4 (512 KiB), not an exact count.
+test_a_header_is_read_with_reads_of_its_size() {
+	needs_torch || return 0
+	py <<'PY' || fail "save"
+import sys, torch, vyrefs.torch
+vyrefs.torch.save({"w": torch.ones(4 << 20, dtype=torch.uint8)}, sys.argv[1] + "/h")
+PY
+	before=$(stat_of ra_hits)
+	out=$(py <<'PY'
+import sys, vyrefs.safetensors as st
+print(st.read_header(sys.argv[1] + "/h/model.safetensors"))
+PY
+)
+	assertEquals "(4096, {'w': ('U8', [4194304], 0, 4194304)}, {'format': 'pt'})" "$out"
+	reads=$(($(stat_of ra_hits) - before))
+	assertTrue "the header took $reads reads of the daemon (17 before)" "[ $reads -ge 1 ] && [ $reads -le 4 ]"
+}
+
 test_two_processes_share_one_copy() {
 	needs_torch || return 0
 	py <<'PY' || fail "save"

@@ -52,19 +52,36 @@ def _not_safetensors(path, why):
                       "save_pretrained or vyrefs.torch.save)" % (path, why))
 
 
+def _read_exactly(f, n):
+    """n bytes of an unbuffered file, fewer only at its end."""
+    parts, got = [], 0
+    while got < n:
+        b = f.read(n - got)
+        if not b:
+            break
+        parts.append(b)
+        got += len(b)
+    return b"".join(parts)
+
+
 def read_header(path):
     """(offset of the data, {name: (dtype code, shape, begin, end)}, metadata),
     checked against the file's size: every tensor inside it, its byte count
     that of its shape and dtype."""
-    with open(path, "rb") as f:
+    # Unbuffered, exactly the header's bytes: a buffered read fills its
+    # buffer of st_blksize, which a mount gives as 2 MiB (its memory's
+    # granule), so each header cost a 2 MiB readback from the device.
+    with open(path, "rb", buffering=0) as f:
         size = os.fstat(f.fileno()).st_size
-        raw = f.read(8)
+        raw = _read_exactly(f, 8)
         if len(raw) != 8:
             raise _not_safetensors(path, "%d bytes, under the 8 of the header's length" % size)
         n, = struct.unpack("<Q", raw)
         if n > _HEADER_MAX or 8 + n > size:
             raise _not_safetensors(path, "a header of %d bytes in a file of %d" % (n, size))
-        text = f.read(n)
+        text = _read_exactly(f, n)
+        if len(text) != n:
+            raise _not_safetensors(path, "it ended inside its header (%d of %d bytes)" % (len(text), n))
     try:
         header = json.loads(text)
     except (UnicodeDecodeError, ValueError) as e:
