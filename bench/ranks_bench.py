@@ -12,7 +12,12 @@ restart is a new job whose ranks attach them. Prints, per shape:
                                 beside a first that holds the shards (MiB)
   ranks.SHAPE.same_answer       every job's answer equal to the saver's
 
-  python3 bench/ranks_bench.py MNT [RESTARTS]    (MNT: a devices=0,1 mount)
+  python3 bench/ranks_bench.py MNT [RESTARTS] [GPUS]
+
+MNT is a devices=0,1 mount. GPUS=1 (a machine of one GPU, MNT a mount of
+it) runs both ranks on GPU 0 with gloo, as NCCL refuses two ranks on one
+GPU: a stand-in that shares one GPU's copy engines and the host's cores
+between the ranks, so compare its figures only with each other.
 """
 import hashlib
 import os
@@ -65,16 +70,18 @@ def answer(tensors):
     acc = torch.zeros((), dtype=torch.float64, device="cuda")
     for k, (_, t) in enumerate(sorted(tensors)):
         acc += t.float().sum().double() * (k + 1)
+    if dist.get_backend() == "gloo":
+        acc = acc.cpu()  # gloo reduces host tensors
     dist.all_reduce(acc)
     return hashlib.sha256(acc.cpu().numpy().tobytes()).hexdigest()[:16]
 
 
-def rank_main(rank, world, port, where, shape, phase, hold, q):
+def rank_main(rank, world, port, where, shape, phase, hold, q, gpus=2):
     os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1",
                       MASTER_PORT=str(port))
     import vyrefs.ranks
-    torch.cuda.set_device(rank)
-    dist.init_process_group("nccl")
+    torch.cuda.set_device(rank if gpus == 2 else 0)
+    dist.init_process_group("nccl" if gpus == 2 else "gloo")
     torch.zeros(1, device="cuda")  # the context, outside what is timed
     shapes = shard_shapes(SHAPES[shape], world)
     config = dict(SHAPES[shape], split="megatron", world=world)
@@ -113,14 +120,14 @@ def rank_main(rank, world, port, where, shape, phase, hold, q):
     dist.destroy_process_group()
 
 
-def job(where, shape, phase, hold=None, wait=True):
+def job(where, shape, phase, hold=None, wait=True, gpus=2):
     import socket
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
-    procs = [ctx.Process(target=rank_main, args=(r, 2, port, where, shape, phase, hold, q)) for r in range(2)]
+    procs = [ctx.Process(target=rank_main, args=(r, 2, port, where, shape, phase, hold, q, gpus)) for r in range(2)]
     for p in procs:
         p.start()
     got = sorted(q.get(timeout=600) for _ in procs)
@@ -135,15 +142,19 @@ def quartiles(xs):
     return "%.2f [%.2f, %.2f]" % (q[1], q[0], q[2])
 
 
-def main(mnt, restarts="5"):
+def main(mnt, restarts="5", gpus="2"):
+    gpus = int(gpus)
+    if gpus not in (1, 2):
+        sys.exit("ranks_bench: GPUS is 1 or 2 (Fix: 2 on a devices=0,1 mount, 1 on a mount of one GPU)")
+    print("ranks.gpus %d%s" % (gpus, " (both ranks on GPU 0, gloo)" if gpus == 1 else ""), flush=True)
     for shape in ("1.1b", "7b"):
         where = os.path.join(mnt, "tp-" + shape)
-        saved, _ = job(where, shape, "save")
+        saved, _ = job(where, shape, "save", gpus=gpus)
         print("ranks.%s.save_s %.2f" % (shape, max(s[2] for s in saved)), flush=True)
         want = saved[0][4]
         same, ms, parts = True, {0: [], 1: []}, {}
         for _ in range(int(restarts)):
-            got, _ = job(where, shape, "attach")
+            got, _ = job(where, shape, "attach", gpus=gpus)
             for rank, _, took, _, ans, part in got:
                 ms[rank].append(took * 1000)
                 same &= ans == want
@@ -153,8 +164,8 @@ def main(mnt, restarts="5"):
             print("ranks.%s.attach_ms.r%d %s" % (shape, rank, quartiles(ms[rank])), flush=True)
         print("ranks.%s.again_ms %s" % (shape, " ".join("%s=%.2f" % (k, statistics.median(v)) for k, v in parts.items())))
         hold = os.path.join(mnt, ".ranks-bench-hold")
-        first, procs = job(where, shape, "attach", hold=hold, wait=False)
-        second, _ = job(where, shape, "attach")
+        first, procs = job(where, shape, "attach", hold=hold, wait=False, gpus=gpus)
+        second, _ = job(where, shape, "attach", gpus=gpus)
         open(hold, "w").close()
         for p in procs:
             p.join()
