@@ -136,11 +136,7 @@ def converted_state_dict(path, dtype="auto", model_class=None, trust_remote_code
     attach them with vyrefs.torch.attach. Made again when the files, the
     settings or transformers changed. Close it (or let the model hold it)."""
     import transformers
-    if "torch_dtype" in kwargs:
-        dtype = kwargs.pop("torch_dtype")
-    dtype = _dtype(dtype)
-    config = _config(transformers, path, trust_remote_code, kwargs)
-    cls = _model_class(transformers, config, model_class, trust_remote_code)
+    dtype, config, cls = _start(transformers, path, dtype, model_class, trust_remote_code, kwargs)
     identity = _identity(transformers, cls, config, dtype, attn_implementation)
     kept = _derived.current(path, identity)
     if kept:
@@ -149,6 +145,16 @@ def converted_state_dict(path, dtype="auto", model_class=None, trust_remote_code
     _, out = _convert(transformers, cls, path, config, dtype, sd, attn_implementation,
                       "asked for: converted_state_dict", identity)
     return out
+
+
+def _start(transformers, path, dtype, model_class, trust_remote_code, kwargs):
+    """(dtype, config, model class) of a load, as transformers reads them;
+    torch_dtype is dtype's older name."""
+    if "torch_dtype" in kwargs:
+        dtype = kwargs.pop("torch_dtype")
+    dtype = _dtype(dtype)
+    config = _config(transformers, path, trust_remote_code, kwargs)
+    return dtype, config, _model_class(transformers, config, model_class, trust_remote_code)
 
 
 def _model_class(transformers, config, model_class, trust_remote_code):
@@ -200,12 +206,8 @@ def from_pretrained(path, dtype="auto", device_map=None, trust_remote_code=False
     accelerate's hooks move the activations (vyrefs.placement). Other
     keyword arguments go to the config."""
     import transformers
-    if "torch_dtype" in kwargs:
-        dtype = kwargs.pop("torch_dtype")
-    dtype = _dtype(dtype)
-    config = _config(transformers, path, trust_remote_code, kwargs)
     _placement.check(device_map)
-    cls = _model_class(transformers, config, model_class, trust_remote_code)
+    dtype, config, cls = _start(transformers, path, dtype, model_class, trust_remote_code, kwargs)
     identity = _identity(transformers, cls, config, dtype, attn_implementation)  # before a build changes config
     kept = None
     if strict and os.path.isdir(os.path.join(path, _derived.DIR)):  # a model with no copy pays a stat
