@@ -383,6 +383,7 @@ for bad in (dict(device_map="cuda:1"), dict(foo=1), dict(dtype="nonsense")):
         print(type(e).__name__, str(e).split(" (Fix:")[0], "(Fix:" in str(e))
 o32 = vyrefs.transformers.from_pretrained(mnt + "/tiny", torch_dtype=torch.float32)
 print(o32.emb.weight.dtype, o32.head.weight is o32.emb.weight, torch.equal(o32.emb.weight, m.emb.weight.float()))
+print("copied", ours.vyrefs_copied_bytes, o32.vyrefs_copied_bytes)
 PY
 )
 	assertEquals "['config.json', 'generation_config.json', 'model-00001-of-00002.safetensors', 'model-00002-of-00002.safetensors', 'model.safetensors.index.json']
@@ -390,7 +391,9 @@ False True 7 torch.bfloat16 torch.float32 True
 ValueError vyrefs: device_map names cuda:1, which this process does not have True
 TypeError vyrefs: from_pretrained does not take foo True
 TypeError vyrefs: dtype 'nonsense' is not a torch dtype True
-torch.float32 True True" "$out"
+torch.float32 True True
+copied 0 1888" "$out"
+	# (1888: emb 50x8, lin 8x8 and its bias 8 as float32; the tied head is emb.)
 }
 
 # DLPack: a mapped tensor reaches numpy (and jax, cupy where installed)
@@ -625,12 +628,14 @@ print("converted", ours.vyrefs_converted, "copied", ours.vyrefs_copied_bytes, "q
       "after-load", len(tq.POSTPROCESSED), "dtypes", ours.lin.weight.dtype, ours.lin.weight_scale_inv.dtype,
       "equal", torch.equal(ours(x), ref(x)), "left", sorted(os.listdir(mnt + "/q")))
 half = vyrefs.transformers.from_pretrained(mnt + "/q", dtype=torch.float64)
-print("asked float64:", half.emb.weight.dtype, half.lin.bias.dtype, half.lin.weight.dtype, half.lin.weight_scale_inv.dtype)
+print("asked float64:", half.emb.weight.dtype, half.lin.bias.dtype, half.lin.weight.dtype, half.lin.weight_scale_inv.dtype,
+      "copied", half.vyrefs_copied_bytes)
 print("replaced with", sorted(tq.PREPROCESSED[-1]))
 PY
 )
 	assertEquals "attached as stored" "converted None copied 0 quantized True after-load 1 dtypes torch.int8 torch.float32 equal True left ['config.json', 'model.safetensors']" "$(echo "$out" | head -n 1)"
-	assertEquals "a dtype converts what is not quantized" "asked float64: torch.float64 torch.float64 torch.int8 torch.float32" "$(echo "$out" | sed -n 2p)"
+	assertEquals "a dtype converts what is not quantized" "asked float64: torch.float64 torch.float64 torch.int8 torch.float32 copied 6464" "$(echo "$out" | sed -n 2p)"
+	# (6464: emb and head 50x8 and the bias 8, as float64.)
 	assertEquals "the quantizer is told the config, dtype, placement and fp32-kept modules" \
 		"replaced with ['config', 'device_map', 'dtype', 'keep_in_fp32_modules']" "$(echo "$out" | sed -n 3p)"
 	rm -rf "$MNT/q"

@@ -8,7 +8,7 @@ dequantized copy. Issue "families".
     q = quantizer(transformers, config, gpu)   # None: not quantized
     dtype = model_dtype(q, config) or ...      # "auto": the config's, not the files' order
     ... build the model inside vyrefs.torch.empty_weights(), then
-    prepare(q, model, dtype, gpu) inside it too; attach(model, as_built(model, sd, strict))
+    prepare(q, model, dtype, gpu) inside it too; attach(model, as_built(model, sd, strict)[0])
     finish(q, model)                           # after tying and placement, as transformers runs it
 """
 
@@ -78,17 +78,18 @@ def prepare(q, model, dtype, gpu):
 
 
 def as_built(model, sd, strict):
-    """sd with each tensor in the dtype the quantized model built for it,
+    """(sd with each tensor in the dtype the quantized model built for it,
     as transformers casts a tensor to its parameter's: float8 or integer
     weights and their scales stay as stored; a model tensor stored in
     another compute dtype is converted (a copy, its room checked first). A
     tensor whose stored dtype or the model's is quantized storage and the
     other differs is refused: the files are not quantized as the config
     says. With strict, files holding names the model lacks are given back
-    unchanged, before any copy (attach then says which)."""
+    unchanged, before any copy (attach then says which); and the bytes the
+    conversions copied)."""
     want = {name: t for name, t in model.state_dict(keep_vars=True).items()}
     if strict and any(name not in want for name in sd):
-        return sd
+        return sd, 0
     casts, refused, need = [], [], {}
     for name, t in sd.items():
         old = want.get(name)
@@ -104,10 +105,11 @@ def as_built(model, sd, strict):
                          "save the model again with its quantizer, or remove quantization_config from config.json "
                          "if the files are not quantized)" % _vt._shown(refused, 5))
     _vt._check_room(need)
-    out = dict(sd)
+    out, copied = dict(sd), 0
     for name in casts:
         out[name] = sd[name].to(want[name].dtype)
-    return out
+        copied += out[name].numel() * out[name].element_size()
+    return out, copied
 
 
 def finish(q, model):

@@ -27,8 +27,12 @@ from . import map as _map
 
 __all__ = ["load_state_dict", "attach", "save", "empty_weights", "AttachResult", "MappedStateDict"]
 
-AttachResult = collections.namedtuple("AttachResult", ["missing_keys", "unexpected_keys"])
-AttachResult.__doc__ = "What attach found: names the model has and the files lack, and the reverse."
+class AttachResult(collections.namedtuple("AttachResult", ["missing_keys", "unexpected_keys"])):
+    """What attach found: names the model has and the files lack, and the
+    reverse (a pair, as torch's load_state_dict gives); `copied_bytes`:
+    the bytes of the files' tensors it copied to convert their dtype (0:
+    every tensor attached is the file's memory)."""
+    copied_bytes = 0
 
 
 class MappedStateDict(dict):
@@ -246,7 +250,8 @@ def attach(model, path_or_state_dict, strict=True, dtype=None):
     with strict=False what the files lack, go to the files' device (what
     is still on meta becomes zeros). `dtype` converts floating tensors of
     another dtype (a copy: no longer shared). Returns AttachResult
-    (missing_keys, unexpected_keys); with strict, either raises. On any
+    (missing_keys, unexpected_keys, and copied_bytes: those conversions);
+    with strict, either raises. On any
     error the model is unchanged and nothing that attach mapped stays
     mapped."""
     own = not isinstance(path_or_state_dict, dict)
@@ -262,9 +267,11 @@ def attach(model, path_or_state_dict, strict=True, dtype=None):
                                    "not in the model: " + _shown(unexpected) if unexpected else ""))
         _check_room(need)
         new = []  # every new tensor made before any is set: a failure leaves the model as it was
+        copied = 0
         for slots, t, old in done:
             if dtype is not None and t.is_floating_point() and t.dtype != dtype:
                 t = t.to(dtype)
+                copied += t.numel() * t.element_size()
             new.append((slots, _dt.like(t, old)))  # a tensor-parallel rank's part: its DTensor again
         for slots, old in missing:
             dev = home(slots[0][0])
@@ -286,7 +293,9 @@ def attach(model, path_or_state_dict, strict=True, dtype=None):
                 mod._buffers[key] = t
     for mod, key, b in moved:
         mod._buffers[key] = b
-    return AttachResult(missing_keys, unexpected)
+    result = AttachResult(missing_keys, unexpected)
+    result.copied_bytes = copied
+    return result
 
 
 def save(model_or_state_dict, where, max_shard_size="5GB", metadata=None):

@@ -201,8 +201,9 @@ def from_pretrained(path, dtype="auto", device_map=None, trust_remote_code=False
     where its files are (a layer whose tensors sit on two GPUs runs where
     most of its bytes are: the rest is copied); a dict or a device puts
     what it names there (a copy where the files are elsewhere).
-    model.vyrefs_copied_bytes says how many bytes were copied (0: none),
-    and a PlacementWarning says so when not 0. Across several GPUs
+    model.vyrefs_copied_bytes says how many bytes were copied (0: none):
+    dtype conversions and placement's copies; a PlacementWarning says when
+    placement copied. Across several GPUs
     accelerate's hooks move the activations (vyrefs.placement). Other
     keyword arguments go to the config."""
     import transformers
@@ -228,14 +229,17 @@ def from_pretrained(path, dtype="auto", device_map=None, trust_remote_code=False
                           _derived.gpu_of(sd))
 
         def attach(model, sd, strict, dtype=None):
+            """The bytes copied to convert dtypes (0: all attached as stored)."""
             if quant is None:
-                return _vt.attach(model, sd, strict=strict, dtype=dtype)
+                return _vt.attach(model, sd, strict=strict, dtype=dtype).copied_bytes
             # quantized: each tensor in its parameter's dtype, float8 and scales as stored
-            return _vt.attach(model, _quantized.as_built(model, sd, strict), strict=strict)
+            built, copied = _quantized.as_built(model, sd, strict)
+            _vt.attach(model, built, strict=strict)
+            return copied
 
         if kept:
             model = build(sd)
-            attach(model, sd, True)
+            copied = attach(model, sd, True)
         else:
             try:
                 if strict and _keeps_fp32(cls, dtype):  # converted: no model built for the files first
@@ -243,7 +247,7 @@ def from_pretrained(path, dtype="auto", device_map=None, trust_remote_code=False
                 model = build(sd)
                 if strict and _keeps_fp32(model, dtype):
                     raise _vt.NamesDiffer("transformers keeps %s in float32" % model._keep_in_fp32_modules)
-                attach(model, sd, strict, dtype)
+                copied = attach(model, sd, strict, dtype)
             except (_vt.NamesDiffer, _vt.ShapesDiffer) as differ:
                 if not strict:
                     raise
@@ -252,11 +256,11 @@ def from_pretrained(path, dtype="auto", device_map=None, trust_remote_code=False
                 converted, sd = _convert(transformers, cls, path, config, dtype, sd, attn_implementation, differ,
                                          identity)
                 model = build(sd)
-                attach(model, sd, True)
+                copied = attach(model, sd, True)
         if hasattr(model, "tie_weights"):
             model.tie_weights()
         where = _placement.homes(model, device_map)
-        model.vyrefs_copied_bytes = _placement.gather(model, where)
+        model.vyrefs_copied_bytes = copied + _placement.gather(model, where)
         _placement.dispatch(model, where)
         if quant is not None:
             _quantized.finish(quant, model)
