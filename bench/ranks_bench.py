@@ -146,7 +146,8 @@ def main(mnt, restarts="5", gpus="2"):
     gpus = int(gpus)
     if gpus not in (1, 2):
         sys.exit("ranks_bench: GPUS is 1 or 2 (Fix: 2 on a devices=0,1 mount, 1 on a mount of one GPU)")
-    print("ranks.gpus %d%s" % (gpus, " (both ranks on GPU 0, gloo)" if gpus == 1 else ""), flush=True)
+    print("ranks.gpus %d" % gpus)  # 1: both ranks on GPU 0, gloo (a stand-in)
+    print("ranks.backend %s" % ("nccl" if gpus == 2 else "gloo"), flush=True)
     for shape in ("1.1b", "7b"):
         where = os.path.join(mnt, "tp-" + shape)
         saved, _ = job(where, shape, "save", gpus=gpus)

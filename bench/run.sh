@@ -14,7 +14,10 @@
 # answer, bench/attach_bench.py: torch and transformers, cuda) and exact (an
 # attached model's forward passes against transformers' own load,
 # bench/exact_bench.py) and families (a converted model's attaches against
-# transformers' load, bench/families_bench.py) run only when named.
+# transformers' load, bench/families_bench.py) and ranks (two tensor-parallel
+# ranks restarted onto their resident shards, bench/ranks_bench.py: on GPUs
+# 0 and 1, or where one GPU is listed both on it, a stand-in) run only when
+# named.
 # BENCH_REPS=N: single-stream reads (dd, fio 1 job) run N times, each after
 # dropping caches; the figure is their median (default 3).
 # TMPDIR: where the mount points go (default /tmp).
@@ -40,6 +43,7 @@ PHASES=${BENCH_PHASES:-$DEFAULT_PHASES}
 REPS=${BENCH_REPS:-3}
 mkdir -p "$OUT"
 [ -n "${BENCH_PHASES:-}" ] || { : >"$RES"; : >"$OUT/log.txt"; }
+touch "$RES" # named phases add to it; a fresh BENCH_OUT has none yet
 has() { [[ ",$PHASES," == *",$1,"* ]]; }
 
 if [ "$QUICK" = 1 ]; then
@@ -433,6 +437,26 @@ loops_ab() {
 	done
 }
 
+# The ranks phase: bench/ranks_bench.py over a mount of GPUs 0 and 1, each
+# rank on its own (NCCL); where nvidia-smi lists one GPU, both ranks on it
+# with gloo (NCCL refuses two ranks on one GPU): a stand-in, said so in
+# ranks.gpus, whose figures compare only with each other.
+ranks_figures() {
+	if [ "$BACKEND" != cuda ] || ! python3 -c 'import torch' 2>/dev/null; then
+		log "ranks figures need the cuda backend and torch: skipped"
+		return 0
+	fi
+	local gpus=2 opts=devices=0,1
+	if [ "$(gpu_count)" -lt 2 ]; then
+		gpus=1 opts=""
+		log "ranks: one GPU: both ranks on it (gloo), a stand-in for two"
+	fi
+	mount_target ranks "$opts"
+	VYREFS_LIB=$PWD/$BUILD/libvyrefs.so PYTHONPATH=$PWD/client/python \
+		python3 bench/ranks_bench.py "${MNT[ranks]}" "${BENCH_REPS:-5}" "$gpus" | tee -a "$RES"
+	unmount_target ranks
+}
+
 # The devices phase: one mount over GPUs 0 and 1 (the host backend: two
 # host devices, host_devices=2, as a smoke check), beside `cudaraw peer` in
 # the same run. d0/ and d1/ place new files on device 0 and 1
@@ -695,6 +719,7 @@ main() {
 	if has grow; then grow_figures; fi
 	if has loop && [ -x "$FIO" ]; then loops_ab; fi
 	if has devices; then devices_figures; fi
+	if has ranks; then ranks_figures; fi
 	if has survive; then survive_figures; fi
 	if has steady; then steady_figures; fi
 	if has takeover; then takeover_figures; fi
