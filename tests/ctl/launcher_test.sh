@@ -144,7 +144,9 @@ test_launch_timeout_stops_a_sequence_and_the_mount_goes_on() {
 	log=$(tail -n 1 "$MNT/.vyre/log")
 	assertContains "$log" "ran past launch_timeout (1000 ms)"
 	assertContains "$log" "raise launch_timeout"
+	assertEquals "no launcher holds a sequence after its timeout" 0 "$(stat_of launcher_sequences)"
 	assertContains "$(run_seq $'fill f 3 0 1\n')" "ok seq="
+	assertEquals "nor after a sequence that ran" 0 "$(stat_of launcher_sequences)"
 	assertEquals 1 "$(stat_of launcher_restarts)"
 	assertContains "$(cat "$MNT/.vyre/config")" "launch_timeout = 1000ms"
 }
