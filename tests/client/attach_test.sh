@@ -493,6 +493,28 @@ PY
 	assertEquals "nothing left" 0 "$(stat_of resident_bytes)"
 }
 
+# transformers' conversion out of device memory (a converted model larger
+# than the GPU it is made on): a MemoryError that names the GPU and says
+# what to do, no half-made copy left, nothing mapped.
+test_a_conversion_out_of_device_memory_says_what_to_do() {
+	needs_torch || return 0
+	save_moe 3
+	out=$(STANDIN_OOM=1 PYTHONPATH="$PWD/tests/client/standin:$PYTHONPATH" py 2>&1 <<'PY'
+import sys, vyrefs.transformers
+try:
+    vyrefs.transformers.from_pretrained(sys.argv[1] + "/moe")
+    print("no error")
+except MemoryError as e:
+    print(type(e).__name__, str(e).replace(sys.argv[1], "MNT"))
+PY
+)
+	assertContains "$out" "MemoryError vyrefs: transformers converts MNT/moe at load, and its converted copy is made on one GPU"
+	assertContains "$out" "which has no room for it: CUDA out of memory. Tried to allocate 2.00 GiB (stand-in) (Fix: "
+	assertEquals "no copy, no half-made one (the lock stays, as after any conversion)" ".vyrefs-converted.lock config.json model.safetensors" "$(ls -A "$MNT/moe" | tr '\n' ' ' | sed 's/ $//')"
+	assertEquals "nothing mapped" 0 "$(stat_of mapped_bytes)"
+	rm -rf "$MNT/moe"
+}
+
 # A model transformers keeps partly in float32 (T5's wo), saved in
 # float32 and attached in bfloat16: the first attach converts with no
 # model built for the files first (the class says it keeps a module), and

@@ -75,12 +75,17 @@ def _convert(transformers, cls, path, config, dtype, sd, attn, differ, identity)
         try:
             loaded, info = cls.from_pretrained(None, state_dict=dict(sd), **kw)
             lost = _lost(info)
+        except _OUT_OF_MEMORY as e:
+            raise _no_room(path, gpu, e) from e
         except (TypeError, ValueError, KeyError, RuntimeError, OSError):
             loaded, lost = None, None
         if lost:
             loaded = None
         if loaded is None:
-            loaded, info = cls.from_pretrained(path, **kw)
+            try:
+                loaded, info = cls.from_pretrained(path, **kw)
+            except _OUT_OF_MEMORY as e:
+                raise _no_room(path, gpu, e) from e
             lost = _lost(info)
         if lost:
             raise ValueError("vyrefs: the files do not hold this model: %s (before converting: %s) (Fix: build it "
@@ -99,6 +104,21 @@ def _convert(transformers, cls, path, config, dtype, sd, attn, differ, identity)
     finally:
         sd.close()
     return where, _vt.load_state_dict(where)
+
+
+_OUT_OF_MEMORY = getattr(torch.cuda, "OutOfMemoryError", MemoryError)
+
+
+def _no_room(path, gpu, e):
+    """transformers' conversion ran out of device memory: it runs on one
+    GPU, the first that holds the files (a model larger than one GPU, its
+    files spread over several, is not converted across them)."""
+    where = "GPU %d" % gpu if gpu is not None else "this device"
+    return MemoryError("vyrefs: transformers converts %s at load, and its converted copy is made on one GPU (%s, "
+                       "where the files' first tensor is), which has no room for it: %s (Fix: free memory on %s; or "
+                       "copy the files to a GPU with room for the converted model too: setfattr -n user.vyre.device "
+                       "-v N on the directory before copying; or load it with transformers' own from_pretrained)"
+                       % (path, where, str(e).split("\n")[0][:200], where))
 
 
 def _cannot_load(path, config, e):

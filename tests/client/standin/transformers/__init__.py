@@ -61,6 +61,8 @@ class TinyMoE(torch.nn.Module):
     @classmethod
     def from_pretrained(cls, path, config=None, output_loading_info=False, device_map=None, state_dict=None, **kw):
         import vyrefs.torch
+        if os.environ.get("STANDIN_OOM"):  # the GPU's room ends, as torch says it
+            raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB (stand-in)")
         sd = state_dict if state_dict is not None else vyrefs.torch.load_state_dict(path)
         model = cls(config or AutoConfig.from_pretrained(path))
         n = model.config.experts
