@@ -47,7 +47,7 @@ def quantizer(transformers, config, gpu):
     return q
 
 
-def _castable(dtype):
+def castable(dtype):
     """A dtype a model computes in (bf16, fp16, fp32, ...), not quantized
     storage (float8, int8, packed integers), which is never cast."""
     return dtype.is_floating_point and torch.empty((), dtype=dtype).element_size() > 1
@@ -62,7 +62,7 @@ def model_dtype(q, config):
     d = getattr(config, "dtype", None) or getattr(config, "torch_dtype", None)
     if isinstance(d, str):
         d = getattr(torch, d.replace("torch.", ""), None)
-    if not isinstance(d, torch.dtype) or not _castable(d):
+    if not isinstance(d, torch.dtype) or not castable(d):
         return None
     return q.update_dtype(d)
 
@@ -87,7 +87,7 @@ def as_built(model, sd, strict):
     says. With strict, files holding names the model lacks are given back
     unchanged, before any copy (attach then says which); and the bytes the
     conversions copied)."""
-    want = {name: t for name, t in model.state_dict(keep_vars=True).items()}
+    want = model.state_dict(keep_vars=True)
     if strict and any(name not in want for name in sd):
         return sd, 0
     casts, refused, need = [], [], {}
@@ -95,7 +95,7 @@ def as_built(model, sd, strict):
         old = want.get(name)
         if old is None or old.dtype == t.dtype:
             continue
-        if not (_castable(old.dtype) and _castable(t.dtype)):
+        if not (castable(old.dtype) and castable(t.dtype)):
             refused.append("%s (the files' %s, the model's %s)" % (name, t.dtype, old.dtype))
             continue
         casts.append(name)

@@ -25,7 +25,7 @@ def _file_dtype(sd):
     """The files' own dtype (vyrefs' "auto": no copy): the first floating
     tensor's, float8 storage never."""
     for t in sd.values():
-        if t.is_floating_point() and t.element_size() > 1:
+        if _quantized.castable(t.dtype):
             return t.dtype
     return None
 
@@ -75,17 +75,14 @@ def _convert(transformers, cls, path, config, dtype, sd, attn, differ, identity)
         try:
             loaded, info = cls.from_pretrained(None, state_dict=dict(sd), **kw)
             lost = _lost(info)
-        except _OUT_OF_MEMORY as e:
-            raise _no_room(path, gpu, e) from e
+        except _OUT_OF_MEMORY:
+            raise  # no second try: said below
         except (TypeError, ValueError, KeyError, RuntimeError, OSError):
             loaded, lost = None, None
         if lost:
             loaded = None
         if loaded is None:
-            try:
-                loaded, info = cls.from_pretrained(path, **kw)
-            except _OUT_OF_MEMORY as e:
-                raise _no_room(path, gpu, e) from e
+            loaded, info = cls.from_pretrained(path, **kw)
             lost = _lost(info)
         if lost:
             raise ValueError("vyrefs: the files do not hold this model: %s (before converting: %s) (Fix: build it "
@@ -101,6 +98,8 @@ def _convert(transformers, cls, path, config, dtype, sd, attn, differ, identity)
         raise PermissionError("%s; transformers converts these files at load (%s)" % (e, differ)) from None
     except ImportError as e:
         raise _cannot_load(path, config, e) from e
+    except _OUT_OF_MEMORY as e:
+        raise _no_room(path, gpu, e) from e
     finally:
         sd.close()
     return where, _vt.load_state_dict(where)
