@@ -508,11 +508,42 @@ except MemoryError as e:
     print(type(e).__name__, str(e).replace(sys.argv[1], "MNT"))
 PY
 )
-	assertContains "$out" "MemoryError vyrefs: transformers converts MNT/moe at load, and its converted copy is made on one GPU"
+	assertContains "$out" "MemoryError vyrefs: transformers converts MNT/moe at load, and its converted copy is made beside the files (on this device)"
 	assertContains "$out" "which has no room for it: CUDA out of memory. Tried to allocate 2.00 GiB (stand-in) (Fix: "
 	assertEquals "no copy, no half-made one (the lock stays, as after any conversion)" ".vyrefs-converted.lock config.json model.safetensors" "$(ls -A "$MNT/moe" | tr '\n' ' ' | sed 's/ $//')"
 	assertEquals "nothing mapped" 0 "$(stat_of mapped_bytes)"
 	rm -rf "$MNT/moe"
+}
+
+# Files on two GPUs that transformers converts: the converted model is
+# made spread as they are. Where each unit goes is a share of bytes (a
+# conversion renames), in the files' order of GPUs, a tied unit with its
+# tie; on one device, no map (converted there, as before). Fake tensors:
+# the host has no GPU (gpu_devices_test runs it on two).
+test_a_conversion_of_files_on_two_gpus_is_spread_as_they_are() {
+	needs_torch || return 0
+	out=$(py <<'PY'
+import torch, vyrefs.placement as p
+class Fake:
+    def __init__(self, dev, n): self.device, self.n = torch.device(dev), n
+    def numel(self): return self.n
+    def element_size(self): return 1
+class M(torch.nn.Module):
+    _no_split_modules = ["Linear"]
+    def __init__(self):
+        super().__init__()
+        for name in "abcd":
+            setattr(self, name, torch.nn.Linear(10, 10, bias=False, device="meta"))
+        self.head = torch.nn.Linear(10, 10, bias=False, device="meta")
+        self.head.weight = self.a.weight
+m = M()
+sd = {"x": Fake("cuda:1", 300), "y": Fake("cuda:0", 100), "z": Fake("cuda:1", 200)}
+print(p.spread_like(m, sd))
+print(p.spread_like(m, {"x": Fake("cuda:0", 3), "y": Fake("cuda:0", 4)}), p.spread_like(m, {"x": Fake("cpu", 3)}))
+PY
+)
+	assertEquals "{'a': 1, 'b': 1, 'c': 1, 'd': 0, 'head': 1}
+None None" "$out"
 }
 
 # A model transformers keeps partly in float32 (T5's wo), saved in

@@ -6,6 +6,9 @@ prints lines the suite compares.
   devices_check.py compare DIR SRC   vyrefs.transformers.from_pretrained(DIR) with
                                      no device_map, against transformers' own load
                                      of SRC on one GPU and with the same device map
+  devices_check.py moe DIR SRC       the same for a mixture of experts whose files
+                                     sit on both GPUs (transformers converts it):
+                                     where its converted copy went, what it copied
 """
 import os
 import sys
@@ -71,6 +74,31 @@ def compare(where, src):
                      % (split, copied, sorted(set(map(str, dmap.values())))))
 
 
+def moe(where, src):
+    import transformers
+    torch.cuda.init()
+    kw = {dtype_kw(transformers): torch.bfloat16}
+    ours = vyrefs.transformers.from_pretrained(where, dtype=torch.bfloat16)
+    made = ours.vyrefs_converted
+    files = sorted(f for f in os.listdir(made) if f.endswith(".safetensors"))
+    on = sorted({int(os.getxattr(os.path.join(made, f), "user.vyre.device")) for f in files})
+    devices = sorted({p.device.index for p in ours.parameters()})
+    ids = torch.randint(1, 990, (2, 24), generator=torch.Generator().manual_seed(3)).cuda(0)
+    gen = dict(max_new_tokens=32, do_sample=False, pad_token_id=0)
+    with torch.no_grad():
+        a = ours(ids).logits
+        ga = ours.generate(ids[:1, :16], **gen)
+    dmap = ours.hf_device_map
+    theirs = transformers.AutoModelForCausalLM.from_pretrained(src, device_map=dmap, **kw).eval()
+    with torch.no_grad():
+        b = theirs(ids).logits
+        gb = theirs.generate(ids[:1, :16], **gen)
+    print("converted on", ",".join(map(str, on)), "runs on", ",".join(map(str, devices)),
+          "copied", ours.vyrefs_copied_bytes)
+    print("logits equal to the same map", torch.equal(a.cpu(), b.cpu()), "greedy equal", torch.equal(ga.cpu(), gb.cpu()))
+    sys.stderr.write("converted files %s; device map %s\n" % (len(files), sorted(set(map(str, dmap.values())))))
+
+
 if __name__ == "__main__":
     cmd, args = sys.argv[1], sys.argv[2:]
-    {"save": save, "compare": compare}[cmd](*args)
+    {"save": save, "compare": compare, "moe": moe}[cmd](*args)

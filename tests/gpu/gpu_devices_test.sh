@@ -168,6 +168,31 @@ test_a_model_larger_than_one_gpu_runs_across_both() {
 	released
 }
 
+# A mixture of experts, its shards on both GPUs: transformers converts it
+# at load (fuses the experts). The copy is made spread as the files are,
+# each GPU's part in files on that GPU, and attached with no copy; a new
+# process maps that copy.
+test_a_mixture_of_experts_on_both_gpus_is_converted_on_both() {
+	ready || return 0
+	python3 -c 'import transformers, accelerate' 2>/dev/null || { skip_test "needs transformers and accelerate"; return; }
+	TMP=$(mktemp -d /dev/shm/vyrefs-devices.XXXXXX)
+	python3 -c 'import sys, families_check as f; f.save(sys.argv[1], only="qwen3_moe")' "$TMP" || fail "save"
+	"$VYREFS" cp -r "$TMP/qwen3_moe" "$MNT/moe" || fail "vyrefs cp -r"
+	n=$(ls "$MNT"/moe/*.safetensors | wc -l)
+	assertTrue "several shards ($n)" "[ $n -ge 4 ]"
+	for f in $(ls "$MNT"/moe/*.safetensors | tail -n $((n / 2))); do
+		setfattr -n user.vyre.device -v $((1 - $(dev_of "$f"))) "$f" || fail "move $f"
+	done
+	for round in first later; do
+		out=$(python3 tests/gpu/devices_check.py moe "$MNT/moe" "$TMP/qwen3_moe" 2>"$TMP/err") || cat "$TMP/err" >&2
+		cat "$TMP/err" >&2
+		assertContains "$round" "$out" "converted on 0,1 runs on 0,1 copied 0"
+		assertContains "$round" "$out" "logits equal to the same map True greedy equal True"
+	done
+	rm -rf "$TMP" "$MNT/moe"
+	released
+}
+
 # Issue "gpus": tensor-parallel ranks with NCCL, each keeping its part on
 # its own GPU (tests/client/ranks_lib.sh).
 test_tensor_parallel_ranks_keep_their_parts_on_their_gpus() {

@@ -2,7 +2,7 @@
 framework converts a checkpoint at load (transformers 5 fuses a mixture of
 experts' per-expert tensors, renames, transposes, casts the modules it
 keeps in fp32), its own load runs once, and what it made is saved into
-SOURCE/vyrefs-converted/, on the source's GPU, to be attached with no copy
+SOURCE/vyrefs-converted/, on the source's GPU (GPUs), to be attached with no copy
 by every later start, by any process.
 
     where = vyrefs.derived.ensure(source, identity, make)
@@ -75,7 +75,8 @@ def current(source, identity, name=DIR):
 def ensure(source, identity, make, gpu=None, name=DIR):
     """The converted copy of `source`: current() if it is, else made now by
     make(tmp_dir) (which writes the tensors there) under the lock, placed
-    on `gpu` (a mount ordinal) when given. Returns (directory, made: bool).
+    on `gpu` (a mount ordinal) when given (else where make's save puts its
+    files). Returns (directory, made: bool).
     Raises PermissionError, with a Fix, where the source directory is not
     writable by this process."""
     source = os.fspath(source)
@@ -121,6 +122,13 @@ def gpu_of(sd):
     return devices[0].index if devices and devices[0].type == "cuda" else None
 
 
+def one_gpu(sd):
+    """gpu_of(sd) where all of sd is on that GPU, else None: a copy of a
+    state dict on several GPUs is saved a GPU's tensors to a file, each
+    file on its tensors' GPU (vyrefs/shards.py)."""
+    return gpu_of(sd) if len({t.device for t in sd.values()}) == 1 else None
+
+
 def keep(source, convert, identity, name):
     """A program's own conversion of directory `source`'s tensors, kept
     beside them: convert(state_dict) -> {name: tensor} runs once, on the
@@ -140,7 +148,7 @@ def keep(source, convert, identity, name):
     if not done:
         sd = _vt.load_state_dict(source)
         try:
-            done, _ = ensure(source, identity, lambda tmp: _vt.save(convert(sd), tmp), gpu_of(sd), name)
+            done, _ = ensure(source, identity, lambda tmp: _vt.save(convert(sd), tmp), one_gpu(sd), name)
         finally:
             sd.close()
     return _vt.load_state_dict(done)

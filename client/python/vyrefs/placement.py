@@ -28,6 +28,23 @@ DEVICE_XATTR = "user.vyre.device"
 def place_dir(path, gpu):
     """Directory `path` of a vyrefs mount: its new files go to device
     `gpu` (its user.vyre.device; they never spill elsewhere)."""
+    _set(path, gpu)
+
+
+def place_file(path, gpu):
+    """An empty file `path`: on a vyrefs mount with device `gpu`, its bytes
+    will go there (pinned); elsewhere (no user.vyre.device: another file
+    system; or a mount without that device) it is left where it is."""
+    if device_of(path) in (None, gpu):
+        return
+    try:
+        _set(path, gpu)
+    except OSError as e:
+        if e.errno != errno.EINVAL:  # EINVAL: not a device of this mount
+            raise
+
+
+def _set(path, gpu):
     from . import VyrefsError
     try:
         os.setxattr(path, DEVICE_XATTR, str(gpu).encode())
@@ -86,6 +103,10 @@ def _tensors(module, recurse):
         for key, b in mod._buffers.items():
             if b is not None:
                 yield mod, key, "buffer", b
+
+
+def _nbytes(t):
+    return t.numel() * t.element_size()
 
 
 def units(model):
@@ -152,11 +173,50 @@ def homes(model, device_map=None):
             weight = {}
             for _, _, _, t in tensors:
                 if t.device.type != "meta":
-                    weight[t.device] = weight.get(t.device, 0) + t.numel() * t.element_size()
+                    weight[t.device] = weight.get(t.device, 0) + _nbytes(t)
             if not weight:
                 continue
             want = max(weight, key=lambda d: (weight[d], -(d.index or 0)))
         out[name] = want
+    return out
+
+
+def spread_like(model, sd):
+    """A device_map ({unit: ordinal}) to build `model` (on meta) from state
+    dict `sd` whose tensors sit on several GPUs, or None (one device): the
+    units, in order, fill the GPUs in the order sd's files use them, each
+    GPU taking the share of the model's bytes it holds of sd's, as
+    accelerate's "sequential" map fills GPUs. By bytes, not names: a
+    conversion renames (fused experts, moved prefixes). A unit holding a
+    tensor of an earlier unit (tied) goes with it."""
+    held = {}
+    for t in sd.values():
+        if t.device.type == "cuda":
+            held[t.device.index] = held.get(t.device.index, 0) + _nbytes(t)
+    if len(held) < 2:
+        return None
+    found, seen = [], set()
+    for name, tensors in units(model):
+        size = 0
+        for _, _, _, t in tensors:
+            if id(t) not in seen:
+                seen.add(id(t))
+                size += _nbytes(t)
+        found.append((name, tensors, size))
+    total, source = sum(s for _, _, s in found) or 1, sum(held.values()) or 1
+    ends, at = [], 0
+    for gpu, n in held.items():
+        at += n
+        ends.append((at / source, gpu))
+    out, home, done = {}, {}, 0
+    for name, tensors, size in found:
+        middle = (done + size / 2) / total
+        gpu = next((g for end, g in ends if middle < end), ends[-1][1])
+        gpu = next((home[id(t)] for _, _, _, t in tensors if id(t) in home), gpu)
+        for _, _, _, t in tensors:
+            home.setdefault(id(t), gpu)
+        out[name] = gpu
+        done += size
     return out
 
 
@@ -178,7 +238,7 @@ def gather(model, where):
                 if kind == "param":
                     moved = torch.nn.Parameter(moved, requires_grad=t.requires_grad)
                 made[memo] = moved
-                copied += t.numel() * t.element_size()
+                copied += _nbytes(t)
                 n += 1
             if kind == "param":
                 mod._parameters[key] = made[memo]

@@ -16,6 +16,7 @@ import os
 import re
 
 from . import VyrefsError
+from . import placement as _placement
 from . import safetensors as _st
 
 INDEX = "model.safetensors.index.json"
@@ -110,6 +111,20 @@ def plan(tensors, max_bytes):
     return shards
 
 
+def _by_gpu(kept, where):
+    """[(GPU or None, {name: tensor})]: tensors on several GPUs, saved into
+    a directory that names none (user.vyre.device), are written a GPU's
+    to a shard, each placed on its tensors' GPU (the next start maps them
+    where they were: no copy). Else one group, placed as the mount places
+    new files."""
+    groups = {}
+    for name, t in kept.items():
+        groups.setdefault(t.device.index if t.device.type == "cuda" else None, {})[name] = t
+    if len(groups) < 2 or None in groups or _placement.device_of(where) is not None:
+        return [(None, kept)]
+    return list(groups.items())
+
+
 def _room(where, need):
     st = os.statvfs(where)
     free = st.f_bavail * st.f_frsize
@@ -121,7 +136,8 @@ def _room(where, need):
 def save(tensors, where, max_shard_size="5GB", metadata=None):
     """Write `tensors` ({name: torch tensor}) into directory `where` as
     model.safetensors, or as model-0000K-of-0000N.safetensors and an index
-    past max_shard_size. Every file is written under a temporary name and
+    past max_shard_size (tensors on several GPUs: a GPU's to a shard, on
+    that GPU, _by_gpu). Every file is written under a temporary name and
     renamed once all are written: on an error nothing changed."""
     os.makedirs(where, exist_ok=True)
     kept, aliases = unique(tensors)
@@ -129,16 +145,23 @@ def save(tensors, where, max_shard_size="5GB", metadata=None):
         _st.code_of(t, name)
     total = sum(t.numel() * t.element_size() for t in kept.values())
     _room(where, total)
-    shards = plan(kept, parse_size(max_shard_size))
+    shards, gpus = [], []
+    for gpu, group in _by_gpu(kept, where):
+        for shard in plan(group, parse_size(max_shard_size)):
+            shards.append(shard)
+            gpus.append(gpu)
     names = [SINGLE] if len(shards) == 1 else \
         ["model-%05d-of-%05d.safetensors" % (k + 1, len(shards)) for k in range(len(shards))]
     meta = {"format": "pt"}
     meta.update(metadata or {})
     written = []
     try:
-        for shard, fname in zip(shards, names):
+        for shard, fname, gpu in zip(shards, names, gpus):
             tmp = os.path.join(where, ".%s.vyrefs-tmp" % fname)
             written.append(tmp)
+            if gpu is not None:
+                open(tmp, "wb").close()
+                _placement.place_file(tmp, gpu)
             here = {a: n for a, n in aliases.items() if n in shard}
             _st.write({n: kept[n] for n in shard}, tmp, dict(meta, **({TIED: json.dumps(here)} if here else {})))
         if len(shards) > 1:

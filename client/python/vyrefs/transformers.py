@@ -10,6 +10,7 @@ its parameters (vyrefs.torch.empty_weights), then attached. transformers is
 imported when this is called.
 """
 
+import copy
 import os
 
 import torch
@@ -53,19 +54,26 @@ def _identity(transformers, cls, config, dtype, attn):
             "attn_implementation": attn, "config": _ranks.fingerprint(config)}
 
 
-def _convert(transformers, cls, path, config, dtype, sd, attn, differ, identity):
+def _convert(transformers, cls, path, config, dtype, sd, attn, differ, identity, trust_remote_code):
     """The converted copy's state dict (mapped), made by transformers' own
     from_pretrained where it is missing or stale; closes `sd`. `identity`
     is taken before any model is built from `config` (a build writes its
     dtype into the config: a later start, reading config.json afresh,
-    would find the copy stale)."""
-    gpu = _derived.gpu_of(sd)
+    would find the copy stale). Files on one GPU are converted there;
+    files spread over several GPUs are converted spread as they are
+    (placement.spread_like), each GPU's part saved on that GPU."""
+    gpu = _derived.one_gpu(sd)
+    spread = None
+    if gpu is None and _derived.gpu_of(sd) is not None:
+        meta = _build(transformers, cls, copy.deepcopy(config), dtype, trust_remote_code, attn)
+        spread = _placement.spread_like(meta, sd)
+        del meta
 
     def make(tmp):
         kw = {"config": config, "output_loading_info": True,
               ("dtype" if int(transformers.__version__.split(".")[0]) >= 5 else "torch_dtype"): dtype or "auto"}
-        if gpu is not None:
-            kw["device_map"] = {"": gpu}
+        if gpu is not None or spread:
+            kw["device_map"] = spread or {"": gpu}
         if attn is not None:
             kw["attn_implementation"] = attn
         # transformers' conversion run on the files' mapped tensors (on the
@@ -99,7 +107,7 @@ def _convert(transformers, cls, path, config, dtype, sd, attn, differ, identity)
     except ImportError as e:
         raise _cannot_load(path, config, e) from e
     except _OUT_OF_MEMORY as e:
-        raise _no_room(path, gpu, e) from e
+        raise _no_room(path, sorted(set(spread.values())) if spread else [gpu], e) from e
     finally:
         sd.close()
     return where, _vt.load_state_dict(where)
@@ -108,15 +116,15 @@ def _convert(transformers, cls, path, config, dtype, sd, attn, differ, identity)
 _OUT_OF_MEMORY = getattr(torch.cuda, "OutOfMemoryError", MemoryError)
 
 
-def _no_room(path, gpu, e):
-    """transformers' conversion ran out of device memory: it runs on one
-    GPU, the first that holds the files (a model larger than one GPU, its
-    files spread over several, is not converted across them)."""
-    where = "GPU %d" % gpu if gpu is not None else "this device"
-    return MemoryError("vyrefs: transformers converts %s at load, and its converted copy is made on one GPU (%s, "
-                       "where the files' first tensor is), which has no room for it: %s (Fix: free memory on %s; or "
-                       "copy the files to a GPU with room for the converted model too: setfattr -n user.vyre.device "
-                       "-v N on the directory before copying; or load it with transformers' own from_pretrained)"
+def _no_room(path, gpus, e):
+    """transformers' conversion ran out of device memory, on the GPUs the
+    files are on: the converted copy is made beside them."""
+    gpus = [g for g in gpus if g is not None]
+    where = "GPU%s %s" % ("s" if len(gpus) > 1 else "", ", ".join(map(str, gpus))) if gpus else "this device"
+    return MemoryError("vyrefs: transformers converts %s at load, and its converted copy is made beside the files "
+                       "(on %s), which has no room for it: %s (Fix: free memory on %s; or copy the files to GPUs "
+                       "with room for the converted model too (setfattr -n user.vyre.device -v N on the directory "
+                       "before copying); or load it with transformers' own from_pretrained)"
                        % (path, where, str(e).split("\n")[0][:200], where))
 
 
@@ -162,7 +170,7 @@ def converted_state_dict(path, dtype="auto", model_class=None, trust_remote_code
         return _vt.load_state_dict(kept)
     sd = _vt.load_state_dict(path)
     _, out = _convert(transformers, cls, path, config, dtype, sd, attn_implementation,
-                      "asked for: converted_state_dict", identity)
+                      "asked for: converted_state_dict", identity, trust_remote_code)
     return out
 
 
@@ -273,7 +281,7 @@ def from_pretrained(path, dtype="auto", device_map=None, trust_remote_code=False
                 # transformers converts these files at load: its own load,
                 # once, kept beside them (vyrefs/derived.py), then attached.
                 converted, sd = _convert(transformers, cls, path, config, dtype, sd, attn_implementation, differ,
-                                         identity)
+                                         identity, trust_remote_code)
                 model = build(sd)
                 copied = attach(model, sd, True)
         if hasattr(model, "tie_weights"):
