@@ -6,8 +6,10 @@ restart is a new job whose ranks attach them. Prints, per shape:
   ranks.SHAPE.save_s            the first save, both ranks (seconds)
   ranks.SHAPE.attach_ms.rR      vyrefs.ranks.attach in rank R of a new job:
                                 median and quartiles over RESTARTS jobs
-  ranks.SHAPE.again_ms          a second attach in the same process, by part
-                                (check, map, attach): medians
+  ranks.SHAPE.again_ms          by part, medians: the first attach's
+                                (first_check, first_map: load_state_dict,
+                                first_attach: the rest) and a second attach's
+                                in the same process (check, map, attach)
   ranks.SHAPE.second_job_mib    device memory a second job took attaching
                                 beside a first that holds the shards (MiB)
   ranks.SHAPE.same_answer       every job's answer equal to the saver's
@@ -19,6 +21,7 @@ it) runs both ranks on GPU 0 with gloo, as NCCL refuses two ranks on one
 GPU: a stand-in that shares one GPU's copy engines and the host's cores
 between the ranks, so compare its figures only with each other.
 """
+import contextlib
 import hashlib
 import os
 import statistics
@@ -76,6 +79,25 @@ def answer(tensors):
     return hashlib.sha256(acc.cpu().numpy().tobytes()).hexdigest()[:16]
 
 
+@contextlib.contextmanager
+def _timed(module, name, into, key):
+    """module.name timed into into[key] (seconds) while inside: the parts
+    of the first attach, which pays what only a new process pays."""
+    f = getattr(module, name)
+
+    def timed(*args, **kwargs):
+        t = time.perf_counter()
+        try:
+            return f(*args, **kwargs)
+        finally:
+            into[key] = into.get(key, 0) + time.perf_counter() - t
+    setattr(module, name, timed)
+    try:
+        yield
+    finally:
+        setattr(module, name, f)
+
+
 def rank_main(rank, world, port, where, shape, phase, hold, q, gpus=2):
     os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1",
                       MASTER_PORT=str(port))
@@ -97,12 +119,16 @@ def rank_main(rank, world, port, where, shape, phase, hold, q, gpus=2):
         import vyrefs.torch
         model = empty_model(shapes)
         free0 = torch.cuda.mem_get_info()[0]
-        t0 = time.perf_counter()
-        vyrefs.ranks.attach(model, where, config=config)
-        took = time.perf_counter() - t0
+        first = {}
+        with _timed(vyrefs.ranks, "check", first, "first_check"), \
+                _timed(vyrefs.torch, "load_state_dict", first, "first_map"):
+            t0 = time.perf_counter()
+            vyrefs.ranks.attach(model, where, config=config)
+            took = time.perf_counter() - t0
+        first["first_attach"] = took - sum(first.values())
         took_mem = free0 - torch.cuda.mem_get_info()[0]
         # Where the time goes, in a second attach of the same process.
-        parts = {}
+        parts = dict(first)
         t = time.perf_counter()
         vyrefs.ranks.check(empty_model(shapes), where, config=config)
         parts["check"] = time.perf_counter() - t
