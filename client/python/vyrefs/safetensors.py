@@ -176,12 +176,24 @@ def views(path, m, start, entries):
         return out
     say_misaligned(path, m, start, entries)
     all_bytes = whole(m)
+    typed = {}  # the mapping as each dtype: a tensor is then one as_strided (a 7B rank's 291 slices and two
+    #             views each cost more than its header's read, on a GPU)
     for name, (code, shape, a, b) in entries.items():
         dt = torch_dtype(code, path, name)
-        raw = all_bytes[start + a:start + b]
-        if (m.ptr + start + a) % DTYPES[code][1]:
-            raw = raw.clone()  # a writer that did not align it: a copy, the only way to view it (said above)
-        out[name] = raw.view(dt).view(shape)
+        item = DTYPES[code][1]
+        at = start + a
+        if (m.ptr + at) % item or at % item:
+            # a writer that did not align it: a copy, the only way to view it (said above)
+            out[name] = all_bytes[at:start + b].clone().view(dt).view(shape)
+            continue
+        base = typed.get(dt)
+        if base is None:
+            base = typed[dt] = all_bytes[:all_bytes.numel() // item * item].view(dt)
+        strides, step = [], 1
+        for n in reversed(shape):
+            strides.append(step)
+            step *= n
+        out[name] = base.as_strided(shape, strides[::-1], base.storage_offset() + at // item)
     return out
 
 
