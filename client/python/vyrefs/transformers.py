@@ -64,10 +64,6 @@ def _convert(transformers, cls, path, config, dtype, sd, attn, differ, identity,
     (placement.spread_like), each GPU's part saved on that GPU."""
     gpu = _derived.one_gpu(sd)
     spread = None
-    if gpu is None and _derived.gpu_of(sd) is not None:
-        meta = _build(transformers, cls, copy.deepcopy(config), dtype, trust_remote_code, attn)
-        spread = _placement.spread_like(meta, sd)
-        del meta
 
     def make(tmp):
         kw = {"config": config, "output_loading_info": True,
@@ -101,6 +97,9 @@ def _convert(transformers, cls, path, config, dtype, sd, attn, differ, identity,
             torch.cuda.empty_cache()
 
     try:
+        if gpu is None and _derived.gpu_of(sd) is not None:
+            spread = _placement.spread_like(
+                _build(transformers, cls, copy.deepcopy(config), dtype, trust_remote_code, attn), sd)
         where, _ = _derived.ensure(path, identity, make, gpu)
     except PermissionError as e:
         raise PermissionError("%s; transformers converts these files at load (%s)" % (e, differ)) from None
