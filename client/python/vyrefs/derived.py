@@ -20,6 +20,7 @@ ordinary directory: `du` and `df` count it, `rm -r` removes it (the next
 start makes it again).
 """
 
+import errno
 import fcntl
 import json
 import os
@@ -129,6 +130,27 @@ def one_gpu(sd):
     return gpu_of(sd) if len({t.device for t in sd.values()}) == 1 else None
 
 
+def save(what, tmp, gpu):
+    """Save a conversion's result (a model or {name: tensor}) into `tmp`,
+    the copy being made. `gpu` given (the source on one GPU): tmp is placed
+    there already. Else the source is on several GPUs: a result on one GPU
+    goes to a directory placed on it; a result on several is written a
+    GPU's to a file on that GPU (vyrefs/shards.py), with no setting tmp
+    took from the source's directory gathering them on one."""
+    if gpu is None:
+        tensors = what.state_dict() if hasattr(what, "state_dict") else what
+        gpus = {t.device.index for t in tensors.values() if t.device.type == "cuda"}
+        try:
+            if len(gpus) == 1:
+                _placement.place_dir(tmp, gpus.pop())
+            elif gpus:
+                os.removexattr(tmp, _placement.DEVICE_XATTR)
+        except OSError as e:
+            if e.errno not in (errno.ENODATA, errno.ENOTSUP, errno.EINVAL):  # none set; not a mount's, or its device
+                raise
+    _vt.save(what, tmp)
+
+
 def keep(source, convert, identity, name):
     """A program's own conversion of directory `source`'s tensors, kept
     beside them: convert(state_dict) -> {name: tensor} runs once, on the
@@ -148,7 +170,8 @@ def keep(source, convert, identity, name):
     if not done:
         sd = _vt.load_state_dict(source)
         try:
-            done, _ = ensure(source, identity, lambda tmp: _vt.save(convert(sd), tmp), one_gpu(sd), name)
+            gpu = one_gpu(sd)
+            done, _ = ensure(source, identity, lambda tmp: save(convert(sd), tmp, gpu), gpu, name)
         finally:
             sd.close()
     return _vt.load_state_dict(done)

@@ -33,9 +33,11 @@ def place_dir(path, gpu):
 
 def place_file(path, gpu):
     """An empty file `path`: on a vyrefs mount with device `gpu`, its bytes
-    will go there (pinned); elsewhere (no user.vyre.device: another file
-    system; or a mount without that device) it is left where it is."""
-    if device_of(path) in (None, gpu):
+    will go there, pinned (set even where the mount would put it: a file
+    placed by default may spill to another device as it grows); elsewhere
+    (no user.vyre.device: another file system; or a mount without that
+    device) it is left where it is."""
+    if device_of(path) is None:
         return
     try:
         _set(path, gpu)
@@ -189,9 +191,10 @@ def spread_like(model, sd):
     accelerate's "sequential" map fills GPUs. By bytes, not names: a
     conversion renames (fused experts, moved prefixes). A unit holding a
     tensor of an earlier unit (tied) goes with it."""
-    held = {}
+    held, counted = {}, set()
     for t in sd.values():
-        if t.device.type == "cuda":
+        if t.device.type == "cuda" and id(t) not in counted:  # a tied name maps the same tensor: once
+            counted.add(id(t))
             held[t.device.index] = held.get(t.device.index, 0) + _nbytes(t)
     if len(held) < 2:
         return None

@@ -129,12 +129,23 @@ def code_of(t, name=""):
     return _FROM_TORCH[attr]
 
 
-def whole(m):
-    """The mapping as one torch uint8 tensor on its device, keeping it mapped."""
+class _From:
+    """Mapping `m`'s device memory from byte `skip` on, as a CUDA array
+    interface (torch keeps its owner, this, which holds m)."""
+
+    def __init__(self, m, skip):
+        self.mapping = m
+        self.__cuda_array_interface__ = {"shape": (m.nbytes - skip,), "typestr": "|u1", "version": 3,
+                                         "data": (m.ptr + skip, False), "strides": None}
+
+
+def whole(m, skip=0):
+    """The mapping (from byte `skip` on: a tensor's storage starts there)
+    as one torch uint8 tensor on its device, keeping it mapped."""
     import torch
-    if m.device >= 0:
-        return torch.as_tensor(m, device="cuda:%d" % m.device)  # holds m (the array interface's owner)
-    return torch.frombuffer(m.buffer, dtype=torch.uint8)      # the buffer holds m
+    if m.device >= 0:  # the array interface's owner is held: m, or _From holding m
+        return torch.as_tensor(_From(m, skip) if skip else m, device="cuda:%d" % m.device)
+    return torch.frombuffer(m.buffer, dtype=torch.uint8, offset=skip)  # the buffer holds m
 
 
 def _allowed(a):
@@ -154,17 +165,22 @@ def misaligned(m, start, entries):
 
 
 def say_misaligned(path, m, start, entries, stacklevel=3):
-    """An AlignmentWarning when misaligned() counts any tensor."""
+    """An AlignmentWarning when misaligned() counts any tensor, off its
+    place's alignment or copied."""
     off, copied = misaligned(m, start, entries)
+    said = []
     if off:
-        warnings.warn(
-            "vyrefs: %s: %d of %d tensors sit less aligned than their place in the file allows (its data "
-            "starts at byte %d of a %d-byte page, not placed for its format)%s; GPU kernels compute them slower "
-            "and round otherwise than for the framework's own load (Fix: write the file into the mount again "
-            "from its first byte, e.g. cp or vyrefs cp, so the mount places it; or save it with vyrefs.torch.save)"
-            % (path, off, len(entries), (m.ptr + start) % DATA_ALIGN, DATA_ALIGN,
-               ", %d of them copied to be viewed at all" % copied if copied else ""),
-            AlignmentWarning, stacklevel=stacklevel)
+        said.append("%d of %d tensors sit less aligned than their place in the file allows (its data starts at "
+                    "byte %d of a %d-byte page, not placed for its format); GPU kernels compute them slower and "
+                    "round otherwise than for the framework's own load"
+                    % (off, len(entries), (m.ptr + start) % DATA_ALIGN, DATA_ALIGN))
+    if copied:  # off their element size: so placed or not (a writer that did not align them)
+        said.append("tensors copied to be viewed at all (off their element size): %d" % copied)
+    if said:
+        warnings.warn("vyrefs: %s: %s (Fix: %ssave it with vyrefs.torch.save, which aligns every tensor)"
+                      % (path, "; ".join(said), "write the file into the mount again from its first byte, e.g. "
+                         "cp or vyrefs cp, so the mount places it; or " if off else ""),
+                      AlignmentWarning, stacklevel=stacklevel)
 
 
 def views(path, m, start, entries):
@@ -175,25 +191,33 @@ def views(path, m, start, entries):
     if not entries:
         return out
     say_misaligned(path, m, start, entries)
+    import torch
     all_bytes = whole(m)
-    typed = {}  # the mapping as each dtype: a tensor is then one as_strided (a 7B rank's 291 slices and two
-    #             views each cost more than its header's read, on a GPU)
+    # The mapping as each dtype, from its first byte aligned to it: a
+    # tensor is then one as_strided (a 7B rank's 291 slices and two views
+    # each cost more than its header's read, on a GPU).
+    typed = {}
     for name, (code, shape, a, b) in entries.items():
         dt = torch_dtype(code, path, name)
         item = DTYPES[code][1]
         at = start + a
-        if (m.ptr + at) % item or at % item:
+        if b == a:
+            out[name] = torch.empty(shape, dtype=dt, device=all_bytes.device)  # no bytes: nothing to view
+            continue
+        if (m.ptr + at) % item:
             # a writer that did not align it: a copy, the only way to view it (said above)
             out[name] = all_bytes[at:start + b].clone().view(dt).view(shape)
             continue
+        lead = -m.ptr % item
         base = typed.get(dt)
         if base is None:
-            base = typed[dt] = all_bytes[:all_bytes.numel() // item * item].view(dt)
+            raw = whole(m, lead) if lead else all_bytes
+            base = typed[dt] = raw[:raw.numel() // item * item].view(dt)
         strides, step = [], 1
         for n in reversed(shape):
             strides.append(step)
             step *= n
-        out[name] = base.as_strided(shape, strides[::-1], base.storage_offset() + at // item)
+        out[name] = base.as_strided(shape, strides[::-1], base.storage_offset() + (at - lead) // item)
     return out
 
 

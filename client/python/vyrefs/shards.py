@@ -181,6 +181,9 @@ def save(tensors, where, max_shard_size="5GB", metadata=None):
         raise
     for tmp, fname in zip(written, names + [INDEX]):
         os.replace(tmp, os.path.join(where, fname))
-    if len(shards) == 1 and os.path.exists(os.path.join(where, INDEX)):
-        os.unlink(os.path.join(where, INDEX))  # an older index would name other files
+    # An older save's other form would be read in place of this one (we
+    # read an index first; transformers reads model.safetensors first).
+    stale = os.path.join(where, INDEX if len(shards) == 1 else SINGLE)
+    if os.path.exists(stale):
+        os.unlink(stale)
     return [os.path.join(where, n) for n in names]

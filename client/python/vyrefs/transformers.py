@@ -91,7 +91,7 @@ def _convert(transformers, cls, path, config, dtype, sd, attn, differ, identity,
         if lost:
             raise ValueError("vyrefs: the files do not hold this model: %s (before converting: %s) (Fix: build it "
                              "from the config the files were saved with)" % (_vt._shown(lost, 5), differ))
-        _vt.save(loaded, tmp)
+        _derived.save(loaded, tmp, gpu)
         del loaded
         if torch.cuda.is_available():
             torch.cuda.empty_cache()
