@@ -63,7 +63,7 @@ def _convert(transformers, cls, path, config, dtype, sd, attn, differ, identity,
     files spread over several GPUs are converted spread as they are
     (placement.spread_like), each GPU's part saved on that GPU."""
     gpu = _derived.one_gpu(sd)
-    spread = None
+    spread = None  # files on several GPUs: their device map, set below inside the try (make runs after)
 
     def make(tmp):
         kw = {"config": config, "output_loading_info": True,
