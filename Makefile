@@ -47,13 +47,13 @@ STATE_SRC  := $(wildcard state/*.c)
 STATE_OBJ  := $(STATE_SRC:%.c=$(BUILD)/%.o)
 # The daemon: the namespace (ns/), the FUSE operations and file data (fs/),
 # the client socket's servers (sock/) and the process (daemon/).
-FS_SRC     := $(wildcard ns/*.c) $(wildcard fs/*.c) $(wildcard persist/*.c) $(wildcard sock/*.c) $(wildcard daemon/*.c) $(STATE_SRC) keeper/wire.c keeper/trust.c
+FS_SRC     := $(wildcard ns/*.c) $(wildcard tier/*.c) $(wildcard fs/*.c) $(wildcard persist/*.c) $(wildcard sock/*.c) $(wildcard daemon/*.c) $(STATE_SRC) keeper/wire.c keeper/trust.c
 FS_OBJ     := $(FS_SRC:%.c=$(BUILD)/%.o)
 # The launcher process: the same binary, run as `vyrefs --launcher`.
 LAUNCHER_SRC := $(wildcard launcher/*.c)
 LAUNCHER_OBJ := $(LAUNCHER_SRC:%.c=$(BUILD)/%.o)
 # `vyrefs cp` is the client library at work: linked into the binary too.
-CLIENT_SRC := client/libvyrefs.c client/fail.c client/daemon.c client/mountinfo.c client/copy.c client/cp.c core/place.c
+CLIENT_SRC := client/libvyrefs.c client/fail.c client/daemon.c client/mountinfo.c client/copy.c client/cp.c client/tier_cli.c core/place.c
 CLIENT_OBJ := $(CLIENT_SRC:%.c=$(BUILD)/%.o)
 # libvyrefs.so, the client library (client/): its own code, and the core's
 # device backends and the channel it imports memory and talks with, built

@@ -36,6 +36,7 @@ void vy_config_defaults(vy_config *c)
 	c->kernel_cache = 256ull << 20;
 	c->allow_other = false;
 	c->launch_timeout_ms = 60000;
+	c->writeback_delay_ms = 5000;
 	c->host_devices = 1;
 	c->peer = true;
 	c->xattr_budget = 64ull << 20;
@@ -278,6 +279,15 @@ vy_err vy_config_set(vy_config *c, const char *key, const char *value, vy_error 
 		next.max_inodes = n;
 	} else if (!strcmp(key, "launch_timeout")) {
 		rc = duration_value(key, value, &next.launch_timeout_ms, e);
+	} else if (!strcmp(key, "backing")) {
+		size_t len = strlen(value);
+		rc = value[0] == '/' && len < sizeof(next.backing) && !strchr(value, '\n')
+			     ? VY_OK
+			     : bad_value(e, key, value, "give the directory as an absolute path, e.g. backing=/srv/models");
+		if (rc == VY_OK)
+			memcpy(next.backing, value, len + 1);
+	} else if (!strcmp(key, "writeback_delay")) {
+		rc = duration_value(key, value, &next.writeback_delay_ms, e);
 	} else {
 		char keys[512] = "use one of: ";
 		size_t at = strlen(keys);
@@ -470,6 +480,10 @@ static bool ini_value(const vy_config *c, const char *key, char *v, size_t cap)
 		snprintf(v, cap, "%s", c->kernel_cflags);
 	else if (!strcmp(key, "max_inodes"))
 		snprintf(v, cap, "%llu", (unsigned long long)c->max_inodes);
+	else if (!strcmp(key, "backing") && c->backing[0])
+		snprintf(v, cap, "%s", c->backing);
+	else if (!strcmp(key, "writeback_delay"))
+		snprintf(v, cap, "%llums", (unsigned long long)c->writeback_delay_ms);
 	else
 		return false;
 	return true;
@@ -483,7 +497,7 @@ size_t vy_config_format_ini(const vy_config *c, char *buf, size_t cap)
 	put(buf, cap, &at, "[%s]\n", VY_CONFIG_SECTION);
 	for (size_t i = 0; i < vy_options_count; i++) {
 		const vy_option_doc *d = &vy_options[i];
-		char v[320];
+		char v[4200]; /* backing= may be a long path */
 		if (ini_value(c, d->key, v, sizeof(v)))
 			put(buf, cap, &at, "%s = %s\n", d->key, v);
 		else if (strcmp(d->key, "config") != 0)

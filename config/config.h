@@ -31,6 +31,10 @@
  *                    and starts a successor (on | off; off)
  *   survive_standby  that successor is started ahead, its devices open
  *                    (on | off; on)
+ *   backing          a directory the mount shows and keeps (docs/tier.md):
+ *                    files load from it when used, dirty bytes go back
+ *   writeback_delay  how long a file's written bytes wait before they are
+ *                    written back to the backing directory (5s)
  * A bad key or value is refused naming the key, the value and what is
  * allowed, and leaves the configuration as it was. */
 #ifndef VY_CONFIG_H
@@ -72,6 +76,8 @@ typedef struct vy_config {
 	bool survive_set;      /* survive= given: no fallback to off (daemon/mount.c) */
 	uint64_t survive_log;  /* the state region's log: a power of two, 64K..1G */
 	bool survive_standby;  /* the keeper starts each successor ahead, its devices open */
+	char backing[4096];    /* backing=DIR (an absolute path), or "": a volatile mount */
+	uint64_t writeback_delay_ms; /* dirty bytes wait this long before going back to DIR */
 } vy_config;
 
 void vy_config_defaults(vy_config *c);

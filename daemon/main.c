@@ -18,6 +18,7 @@
 #include "daemon/mountflags.h"
 #include "launcher/launcher.h"
 #include "client/cp.h"
+#include "client/tier_cli.h"
 
 /* Write `text` from column `col` on, wrapped before column 80, each new
  * line indented to `col`; `at` is the column the cursor is in now. */
@@ -52,6 +53,8 @@ static void usage(FILE *to)
 	      "       vyrefs --help | --version | --build-info\n"
 	      "       vyrefs cp [-rpfnv] [--threads=N] SRC... DST   copy into and out of a mount\n"
 	      "                 around FUSE, at the speed of the other side (vyrefs cp --help)\n"
+	      "       vyrefs prefetch [-r] PATH...   backing=DIR: load files onto the GPU, whole\n"
+	      "       vyrefs evict [-r] PATH...      backing=DIR: give clean files' GPU memory back\n"
 	      "\n"
 	      "Mounts a filesystem whose files are GPU-resident buffers. Detaches once the\n"
 	      "mount is ready; unmount with `umount MOUNTPOINT` or `fusermount3 -u MOUNTPOINT`.\n"
@@ -190,6 +193,30 @@ static int settle_config(cli *c)
 	return 0;
 }
 
+/* backing=DIR (docs/tier.md): fstab's source field may name DIR (an
+ * absolute path); such a mount runs survive=off for now, since a
+ * successor would not keep what is not yet written back. */
+static int backing_settled(cli *c)
+{
+	vy_error e;
+	if (!c->m.cfg.backing[0] && c->m.source[0] == '/' &&
+	    vy_config_set(&c->m.cfg, "backing", c->m.source, &e) != VY_OK) {
+		fprintf(stderr, "vyrefs: %s\n", e.msg);
+		return 2;
+	}
+	if (!c->m.cfg.backing[0])
+		return 0;
+	if (c->m.cfg.survive_set && c->m.cfg.survive) {
+		fprintf(stderr, "vyrefs: backing=%s with survive=on is not supported yet: a successor would not keep "
+				"what is not yet written back (Fix: drop survive=on; a backing mount runs survive=off)\n",
+			c->m.cfg.backing);
+		return 2;
+	}
+	c->m.cfg.survive = false;
+	c->m.cfg.survive_set = true; /* what .vyre/config shows */
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	/* The daemon starts itself as its launcher (CUDA does not survive a
@@ -198,6 +225,10 @@ int main(int argc, char **argv)
 		return vy_launcher_main(VY_LAUNCHER_FD);
 	if (argc >= 2 && !strcmp(argv[1], "cp"))
 		return vy_cp_main(argc - 1, argv + 1);
+	if (argc >= 2 && !strcmp(argv[1], "prefetch"))
+		return vy_prefetch_main(argc - 1, argv + 1);
+	if (argc >= 2 && !strcmp(argv[1], "evict"))
+		return vy_evict_main(argc - 1, argv + 1);
 	if (argc >= 2 && !strcmp(argv[1], "--upgrade")) {
 		if (argc != 3) {
 			fprintf(stderr, "vyrefs: --upgrade takes one mountpoint (Fix: vyrefs --upgrade MOUNTPOINT)\n");
@@ -274,6 +305,8 @@ int main(int argc, char **argv)
 		if (!c.m.source[0] || strchr(c.m.source, ',')) {
 			fprintf(stderr, "vyrefs: the source name '%s' is empty or has a comma (Fix: name it, without commas)\n",
 				c.m.source);
+			rc = 2;
+		} else if (backing_settled(&c) != 0) {
 			rc = 2;
 		} else {
 			c.m.settings = c.settings;

@@ -1,5 +1,6 @@
 /* The control file: text in, sequences run, replies and a log out. */
 #include "fs/file.h"
+#include "fs/backed.h"
 #include "fs/ctl_file.h"
 #include "fs/kind.h"
 #include "fs/seqlog.h"
@@ -90,15 +91,24 @@ static vy_err files_share(void *ctx, void *file, vy_error *e)
 	/* Most files are shareable already (large, or moved before): then no
 	 * write lock on the way of every sequence. A buffer replaced after
 	 * this look is caught by the check under the read locks (exec.c). */
+	/* backing=DIR: a sequence reaches every byte: all of it loaded. */
+	if (in->tier) {
+		vy_err lrc = vy_backed_prepare(fs, in) ? vy_fail(e, VY_EBUSY, "run it again",
+								 "a file is gone from the backing directory")
+						       : vy_backed_load_room(fs, in, 0, in->size, e);
+		if (lrc != VY_OK)
+			return lrc;
+	}
 	pthread_rwlock_rdlock(&in->lock);
-	bool done = in->size <= in->cap && (!in->buf || vy_store_shareable(vy_fs_core(fs, in)->store, in->buf));
+	bool done = in->size <= in->cap && (!in->buf || vy_store_shareable(vy_fs_core(fs, in)->store, in->buf)) &&
+		    vy_backed_present(in, 0, in->size);
 	pthread_rwlock_unlock(&in->lock);
 	if (done)
 		return VY_OK;
 	pthread_rwlock_wrlock(&in->lock);
-	vy_err rc = VY_OK;
+	vy_err rc = vy_backed_whole(fs, in, e);
 	/* Nothing else may use the buffer while it moves or gets memory. */
-	if (in->size > in->cap || (in->buf && !vy_store_shareable(vy_fs_core(fs, in)->store, in->buf)))
+	if (rc == VY_OK && (in->size > in->cap || (in->buf && !vy_store_shareable(vy_fs_core(fs, in)->store, in->buf))))
 		rc = vy_file_share(fs, in, e);
 	pthread_rwlock_unlock(&in->lock);
 	return rc;
@@ -132,8 +142,9 @@ static void files_written(void *ctx, void *file, uint64_t ino)
 	vy_inode_touch(in, true);
 	vy_persist_inode(fs, in);
 	/* Under the lock: a truncation to zero frees the readahead state. */
-	pthread_rwlock_rdlock(&in->lock);
+	pthread_rwlock_wrlock(&in->lock);
 	vy_readahead_forget(in);
+	vy_backed_suspect(fs, in); /* backing=DIR: what it wrote goes back */
 	pthread_rwlock_unlock(&in->lock);
 	/* The kernel may hold pages of the old bytes: drop them. -ENOENT
 	 * means it holds nothing of this inode. */

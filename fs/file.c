@@ -7,6 +7,7 @@
 #include "core/place.h"
 #include "daemon/log.h"
 #include "persist/writer.h"
+#include "tier/tier.h"
 #include "fs/readahead.h"
 #include "fs/wbehind.h"
 
@@ -699,6 +700,15 @@ void vy_inode_reap(vy_fs *fs, vy_inode *in)
 		pthread_rwlock_wrlock(&in->lock);
 		vy_file_drop(fs, in);
 		pthread_rwlock_unlock(&in->lock);
+	}
+	if (in->tier && vy_inode_unreachable(in)) {
+		/* backing=DIR: no name and nothing open, so nobody's bytes in DIR
+		 * either; the item goes with the inode. */
+		vy_tier_gone(fs->tier, in->tier);
+		if (!in->nlookup && !in->holds) {
+			vy_tier_forget(fs->tier, in->tier);
+			in->tier = NULL;
+		}
 	}
 	uint64_t ino = in->ino;
 	vy_ns_reap(vy_fs_ns(fs), in);

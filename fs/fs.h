@@ -82,6 +82,12 @@ typedef struct vy_fs {
 	 * is not applied, strictatime's is. */
 	const char *mountpoint;
 	_Atomic unsigned atime_flags;
+	/* backing=DIR (tier/tier.h, fs/backed.h); NULL: a volatile mount. */
+	struct vy_tier *tier;
+	pthread_t writeback; /* fs/backed_wb.c's thread, while tier is set */
+	pthread_mutex_t wb_lock;
+	pthread_cond_t wb_wake;
+	bool wb_started, wb_stop;
 } vy_fs;
 
 /* Whether this mount keeps fds other than memory for a successor (a client

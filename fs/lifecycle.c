@@ -5,6 +5,7 @@
 #include "fs/lifecycle.h"
 #include "core/peer.h"
 #include "daemon/log.h"
+#include "fs/backed.h"
 #include "fs/file.h"
 #include "fs/moddir.h"
 #include "fs/seqlog.h"
@@ -91,6 +92,8 @@ vy_err vy_fs_init(vy_fs *fs, vy_core *const *cores, unsigned n, const vy_config 
 	root->fixed = true;
 	vy_err rc = vy_seqlog_init(&fs->seqlog, e);
 	if (rc == VY_OK)
+		rc = vy_backed_start(fs, root, e); /* backing=DIR: the root is DIR */
+	if (rc == VY_OK)
 		rc = open_devices(fs, cores, n, e);
 	if (rc == VY_OK)
 		rc = vy_vyre_build(fs, root, e);
@@ -101,6 +104,8 @@ vy_err vy_fs_init(vy_fs *fs, vy_core *const *cores, unsigned n, const vy_config 
 
 void vy_fs_destroy(vy_fs *fs)
 {
+	/* backing=DIR: every dirty byte into DIR while the devices are here. */
+	vy_backed_stop(fs);
 	/* The launchers first: their mappings end, so files free at once. */
 	for (unsigned d = 0; d < fs->ndev; d++) {
 		vy_runner_close(fs->dev[d].runner);

@@ -78,6 +78,7 @@ void vy_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, o
 void vy_op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
 void vy_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
 void vy_op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi);
+void vy_op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi);
 void vy_op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off_t len, struct fuse_file_info *fi);
 void vy_op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence, struct fuse_file_info *fi);
 void vy_op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in, struct fuse_file_info *fi_in,

@@ -44,6 +44,7 @@ const struct fuse_lowlevel_ops vy_fs_ops = {
 	.flush = vy_op_flush,
 	.release = vy_op_release,
 	.fsync = vy_op_fsync,
+	.fsyncdir = vy_op_fsyncdir,
 	.opendir = vy_op_opendir,
 	.readdir = vy_op_readdir,
 	.releasedir = vy_op_releasedir,

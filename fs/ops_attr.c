@@ -7,11 +7,13 @@
 #include "daemon/log.h"
 #include "daemon/session.h"
 #include "fs/atime.h"
+#include "fs/backed.h"
 #include "fs/devices_xattr.h"
 #include "fs/file.h"
 #include "fs/kind.h"
 #include "fs/space.h"
 #include "fs/statx.h"
+#include "proto/tier_ioctl.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -96,6 +98,13 @@ void vy_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set
 		fuse_reply_err(req, ko->no_data);
 		return;
 	}
+	/* backing=DIR: mode, owner and given times reach DIR first; its
+	 * refusal (an NFS server's EPERM) leaves everything as it was. */
+	int derr = fs->tier ? vy_backed_setattr(fs, in, to_set, attr) : 0;
+	if (derr) {
+		fuse_reply_err(req, derr);
+		return;
+	}
 	if ((to_set & FUSE_SET_ATTR_SIZE) && !ko->resize(req, fs, in, attr->st_size, &resized))
 		return;
 	if ((to_set & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)) && !ko->keeps_caps) {
@@ -150,9 +159,19 @@ void vy_op_statfs(fuse_req_t req, fuse_ino_t ino)
 	(void)ino;
 	vy_fs *fs = fs_of(req);
 	vy_atime_refresh(fs); /* a remount's flags (daemon/remount.c ends with a statfs) */
+	struct statvfs sv;
+	if (fs->tier) {
+		/* Files live in DIR: df says its size and room (the device's
+		 * budget is in .vyre/stats). */
+		int err = vy_backed_statfs(fs, &sv);
+		if (err)
+			fuse_reply_err(req, err);
+		else
+			fuse_reply_statfs(req, &sv);
+		return;
+	}
 	vy_space sp; /* fs/space.h: available is what a new file can get */
 	vy_space_get(fs, &sp);
-	struct statvfs sv;
 	memset(&sv, 0, sizeof(sv));
 	sv.f_bsize = 4096;
 	sv.f_frsize = 4096;
@@ -383,7 +402,23 @@ void vy_op_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void *arg, st
 		    {FS_NOATIME_FL, FS_XFLAG_NOATIME}};
 	unsigned cur, want;
 	struct fsxattr fx;
+	vy_error e;
 	switch (cmd) {
+	case VY_IOC_PREFETCH: /* backing=DIR: vyrefs prefetch */
+		if (!in->tier || in->kind != VY_FILE)
+			fuse_reply_err(req, EINVAL);
+		else if (vy_backed_prepare(fs, in) != 0 || vy_backed_load_room(fs, in, 0, in->size, &e) != VY_OK)
+			fuse_reply_err(req, vy_backed_prepare(fs, in) ? ENOENT : vy_err_errno(e.code));
+		else
+			fuse_reply_ioctl(req, 0, NULL, 0);
+		return;
+	case VY_IOC_EVICT: /* backing=DIR: vyrefs evict */
+		cur = (unsigned)vy_backed_evict_one(fs, in);
+		if (cur)
+			fuse_reply_err(req, (int)cur);
+		else
+			fuse_reply_ioctl(req, 0, NULL, 0);
+		return;
 	case FS_IOC_FSGETXATTR:
 		if (out_bufsz < sizeof(fx)) {
 			fuse_reply_err(req, EINVAL);

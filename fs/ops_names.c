@@ -4,6 +4,8 @@
 #include "ns/acl_inode.h"
 #include "daemon/session.h"
 #include "fs/atime.h"
+#include "fs/backed.h"
+#include "daemon/log.h"
 #include "fs/devices.h"
 #include "fs/file.h"
 #include "fs/kind.h"
@@ -35,6 +37,8 @@ void vy_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		else {
 			vy_dirent *d = vy_dir_find(&p->dir, name);
 			in = d ? vy_u64map_get(&fs->inodes, d->ino) : NULL;
+			if (!in && fs->tier)
+				in = vy_backed_lookup(fs, p, name); /* DIR's, not yet in the namespace */
 		}
 	}
 	if (in)
@@ -112,6 +116,8 @@ static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name, vy_ki
 		err = tmpfile ? EOPNOTSUPP : kind == VY_FILE ? vy_moddir_name(name, &module) : EPERM;
 		kind = VY_MODULE;
 	}
+	if (!err && fs->tier && p->tier)
+		err = tmpfile ? EOPNOTSUPP : vy_backed_list(fs, p, false); /* DIR's names first: EEXIST is DIR's too */
 	if (!err && vy_dir_find(&p->dir, name))
 		err = EEXIST;
 	if (!err && vy_op_frozen(p, false))
@@ -137,8 +143,18 @@ static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name, vy_ki
 	vy_acl_new acls = {0};
 	if (!err && fs->acl && kind != VY_SYMLINK)
 		err = vy_acl_inode_inherit(p, ctx->umask, &mode, &acls);
+	/* backing=DIR: made in DIR first, as its maker; a refusal of DIR's
+	 * changes nothing here. */
+	struct stat made;
+	bool in_dir = false;
+	if (!err && fs->tier && p->tier) {
+		err = vy_backed_make(fs, p, name, mode, ctx->uid, gid, copy, rdev, &made);
+		in_dir = !err;
+	}
 	if (!err && !(in = vy_inode_new(vy_fs_ns(fs), kind, mode, ctx->uid, gid)))
 		err = ENOMEM;
+	if (!err && in_dir)
+		err = vy_backed_made(fs, p, name, in, &made);
 	bool no_handle = false; /* the handle table's error, said in the log */
 	if (!err && fi) {
 		h->in = in; /* before its id is live: lookups take no lock */
@@ -151,6 +167,8 @@ static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name, vy_ki
 	if (!err && !tmpfile && !vy_dir_add(&p->dir, name, in->ino))
 		err = ENOMEM; /* the nameless inode is reaped below */
 	if (err) {
+		if (in_dir && vy_backed_remove(fs, p, name, in, kind == VY_DIR) != 0)
+			vy_log(LOG_WARNING, "backing directory: %s stays there after a failed create", name);
 		if (h)
 			vy_open_free(vy_fs_ns(fs), h); /* its id too, if it had one */
 		if (in) {
@@ -263,8 +281,12 @@ static void remove_name(fuse_req_t req, fuse_ino_t parent, const char *name, boo
 		return;
 	pthread_mutex_lock(&fs->ns);
 	vy_inode *p = vy_u64map_get(&fs->inodes, parent);
+	if (p && fs->tier)
+		vy_backed_list(fs, p, false); /* DIR's names are the directory's */
 	vy_dirent *d = p && p->kind == VY_DIR ? vy_dir_find(&p->dir, name) : NULL;
 	vy_inode *in = d ? vy_u64map_get(&fs->inodes, d->ino) : NULL;
+	if (in && dir && fs->tier)
+		vy_backed_list(fs, in, false); /* ENOTEMPTY where DIR has entries */
 	int err = 0;
 	if (!p)
 		err = ENOENT;
@@ -282,6 +304,8 @@ static void remove_name(fuse_req_t req, fuse_ino_t parent, const char *name, boo
 		err = ENOTEMPTY;
 	else if (vy_kind_ops_of(in)->unlink)
 		err = vy_kind_ops_of(in)->unlink(fs, p, in); /* a module's log goes with it */
+	if (!err && fs->tier)
+		err = vy_backed_remove(fs, p, name, in, dir);
 	if (!err) {
 		vy_dir_remove(&p->dir, name);
 		if (dir) {
@@ -399,6 +423,14 @@ static int do_rename(vy_fs *fs, const struct fuse_ctx *ctx, fuse_ino_t parent, c
 		err = vy_op_writable_dir(fs, np);
 	if (err)
 		return err;
+	if (fs->tier) { /* DIR's names first: what a rename replaces or finds is DIR's too */
+		vy_backed_list(fs, p, false);
+		vy_backed_list(fs, np, false);
+		vy_dirent *t = vy_dir_find(&np->dir, newname);
+		vy_inode *tin = t ? vy_u64map_get(&fs->inodes, t->ino) : NULL;
+		if (tin)
+			vy_backed_list(fs, tin, false);
+	}
 	if (p->ino == fs->modules_ino || np->ino == fs->modules_ino)
 		return EPERM; /* a module's name is what launches use: copy anew */
 	vy_dirent *d = vy_dir_find(&p->dir, name), *nd = vy_dir_find(&np->dir, newname);
@@ -417,6 +449,8 @@ static int do_rename(vy_fs *fs, const struct fuse_ctx *ctx, fuse_ino_t parent, c
 			return ENOENT;
 		if (target->kind == VY_DIR && under(fs, p, target))
 			return EINVAL;
+		if ((err = vy_backed_rename(fs, p, name, np, newname, flags)) != 0)
+			return err;
 		d->ino = target->ino;
 		nd->ino = in->ino;
 		reparent(in, p, np);
@@ -436,6 +470,8 @@ static int do_rename(vy_fs *fs, const struct fuse_ctx *ctx, fuse_ino_t parent, c
 		vy_inode *wh = NULL;
 		if ((flags & RENAME_WHITEOUT) && fs->inodes.count + fs->extra_links >= fs->cfg.max_inodes)
 			return ENOSPC;
+		if ((err = vy_backed_rename(fs, p, name, np, newname, flags)) != 0)
+			return err; /* DIR refused: nothing moved */
 		if (flags & RENAME_WHITEOUT) {
 			int werr = whiteout(fs, p, ctx, &wh);
 			if (werr)
@@ -472,6 +508,7 @@ static int do_rename(vy_fs *fs, const struct fuse_ctx *ctx, fuse_ino_t parent, c
 	vy_inode_touch(p, true);
 	if (np != p)
 		vy_inode_touch(np, true);
+	vy_backed_renamed(fs, p, name, np, newname, in, target, flags);
 	kept_rename(fs, p, name, np, newname, in, target);
 	return 0;
 }
@@ -508,6 +545,8 @@ void vy_op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char
 		return;
 	pthread_mutex_lock(&fs->ns);
 	vy_inode *in = vy_u64map_get(&fs->inodes, ino), *np = vy_u64map_get(&fs->inodes, newparent);
+	if (np && fs->tier)
+		vy_backed_list(fs, np, false);
 	int err = vy_op_writable_dir(fs, np);
 	if (!err && (!in || (in->nlink == 0 && !in->linkable)))
 		err = ENOENT; /* gone, or an O_TMPFILE made with O_EXCL */
@@ -521,6 +560,8 @@ void vy_op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char
 		err = EMLINK;
 	else if (!err && fs->inodes.count + fs->extra_links >= fs->cfg.max_inodes)
 		err = ENOSPC; /* a link takes an inode's worth, as on tmpfs */
+	else if (!err && fs->tier && (err = vy_backed_link(fs, in, np, newname)) != 0)
+		; /* DIR refused it */
 	else if (!err && !vy_dir_add(&np->dir, newname, in->ino))
 		err = ENOMEM;
 	if (err) {
@@ -549,6 +590,8 @@ void vy_op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	pthread_mutex_lock(&fs->ns);
 	vy_inode *in = vy_u64map_get(&fs->inodes, ino);
 	int err = !in ? ENOENT : in->kind != VY_DIR ? ENOTDIR : 0;
+	if (!err && fs->tier)
+		vy_backed_list(fs, in, true); /* and what DIR gained behind the mount since */
 	uint64_t fh = 0;
 	int herr = err ? 0 : vy_handles_add_dir(&fs->handles, ino, in->dir.next_cookie, &fh);
 	if (!err && !herr)

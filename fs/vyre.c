@@ -3,6 +3,7 @@
 #include "persist/writer.h"
 #include "fs/kind.h"
 #include "fs/seqlog.h"
+#include "tier/tier.h"
 #include "daemon/session.h"
 
 #include <errno.h>
@@ -181,6 +182,19 @@ static void add_takeover(text *t, vy_fs *fs)
 		add_text(t, "takeover_%s_us %" PRIu64 "\n", step_name[i], us[i]);
 }
 
+/* backing=DIR: the tier's counters (tier/stats.c). */
+static void add_tier(text *t, vy_fs *fs, bool prometheus)
+{
+	if (!fs->tier)
+		return;
+	char buf[4096];
+	size_t n = vy_tier_stats_format(&fs->tier->stats, prometheus, buf, sizeof(buf));
+	if (n < sizeof(buf))
+		add_text(t, "%s", buf);
+	else
+		t->failed = true;
+}
+
 static void render_stats(vy_fs *fs, text *t)
 {
 	vy_telemetry_snapshot s;
@@ -201,6 +215,7 @@ static void render_stats(vy_fs *fs, text *t)
 	add_text(t, "open_handles %" PRIu64 "\nkernel_lookups %" PRIu64 "\nforgets_unmatched %" PRIu64 "\n", h.handles,
 		 h.lookups, h.unmatched);
 	add_text(t, "sequences_running %" PRIu64 "\n", atomic_load(&fs->seqlog.running));
+	add_tier(t, fs, false);
 	if (fs->ndev < 2)
 		return;
 	for (unsigned d = 0; d < fs->ndev; d++) {
@@ -305,6 +320,7 @@ static void render_metrics(vy_fs *fs, text *t)
 		    "# HELP vyrefs_sequences_running control sequences running now\n"
 		    "# TYPE vyrefs_sequences_running gauge\nvyrefs_sequences_running %" PRIu64 "\n",
 		 h.handles, h.lookups, h.unmatched, atomic_load(&fs->seqlog.running));
+	add_tier(t, fs, true);
 	add_text(t, "# HELP vyrefs_device_memory_total_bytes the device's memory\n"
 		    "# TYPE vyrefs_device_memory_total_bytes gauge\n");
 	memory_series(fs, t, false);

@@ -130,7 +130,7 @@ void vy_ns_reap(vy_ns *ns, vy_inode *in)
 		pthread_rwlock_unlock(&in->lock);
 		gave_back(bytes);
 	}
-	if (in->nlookup > 0)
+	if (in->nlookup > 0 || in->holds > 0)
 		return;
 	vy_u64map_remove(&ns->inodes, in->ino);
 	inode_free(in);

@@ -99,6 +99,12 @@ typedef struct vy_inode {
 	bool overflowed; /* VY_MODULE: a write went past the largest module */
 	uint32_t kept_slot; /* VY_MODULE: the keeper's slot of its loaded image (fs/moddir_keep.c); 0: none */
 	vy_xattrs xattrs;
+	/* backing=DIR: what the mount knows of it in DIR (tier/item.h); NULL
+	 * on other mounts and for .vyre's. Freed with the inode by fs/. */
+	struct vy_tier_item *tier;
+	/* ns: fs/'s own references (write-back, eviction at work on it):
+	 * the inode is not freed while any is held. */
+	uint32_t holds;
 } vy_inode;
 
 /* An open file. The kernel names it by `fh`, its id in the handle table

@@ -12,6 +12,7 @@
  * The caller (a connection's thread) only waits: planning (SEEK_DATA on
  * the client's fd) and the workers run in threads of the run's own. */
 #include "fs/file.h"
+#include "fs/backed.h"
 #include "fs/op.h"
 #include "ns/setid.h"
 #include "sock/copysrv.h"
@@ -288,8 +289,17 @@ static vy_err prepare(run *r, vy_error *e)
 {
 	vy_fs *fs = r->fs;
 	vy_inode *in = r->in;
+	/* backing=DIR: every byte of it on the device (what a copy in does
+	 * not cover stays DIR's). */
+	vy_err rc = vy_backed_prepare(fs, in) ? vy_fail(e, VY_EBUSY, "open the file again", "the file is gone from the "
+									      "backing directory")
+					      : vy_backed_load_room(fs, in, 0, in->size, e);
+	if (rc != VY_OK)
+		return rc;
 	pthread_rwlock_wrlock(&in->lock);
-	vy_err rc = vy_wbehind_settle(fs, in, e);
+	rc = vy_backed_whole(fs, in, e);
+	if (rc == VY_OK)
+		rc = vy_wbehind_settle(fs, in, e);
 	if (rc == VY_OK && r->into)
 		vy_readahead_forget(in);
 	if (rc == VY_OK && r->into && r->size > in->size)
@@ -373,6 +383,11 @@ static void *coordinate(void *arg)
 		pthread_cond_wait(&r->ended, &r->lock);
 	bool sized = rc == VY_OK && r->rc == VY_OK && !atomic_load(&r->stop);
 	pthread_mutex_unlock(&r->lock);
+	if (r->into && started) { /* backing=DIR: what the pieces wrote goes back */
+		pthread_rwlock_wrlock(&r->in->lock);
+		vy_backed_wrote(r->fs, r->in, 0, r->size < r->in->size ? r->size : r->in->size);
+		pthread_rwlock_unlock(&r->in->lock);
+	}
 	/* Out of the mount, only data was written: the holes and the tail
 	 * are the destination's size. */
 	if (sized && !r->into && as_client(r, &e) == VY_OK) {

@@ -1,5 +1,6 @@
 /* A connection of the map server: its replies, its mappings, and an
  * adopted one's unfinished request (mapsrv_impl.h). */
+#include "fs/backed.h"
 #include "sock/mapsrv_impl.h"
 #include "fs/readahead.h"
 #include "persist/format.h"
@@ -63,6 +64,7 @@ void vy_mapconn_unmap_at(conn *c, size_t i)
 	c->maps[i] = c->maps[--c->nmaps];
 	pthread_rwlock_wrlock(&mp.in->lock);
 	mp.in->maps--;
+	vy_backed_suspect(fs, mp.in); /* backing=DIR: what it wrote through the mapping goes back */
 	/* A mapped file does not move: its device is the one it was mapped on. */
 	vy_core *core = vy_fs_core(fs, mp.in);
 	vy_store_unexport(core->store, mp.buf, NULL);

@@ -7,6 +7,7 @@
  * bounded per user and in all, with a reserve for root and the mounting
  * user; a connection that ends releases its thread and fd at once. */
 #include "fs/file.h"
+#include "fs/backed.h"
 #include "sock/mapsrv_impl.h"
 #include "persist/format.h"
 #include "persist/replay_kernel.h"
@@ -73,11 +74,20 @@ static vy_err op_map(conn *c, vy_msg *m)
 	if (fd >= 0)
 		close(fd);
 	vy_buffer_view v = {0};
+	/* backing=DIR: a mapping reaches every byte: all of it loaded. */
+	if (rc == VY_OK && in->tier) {
+		rc = vy_backed_prepare(fs, in) ? vy_fail(&e, VY_EBUSY, "open the file again",
+							 "the file is gone from the backing directory")
+					       : vy_backed_load_room(fs, in, 0, in->size, &e);
+		if (rc != VY_OK)
+			vy_clientfd_let_go(fs, in);
+	}
 	if (rc == VY_OK) {
 		pthread_rwlock_wrlock(&in->lock);
+		rc = vy_backed_whole(fs, in, &e);
 		/* Every byte written so far on the device, no readahead copy
 		 * left to go stale, and memory of its own. */
-		if (!in->buf)
+		if (rc == VY_OK && !in->buf)
 			rc = vy_fail(&e, VY_EINVAL, "give the file its size first, e.g. truncate -s 64M FILE",
 				     "the file is empty: it has no device memory to map");
 		int ord = vy_fs_core(fs, in)->dev->info.ordinal, first = fs->dev[0].core->dev->info.ordinal;

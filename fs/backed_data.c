@@ -1,0 +1,409 @@
+/* A backing mount's bytes (backed.h): which units of a file are on the
+ * device, loading the missing ones from DIR, dirty marks, and giving
+ * device memory back from the least recently used clean files. A file
+ * not yet loaded has its size and no buffer: every byte past the buffer
+ * is the tail (fs/file.c), so nothing here may read the device for a
+ * unit that is not present: reads ask vy_backed_present first. */
+#include "fs/backed.h"
+#include "core/clock.h"
+#include "core/place.h"
+#include "core/transfer.h"
+#include "daemon/log.h"
+#include "fs/file.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+/* Bytes read from DIR and uploaded per step. */
+#define LOAD_CHUNK ((size_t)16 << 20)
+
+int vy_backed_prepare(vy_fs *fs, vy_inode *in)
+{
+	vy_tier_item *it = in->tier;
+	if (!fs->tier || !it || in->kind != VY_FILE)
+		return 0;
+	pthread_mutex_lock(&fs->ns);
+	int err = 0;
+	if (it->fd < 0) {
+		const char *name;
+		int pfd = vy_backed_where(fs, in, &name);
+		int fd = pfd >= 0 ? vy_tier_open(pfd, name, O_RDWR, 0) : pfd;
+		if (fd == -EACCES || fd == -EROFS || fd == -EPERM || fd == -ETXTBSY)
+			fd = vy_tier_open(pfd, name, O_RDONLY, 0); /* reads still load; write-back says why */
+		if (fd >= 0)
+			it->fd = fd;
+		else
+			err = -fd;
+	}
+	pthread_mutex_unlock(&fs->ns);
+	return err;
+}
+
+bool vy_backed_present(const vy_inode *in, uint64_t off, uint64_t end)
+{
+	const vy_tier_item *it = in->tier;
+	if (!it || in->kind != VY_FILE)
+		return true;
+	uint64_t stop = end < it->src ? end : it->src;
+	return off >= stop || vy_tier_units_all(&it->present, vy_tier_unit_of(off), vy_tier_units_to(stop));
+}
+
+/* DIR's bytes [from, to) onto the device at the same offsets: the
+ * memory is there already. */
+static vy_err upload_run(vy_fs *fs, vy_inode *in, uint64_t from, uint64_t to, vy_error *e)
+{
+	vy_core *core = vy_fs_core(fs, in);
+	vy_staging_buf buf = {0};
+	size_t chunk = to - from < LOAD_CHUNK ? (size_t)(to - from) : LOAD_CHUNK;
+	vy_err rc = vy_staging_acquire(core->staging, chunk, &buf, e);
+	for (uint64_t at = from; rc == VY_OK && at < to;) {
+		size_t n = to - at < chunk ? (size_t)(to - at) : chunk;
+		int err = vy_tier_pread(in->tier->fd, buf.ptr, n, at);
+		if (err) {
+			atomic_fetch_add(&fs->tier->stats.errors, 1);
+			rc = vy_fail(e, VY_EDEVICE, "check the backing directory (dmesg, its server)",
+				     "reading inode %" PRIu64 " from the backing directory: %s", in->ino, strerror(err));
+			break;
+		}
+		/* What DIR holds, unit by unit: a write-back after a mapping
+		 * compares with it rather than write what did not change. */
+		for (size_t u = 0; u < n; u += VY_TIER_UNIT)
+			vy_tier_item_sum(in->tier, vy_tier_unit_of(at + u),
+					 XXH3_64bits((char *)buf.ptr + u, n - u < VY_TIER_UNIT ? n - u : VY_TIER_UNIT));
+		rc = vy_upload_pinned(core, in->buf, at, buf.ptr, n, e);
+		at += n;
+	}
+	vy_staging_release(core->staging, &buf);
+	if (rc == VY_OK)
+		atomic_fetch_add(&fs->tier->stats.loaded_bytes, to - from);
+	return rc;
+}
+
+/* A file's first bytes decide where its byte 0 sits (core/place.h),
+ * before its first buffer: the load places it as a write from its start
+ * would. */
+static void place_from_dir(vy_inode *in)
+{
+	uint8_t head[VY_PLACE_HEAD];
+	if (in->buf || in->tier->src < VY_PLACE_HEAD || vy_tier_pread(in->tier->fd, head, sizeof(head), 0) != 0)
+		return;
+	in->lead = (uint16_t)vy_place_lead(head);
+}
+
+vy_err vy_backed_load(vy_fs *fs, vy_inode *in, uint64_t off, uint64_t end, vy_error *e)
+{
+	vy_tier_item *it = in->tier;
+	if (!it || in->kind != VY_FILE || vy_backed_present(in, off, end))
+		return VY_OK;
+	if (it->fd < 0)
+		return vy_fail(e, VY_EBUSY, "open the file again", "inode %" PRIu64 " lost its file in the backing directory",
+			       in->ino);
+	uint64_t stop = end < it->src ? end : it->src;
+	uint64_t u0 = vy_tier_unit_of(off), u1 = vy_tier_units_to(stop);
+	/* A small file, or a device that maps no holes: all of it at once. */
+	vy_core *core = vy_fs_core(fs, in);
+	if (it->src <= 2 * VY_TIER_UNIT || !core->dev->share || core->dev->info.share_granularity != VY_TIER_UNIT) {
+		u0 = 0;
+		u1 = vy_tier_units_to(it->src);
+	}
+	uint64_t t0 = vy_monotonic_ns();
+	place_from_dir(in);
+	vy_err rc = VY_OK;
+	for (uint64_t a = vy_tier_units_next(&it->present, u0, u1, false); rc == VY_OK && a < u1;) {
+		uint64_t b = vy_tier_units_next(&it->present, a, u1, true);
+		uint64_t from = a * VY_TIER_UNIT, to = b * VY_TIER_UNIT < it->src ? b * VY_TIER_UNIT : it->src;
+		rc = vy_file_back(fs, in, from, to, e);
+		if (rc == VY_OK)
+			rc = upload_run(fs, in, from, to, e);
+		if (rc == VY_OK && !vy_tier_units_set(&it->present, a, b))
+			rc = vy_fail(e, VY_ENOMEM, "free host memory", "cannot record what is loaded");
+		if (rc == VY_OK)
+			atomic_fetch_add(&fs->tier->stats.loads, 1);
+		a = b < u1 ? vy_tier_units_next(&it->present, b, u1, false) : u1;
+	}
+	atomic_fetch_add(&fs->tier->stats.load_us, (vy_monotonic_ns() - t0) / 1000);
+	if (in->buf)
+		vy_tier_cache_touch(&fs->tier->cache, it);
+	return rc;
+}
+
+vy_err vy_backed_read_direct(vy_fs *fs, vy_inode *in, uint64_t off, size_t len, void *buf, vy_error *e)
+{
+	vy_tier_item *it = in->tier;
+	vy_err rc = VY_OK;
+	char *dst = buf;
+	for (uint64_t at = off, end = off + len; rc == VY_OK && at < end;) {
+		uint64_t unit = vy_tier_unit_of(at);
+		uint64_t next = (unit + 1) * VY_TIER_UNIT < end ? (unit + 1) * VY_TIER_UNIT : end;
+		size_t n = (size_t)(next - at);
+		if (vy_backed_present(in, at, next)) {
+			uint64_t dend = in->size < in->cap ? in->size : in->cap;
+			size_t dev = at < dend ? (size_t)(dend - at < n ? dend - at : n) : 0;
+			if (dev)
+				rc = vy_readback_many(vy_fs_core(fs, in),
+						      &(vy_readback){.handle = in->buf, .offset = at, .dst = dst, .len = dev}, 1, e);
+			memset(dst + dev, 0, n - dev);
+		} else if (it->fd < 0 || vy_tier_pread(it->fd, dst, n, at) != 0) {
+			atomic_fetch_add(&fs->tier->stats.errors, 1);
+			rc = vy_fail(e, VY_EDEVICE, "check the backing directory (dmesg, its server)",
+				     "reading inode %" PRIu64 " from the backing directory failed", in->ino);
+		}
+		dst += n;
+		at = next;
+	}
+	if (rc == VY_OK)
+		atomic_fetch_add(&fs->tier->stats.direct_reads, 1);
+	return rc;
+}
+
+static uint64_t now_ns(void)
+{
+	return vy_monotonic_ns();
+}
+
+void vy_backed_wrote(vy_fs *fs, vy_inode *in, uint64_t off, uint64_t end)
+{
+	vy_tier_item *it = in->tier;
+	if (!it || in->kind != VY_FILE || end <= off)
+		return;
+	uint64_t u0 = vy_tier_unit_of(off), u1 = vy_tier_units_to(end), was = it->dirty.count;
+	/* Written units are the mount's (the write loaded what it did not
+	 * cover): present, and dirty. */
+	if (!vy_tier_units_set(&it->dirty, u0, u1) || !vy_tier_units_set(&it->present, u0, u1))
+		vy_log(LOG_ERR, "inode %" PRIu64 ": out of memory marking written bytes: they may not reach the backing "
+				"directory", in->ino);
+	if (it->dirty.count > was)
+		atomic_fetch_add(&fs->tier->stats.dirty_bytes, (it->dirty.count - was) * VY_TIER_UNIT);
+	vy_tier_cache_dirty(&fs->tier->cache, it, now_ns());
+	if (in->buf)
+		vy_tier_cache_touch(&fs->tier->cache, it);
+	vy_backed_wb_kick(fs);
+}
+
+vy_err vy_backed_whole(vy_fs *fs, vy_inode *in, vy_error *e)
+{
+	if (!in->tier || in->kind != VY_FILE)
+		return VY_OK;
+	return vy_backed_load(fs, in, 0, in->size, e);
+}
+
+void vy_backed_suspect(vy_fs *fs, vy_inode *in)
+{
+	vy_tier_item *it = in->tier;
+	if (!fs->tier || !it || in->kind != VY_FILE || !in->size)
+		return;
+	if (!vy_tier_units_set(&it->suspect, 0, vy_tier_units_to(in->size))) {
+		vy_backed_wrote(fs, in, 0, in->size); /* no memory to compare later: written whole */
+		return;
+	}
+	vy_tier_cache_dirty(&fs->tier->cache, it, now_ns());
+	vy_backed_wb_kick(fs);
+}
+
+int vy_backed_resize(vy_fs *fs, vy_inode *in, uint64_t size)
+{
+	vy_tier_item *it = in->tier;
+	if (!it || in->kind != VY_FILE)
+		return 0;
+	if (it->fd < 0)
+		return ENOENT;
+	if (size > INT64_MAX)
+		return EFBIG;
+	if (ftruncate(it->fd, (off_t)size) != 0)
+		return errno;
+	if (size < it->src) {
+		/* The bytes past it are gone in DIR too: nothing to load there. */
+		it->src = size;
+	}
+	uint64_t units = vy_tier_units_to(size), was = it->dirty.count;
+	vy_tier_units_clear(&it->dirty, units, UINT64_MAX);
+	if (was > it->dirty.count)
+		atomic_fetch_sub(&fs->tier->stats.dirty_bytes, (was - it->dirty.count) * VY_TIER_UNIT);
+	struct stat st;
+	if (fstat(it->fd, &st) == 0 && !it->dirty.count)
+		vy_tier_item_saw(it, &st);
+	return 0;
+}
+
+void vy_backed_used(vy_fs *fs, vy_inode *in)
+{
+	if (fs->tier && in->tier && in->buf)
+		vy_tier_cache_touch(&fs->tier->cache, in->tier);
+}
+
+/* Its device memory back (the write lock held, clean, nothing maps it). */
+static void evict_locked(vy_fs *fs, vy_inode *in)
+{
+	uint64_t bytes = in->cap - in->holes;
+	vy_file_drop(fs, in);
+	/* Clean: DIR holds every byte of it now, written ones too. */
+	in->tier->src = in->size;
+	vy_tier_units_clear(&in->tier->present, 0, UINT64_MAX);
+	vy_tier_cache_remove(&fs->tier->cache, in->tier);
+	atomic_fetch_add(&fs->tier->stats.evictions, 1);
+	atomic_fetch_add(&fs->tier->stats.evicted_bytes, bytes);
+}
+
+/* Whether it may give its memory back now (write lock held). */
+static bool evictable(vy_fs *fs, vy_inode *in)
+{
+	vy_tier_item *it = in->tier;
+	return it && in->buf && !it->dirty.count && !it->suspect.count && !it->pinned && !in->maps && !in->opens &&
+	       vy_store_inflight(vy_fs_core(fs, in)->store, in->buf) == 0;
+}
+
+vy_inode *vy_backed_hold(vy_fs *fs, uint64_t ino)
+{
+	pthread_mutex_lock(&fs->ns);
+	vy_inode *in = vy_u64map_get(&fs->inodes, ino);
+	if (in)
+		in->holds++;
+	pthread_mutex_unlock(&fs->ns);
+	return in;
+}
+
+void vy_backed_let_go(vy_fs *fs, vy_inode *in)
+{
+	pthread_mutex_lock(&fs->ns);
+	in->holds--;
+	vy_inode_reap(fs, in);
+	pthread_mutex_unlock(&fs->ns);
+}
+
+bool vy_backed_evict(vy_fs *fs, unsigned dev, uint64_t want)
+{
+	if (!fs->tier)
+		return false;
+	uint64_t inos[64], got = 0;
+	size_t n = vy_tier_cache_oldest(&fs->tier->cache, inos, 64);
+	bool any = false;
+	for (size_t i = 0; i < n && got < want; i++) {
+		vy_inode *in = vy_backed_hold(fs, inos[i]);
+		if (!in)
+			continue;
+		if (in->dev == dev && pthread_rwlock_trywrlock(&in->lock) == 0) {
+			if (evictable(fs, in)) {
+				got += in->cap - in->holes;
+				evict_locked(fs, in);
+				any = true;
+			}
+			pthread_rwlock_unlock(&in->lock);
+		}
+		vy_backed_let_go(fs, in);
+	}
+	return any;
+}
+
+int vy_backed_evict_one(vy_fs *fs, vy_inode *in)
+{
+	if (!fs->tier || !in->tier || in->kind != VY_FILE)
+		return EINVAL;
+	pthread_rwlock_wrlock(&in->lock);
+	int err = 0;
+	/* Asked for by name: open is no reason to keep it (a read loads
+	 * again); dirty, mapped, pinned or in use by a sequence is. */
+	vy_tier_item *it = in->tier;
+	if (in->buf && !it->dirty.count && !it->suspect.count && !it->pinned && !in->maps &&
+	    vy_store_inflight(vy_fs_core(fs, in)->store, in->buf) == 0)
+		evict_locked(fs, in);
+	else if (in->buf)
+		err = EBUSY;
+	pthread_rwlock_unlock(&in->lock);
+	return err;
+}
+
+void vy_backed_revalidate(vy_fs *fs, vy_inode *in)
+{
+	vy_tier_item *it = in->tier;
+	if (!fs->tier || !it || in->kind != VY_FILE)
+		return;
+	pthread_mutex_lock(&fs->ns);
+	const char *name;
+	int pfd = vy_backed_where(fs, in, &name);
+	struct stat st;
+	bool seen = pfd >= 0 && vy_tier_stat(pfd, name, &st) == 0 && S_ISREG(st.st_mode);
+	pthread_mutex_unlock(&fs->ns);
+	/* What DIR said at the last write-back is the flush's to change. */
+	pthread_mutex_lock(&it->flushing);
+	if (!seen || !vy_tier_item_changed(it, &st)) {
+		pthread_mutex_unlock(&it->flushing);
+		return;
+	}
+	pthread_rwlock_wrlock(&in->lock);
+	if (it->dirty.count || it->suspect.count || in->maps) {
+		vy_log(LOG_WARNING, "inode %" PRIu64 " (%s) changed in the backing directory while the mount has bytes "
+				    "of it not yet written back: the mount's bytes win",
+		       in->ino, it->name ? it->name : "?");
+	} else {
+		if (in->buf)
+			evict_locked(fs, in);
+		if (it->fd >= 0 && (it->dev != st.st_dev || it->ino != st.st_ino)) {
+			close(it->fd); /* another file now: opened again by name */
+			it->fd = -1;
+		}
+		vy_tier_item_saw(it, &st);
+		it->src = (uint64_t)st.st_size;
+		in->size = it->src;
+		vy_tier_units_clear(&it->summed, 0, UINT64_MAX);
+		vy_tier_units_clear(&it->suspect, 0, UINT64_MAX);
+		pthread_mutex_lock(&in->meta);
+		in->mode = (in->mode & S_IFMT) | (st.st_mode & 07777);
+		in->uid = st.st_uid;
+		in->gid = st.st_gid;
+		in->mtime = st.st_mtim;
+		in->ctime = st.st_ctim;
+		pthread_mutex_unlock(&in->meta);
+		atomic_fetch_add(&fs->tier->stats.reloads, 1);
+	}
+	bool reloaded = !it->dirty.count && !it->suspect.count && !in->maps;
+	pthread_rwlock_unlock(&in->lock);
+	pthread_mutex_unlock(&it->flushing);
+	if (reloaded && fs->se) /* after the lock: the kernel may call back */
+		fuse_lowlevel_notify_inval_inode(fs->se, in->ino, 0, 0);
+}
+
+bool vy_backed_xattr(const vy_inode *in, const char *name, char *out, size_t cap)
+{
+	const vy_tier_item *it = in->tier;
+	if (!it || in->kind != VY_FILE)
+		return false;
+	if (!strcmp(name, "user.vyre.resident")) {
+		uint64_t units = vy_tier_units_to(it->src);
+		if (!it->src || (in->buf && it->present.count >= units))
+			snprintf(out, cap, "yes");
+		else if (!in->buf || !it->present.count)
+			snprintf(out, cap, "no");
+		else
+			snprintf(out, cap, "partial %" PRIu64, it->present.count * VY_TIER_UNIT < it->src
+								       ? it->present.count * VY_TIER_UNIT
+								       : it->src);
+		return true;
+	}
+	if (!strcmp(name, "user.vyre.dirty")) {
+		snprintf(out, cap, "%" PRIu64, it->dirty.count * VY_TIER_UNIT < in->size ? it->dirty.count * VY_TIER_UNIT
+											 : in->size);
+		return true;
+	}
+	return false;
+}
+
+vy_err vy_backed_load_room(vy_fs *fs, vy_inode *in, uint64_t off, uint64_t end, vy_error *e)
+{
+	if (!in->tier || in->kind != VY_FILE)
+		return VY_OK;
+	vy_err rc = VY_OK;
+	for (int tries = 0;; tries++) {
+		pthread_rwlock_wrlock(&in->lock);
+		rc = vy_backed_load(fs, in, off, end, e);
+		unsigned dev = in->dev;
+		pthread_rwlock_unlock(&in->lock);
+		/* No room: the least recently used clean files give theirs. */
+		if (rc != VY_ENOSPC || tries == 3 || !vy_backed_evict(fs, dev, end > off ? end - off : VY_TIER_UNIT))
+			return rc;
+	}
+}

@@ -1,0 +1,355 @@
+/* A backing mount's names (backed.h): DIR's entries become inodes when a
+ * directory is first used, and every change of names, modes, owners and
+ * times is made in DIR before the namespace takes it, so a refusal of
+ * DIR's (EACCES over NFS, ENOSPC, EEXIST behind the mount) changes
+ * nothing. Directories are reached through O_PATH fds each item holds,
+ * opened beneath their parent's (tier/dir.h): no path is ever built. */
+#include "fs/backed.h"
+#include "daemon/log.h"
+#include "fs/devices.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/fs.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+/* Directory `d`'s O_PATH fd in DIR (ns held), opened beneath its parent's
+ * the first time: the fd, or -errno. */
+static int dir_fd(vy_fs *fs, vy_inode *d, unsigned depth)
+{
+	vy_tier_item *it = d->tier;
+	if (!it || d->kind != VY_DIR)
+		return -ENOENT;
+	if (it->fd >= 0)
+		return it->fd;
+	if (!it->name || depth > 4096)
+		return -ENOENT;
+	vy_inode *p = vy_u64map_get(&fs->inodes, it->parent);
+	int pfd = p ? dir_fd(fs, p, depth + 1) : -ENOENT;
+	if (pfd < 0)
+		return pfd;
+	int fd = vy_tier_open_dir(pfd, it->name);
+	if (fd >= 0)
+		it->fd = fd;
+	return fd;
+}
+
+int vy_backed_where(vy_fs *fs, vy_inode *in, const char **name)
+{
+	vy_tier_item *it = in->tier;
+	if (!it || !it->name)
+		return -ENOENT;
+	vy_inode *p = vy_u64map_get(&fs->inodes, it->parent);
+	*name = it->name;
+	return p ? dir_fd(fs, p, 0) : -ENOENT;
+}
+
+static vy_kind kind_of(mode_t mode)
+{
+	return S_ISDIR(mode) ? VY_DIR : S_ISREG(mode) ? VY_FILE : S_ISLNK(mode) ? VY_SYMLINK : VY_SPECIAL;
+}
+
+/* The inode DIR's file `st` already has (a second name of it), or NULL. */
+static vy_inode *known(vy_fs *fs, const struct stat *st)
+{
+	if (S_ISDIR(st->st_mode))
+		return NULL;
+	uint64_t ino = (uint64_t)(uintptr_t)vy_u64map_get(&fs->tier->ids, vy_tier_id(st));
+	vy_inode *in = ino ? vy_u64map_get(&fs->inodes, ino) : NULL;
+	return in && in->tier && in->tier->ino == st->st_ino && in->tier->dev == st->st_dev && in->nlink > 0 ? in
+													      : NULL;
+}
+
+/* DIR's entry `name` of directory `p` (stat `st`) as an inode (ns held). */
+static vy_inode *adopt(vy_fs *fs, vy_inode *p, const char *name, const struct stat *st)
+{
+	if (vy_dir_find(&p->dir, name))
+		return NULL;
+	vy_inode *in = known(fs, st);
+	if (in) { /* a hard link: one inode, another name */
+		if (!vy_dir_add(&p->dir, name, in->ino))
+			return NULL;
+		fs->extra_links++;
+		in->nlink++;
+		return in;
+	}
+	if (fs->inodes.count + fs->extra_links >= fs->cfg.max_inodes) {
+		vy_log(LOG_WARNING, "backing directory: %s and more are not shown: the mount holds max_inodes=%llu "
+				    "(Fix: mount with a larger max_inodes)",
+		       name, (unsigned long long)fs->cfg.max_inodes);
+		return NULL;
+	}
+	vy_kind kind = kind_of(st->st_mode);
+	char *target = NULL;
+	if (kind == VY_SYMLINK) {
+		char buf[4096];
+		int pfd = dir_fd(fs, p, 0);
+		if (pfd < 0 || vy_tier_readlink(pfd, name, buf, sizeof(buf)) != 0 || !(target = strdup(buf)))
+			return NULL;
+		if (!vy_xattr_budget_take(&fs->xattr_budget, strlen(target) + 1)) {
+			free(target);
+			return NULL;
+		}
+	}
+	in = vy_inode_new(vy_fs_ns(fs), kind, st->st_mode, st->st_uid, st->st_gid);
+	vy_tier_item *it = in ? vy_tier_item_new(in->ino, p->ino, name) : NULL;
+	if (!it || !vy_dir_add(&p->dir, name, in->ino)) {
+		if (target) {
+			vy_xattr_budget_give(&fs->xattr_budget, strlen(target) + 1);
+			free(target);
+		}
+		if (in) {
+			in->nlink = 0;
+			vy_ns_reap(vy_fs_ns(fs), in);
+		}
+		vy_tier_item_free(it);
+		return NULL;
+	}
+	vy_tier_item_saw(it, st);
+	in->tier = it;
+	in->target = target;
+	in->atime = st->st_atim;
+	in->mtime = st->st_mtim;
+	in->ctime = st->st_ctim;
+	vy_devices_place(fs, p, in);
+	if (kind == VY_DIR) {
+		in->nlink = 2;
+		in->parent = p->ino;
+		p->nlink++;
+	} else {
+		in->nlink = 1;
+		in->rdev = kind == VY_SPECIAL ? st->st_rdev : 0;
+	}
+	if (kind == VY_FILE) {
+		in->size = (uint64_t)st->st_size;
+		it->src = in->size;
+		vy_u64map_put(&fs->tier->ids, vy_tier_id(st), (void *)(uintptr_t)in->ino);
+	}
+	return in;
+}
+
+typedef struct listing {
+	vy_fs *fs;
+	vy_inode *d;
+} listing;
+
+static bool list_one(void *ctx, const char *name, const struct stat *st)
+{
+	listing *l = ctx;
+	/* .vyre at the root is the mount's own: DIR's is not shown. */
+	if (l->d->ino == FUSE_ROOT_ID && !strcmp(name, ".vyre"))
+		return true;
+	if (strlen(name) <= 255)
+		adopt(l->fs, l->d, name, st);
+	return true;
+}
+
+int vy_backed_list(vy_fs *fs, vy_inode *d, bool again)
+{
+	if (!fs->tier || !d->tier || d->kind != VY_DIR || (d->tier->listed && !again))
+		return 0;
+	int fd = dir_fd(fs, d, 0);
+	if (fd < 0)
+		return -fd;
+	listing l = {.fs = fs, .d = d};
+	int err = vy_tier_list(fd, list_one, &l);
+	if (err) {
+		atomic_fetch_add(&fs->tier->stats.errors, 1);
+		vy_log(LOG_WARNING, "backing directory: cannot list a directory (inode %llu): %s",
+		       (unsigned long long)d->ino, strerror(err));
+		return err;
+	}
+	d->tier->listed = true;
+	return 0;
+}
+
+vy_inode *vy_backed_lookup(vy_fs *fs, vy_inode *d, const char *name)
+{
+	if (!fs->tier || !d->tier || d->kind != VY_DIR || (d->ino == FUSE_ROOT_ID && !strcmp(name, ".vyre")))
+		return NULL;
+	if (!d->tier->listed) {
+		vy_backed_list(fs, d, false);
+		vy_dirent *e = vy_dir_find(&d->dir, name);
+		return e ? vy_u64map_get(&fs->inodes, e->ino) : NULL;
+	}
+	int fd = dir_fd(fs, d, 0);
+	struct stat st;
+	if (fd < 0 || strlen(name) > 255 || vy_tier_stat(fd, name, &st) != 0)
+		return NULL;
+	return adopt(fs, d, name, &st); /* made since the listing, behind the mount */
+}
+
+int vy_backed_make(vy_fs *fs, vy_inode *p, const char *name, mode_t mode, uid_t uid, gid_t gid,
+		   const char *target, dev_t rdev, struct stat *st)
+{
+	if (!fs->tier || !p->tier)
+		return 0;
+	int err = vy_backed_list(fs, p, false);
+	int fd = err ? -err : dir_fd(fs, p, 0);
+	if (fd < 0)
+		return -fd;
+	/* Root makes it and gives it to its maker; a user's mount is the user's. */
+	uid_t u = geteuid() == 0 ? uid : (uid_t)-1;
+	gid_t g = geteuid() == 0 ? gid : (gid_t)-1;
+	if (S_ISDIR(mode))
+		err = vy_tier_mkdir(fd, name, mode, u, g);
+	else if (S_ISLNK(mode))
+		err = vy_tier_symlink(fd, name, target, u, g);
+	else if (S_ISREG(mode))
+		err = vy_tier_create(fd, name, mode, u, g, NULL);
+	else
+		err = vy_tier_mknod(fd, name, mode, rdev, u, g);
+	if (!err)
+		err = vy_tier_stat(fd, name, st);
+	return err;
+}
+
+int vy_backed_made(vy_fs *fs, vy_inode *p, const char *name, vy_inode *in, const struct stat *st)
+{
+	if (!fs->tier || !p->tier)
+		return 0;
+	vy_tier_item *it = vy_tier_item_new(in->ino, p->ino, name);
+	if (!it)
+		return ENOMEM;
+	vy_tier_item_saw(it, st);
+	it->listed = true; /* new: nothing in it */
+	in->tier = it;
+	if (in->kind == VY_FILE)
+		vy_u64map_put(&fs->tier->ids, vy_tier_id(st), (void *)(uintptr_t)in->ino);
+	return 0;
+}
+
+/* A file about to lose the name its item knows, that stays reachable
+ * (another name, or open): its fd keeps DIR's file in reach. */
+static void anchor(vy_fs *fs, vy_inode *in, int at, const char *name)
+{
+	vy_tier_item *it = in->tier;
+	if (in->kind != VY_FILE || !it || it->fd >= 0)
+		return;
+	int fd = vy_tier_open(at, name, O_RDWR, 0);
+	if (fd == -EACCES || fd == -EROFS || fd == -EPERM)
+		fd = vy_tier_open(at, name, O_RDONLY, 0);
+	if (fd >= 0)
+		it->fd = fd;
+	(void)fs;
+}
+
+/* The item of `in` loses its name `name` in `p`: another of the file's
+ * names, if it has one (a hard link; ns held), or none. */
+static void another_name(vy_fs *fs, vy_inode *in, vy_inode *p, const char *name)
+{
+	uint64_t key;
+	void *value;
+	size_t cursor = 0;
+	vy_inode *d = p;
+	while (in->nlink > 1 && d) {
+		for (const vy_dirent *e = vy_dir_next(&d->dir, 0); e; e = vy_dir_next(&d->dir, e->cookie))
+			if (e->ino == in->ino && (d != p || strcmp(e->name, name))) {
+				vy_tier_item_rename(in->tier, d->ino, e->name);
+				return;
+			}
+		do /* then every other directory: hard links are rare */
+			d = vy_u64map_next(&fs->inodes, &cursor, &key, &value) ? value : NULL;
+		while (d && (d == p || d->kind != VY_DIR));
+	}
+	vy_tier_item_rename(in->tier, 0, NULL);
+}
+
+int vy_backed_remove(vy_fs *fs, vy_inode *p, const char *name, vy_inode *in, bool dir)
+{
+	if (!fs->tier || !p->tier)
+		return 0;
+	int fd = dir_fd(fs, p, 0);
+	if (fd < 0)
+		return -fd;
+	if (in && (in->nlink > 1 || in->opens))
+		anchor(fs, in, fd, name);
+	int err = vy_tier_unlink(fd, name, dir);
+	if (err == ENOENT)
+		err = 0; /* gone behind the mount already */
+	if (!err && in && in->tier && in->tier->name && in->tier->parent == p->ino && !strcmp(in->tier->name, name))
+		another_name(fs, in, p, name);
+	return err;
+}
+
+int vy_backed_rename(vy_fs *fs, vy_inode *p, const char *name, vy_inode *np, const char *newname, unsigned flags)
+{
+	if (!fs->tier || !p->tier || !np->tier)
+		return 0;
+	int fd = dir_fd(fs, p, 0), nfd = dir_fd(fs, np, 0);
+	if (fd < 0 || nfd < 0)
+		return fd < 0 ? -fd : -nfd;
+	vy_dirent *nd = vy_dir_find(&np->dir, newname);
+	vy_inode *target = nd ? vy_u64map_get(&fs->inodes, nd->ino) : NULL;
+	if (target && !(flags & RENAME_EXCHANGE) && (target->nlink > 1 || target->opens))
+		anchor(fs, target, nfd, newname);
+	return vy_tier_rename(fd, name, nfd, newname, flags);
+}
+
+void vy_backed_renamed(vy_fs *fs, vy_inode *p, const char *name, vy_inode *np, const char *newname, vy_inode *in,
+		       vy_inode *target, unsigned flags)
+{
+	if (!fs->tier || !p->tier || !np->tier)
+		return;
+	if (target && !(flags & RENAME_EXCHANGE) && target->tier && target->tier->name &&
+	    target->tier->parent == np->ino && !strcmp(target->tier->name, newname))
+		vy_tier_item_rename(target->tier, 0, NULL);
+	if (in->tier && !vy_tier_item_rename(in->tier, np->ino, newname))
+		vy_log(LOG_ERR, "backing directory: out of memory naming inode %llu", (unsigned long long)in->ino);
+	if ((flags & RENAME_EXCHANGE) && target && target->tier)
+		vy_tier_item_rename(target->tier, p->ino, name);
+	if (flags & RENAME_WHITEOUT) {
+		vy_dirent *d = vy_dir_find(&p->dir, name);
+		vy_inode *wh = d ? vy_u64map_get(&fs->inodes, d->ino) : NULL;
+		int fd = dir_fd(fs, p, 0);
+		struct stat st;
+		if (wh && !wh->tier && fd >= 0 && vy_tier_stat(fd, name, &st) == 0)
+			vy_backed_made(fs, p, name, wh, &st);
+	}
+}
+
+int vy_backed_link(vy_fs *fs, vy_inode *in, vy_inode *np, const char *newname)
+{
+	if (!fs->tier || !np->tier)
+		return 0;
+	const char *name;
+	int fd = in->tier ? vy_backed_where(fs, in, &name) : -ENOENT, nfd = dir_fd(fs, np, 0);
+	if (fd < 0 || nfd < 0)
+		return fd < 0 ? -fd : -nfd;
+	return vy_tier_link(fd, name, nfd, newname);
+}
+
+int vy_backed_setattr(vy_fs *fs, vy_inode *in, int to_set, const struct stat *attr)
+{
+	if (!fs->tier || !in->tier)
+		return 0;
+	pthread_mutex_lock(&fs->ns);
+	/* The root is DIR itself: its own attributes stay DIR's (docs/tier.md). */
+	const char *name = NULL;
+	int fd = in->ino == FUSE_ROOT_ID ? 0 : vy_backed_where(fs, in, &name);
+	int err = fd < 0 ? -fd : 0;
+	if (!err && name && (to_set & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)))
+		err = vy_tier_chown(fd, name, to_set & FUSE_SET_ATTR_UID ? attr->st_uid : (uid_t)-1,
+				    to_set & FUSE_SET_ATTR_GID ? attr->st_gid : (gid_t)-1);
+	if (!err && name && (to_set & FUSE_SET_ATTR_MODE) && in->kind != VY_SYMLINK)
+		err = vy_tier_chmod(fd, name, attr->st_mode);
+	if (!err && name && (to_set & (FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME))) {
+		struct timespec ts[2] = {{.tv_nsec = UTIME_OMIT}, {.tv_nsec = UTIME_OMIT}};
+		if (to_set & FUSE_SET_ATTR_ATIME)
+			ts[0] = to_set & FUSE_SET_ATTR_ATIME_NOW ? (struct timespec){.tv_nsec = UTIME_NOW} : attr->st_atim;
+		if (to_set & FUSE_SET_ATTR_MTIME)
+			ts[1] = to_set & FUSE_SET_ATTR_MTIME_NOW ? (struct timespec){.tv_nsec = UTIME_NOW} : attr->st_mtim;
+		err = vy_tier_utimens(fd, name, ts);
+	}
+	pthread_mutex_unlock(&fs->ns);
+	return err;
+}
+
+int vy_backed_statfs(vy_fs *fs, struct statvfs *out)
+{
+	return fstatvfs(fs->tier->dir.root, out) ? errno : 0;
+}

@@ -1,0 +1,257 @@
+/* A backing mount's write-back (backed.h): dirty units are read back from
+ * the device and written to DIR, then DIR's fsync; a thread does it
+ * writeback_delay after a file's first dirty byte, fsync does it at once,
+ * and the unmount for every file. A failure keeps the bytes dirty and on
+ * the device, says DIR's errno to fsync and the log, and is tried again a
+ * delay later: nothing is dropped. */
+#include "fs/backed.h"
+#include "core/clock.h"
+#include "core/transfer.h"
+#include "daemon/log.h"
+#include "fs/file.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#define FLUSH_CHUNK ((size_t)16 << 20)
+
+/* Whether unit i must be looked at: written, or maybe changed. */
+static bool due_unit(const vy_tier_item *it, uint64_t i)
+{
+	return vy_tier_units_has(&it->dirty, i) || vy_tier_units_has(&it->suspect, i);
+}
+
+/* Bytes [at, at + n) read back, and each unit of them written to DIR
+ * where it is dirty, or suspect and not what DIR holds (the read lock
+ * held): 0 or errno. */
+static int write_chunk(vy_fs *fs, vy_inode *in, void *buf, uint64_t at, size_t n, uint64_t *written)
+{
+	vy_tier_item *it = in->tier;
+	vy_error e;
+	uint64_t dend = in->size < in->cap ? in->size : in->cap; /* past it: the tail, zeros */
+	size_t dev = at < dend ? (size_t)(dend - at < n ? dend - at : n) : 0;
+	if (dev && vy_readback_pinned(vy_fs_core(fs, in), in->buf, at, buf, dev, &e) != VY_OK) {
+		vy_log(LOG_ERR, "write-back of inode %" PRIu64 ": %s", in->ino, e.msg);
+		return EIO;
+	}
+	memset((char *)buf + dev, 0, n - dev);
+	for (size_t u = 0; u < n; u += VY_TIER_UNIT) {
+		uint64_t i = vy_tier_unit_of(at + u);
+		size_t len = n - u < VY_TIER_UNIT ? n - u : VY_TIER_UNIT;
+		uint64_t sum = XXH3_64bits((char *)buf + u, len);
+		if (!due_unit(it, i) || (!vy_tier_units_has(&it->dirty, i) && vy_tier_item_same(it, i, sum)))
+			continue; /* unchanged since DIR got it */
+		int err = vy_tier_pwrite(it->fd, (char *)buf + u, len, at + u);
+		if (err)
+			return err;
+		*written += len;
+		vy_tier_item_sum(it, i, sum);
+	}
+	return 0;
+}
+
+/* The dirty and suspect units into DIR (the read lock held): 0 or errno. */
+static int write_units(vy_fs *fs, vy_inode *in, uint64_t *written)
+{
+	vy_tier_item *it = in->tier;
+	vy_core *core = vy_fs_core(fs, in);
+	vy_staging_buf buf = {0};
+	vy_error e;
+	int err = 0;
+	uint64_t units = vy_tier_units_to(in->size);
+	for (uint64_t a = 0; !err && a < units;) {
+		while (a < units && !due_unit(it, a))
+			a = vy_tier_units_next(&it->dirty, a, units, true) < vy_tier_units_next(&it->suspect, a, units, true)
+				    ? vy_tier_units_next(&it->dirty, a, units, true)
+				    : vy_tier_units_next(&it->suspect, a, units, true);
+		uint64_t b = a;
+		while (b < units && due_unit(it, b) && (b - a) * VY_TIER_UNIT < FLUSH_CHUNK)
+			b++;
+		if (a >= units)
+			break;
+		if (!buf.ptr && vy_staging_acquire(core->staging, FLUSH_CHUNK, &buf, &e) != VY_OK) {
+			vy_log(LOG_ERR, "write-back of inode %" PRIu64 ": %s", in->ino, e.msg);
+			return ENOMEM;
+		}
+		uint64_t from = a * VY_TIER_UNIT, to = b * VY_TIER_UNIT < in->size ? b * VY_TIER_UNIT : in->size;
+		err = write_chunk(fs, in, buf.ptr, from, (size_t)(to - from), written);
+		a = b;
+	}
+	vy_staging_release(core->staging, &buf);
+	return err;
+}
+
+int vy_backed_flush(vy_fs *fs, vy_inode *in)
+{
+	vy_tier_item *it = in->tier;
+	if (!fs->tier || !it || in->kind != VY_FILE)
+		return 0;
+	int err = vy_backed_prepare(fs, in);
+	pthread_mutex_lock(&it->flushing);
+	pthread_rwlock_rdlock(&in->lock);
+	vy_error e;
+	uint64_t written = 0, dirty = it->dirty.count;
+	if ((!dirty && !it->suspect.count) || in->nlink == 0) {
+		pthread_rwlock_unlock(&in->lock);
+		pthread_mutex_unlock(&it->flushing);
+		return 0; /* clean, or nobody's in DIR any more */
+	}
+	if (!err && vy_file_settle(fs, in, &e) != VY_OK) {
+		vy_log(LOG_ERR, "write-back of inode %" PRIu64 ": %s", in->ino, e.msg);
+		err = EIO;
+	}
+	if (!err)
+		err = write_units(fs, in, &written);
+	struct stat st;
+	if (!err && (fstat(it->fd, &st) != 0 || ((uint64_t)st.st_size != in->size &&
+						  ftruncate(it->fd, (off_t)in->size) != 0)))
+		err = errno;
+	if (!err && fsync(it->fd) != 0)
+		err = errno;
+	if (!err && fstat(it->fd, &st) != 0)
+		err = errno;
+	if (!err) {
+		/* Writers wait for the read lock: these units are what DIR holds. */
+		vy_tier_units_clear(&it->dirty, 0, UINT64_MAX);
+		vy_tier_units_clear(&it->suspect, 0, UINT64_MAX);
+		atomic_fetch_sub(&fs->tier->stats.dirty_bytes, dirty * VY_TIER_UNIT);
+		vy_tier_item_saw(it, &st);
+		it->wb_err = 0;
+		vy_tier_cache_clean(&fs->tier->cache, it);
+		atomic_fetch_add(&fs->tier->stats.writebacks, 1);
+	} else {
+		if (it->wb_err != err)
+			vy_log(LOG_ERR, "write-back of inode %" PRIu64 " (%s) to the backing directory failed: %s; its bytes "
+					"stay on the device and dirty, and are tried again (Fix: make room in, or mend, %s)",
+			       in->ino, it->name ? it->name : "?", strerror(err), fs->tier->dir.path);
+		it->wb_err = err;
+		atomic_fetch_add(&fs->tier->stats.errors, 1);
+		/* Due again a second and a delay from now, behind the others. */
+		vy_tier_cache_clean(&fs->tier->cache, it);
+		vy_tier_cache_dirty(&fs->tier->cache, it, vy_monotonic_ns() + 1000000000ull);
+	}
+	atomic_fetch_add(&fs->tier->stats.written_bytes, written);
+	pthread_rwlock_unlock(&in->lock);
+	pthread_mutex_unlock(&it->flushing);
+	return err;
+}
+
+/* Each of `n` files by number: held, written back, let go; the first
+ * errno; *done: how many were written back. */
+static int flush_these(vy_fs *fs, const uint64_t *inos, size_t n, size_t *done)
+{
+	int first = 0;
+	for (size_t i = 0; i < n; i++) {
+		vy_inode *in = vy_backed_hold(fs, inos[i]);
+		if (!in)
+			continue;
+		int err = vy_backed_flush(fs, in);
+		if (err && !first)
+			first = err;
+		*done += !err;
+		vy_backed_let_go(fs, in);
+	}
+	return first;
+}
+
+int vy_backed_flush_all(vy_fs *fs)
+{
+	if (!fs->tier)
+		return 0;
+	int first = 0;
+	/* A file that fails goes behind the others: one pass over what is
+	 * dirty now, in batches, ends. */
+	size_t left = fs->tier->cache.ndirty;
+	while (left) {
+		uint64_t inos[64];
+		size_t n = vy_tier_cache_due(&fs->tier->cache, UINT64_MAX, inos, left < 64 ? left : 64), done = 0;
+		if (!n)
+			break;
+		int err = flush_these(fs, inos, n, &done);
+		if (err && !first)
+			first = err;
+		left -= n;
+	}
+	return first;
+}
+
+static void *wb_main(void *arg)
+{
+	vy_fs *fs = arg;
+	uint64_t delay = fs->tier->delay_ms * 1000000ull;
+	pthread_mutex_lock(&fs->wb_lock);
+	while (!fs->wb_stop) {
+		pthread_mutex_unlock(&fs->wb_lock);
+		uint64_t now = vy_monotonic_ns(), inos[64];
+		size_t n = vy_tier_cache_due(&fs->tier->cache, now > delay ? now - delay : 0, inos, 64), done = 0;
+		flush_these(fs, inos, n, &done);
+		pthread_mutex_lock(&fs->wb_lock);
+		if (fs->wb_stop || n == 64)
+			continue; /* more are due: at once */
+		/* The next look: a tenth of the delay (a file is written back
+		 * at most that late), 10 ms to 1 s; a kick wakes it sooner. */
+		uint64_t wait_ms = fs->tier->delay_ms / 10;
+		wait_ms = wait_ms < 10 ? 10 : wait_ms > 1000 ? 1000 : wait_ms;
+		struct timespec until;
+		clock_gettime(CLOCK_MONOTONIC, &until);
+		until.tv_sec += (time_t)(wait_ms / 1000);
+		until.tv_nsec += (long)(wait_ms % 1000) * 1000000L;
+		if (until.tv_nsec >= 1000000000L) {
+			until.tv_sec++;
+			until.tv_nsec -= 1000000000L;
+		}
+		pthread_cond_timedwait(&fs->wb_wake, &fs->wb_lock, &until);
+	}
+	pthread_mutex_unlock(&fs->wb_lock);
+	return NULL;
+}
+
+vy_err vy_backed_wb_start(vy_fs *fs, vy_error *e)
+{
+	pthread_condattr_t ca;
+	if (pthread_condattr_init(&ca) != 0 || pthread_condattr_setclock(&ca, CLOCK_MONOTONIC) != 0 ||
+	    pthread_cond_init(&fs->wb_wake, &ca) != 0)
+		return vy_fail(e, VY_ENOMEM, "free host memory", "cannot start the write-back thread");
+	pthread_condattr_destroy(&ca);
+	if (pthread_mutex_init(&fs->wb_lock, NULL) != 0) {
+		pthread_cond_destroy(&fs->wb_wake);
+		return vy_fail(e, VY_ENOMEM, "free host memory", "cannot start the write-back thread");
+	}
+	fs->wb_stop = false;
+	int err = pthread_create(&fs->writeback, NULL, wb_main, fs);
+	if (err) {
+		pthread_mutex_destroy(&fs->wb_lock);
+		pthread_cond_destroy(&fs->wb_wake);
+		return vy_fail(e, VY_ENOMEM, "raise the process limit (ulimit -u)", "cannot start the write-back thread: %s",
+			       strerror(err));
+	}
+	fs->wb_started = true;
+	return VY_OK;
+}
+
+void vy_backed_wb_stop(vy_fs *fs)
+{
+	if (!fs->wb_started)
+		return;
+	pthread_mutex_lock(&fs->wb_lock);
+	fs->wb_stop = true;
+	pthread_cond_signal(&fs->wb_wake);
+	pthread_mutex_unlock(&fs->wb_lock);
+	pthread_join(fs->writeback, NULL);
+	pthread_mutex_destroy(&fs->wb_lock);
+	pthread_cond_destroy(&fs->wb_wake);
+	fs->wb_started = false;
+}
+
+void vy_backed_wb_kick(vy_fs *fs)
+{
+	if (!fs->wb_started || fs->tier->delay_ms > 0)
+		return; /* its timed look is soon enough */
+	pthread_mutex_lock(&fs->wb_lock);
+	pthread_cond_signal(&fs->wb_wake);
+	pthread_mutex_unlock(&fs->wb_lock);
+}
