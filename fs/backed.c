@@ -33,6 +33,7 @@ vy_err vy_backed_start(vy_fs *fs, vy_inode *root, vy_error *e)
 	root->tier = it;
 	/* The root is DIR: its mode, owner and times. */
 	root->mode = S_IFDIR | (st.st_mode & 07777);
+	root->nlink = st.st_nlink < 2 ? 2 : (uint32_t)st.st_nlink;
 	root->uid = st.st_uid;
 	root->gid = st.st_gid;
 	root->atime = st.st_atim;

@@ -109,7 +109,5 @@ int vy_backed_flush_all(vy_fs *fs);
 /* The thread that writes files back writeback_delay after they became dirty. */
 vy_err vy_backed_wb_start(vy_fs *fs, vy_error *e);
 void vy_backed_wb_stop(vy_fs *fs);
-/* A file became dirty: the thread's next look is in time for it. */
-void vy_backed_wb_kick(vy_fs *fs);
 
 #endif

@@ -10,6 +10,7 @@
 #include "core/transfer.h"
 #include "daemon/log.h"
 #include "fs/file.h"
+#include "fs/readahead.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -126,6 +127,9 @@ vy_err vy_backed_load(vy_fs *fs, vy_inode *in, uint64_t off, uint64_t end, vy_er
 			atomic_fetch_add(&fs->tier->stats.loads, 1);
 		a = b < u1 ? vy_tier_units_next(&it->present, b, u1, false) : u1;
 	}
+	/* A readahead chunk copied before may hold zeros of a unit loaded
+	 * now: none is served again. */
+	vy_readahead_forget(in);
 	atomic_fetch_add(&fs->tier->stats.load_us, (vy_monotonic_ns() - t0) / 1000);
 	if (in->buf)
 		vy_tier_cache_touch(&fs->tier->cache, it);
@@ -182,7 +186,6 @@ void vy_backed_wrote(vy_fs *fs, vy_inode *in, uint64_t off, uint64_t end)
 	vy_tier_cache_dirty(&fs->tier->cache, it, now_ns());
 	if (in->buf)
 		vy_tier_cache_touch(&fs->tier->cache, it);
-	vy_backed_wb_kick(fs);
 }
 
 vy_err vy_backed_whole(vy_fs *fs, vy_inode *in, vy_error *e)
@@ -202,7 +205,6 @@ void vy_backed_suspect(vy_fs *fs, vy_inode *in)
 		return;
 	}
 	vy_tier_cache_dirty(&fs->tier->cache, it, now_ns());
-	vy_backed_wb_kick(fs);
 }
 
 int vy_backed_resize(vy_fs *fs, vy_inode *in, uint64_t size)

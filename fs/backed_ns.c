@@ -70,11 +70,10 @@ static vy_inode *adopt(vy_fs *fs, vy_inode *p, const char *name, const struct st
 	if (vy_dir_find(&p->dir, name))
 		return NULL;
 	vy_inode *in = known(fs, st);
-	if (in) { /* a hard link: one inode, another name */
+	if (in) { /* a hard link: one inode, another name (DIR's count has it) */
 		if (!vy_dir_add(&p->dir, name, in->ino))
 			return NULL;
 		fs->extra_links++;
-		in->nlink++;
 		return in;
 	}
 	if (fs->inodes.count + fs->extra_links >= fs->cfg.max_inodes) {
@@ -116,12 +115,14 @@ static vy_inode *adopt(vy_fs *fs, vy_inode *p, const char *name, const struct st
 	in->mtime = st->st_mtim;
 	in->ctime = st->st_ctim;
 	vy_devices_place(fs, p, in);
+	/* DIR's link count: a directory's counts its subdirectories, a
+	 * file's its names, whether or not the mount listed them yet. */
+	in->nlink = st->st_nlink > UINT32_MAX ? UINT32_MAX : (uint32_t)st->st_nlink;
 	if (kind == VY_DIR) {
-		in->nlink = 2;
+		in->nlink = in->nlink < 2 ? 2 : in->nlink;
 		in->parent = p->ino;
-		p->nlink++;
 	} else {
-		in->nlink = 1;
+		in->nlink = in->nlink < 1 ? 1 : in->nlink;
 		in->rdev = kind == VY_SPECIAL ? st->st_rdev : 0;
 	}
 	if (kind == VY_FILE) {

@@ -193,7 +193,8 @@ static void *wb_main(void *arg)
 		if (fs->wb_stop || n == 64)
 			continue; /* more are due: at once */
 		/* The next look: a tenth of the delay (a file is written back
-		 * at most that late), 10 ms to 1 s; a kick wakes it sooner. */
+		 * at most that late), 10 ms to 1 s: a look is a short walk of
+		 * the dirty list, so no writer needs to wake the thread. */
 		uint64_t wait_ms = fs->tier->delay_ms / 10;
 		wait_ms = wait_ms < 10 ? 10 : wait_ms > 1000 ? 1000 : wait_ms;
 		struct timespec until;
@@ -245,13 +246,4 @@ void vy_backed_wb_stop(vy_fs *fs)
 	pthread_mutex_destroy(&fs->wb_lock);
 	pthread_cond_destroy(&fs->wb_wake);
 	fs->wb_started = false;
-}
-
-void vy_backed_wb_kick(vy_fs *fs)
-{
-	if (!fs->wb_started || fs->tier->delay_ms > 0)
-		return; /* its timed look is soon enough */
-	pthread_mutex_lock(&fs->wb_lock);
-	pthread_cond_signal(&fs->wb_wake);
-	pthread_mutex_unlock(&fs->wb_lock);
 }

@@ -195,7 +195,7 @@ unit_now() {
 	done
 }
 later=()
-suites=(tests/cli/*_test.sh tests/fs/*_test.sh tests/ctl/*_test.sh tests/client/*_test.sh tests/survive/*_test.sh)
+suites=(tests/cli/*_test.sh tests/fs/*_test.sh tests/ctl/*_test.sh tests/client/*_test.sh tests/survive/*_test.sh tests/tier/*_test.sh)
 [ "$backend" = cuda ] && suites+=(tests/gpu/*_test.sh)
 # A name that picks nothing would end in "0 passed, 0 failed": refused.
 for want in $only; do

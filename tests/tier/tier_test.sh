@@ -1,0 +1,291 @@
+#!/usr/bin/env bash
+# A mount over a directory (-o backing=DIR, docs/tier.md), through real
+# mounts over a DIR in the test's own temp dir on disk: the tree and its
+# metadata as DIR's with nothing loaded, a ranged read loading its units
+# only, prefetch and evict, metadata changes in DIR when they return,
+# write-back after the delay and at fsync and unmount, eviction in least
+# recently used order sparing open, dirty and pinned files, a file larger
+# than the device served from DIR, fsync failing and keeping the bytes when
+# DIR is full, two mounts over one DIR, and DIR's symlinks never followed.
+. tests/fs/lib.sh
+DIR=""
+WORK=""
+MB=1048576
+UNIT=$((2 * MB))
+
+setUp() {
+	DIR=$(mktemp -d /var/tmp/vyrefs-dir.XXXXXX) || return 1
+	WORK=$(mktemp -d /var/tmp/vyrefs-work.XXXXXX) || return 1
+	chmod 755 "$DIR"
+}
+
+tearDown() {
+	unmount_vyrefs
+	[ -n "${MNT2:-}" ] && { fusermount3 -u "$MNT2" 2>/dev/null; rmdir "$MNT2" 2>/dev/null; MNT2=""; }
+	[ -n "${SMALL:-}" ] && { umount "$SMALL" 2>/dev/null; rmdir "$SMALL" 2>/dev/null; SMALL=""; }
+	rm -rf "$DIR" "$WORK"
+	drop_log
+}
+
+# mount_over [OPTIONS]: a mount over $DIR (write-back held for an hour
+# unless the options say otherwise: the tests say when it happens).
+mount_over() {
+	mount_vyrefs "backing=$DIR,writeback_delay=1h${1:+,$1}"
+}
+
+# Nothing dirty on the mount (a state to wait for).
+all_clean() { [ "$(stat_of tier_dirty_bytes)" = 0 ]; }
+
+# The tree as find lists it: path, type, mode, owner, group, size, mtime,
+# link target; for DIR and the mount alike (the mount's .vyre left out).
+tree_of() {
+	(cd "$1" && find . -path ./.vyre -prune -o -printf '%p %y %m %U %G %s %T@ %l %n\n' | sort)
+}
+
+test_the_tree_is_dirs_and_looking_loads_nothing() {
+	mkdir -p "$DIR/a/b" "$DIR/empty"
+	make_data "$DIR/a/b/w.bin" $((5 * MB + 7))
+	echo hello >"$DIR/a/hello"
+	ln -s hello "$DIR/a/link"
+	ln "$DIR/a/hello" "$DIR/a/hard"
+	chmod 640 "$DIR/a/hello"
+	chmod 1777 "$DIR/empty"
+	touch -d '2001-02-03 04:05:06.789' "$DIR/a/b/w.bin"
+	if [ "$(id -u)" = 0 ]; then chown 65534:65534 "$DIR/a/b"; fi
+	mount_over || return
+	assertEquals "the tree" "$(tree_of "$DIR")" "$(tree_of "$MNT")"
+	ls -lR "$MNT" >/dev/null
+	du -s "$MNT" >/dev/null
+	stat "$MNT/a/b/w.bin" >/dev/null
+	assertEquals "nothing loaded" 0 "$(stat_of tier_loaded_bytes)"
+	assertEquals "no load" 0 "$(stat_of tier_loads)"
+	assertEquals "a symlink reads as DIR's" hello "$(readlink "$MNT/a/link")"
+	assertEquals "two names, one inode" "$(stat -c %i "$MNT/a/hello")" "$(stat -c %i "$MNT/a/hard")"
+	assertEquals "not resident" no "$(getfattr -n user.vyre.resident --only-values "$MNT/a/b/w.bin")"
+	# df says where files live: DIR's filesystem.
+	assertEquals "df" "$(df -B1 --output=size "$DIR" | tail -n 1)" "$(df -B1 --output=size "$MNT" | tail -n 1)"
+}
+
+test_a_ranged_read_loads_only_its_units() {
+	make_data "$DIR/big" $((20 * MB + 123))
+	mount_over || return
+	# One 4 KiB read in the middle: its 2 MiB unit, no more.
+	dd if="$MNT/big" of="$WORK/mid" bs=4k skip=$((9 * MB / 4096)) count=1 iflag=direct status=none || fail "dd"
+	cmp "$WORK/mid" <(dd if="$DIR/big" bs=4k skip=$((9 * MB / 4096)) count=1 status=none) || fail "mid bytes"
+	assertEquals "one unit loaded" $UNIT "$(stat_of tier_loaded_bytes)"
+	assertEquals "partial" "partial $UNIT" "$(getfattr -n user.vyre.resident --only-values "$MNT/big")"
+	# head -c 16: the first unit.
+	assertEquals "head" "$(head -c 16 "$DIR/big" | od -An -tx1)" "$(head -c 16 "$MNT/big" | od -An -tx1)"
+	assertEquals "two units loaded" $((2 * UNIT)) "$(stat_of tier_loaded_bytes)"
+	# The whole file: the rest, each byte once, and the same bytes.
+	cmp "$DIR/big" "$MNT/big" || fail "whole"
+	assertEquals "every byte loaded once" $((20 * MB + 123)) "$(stat_of tier_loaded_bytes)"
+	assertEquals "resident" yes "$(getfattr -n user.vyre.resident --only-values "$MNT/big")"
+	assertEquals "no error" 0 "$(stat_of tier_errors)"
+}
+
+test_prefetch_loads_whole_files_and_evict_gives_them_back() {
+	mkdir "$DIR/m"
+	make_data "$DIR/m/a" $((3 * MB))
+	make_data "$DIR/m/b" 1000
+	mount_over || return
+	"$VYREFS" prefetch -r -q "$MNT/m" || fail "prefetch"
+	assertEquals "loaded" $((3 * MB + 1000)) "$(stat_of tier_loaded_bytes)"
+	assertEquals "a resident" yes "$(getfattr -n user.vyre.resident --only-values "$MNT/m/a")"
+	cmp "$DIR/m/a" "$MNT/m/a" || fail "a"
+	assertEquals "read from the device" $((3 * MB + 1000)) "$(stat_of tier_loaded_bytes)"
+	"$VYREFS" evict "$MNT/m/a" || fail "evict"
+	assertEquals "a evicted" no "$(getfattr -n user.vyre.resident --only-values "$MNT/m/a")"
+	assertEquals "one eviction" 1 "$(stat_of tier_evictions)"
+	cmp "$DIR/m/a" "$MNT/m/a" || fail "a again"
+	out=$("$VYREFS" prefetch "$WORK" 2>&1)
+	assertEquals "a directory without -r: nothing, no error" "" "$out"
+	echo x >"$WORK/plain"
+	out=$("$VYREFS" prefetch "$WORK/plain" 2>&1) && fail "prefetch of a file elsewhere passed"
+	assertContains "$out" "Fix:"
+}
+
+test_names_modes_owners_and_times_reach_dir_when_they_return() {
+	mkdir "$DIR/d"
+	echo old >"$DIR/d/f"
+	mount_over || return
+	mkdir "$MNT/d/new" || fail mkdir
+	assertTrue "mkdir" "[ -d '$DIR/d/new' ]"
+	echo hi >"$MNT/d/new/g" || fail create
+	assertTrue "create" "[ -f '$DIR/d/new/g' ]"
+	ln -s g "$MNT/d/new/s" && assertEquals "symlink" g "$(readlink "$DIR/d/new/s")"
+	ln "$MNT/d/f" "$MNT/d/f2" && assertEquals "link" 2 "$(stat -c %h "$DIR/d/f")"
+	mv "$MNT/d/f" "$MNT/d/new/moved" || fail mv
+	assertTrue "rename" "[ -f '$DIR/d/new/moved' ] && [ ! -e '$DIR/d/f' ]"
+	rm "$MNT/d/f2" && assertTrue "unlink" "[ ! -e '$DIR/d/f2' ]"
+	assertEquals "the other name still reads" old "$(cat "$MNT/d/new/moved")"
+	chmod 604 "$MNT/d/new/moved" && assertEquals "chmod" 604 "$(stat -c %a "$DIR/d/new/moved")"
+	touch -d '2002-03-04 05:06:07' "$MNT/d/new/moved" &&
+		assertEquals "utimes" "$(date -d '2002-03-04 05:06:07' +%s)" "$(stat -c %Y "$DIR/d/new/moved")"
+	truncate -s 2 "$MNT/d/new/moved" && assertEquals "truncate" 2 "$(stat -c %s "$DIR/d/new/moved")"
+	if [ "$(id -u)" = 0 ]; then
+		chown 65534:65534 "$MNT/d/new/moved" && assertEquals "chown" "65534 65534" "$(stat -c '%u %g' "$DIR/d/new/moved")"
+	fi
+	rm "$MNT/d/new/s" "$MNT/d/new/g" "$MNT/d/new/moved"
+	rmdir "$MNT/d/new" && assertTrue "rmdir" "[ ! -e '$DIR/d/new' ]"
+	# DIR's own refusal: a directory DIR holds a file in is not empty.
+	echo behind >"$DIR/d/behind"
+	rmdir "$MNT/d" 2>/dev/null && fail "rmdir of a directory DIR holds a file in"
+	assertEquals "a name made behind the mount is found" behind "$(cat "$MNT/d/behind")"
+}
+
+test_writes_reach_dir_at_fsync_after_the_delay_and_at_unmount() {
+	make_data "$DIR/f" $((5 * MB))
+	make_data "$WORK/new" $((3 * MB + 5))
+	mount_over || return
+	# Over an existing file, not at its start: the rest stays DIR's.
+	dd if="$WORK/new" of="$MNT/f" bs=64k seek=17 conv=notrunc,fsync status=none || fail "dd"
+	cp "$DIR/f" "$WORK/want"
+	assertEquals "fsync: DIR holds it" "$(sum_of "$MNT/f")" "$(sum_of "$DIR/f")"
+	assertEquals "clean" 0 "$(getfattr -n user.vyre.dirty --only-values "$MNT/f")"
+	# Without fsync: dirty until unmount, which writes it back.
+	cp "$WORK/new" "$MNT/g" || fail "cp"
+	assertNotSame "not yet written back" "$(sum_of "$WORK/new")" "$(sum_of "$DIR/g")"
+	assertTrue "dirty" "[ $(stat_of tier_dirty_bytes) -gt 0 ]"
+	unmount_vyrefs
+	assertEquals "unmount wrote it back" "$(sum_of "$WORK/new")" "$(sum_of "$DIR/g")"
+	# The delay: the thread writes it back by itself.
+	mount_over "writeback_delay=100ms" || return
+	cp "$WORK/new" "$MNT/h" || fail "cp h"
+	wait_for "write-back of h" all_clean
+	assertEquals "written back" "$(sum_of "$WORK/new")" "$(sum_of "$DIR/h")"
+	assertTrue "counted" "[ $(stat_of tier_writebacks) -ge 1 ]"
+	# fsync of the root writes back every file.
+	unmount_vyrefs
+	mount_over || return
+	cp "$WORK/new" "$MNT/i" || fail "cp i"
+	python3 -c 'import os, sys; os.fsync(os.open(sys.argv[1], os.O_RDONLY))' "$MNT" || fail "fsync of the root"
+	assertEquals "fsyncdir wrote it back" "$(sum_of "$WORK/new")" "$(sum_of "$DIR/i")"
+}
+
+test_eviction_takes_the_least_recently_used_clean_closed_file() {
+	for f in a b c d e; do make_data "$DIR/$f" $((6 * MB)); done
+	make_data "$WORK/dirty" $((6 * MB))
+	# Room for about four of them: 28 MiB of files.
+	mount_over "host_memory=32M,resident_budget=28M,pool_budget=0" || return
+	cat "$DIR/a" >/dev/null
+	cmp "$DIR/a" "$MNT/a" && cmp "$DIR/b" "$MNT/b" || fail "a b"
+	exec 7<"$MNT/b" # b stays open
+	cp "$WORK/dirty" "$MNT/dirty" || fail "dirty" # dirty: never evicted
+	cmp "$DIR/c" "$MNT/c" || fail "c"
+	cmp "$DIR/d" "$MNT/d" || fail "d" # a full device: a goes, the oldest clean closed one
+	assertEquals "a evicted" no "$(getfattr -n user.vyre.resident --only-values "$MNT/a")"
+	assertEquals "b open: kept" yes "$(getfattr -n user.vyre.resident --only-values "$MNT/b")"
+	assertEquals "dirty: kept" yes "$(getfattr -n user.vyre.resident --only-values "$MNT/dirty")"
+	cmp "$DIR/e" "$MNT/e" || fail "e" # then c
+	assertEquals "c evicted" no "$(getfattr -n user.vyre.resident --only-values "$MNT/c")"
+	assertEquals "b still" yes "$(getfattr -n user.vyre.resident --only-values "$MNT/b")"
+	assertEquals "evictions as few as the budget forced" 2 "$(stat_of tier_evictions)"
+	cmp "$DIR/a" "$MNT/a" || fail "a loads again"
+	exec 7<&-
+	cmp "$WORK/dirty" "$MNT/dirty" || fail "the dirty file's bytes"
+	assertEquals "no ENOSPC, no error" 0 "$(stat_of tier_errors)"
+}
+
+test_a_file_larger_than_the_device_is_read_from_dir() {
+	make_data "$DIR/huge" $((40 * MB))
+	mount_over "host_memory=16M,resident_budget=12M,pool_budget=0" || return
+	cmp "$DIR/huge" "$MNT/huge" || fail "cmp"
+	assertTrue "read from DIR" "[ $(stat_of tier_direct_reads) -gt 0 ]"
+	"$VYREFS" prefetch "$MNT/huge" 2>"$WORK/err" && fail "prefetch of a file larger than the device passed"
+	assertContains "$(cat "$WORK/err")" "Fix:"
+}
+
+test_fsync_fails_with_dirs_errno_and_keeps_the_bytes_when_dir_is_full() {
+	need_root "it mounts a small tmpfs as DIR" || return 0
+	SMALL=$(mktemp -d /tmp/vyrefs-small.XXXXXX)
+	mount -t tmpfs -o size=4m tmpfs "$SMALL" || { fail "tmpfs"; return; }
+	rmdir "$DIR"
+	DIR=$SMALL/d
+	mkdir "$DIR"
+	make_data "$WORK/big" $((8 * MB))
+	mount_over || return
+	cp "$WORK/big" "$MNT/big" || fail "cp: the device takes it"
+	err=$(dd if=/dev/null of="$MNT/big" conv=notrunc,fsync status=none 2>&1) && fail "fsync passed on a full DIR"
+	assertContains "DIR's errno" "$err" "No space left on device"
+	cmp "$WORK/big" "$MNT/big" || fail "the bytes are kept"
+	assertTrue "still dirty" "[ $(getfattr -n user.vyre.dirty --only-values "$MNT/big") -gt 0 ]"
+	assertTrue "said in the log" "grep -q 'write-back of inode .* failed: No space left' '$VY_LOG'"
+	mount -o remount,size=64m "$SMALL" || fail "room again"
+	dd if=/dev/null of="$MNT/big" conv=notrunc,fsync status=none || fail "fsync once DIR has room"
+	cmp "$WORK/big" "$DIR/big" || fail "DIR holds it"
+	unmount_vyrefs
+	umount "$SMALL" && rmdir "$SMALL"
+	SMALL=""
+	DIR=$(mktemp -d /var/tmp/vyrefs-dir.XXXXXX)
+}
+
+test_two_mounts_over_one_dir_see_each_others_synced_files_at_open() {
+	echo one >"$DIR/f"
+	mount_over || return
+	local first=$MNT first_pid=$VY_PID first_log=$VY_LOG
+	mount_over || return
+	MNT2=$MNT
+	local second_pid=$VY_PID second_log=$VY_LOG
+	assertEquals "both read" one "$(cat "$first/f")$(cat "$MNT2/f" >/dev/null)"
+	echo two >"$first/f"
+	dd if=/dev/null of="$first/f" conv=notrunc,fsync status=none || fail "fsync"
+	assertEquals "the other's next open" two "$(cat "$MNT2/f")"
+	echo three >"$MNT2/new"
+	dd if=/dev/null of="$MNT2/new" conv=notrunc,fsync status=none || fail "fsync new"
+	assertEquals "a new file, found by name" three "$(cat "$first/new")"
+	assertTrue "a reload counted" "[ $(stat_of tier_reloads) -ge 1 ] || [ $(awk '\$1 == \"tier_reloads\" { print \$2 }' "$first/.vyre/stats") -ge 1 ]"
+	fusermount3 -u "$MNT2"
+	wait "$second_pid" 2>/dev/null
+	rmdir "$MNT2"
+	MNT2=""
+	rm -f "$second_log"
+	MNT=$first VY_PID=$first_pid VY_LOG=$first_log
+}
+
+test_a_symlink_planted_in_dir_is_never_followed() {
+	echo mine >"$DIR/f"
+	echo secret >"$WORK/secret"
+	chmod 600 "$WORK/secret"
+	mount_over || return
+	stat "$MNT/f" >/dev/null # known to the mount as a regular file
+	rm "$DIR/f"
+	ln -s "$WORK/secret" "$DIR/f" # swapped behind the mount
+	got=$(cat "$MNT/f" 2>/dev/null)
+	assertNotEquals "the link's target is not read" secret "$got"
+	mkdir "$DIR/sub"
+	echo x >"$DIR/sub/g"
+	ls "$MNT/sub" >/dev/null
+	rm -r "$DIR/sub"
+	ln -s "$WORK" "$DIR/sub" # a directory swapped for a link out of DIR
+	got=$(cat "$MNT/sub/secret" 2>/dev/null)
+	assertNotEquals "nothing outside DIR" secret "$got"
+	echo new >"$MNT/sub/planted" 2>/dev/null
+	assertFalse "nothing written outside DIR" "[ -e '$WORK/planted' ]"
+}
+
+test_files_a_user_makes_are_the_users_in_dir() {
+	need_root "it makes files as another user on a root mount" || return 0
+	chmod 1777 "$DIR"
+	mount_over "$(others_opt)" || return
+	as_nobody sh -c "echo x >'$MNT/theirs' && mkdir '$MNT/theirdir'" || fail "as nobody"
+	assertEquals "file" "65534 65534" "$(stat -c '%u %g' "$DIR/theirs")"
+	assertEquals "dir" "65534 65534" "$(stat -c '%u %g' "$DIR/theirdir")"
+	echo root >"$DIR/rootfile"
+	chmod 600 "$DIR/rootfile"
+	as_nobody cat "$MNT/rootfile" 2>/dev/null && fail "nobody read root's 0600 file"
+	as_nobody "$VYREFS" prefetch "$MNT/rootfile" 2>/dev/null && fail "nobody loaded root's 0600 file"
+	assertEquals "nothing loaded for nobody" 0 "$(stat_of tier_loaded_bytes)"
+}
+
+test_a_bad_backing_directory_is_refused_with_a_fix() {
+	out=$("$VYREFS" -f -o "backend=$backend,backing=$DIR/none" "$WORK" 2>&1) && fail "mounted over a missing DIR"
+	assertContains "$out" "Fix:"
+	out=$("$VYREFS" -f -o "backend=$backend,backing=relative" "$WORK" 2>&1) && fail "a relative DIR"
+	assertContains "$out" "absolute path"
+	out=$("$VYREFS" -f -o "backend=$backend,backing=$DIR,survive=on" "$WORK" 2>&1) && fail "survive=on"
+	assertContains "$out" "Fix:"
+	if mountpoint -q "$WORK"; then fail "something mounted"; fi
+}
+
+. tests/shunit.sh
