@@ -17,7 +17,8 @@
 # transformers' load, bench/families_bench.py) and ranks (two tensor-parallel
 # ranks restarted onto their resident shards, bench/ranks_bench.py: on GPUs
 # 0 and 1, or where one GPU is listed both on it, a stand-in) run only when
-# named.
+# named; so does tier (a mount over a directory against fio, transformers
+# and vyrefs cp, bench/tier_bench.py).
 # BENCH_REPS=N: single-stream reads (dd, fio 1 job) run N times, each after
 # dropping caches; the figure is their median (default 3).
 # TMPDIR: where the mount points go (default /tmp).
@@ -650,6 +651,19 @@ main() {
 				python3 bench/map_bench.py "${MNT[vyrefs]}" "${MNT[tmpfs]}" | tee -a "$RES"
 		else
 			log "map figures need the cuda backend and torch: skipped"
+		fi
+	fi
+	# A mount over a directory against fio, transformers and vyrefs cp
+	# (bench/tier_bench.py), opt-in: a 7B model on the disk under
+	# BENCH_DISK (default /var/tmp), and a copy in the tmpfs.
+	if has tier; then
+		if [ "$BACKEND" = cuda ] && python3 -c 'import torch, transformers' 2>/dev/null; then
+			disk=$(mktemp -d "${BENCH_DISK:-/var/tmp}/vyrefs-tier.XXXXXX")
+			VYREFS_LIB=$PWD/$BUILD/libvyrefs.so PYTHONPATH=$PWD/client/python VYREFS_BIN=$PWD/$BUILD/vyrefs FIO=$FIO \
+				python3 bench/tier_bench.py "$disk" "${MNT[tmpfs]}" "${TMPDIR:-/tmp}" "$QUICK" | tee -a "$RES"
+			rm -rf "$disk" "${MNT[tmpfs]}/llama"
+		else
+			log "tier figures need the cuda backend, torch and transformers: skipped"
 		fi
 	fi
 	# A whole model to its first answer (bench/attach_bench.py), opt-in.

@@ -6,6 +6,7 @@
  * unit that is not present: reads ask vy_backed_present first. */
 #include "fs/backed.h"
 #include "core/clock.h"
+#include "core/parallel.h"
 #include "core/place.h"
 #include "core/transfer.h"
 #include "daemon/log.h"
@@ -16,6 +17,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include <xxhash.h>
@@ -40,6 +42,10 @@ int vy_backed_prepare(vy_fs *fs, vy_inode *in)
 			it->fd = fd;
 		else
 			err = -fd;
+		/* Loads read with O_DIRECT where DIR takes it (not tmpfs before
+		 * Linux 6.6, not every FUSE filesystem). */
+		int dfd = fd >= 0 ? vy_tier_open(pfd, name, O_RDONLY | O_DIRECT, 0) : -1;
+		it->dfd = dfd >= 0 ? dfd : -1;
 	}
 	pthread_mutex_unlock(&fs->ns);
 	return err;
@@ -54,35 +60,83 @@ bool vy_backed_present(const vy_inode *in, uint64_t off, uint64_t end)
 	return off >= stop || vy_tier_units_all(&it->present, vy_tier_unit_of(off), vy_tier_units_to(stop));
 }
 
-/* DIR's bytes [from, to) onto the device at the same offsets: the
- * memory is there already. */
-static vy_err upload_run(vy_fs *fs, vy_inode *in, uint64_t from, uint64_t to, vy_error *e)
+/* A load of DIR's bytes [from, to) onto the device at the same offsets,
+ * the memory there already: 16 MiB chunks read and uploaded by up to 8
+ * threads (core/parallel.h), O_DIRECT where DIR takes it, so a cold load
+ * reads the storage with many requests in flight and never fills the page
+ * cache. */
+typedef struct loading {
+	vy_fs *fs;
+	vy_inode *in;
+	uint64_t from, to;
+	uint64_t *sums; /* a unit's sum, indexed from `from`'s unit */
+	pthread_mutex_t lock;
+	vy_err rc;
+	vy_error e;
+} loading;
+
+static void load_chunks(void *ctx, unsigned worker, size_t lo, size_t hi)
 {
-	vy_core *core = vy_fs_core(fs, in);
+	(void)worker;
+	loading *l = ctx;
+	vy_core *core = vy_fs_core(l->fs, l->in);
+	vy_tier_item *it = l->in->tier;
 	vy_staging_buf buf = {0};
-	size_t chunk = to - from < LOAD_CHUNK ? (size_t)(to - from) : LOAD_CHUNK;
-	vy_err rc = vy_staging_acquire(core->staging, chunk, &buf, e);
-	for (uint64_t at = from; rc == VY_OK && at < to;) {
-		size_t n = to - at < chunk ? (size_t)(to - at) : chunk;
-		int err = vy_tier_pread(in->tier->fd, buf.ptr, n, at);
+	vy_error e;
+	vy_err rc = vy_staging_acquire(core->staging, LOAD_CHUNK, &buf, &e);
+	for (size_t c = lo; rc == VY_OK && c < hi; c++) {
+		uint64_t at = l->from + (uint64_t)c * LOAD_CHUNK;
+		size_t n = l->to - at < LOAD_CHUNK ? (size_t)(l->to - at) : LOAD_CHUNK;
+		/* O_DIRECT reads whole blocks: past the end they read short, and
+		 * the rest is zeros (vy_tier_pread). */
+		size_t whole = (n + 4095) & ~(size_t)4095;
+		int err = it->dfd >= 0 && whole <= buf.size ? vy_tier_pread_direct(it->dfd, buf.ptr, whole, at)
+							    : vy_tier_pread(it->fd, buf.ptr, n, at);
 		if (err) {
-			atomic_fetch_add(&fs->tier->stats.errors, 1);
-			rc = vy_fail(e, VY_EDEVICE, "check the backing directory (dmesg, its server)",
-				     "reading inode %" PRIu64 " from the backing directory: %s", in->ino, strerror(err));
+			atomic_fetch_add(&l->fs->tier->stats.errors, 1);
+			rc = vy_fail(&e, VY_EDEVICE, "check the backing directory (dmesg, its server)",
+				     "reading inode %" PRIu64 " from the backing directory: %s", l->in->ino, strerror(err));
 			break;
 		}
 		/* What DIR holds, unit by unit: a write-back after a mapping
 		 * compares with it rather than write what did not change. */
 		for (size_t u = 0; u < n; u += VY_TIER_UNIT)
-			vy_tier_item_sum(in->tier, vy_tier_unit_of(at + u),
-					 XXH3_64bits((char *)buf.ptr + u, n - u < VY_TIER_UNIT ? n - u : VY_TIER_UNIT));
-		rc = vy_upload_pinned(core, in->buf, at, buf.ptr, n, e);
-		at += n;
+			l->sums[(at + u - l->from) / VY_TIER_UNIT] =
+				XXH3_64bits((char *)buf.ptr + u, n - u < VY_TIER_UNIT ? n - u : VY_TIER_UNIT);
+		rc = vy_upload_pinned(core, l->in->buf, at, buf.ptr, n, &e);
 	}
 	vy_staging_release(core->staging, &buf);
-	if (rc == VY_OK)
-		atomic_fetch_add(&fs->tier->stats.loaded_bytes, to - from);
-	return rc;
+	if (rc != VY_OK) {
+		pthread_mutex_lock(&l->lock);
+		if (l->rc == VY_OK) {
+			l->rc = rc;
+			l->e = e;
+		}
+		pthread_mutex_unlock(&l->lock);
+	}
+}
+
+static vy_err upload_run(vy_fs *fs, vy_inode *in, uint64_t from, uint64_t to, vy_error *e)
+{
+	uint64_t units = vy_tier_units_to(to - from), chunks = (to - from + LOAD_CHUNK - 1) / LOAD_CHUNK;
+	loading l = {.fs = fs, .in = in, .from = from, .to = to, .sums = calloc(units, sizeof(uint64_t))};
+	if (!l.sums || pthread_mutex_init(&l.lock, NULL) != 0) {
+		free(l.sums);
+		return vy_fail(e, VY_ENOMEM, "free host memory", "cannot load inode %" PRIu64, in->ino);
+	}
+	unsigned workers = vy_parallel_workers(chunks, 1);
+	vy_parallel_run(chunks, 1, workers < 8 ? workers : 8, load_chunks, &l);
+	pthread_mutex_destroy(&l.lock);
+	for (uint64_t u = 0; l.rc == VY_OK && u < units; u++)
+		vy_tier_item_sum(in->tier, vy_tier_unit_of(from) + u, l.sums[u]);
+	free(l.sums);
+	if (l.rc != VY_OK) {
+		if (e)
+			*e = l.e;
+		return l.rc;
+	}
+	atomic_fetch_add(&fs->tier->stats.loaded_bytes, to - from);
+	return VY_OK;
 }
 
 /* A file's first bytes decide where its byte 0 sits (core/place.h),
@@ -347,6 +401,9 @@ void vy_backed_revalidate(vy_fs *fs, vy_inode *in)
 		if (it->fd >= 0 && (it->dev != st.st_dev || it->ino != st.st_ino)) {
 			close(it->fd); /* another file now: opened again by name */
 			it->fd = -1;
+			if (it->dfd >= 0)
+				close(it->dfd);
+			it->dfd = -1;
 		}
 		vy_tier_item_saw(it, &st);
 		it->src = (uint64_t)st.st_size;

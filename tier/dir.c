@@ -275,6 +275,28 @@ int vy_tier_pread(int fd, void *buf, size_t len, uint64_t off)
 	return 0;
 }
 
+int vy_tier_pread_direct(int fd, void *buf, size_t len, uint64_t off)
+{
+	char *p = buf;
+	while (len) {
+		ssize_t n = pread(fd, p, len, (off_t)off);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return errno;
+		if (n == 0 || n % 4096) {
+			/* The file's end: O_DIRECT reads no further from an
+			 * offset off its block. */
+			memset(p + n, 0, len - (size_t)n);
+			return 0;
+		}
+		p += n;
+		off += (uint64_t)n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
 int vy_tier_pwrite(int fd, const void *buf, size_t len, uint64_t off)
 {
 	const char *p = buf;

@@ -60,6 +60,9 @@ int vy_tier_truncate(int at, const char *name, uint64_t size);
 /* Whole reads and writes of an open file: 0 or errno (a short read past
  * DIR's end gives zeros: the file shrank behind the mount). */
 int vy_tier_pread(int fd, void *buf, size_t len, uint64_t off);
+/* The same through an O_DIRECT fd: buf, len and off on 4 KiB; a short
+ * read off a block is the end. */
+int vy_tier_pread_direct(int fd, void *buf, size_t len, uint64_t off);
 int vy_tier_pwrite(int fd, const void *buf, size_t len, uint64_t off);
 
 #endif

@@ -22,6 +22,7 @@ vy_tier_item *vy_tier_item_new(uint64_t owner, uint64_t parent, const char *name
 	it->owner = owner;
 	it->parent = parent;
 	it->fd = -1;
+	it->dfd = -1;
 	return it;
 }
 
@@ -58,6 +59,8 @@ void vy_tier_item_free(vy_tier_item *it)
 		return;
 	if (it->fd >= 0)
 		close(it->fd);
+	if (it->dfd >= 0)
+		close(it->dfd);
 	vy_tier_units_free(&it->present);
 	vy_tier_units_free(&it->dirty);
 	vy_tier_units_free(&it->suspect);

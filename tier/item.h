@@ -22,6 +22,7 @@ typedef struct vy_tier_item {
 	uint64_t parent;
 	char *name;
 	int fd; /* a directory: its O_PATH fd in DIR (-1 until needed); a file: open for write-back (-1: none) */
+	int dfd; /* a file: open with O_DIRECT for loads, where DIR takes it (-1: none) */
 	/* Which file of DIR's, and what DIR said of it when the mount last
 	 * agreed with it: a change behind the mount shows as a difference. */
 	dev_t dev;

@@ -1,0 +1,235 @@
+"""A mount over a directory against what users do instead (bench/run.sh,
+phase `tier`; opt-in: BENCH_PHASES=tier; cuda, torch and transformers).
+
+  python3 bench/tier_bench.py DISK_DIR TMPFS_DIR MNT_BASE [QUICK]
+
+A Llama of 7B's shape (bf16, 13.5 GB, random weights made here; QUICK=1:
+2 layers) is saved with save_pretrained in 5 GB shards into DISK_DIR/llama.
+Each figure comes from fresh processes (imports and the CUDA context not
+timed), medians of BENCH_REPS (3), the page cache dropped before each cold
+run; every line `tier.KEY VALUE`:
+  cold_disk_ms        from_pretrained(MNT/llama) on a fresh backing=DISK_DIR
+                      mount to the model on the GPU (load, no forward)
+  fio_disk_ms         fio reading the same files sequentially with O_DIRECT
+                      (one job a file, 16 MiB blocks)
+  hf_disk_ms          transformers.from_pretrained(DISK_DIR/llama, device_map=cuda)
+  cp_disk_ms          vyrefs cp -r DISK_DIR/llama into a volatile mount
+  cold_vs_fio         cold_disk_ms / fio_disk_ms (target <= 1.1)
+  cold_vs_hf          cold_disk_ms / hf_disk_ms (target < 1)
+  cold_tmpfs_ms       from_pretrained on backing=TMPFS_DIR (the page cache)
+  cp_tmpfs_ms         vyrefs cp -r TMPFS_DIR/llama into a volatile mount
+  tmpfs_vs_cp         cp_tmpfs_ms / cold_tmpfs_ms (target >= 0.9)
+  warm_ms             from_pretrained again on the same mount (resident)
+  logits_equal        1 when every load's logits equal transformers' own
+  save_ms             save_pretrained into a backing mount (returns)
+  sync_ms             then the fsync of the mount's root: DIR holds it
+  fio_write_ms        fio writing as many bytes to DISK_DIR with O_DIRECT
+  sync_vs_fio         fio_write_ms / sync_ms (target >= 0.9)
+"""
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import attach_bench as ab
+
+VY = os.environ.get("VYREFS_BIN", "vyrefs")
+FIO = os.environ.get("FIO", "fio")
+REPS = int(os.environ.get("BENCH_REPS", "3"))
+
+
+def put(k, v):
+    print("tier.%s %.3f" % (k, v), flush=True)
+
+
+def drop_caches():
+    os.sync()
+    try:
+        with open("/proc/sys/vm/drop_caches", "w") as f:
+            f.write("3\n")
+    except OSError:
+        pass
+
+
+def mount(opts):
+    mnt = tempfile.mkdtemp(prefix="vyrefs-tier-", dir=os.environ.get("TMPDIR", "/tmp"))
+    subprocess.run([VY, "-o", opts, mnt], check=True, stdout=subprocess.DEVNULL)
+    return mnt
+
+
+def unmount(mnt):
+    pid = open(os.path.join(mnt, ".vyre", "stats")).read().split("\npid ")[1].split()[0]
+    subprocess.run(["fusermount3", "-u", mnt], check=True)
+    for _ in range(6000):  # the daemon writes back what is dirty, then exits
+        if not os.path.exists("/proc/" + pid):
+            break
+        time.sleep(0.01)
+    os.rmdir(mnt)
+
+
+def timed_run(*cmd):
+    t = time.perf_counter()
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return (time.perf_counter() - t) * 1e3
+
+
+def shards(d):
+    return sorted(os.path.join(d, f) for f in os.listdir(d) if f.endswith(".safetensors"))
+
+
+def fio_read_ms(d):
+    jobs = []
+    for i, f in enumerate(shards(d)):
+        jobs += ["--name=s%d" % i, "--filename=" + f, "--rw=read", "--bs=16M", "--direct=1",
+                 "--ioengine=libaio", "--iodepth=4", "--size=%d" % os.path.getsize(f)]
+    return timed_run(FIO, "--output-format=terse", *jobs)
+
+
+def fio_write_ms(d, nbytes):
+    f = os.path.join(d, "fio-write")
+    ms = timed_run(FIO, "--output-format=terse", "--name=w", "--filename=" + f, "--rw=write", "--bs=16M",
+                   "--direct=1", "--ioengine=libaio", "--iodepth=4", "--size=%d" % nbytes, "--end_fsync=1")
+    os.unlink(f)
+    return ms
+
+
+def load(mode, path):
+    r = subprocess.run([sys.executable, os.path.abspath(ab.__file__), "one", mode, path], stdout=subprocess.PIPE,
+                       text=True, check=True)
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def saved(path):
+    """In a fresh process: a model saved into `path` (a backing mount's
+    directory), and the fsync of the mount's root after it."""
+    r = subprocess.run([sys.executable, os.path.abspath(__file__), "save", path], stdout=subprocess.PIPE, text=True,
+                       check=True)
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def make(where, quick):
+    """attach_bench's model, in 5 GB shards as the issue's figures take it."""
+    import torch
+    import transformers
+    import vyrefs.torch
+    with vyrefs.torch.empty_weights():
+        model = transformers.LlamaForCausalLM(ab.config(quick)).to(torch.bfloat16)
+    g = torch.Generator(device="cuda").manual_seed(0)
+    for mod in model.modules():
+        for key, p in list(mod._parameters.items()):
+            if p is not None:
+                t = torch.empty(p.shape, dtype=torch.bfloat16, device="cuda")
+                t.normal_(0, 0.02, generator=g)
+                mod._parameters[key] = torch.nn.Parameter(t, requires_grad=False)
+    model.save_pretrained(where, max_shard_size="5GB")
+
+
+def save_one(path):
+    import torch
+    import transformers
+    import vyrefs.torch
+    with vyrefs.torch.empty_weights():
+        model = transformers.LlamaForCausalLM(ab.config(os.environ.get("TIER_QUICK") == "1")).to(torch.bfloat16)
+    for mod in model.modules():
+        for key, p in list(mod._parameters.items()):
+            if p is not None:
+                mod._parameters[key] = torch.nn.Parameter(torch.ones(p.shape, dtype=torch.bfloat16, device="cuda"),
+                                                          requires_grad=False)
+    torch.cuda.synchronize()
+    t = time.perf_counter()
+    model.save_pretrained(path, max_shard_size="5GB")
+    save_ms = (time.perf_counter() - t) * 1e3
+    root = path
+    while not os.path.exists(os.path.join(root, ".vyre")):
+        root = os.path.dirname(root)
+    t = time.perf_counter()
+    fd = os.open(root, os.O_RDONLY)
+    os.fsync(fd)
+    os.close(fd)
+    print(json.dumps({"save_ms": save_ms, "sync_ms": (time.perf_counter() - t) * 1e3}), flush=True)
+
+
+def main(disk, tmpfs, quick):
+    os.environ["TIER_QUICK"] = "1" if quick else "0"
+    src = os.path.join(disk, "llama")
+    if not os.path.exists(os.path.join(src, "config.json")):
+        subprocess.run([sys.executable, os.path.abspath(__file__), "make", src, "1" if quick else "0"], check=True,
+                       stdout=subprocess.DEVNULL)
+    size = sum(os.path.getsize(f) for f in shards(src))
+    put("model_gb", size / 1e9)
+    opts = "backend=cuda"
+    med = statistics.median
+    hf_ref = load("hf", src)["logits"]
+    same = True
+    cold, fio, hf, cp = [], [], [], []
+    for _ in range(REPS):
+        drop_caches()
+        mnt = mount(opts + ",backing=" + disk)
+        r = load("vyrefs", os.path.join(mnt, "llama"))
+        cold.append(r["load_ms"])
+        same &= r["logits"] == hf_ref
+        w = load("vyrefs", os.path.join(mnt, "llama"))  # warm: resident now
+        same &= w["logits"] == hf_ref
+        unmount(mnt)
+        drop_caches()
+        fio.append(fio_read_ms(src))
+        drop_caches()
+        hf.append(load("hf", src)["load_ms"])
+        drop_caches()
+        vol = mount(opts)
+        cp.append(timed_run(VY, "cp", "-r", src, vol + "/"))
+        unmount(vol)
+    put("cold_disk_ms", med(cold))
+    put("warm_ms", w["load_ms"])
+    put("fio_disk_ms", med(fio))
+    put("hf_disk_ms", med(hf))
+    put("cp_disk_ms", med(cp))
+    put("cold_vs_fio", med(cold) / med(fio))
+    put("cold_vs_hf", med(cold) / med(hf))
+    put("cold_disk_gbps", size / med(cold) / 1e6)
+    put("fio_disk_gbps", size / med(fio) / 1e6)
+    # The page cache: DIR in tmpfs.
+    tsrc = os.path.join(tmpfs, "llama")
+    shutil.copytree(src, tsrc, dirs_exist_ok=True)
+    tc, tcp = [], []
+    for _ in range(REPS):
+        mnt = mount(opts + ",backing=" + tmpfs)
+        r = load("vyrefs", os.path.join(mnt, "llama"))
+        tc.append(r["load_ms"])
+        same &= r["logits"] == hf_ref
+        unmount(mnt)
+        vol = mount(opts)
+        tcp.append(timed_run(VY, "cp", "-r", tsrc, vol + "/"))
+        unmount(vol)
+    shutil.rmtree(tsrc)
+    put("cold_tmpfs_ms", med(tc))
+    put("cp_tmpfs_ms", med(tcp))
+    put("tmpfs_vs_cp", med(tcp) / med(tc))
+    put("logits_equal", float(same))
+    # Write-back: a save into the mount, then the fsync of its root.
+    out = os.path.join(disk, "saved")
+    os.makedirs(out, exist_ok=True)
+    mnt = mount(opts + ",backing=" + disk + ",writeback_delay=1h")
+    s = saved(os.path.join(mnt, "saved"))
+    unmount(mnt)
+    written = sum(os.path.getsize(f) for f in shards(out))
+    shutil.rmtree(out)
+    put("save_ms", s["save_ms"])
+    put("sync_ms", s["sync_ms"])
+    fw = fio_write_ms(disk, written)
+    put("fio_write_ms", fw)
+    put("sync_vs_fio", fw / s["sync_ms"])
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "save":
+        save_one(sys.argv[2])
+    elif sys.argv[1] == "make":
+        make(sys.argv[2], sys.argv[3] == "1")
+    else:
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        main(sys.argv[1], sys.argv[2], len(sys.argv) > 4 and sys.argv[4] == "1")
