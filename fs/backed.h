@@ -96,6 +96,10 @@ int vy_backed_evict_one(vy_fs *fs, vy_inode *in);
  * hold (ns taken: no inode lock may be held). */
 vy_inode *vy_backed_hold(vy_fs *fs, uint64_t ino);
 void vy_backed_let_go(vy_fs *fs, vy_inode *in);
+/* user.vyre.pin: a file whose device memory is never given back (set),
+ * or may be again (removed). 0, or EPERM for an inode without an item. */
+#define VY_PIN_XATTR "user.vyre.pin"
+int vy_backed_pin(vy_fs *fs, vy_inode *in, bool pin);
 /* user.vyre.resident and user.vyre.dirty (the read lock): false for
  * other names. */
 bool vy_backed_xattr(const vy_inode *in, const char *name, char *out, size_t cap);

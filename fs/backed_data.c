@@ -426,11 +426,25 @@ void vy_backed_revalidate(vy_fs *fs, vy_inode *in)
 		fuse_lowlevel_notify_inval_inode(fs->se, in->ino, 0, 0);
 }
 
+int vy_backed_pin(vy_fs *fs, vy_inode *in, bool pin)
+{
+	if (!fs->tier || !in->tier || in->kind != VY_FILE)
+		return EPERM; /* vyrefs's own name, as every user.vyre.* */
+	pthread_rwlock_wrlock(&in->lock);
+	in->tier->pinned = pin;
+	pthread_rwlock_unlock(&in->lock);
+	return 0;
+}
+
 bool vy_backed_xattr(const vy_inode *in, const char *name, char *out, size_t cap)
 {
 	const vy_tier_item *it = in->tier;
 	if (!it || in->kind != VY_FILE)
 		return false;
+	if (!strcmp(name, VY_PIN_XATTR) && it->pinned) {
+		snprintf(out, cap, "1");
+		return true;
+	}
 	if (!strcmp(name, "user.vyre.resident")) {
 		uint64_t units = vy_tier_units_to(it->src);
 		if (!it->src || (in->buf && it->present.count >= units))

@@ -249,6 +249,8 @@ void vy_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char
 	if (err == EPERM && in && !strcmp(name, VY_DEVICE_XATTR) && !(in->fixed && in->ino != FUSE_ROOT_ID) &&
 	    !vy_op_frozen(in, true))
 		err = vy_devices_set(fs, in, value, size, flags); /* a move, or a directory's placement */
+	else if (err == EPERM && in && !strcmp(name, VY_PIN_XATTR))
+		err = vy_backed_pin(fs, in, true); /* backing=DIR: never evicted */
 	else if (!err && vy_acl_name(name)) {
 		vy_acl_caller caller = {.uid = vy_session_caller_uid(req), .in_group = req_in_group, .ctx = req};
 		err = vy_acl_valid(value, size);
@@ -366,6 +368,8 @@ void vy_op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 	if (err == EPERM && in && !strcmp(name, VY_DEVICE_XATTR) && !(in->fixed && in->ino != FUSE_ROOT_ID) &&
 	    !vy_op_frozen(in, true))
 		err = vy_devices_remove(fs, in);
+	else if (err == EPERM && in && !strcmp(name, VY_PIN_XATTR))
+		err = vy_backed_pin(fs, in, false);
 	else if (!err) {
 		pthread_rwlock_wrlock(&in->lock);
 		err = vy_xattrs_remove(&in->xattrs, name);

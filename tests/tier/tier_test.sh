@@ -187,6 +187,21 @@ test_eviction_takes_the_least_recently_used_clean_closed_file() {
 	assertEquals "no ENOSPC, no error" 0 "$(stat_of tier_errors)"
 }
 
+test_a_pinned_file_is_never_evicted() {
+	for f in a b c d e; do make_data "$DIR/$f" $((6 * MB)); done
+	mount_over "host_memory=32M,resident_budget=28M,pool_budget=0" || return
+	cmp "$DIR/a" "$MNT/a" || fail "a"
+	setfattr -n user.vyre.pin -v 1 "$MNT/a" || fail "pin"
+	assertEquals "pinned" 1 "$(getfattr -n user.vyre.pin --only-values "$MNT/a")"
+	for f in b c d e; do cmp "$DIR/$f" "$MNT/$f" || fail "$f"; done
+	assertEquals "a pinned: kept" yes "$(getfattr -n user.vyre.resident --only-values "$MNT/a")"
+	assertEquals "b, the oldest unpinned, went" no "$(getfattr -n user.vyre.resident --only-values "$MNT/b")"
+	"$VYREFS" evict "$MNT/a" 2>/dev/null && fail "evicted a pinned file"
+	setfattr -x user.vyre.pin "$MNT/a" || fail "unpin"
+	"$VYREFS" evict "$MNT/a" || fail "evict once unpinned"
+	assertEquals "a gone" no "$(getfattr -n user.vyre.resident --only-values "$MNT/a")"
+}
+
 test_a_file_larger_than_the_device_is_read_from_dir() {
 	make_data "$DIR/huge" $((40 * MB))
 	mount_over "host_memory=16M,resident_budget=12M,pool_budget=0" || return
