@@ -22,6 +22,9 @@ typedef struct vy_ctl_files {
 	/* A regular file by path (relative to the mount root): an opaque
 	 * reference and its inode number; errors say what is wrong. */
 	vy_err (*lookup)(void *ctx, const char *path, void **file, uint64_t *ino, vy_error *e);
+	/* Every byte of the file where a device can reach it, before any lock
+	 * (a file whose bytes load from elsewhere: loaded). May be NULL. */
+	vy_err (*ready)(void *ctx, void *file, vy_error *e);
 	/* Make the file's buffer shareable with the runner's process (moving a
 	 * small one to memory of its own), with the file held alone. */
 	vy_err (*share)(void *ctx, void *file, vy_error *e);

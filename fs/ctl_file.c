@@ -49,7 +49,10 @@ static vy_err files_lookup(void *ctx, const char *path, void **file, uint64_t *i
 				     path);
 		} else {
 			vy_dirent *d = vy_dir_find(&at->dir, part);
+			vy_inode *dir = at;
 			at = d ? vy_u64map_get(&fs->inodes, d->ino) : NULL;
+			if (!at && fs->tier)
+				at = vy_backed_lookup(fs, dir, part); /* backing=DIR: a name not looked up yet */
 			if (!at)
 				rc = vy_fail(e, VY_ENOENT, "create it first (paths are relative to the mount root)",
 					     "no file '%s'", path);
@@ -84,6 +87,19 @@ static vy_err files_writable(void *ctx, void *file, const char *path, vy_error *
 	return VY_OK;
 }
 
+/* backing=DIR: a sequence reaches every byte: all of it loaded. */
+static vy_err files_ready(void *ctx, void *file, vy_error *e)
+{
+	vy_fs *fs = ctx;
+	vy_inode *in = file;
+	if (!in->tier)
+		return VY_OK;
+	if (vy_backed_prepare(fs, in) != 0)
+		return vy_fail(e, VY_EBUSY, "write the sequence again", "inode %llu is gone from the backing directory",
+			       (unsigned long long)in->ino);
+	return vy_backed_load_room(fs, in, 0, in->size, e);
+}
+
 static vy_err files_share(void *ctx, void *file, vy_error *e)
 {
 	vy_fs *fs = ctx;
@@ -91,24 +107,15 @@ static vy_err files_share(void *ctx, void *file, vy_error *e)
 	/* Most files are shareable already (large, or moved before): then no
 	 * write lock on the way of every sequence. A buffer replaced after
 	 * this look is caught by the check under the read locks (exec.c). */
-	/* backing=DIR: a sequence reaches every byte: all of it loaded. */
-	if (in->tier) {
-		vy_err lrc = vy_backed_prepare(fs, in) ? vy_fail(e, VY_EBUSY, "run it again",
-								 "a file is gone from the backing directory")
-						       : vy_backed_load_room(fs, in, 0, in->size, e);
-		if (lrc != VY_OK)
-			return lrc;
-	}
 	pthread_rwlock_rdlock(&in->lock);
-	bool done = in->size <= in->cap && (!in->buf || vy_store_shareable(vy_fs_core(fs, in)->store, in->buf)) &&
-		    vy_backed_present(in, 0, in->size);
+	bool done = in->size <= in->cap && (!in->buf || vy_store_shareable(vy_fs_core(fs, in)->store, in->buf));
 	pthread_rwlock_unlock(&in->lock);
 	if (done)
 		return VY_OK;
 	pthread_rwlock_wrlock(&in->lock);
-	vy_err rc = vy_backed_whole(fs, in, e);
+	vy_err rc = VY_OK;
 	/* Nothing else may use the buffer while it moves or gets memory. */
-	if (rc == VY_OK && (in->size > in->cap || (in->buf && !vy_store_shareable(vy_fs_core(fs, in)->store, in->buf))))
+	if (in->size > in->cap || (in->buf && !vy_store_shareable(vy_fs_core(fs, in)->store, in->buf)))
 		rc = vy_file_share(fs, in, e);
 	pthread_rwlock_unlock(&in->lock);
 	return rc;
@@ -132,6 +139,10 @@ static vy_err files_state(void *ctx, void *file, vy_handle *handle, uint64_t *si
 	*handle = in->buf;
 	*size = in->size;
 	*dev = in->dev;
+	if (!vy_backed_present(in, 0, in->size)) /* given back between files_ready and the lock: rare */
+		return vy_fail(e, VY_EBUSY, "write the sequence again (or pin the file: setfattr -n user.vyre.pin -v 1)",
+			       "inode %llu's bytes went back to its backing directory while the sequence was prepared",
+			       (unsigned long long)in->ino);
 	return vy_wbehind_settle(ctx, in, e); /* kernels see every written byte */
 }
 
@@ -324,6 +335,7 @@ int vy_ctlfile_write(vy_fs *fs, vy_open *h, const char *buf, size_t size, pid_t 
 		vy_persist_ctl(fs, h, vy_persist_serving(), seq, (uint32_t)(h->plen - used));
 		vy_ctl_files files = {.ctx = fs,
 				      .lookup = files_lookup,
+				      .ready = files_ready,
 				      .share = files_share,
 				      .lock = files_lock,
 				      .unlock = files_unlock,

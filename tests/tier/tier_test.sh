@@ -163,6 +163,20 @@ test_writes_reach_dir_at_fsync_after_the_delay_and_at_unmount() {
 	assertEquals "fsyncdir wrote it back" "$(sum_of "$WORK/new")" "$(sum_of "$DIR/i")"
 }
 
+test_a_sequence_loads_its_files_and_what_it_wrote_goes_back_alone() {
+	make_data "$DIR/f" $((6 * MB + 100))
+	cp "$DIR/f" "$WORK/want"
+	mount_over || return
+	echo 'fill f 0x2a 4096 4096' >"$MNT/.vyre/ctl" || fail "fill: $(tail -n 1 "$MNT/.vyre/log")"
+	assertEquals "loaded whole first" $((6 * MB + 100)) "$(stat_of tier_loaded_bytes)"
+	printf '\x2a%.0s' $(seq 4096) | dd of="$WORK/want" bs=4096 seek=1 conv=notrunc status=none
+	cmp "$WORK/want" "$MNT/f" || fail "the sequence's bytes and DIR's around them"
+	python3 -c 'import os, sys; os.fsync(os.open(sys.argv[1], os.O_RDONLY))' "$MNT" || fail "fsync of the root"
+	cmp "$WORK/want" "$DIR/f" || fail "DIR holds what the sequence wrote"
+	# Only the unit that changed was written: the others' sums matched.
+	assertEquals "one unit written" $UNIT "$(stat_of tier_written_bytes)"
+}
+
 test_eviction_takes_the_least_recently_used_clean_closed_file() {
 	for f in a b c d e; do make_data "$DIR/$f" $((6 * MB)); done
 	make_data "$WORK/dirty" $((6 * MB))
