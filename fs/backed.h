@@ -38,6 +38,8 @@ int vy_backed_remove(vy_fs *fs, vy_inode *p, const char *name, vy_inode *in, boo
 int vy_backed_rename(vy_fs *fs, vy_inode *p, const char *name, vy_inode *np, const char *newname, unsigned flags);
 void vy_backed_renamed(vy_fs *fs, vy_inode *p, const char *name, vy_inode *np, const char *newname, vy_inode *in,
 		       vy_inode *target, unsigned flags);
+/* After a change of its entries: directory `d` takes DIR's times (ns held). */
+void vy_backed_dir_times(vy_fs *fs, vy_inode *d);
 /* link(2) in DIR, before the namespace's. */
 int vy_backed_link(vy_fs *fs, vy_inode *in, vy_inode *np, const char *newname);
 /* Where `in`'s name is in DIR (ns held): its directory's fd (opened
@@ -47,6 +49,11 @@ int vy_backed_where(vy_fs *fs, vy_inode *in, const char **name);
 /* Attributes (no lock held): mode, owner and given times into DIR first;
  * 0 or errno (the namespace is then left as it was). */
 int vy_backed_setattr(vy_fs *fs, vy_inode *in, int to_set, const struct stat *attr);
+/* After an attribute change: the times DIR gave it (filesystems differ:
+ * ext4 stamps a truncate to the same size, tmpfs does not), unless the
+ * file has bytes DIR does not hold yet. No lock held. */
+void vy_backed_times(vy_fs *fs, vy_inode *in);
+void vy_backed_times_locked(vy_fs *fs, vy_inode *in); /* the same, ns held */
 /* statfs: DIR's room and files. 0 or errno. */
 int vy_backed_statfs(vy_fs *fs, struct statvfs *out);
 

@@ -53,6 +53,25 @@ static vy_kind kind_of(mode_t mode)
 	return S_ISDIR(mode) ? VY_DIR : S_ISREG(mode) ? VY_FILE : S_ISLNK(mode) ? VY_SYMLINK : VY_SPECIAL;
 }
 
+/* `in` takes DIR's times: every inode's times come from DIR, so a change
+ * shows in them exactly as DIR's filesystem stamps it. */
+static void times_of(vy_inode *in, const struct stat *st)
+{
+	pthread_mutex_lock(&in->meta);
+	in->atime = st->st_atim;
+	in->mtime = st->st_mtim;
+	in->ctime = st->st_ctim;
+	pthread_mutex_unlock(&in->meta);
+}
+
+void vy_backed_dir_times(vy_fs *fs, vy_inode *d)
+{
+	struct stat st;
+	int fd = fs->tier && d->tier ? dir_fd(fs, d, 0) : -1;
+	if (fd >= 0 && vy_tier_stat(fd, "", &st) == 0)
+		times_of(d, &st);
+}
+
 /* The inode DIR's file `st` already has (a second name of it), or NULL. */
 static vy_inode *known(vy_fs *fs, const struct stat *st)
 {
@@ -219,6 +238,8 @@ int vy_backed_made(vy_fs *fs, vy_inode *p, const char *name, vy_inode *in, const
 	vy_tier_item_saw(it, st);
 	it->listed = true; /* new: nothing in it */
 	in->tier = it;
+	in->btime = st->st_mtim;
+	times_of(in, st);
 	if (in->kind == VY_FILE)
 		vy_u64map_put(&fs->tier->ids, vy_tier_id(st), (void *)(uintptr_t)in->ino);
 	return 0;
@@ -336,6 +357,8 @@ int vy_backed_setattr(vy_fs *fs, vy_inode *in, int to_set, const struct stat *at
 	if (!err && name && (to_set & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)))
 		err = vy_tier_chown(fd, name, to_set & FUSE_SET_ATTR_UID ? attr->st_uid : (uid_t)-1,
 				    to_set & FUSE_SET_ATTR_GID ? attr->st_gid : (gid_t)-1);
+	else if (!err && name && !to_set) /* chown(-1, -1): the ctime DIR gives it */
+		err = fchownat(fd, name, (uid_t)-1, (gid_t)-1, AT_SYMLINK_NOFOLLOW) ? errno : 0;
 	if (!err && name && (to_set & FUSE_SET_ATTR_MODE) && in->kind != VY_SYMLINK)
 		err = vy_tier_chmod(fd, name, attr->st_mode);
 	if (!err && name && (to_set & (FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME))) {
@@ -348,6 +371,28 @@ int vy_backed_setattr(vy_fs *fs, vy_inode *in, int to_set, const struct stat *at
 	}
 	pthread_mutex_unlock(&fs->ns);
 	return err;
+}
+
+void vy_backed_times(vy_fs *fs, vy_inode *in)
+{
+	if (!fs->tier || !in->tier)
+		return;
+	pthread_mutex_lock(&fs->ns);
+	vy_backed_times_locked(fs, in);
+	pthread_mutex_unlock(&fs->ns);
+}
+
+void vy_backed_times_locked(vy_fs *fs, vy_inode *in)
+{
+	if (!fs->tier || !in->tier)
+		return;
+	const char *name = NULL;
+	int fd = in->ino == FUSE_ROOT_ID ? fs->tier->dir.root : vy_backed_where(fs, in, &name);
+	struct stat st;
+	/* A file with bytes DIR does not hold yet keeps the mount's times. */
+	bool clean = in->kind != VY_FILE || (!in->tier->dirty.count && !in->tier->suspect.count);
+	if (clean && fd >= 0 && vy_tier_stat(fd, name ? name : "", &st) == 0)
+		times_of(in, &st);
 }
 
 int vy_backed_statfs(vy_fs *fs, struct statvfs *out)

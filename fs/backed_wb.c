@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 #include <xxhash.h>
@@ -110,6 +111,13 @@ int vy_backed_flush(vy_fs *fs, vy_inode *in)
 	if (!err && (fstat(it->fd, &st) != 0 || ((uint64_t)st.st_size != in->size &&
 						  ftruncate(it->fd, (off_t)in->size) != 0)))
 		err = errno;
+	if (!err) { /* DIR's mtime is when the bytes were written, not written back */
+		pthread_mutex_lock(&in->meta);
+		struct timespec ts[2] = {{.tv_nsec = UTIME_OMIT}, in->mtime};
+		pthread_mutex_unlock(&in->meta);
+		if (futimens(it->fd, ts) != 0)
+			err = errno;
+	}
 	if (!err && fsync(it->fd) != 0)
 		err = errno;
 	if (!err && fstat(it->fd, &st) != 0)

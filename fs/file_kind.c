@@ -232,7 +232,7 @@ static bool file_resize(fuse_req_t req, vy_fs *fs, vy_inode *in, off_t size, boo
 	uint64_t was = in->size;
 	/* backing=DIR: DIR's size changes with it; a shrink there first (a
 	 * mapped file refuses it before), growth after the device's. */
-	int derr = in->tier && size >= 0 && (uint64_t)size < was && !in->maps ? vy_backed_resize(fs, in, (uint64_t)size) : 0;
+	int derr = in->tier && size >= 0 && (uint64_t)size <= was && !in->maps ? vy_backed_resize(fs, in, (uint64_t)size) : 0;
 	vy_err rc = size < 0 ? vy_fail(&e, VY_EINVAL, "give a size of 0 or more", "negative size")
 		    : derr   ? vy_fail(&e, VY_EDEVICE, "check the backing directory", "truncating it there: %s",
 				       strerror(derr))

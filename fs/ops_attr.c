@@ -146,6 +146,7 @@ void vy_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set
 	else if ((to_set & ~size_only) || resized || ctime_only || in->mode != was)
 		vy_now(&in->ctime);
 	pthread_mutex_unlock(&in->meta);
+	vy_backed_times(fs, in); /* backing=DIR: its times are DIR's */
 	vy_persist_inode(fs, in);
 	struct stat st;
 	pthread_rwlock_rdlock(&in->lock);

@@ -199,6 +199,8 @@ static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name, vy_ki
 	}
 	if (!tmpfile)
 		vy_inode_touch(p, true);
+	if (in_dir)
+		vy_backed_dir_times(fs, p); /* backing=DIR: as DIR stamped it */
 	vy_persist_inode(fs, in);
 	if (in->xattrs.n)
 		vy_persist_xattrs(fs, in); /* ACLs from the directory's default */
@@ -317,6 +319,11 @@ static void remove_name(fuse_req_t req, fuse_ino_t parent, const char *name, boo
 		}
 		vy_inode_touch(p, true);
 		vy_inode_touch(in, false);
+		if (fs->tier) {
+			vy_backed_dir_times(fs, p);
+			if (in->kind == VY_FILE && in->nlink > 0)
+				vy_backed_times_locked(fs, in);
+		}
 		vy_persist_name(fs, p, name);
 		vy_persist_inode(fs, p);
 		vy_persist_inode(fs, in);
@@ -509,6 +516,15 @@ static int do_rename(vy_fs *fs, const struct fuse_ctx *ctx, fuse_ino_t parent, c
 	if (np != p)
 		vy_inode_touch(np, true);
 	vy_backed_renamed(fs, p, name, np, newname, in, target, flags);
+	if (fs->tier) {
+		vy_backed_dir_times(fs, p);
+		vy_backed_dir_times(fs, np);
+		vy_backed_times_locked(fs, in);
+		if (target && target->nlink > 0 && !(flags & RENAME_EXCHANGE))
+			vy_backed_times_locked(fs, target);
+		if (target && (flags & RENAME_EXCHANGE))
+			vy_backed_times_locked(fs, target);
+	}
 	kept_rename(fs, p, name, np, newname, in, target);
 	return 0;
 }
@@ -571,6 +587,10 @@ void vy_op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char
 		in->nlink++;
 		vy_inode_touch(in, false);
 		vy_inode_touch(np, true);
+		if (fs->tier) {
+			vy_backed_dir_times(fs, np);
+			vy_backed_times_locked(fs, in);
+		}
 		vy_persist_name(fs, np, newname);
 		vy_persist_inode(fs, in);
 		vy_persist_inode(fs, np);

@@ -5,7 +5,7 @@
 # NFS export (skipped, with the reason, where the kernel has no nfsd).
 # Issue "posix 2"'s comparisons are tests/fs/posix2_test.sh.
 . tests/fs/lib.sh
-PROBE=${BUILD}/tests/fs/posix_probe
+. tests/fs/posix_lib.sh
 WORK=""
 TMPFS=""
 
@@ -326,22 +326,6 @@ test_file_handles_outlive_the_kernels_caches() {
 	assertEquals "handle gone ESTALE" "$(cd / && "$OLDPWD/$PROBE" handle-gone "$MNT" "$MNT/a/b/f")"
 }
 
-# posix_script ROOT WHO: the probe's script in a fresh ROOT/w, as root or
-# as uid 1000 (setpriv), after setting up what it needs root for.
-posix_script() {
-	local w="$1/w-$2" run=""
-	mkdir "$w" && chmod 755 "$w"
-	: >"$w/rootowned"
-	mkdir "$w/sticky" && chmod 1777 "$w/sticky"
-	: >"$w/sticky/rootfile" && chmod 666 "$w/sticky/rootfile"
-	if [ "$2" = user ]; then
-		chown 1000:1000 "$w"
-		run="setpriv --reuid=1000 --regid=1000 --clear-groups"
-	fi
-	local probe
-	probe=$(realpath "$PROBE")
-	(cd / && $run "$probe" script "$w")
-}
 
 test_posix_script_matches_tmpfs_as_root_and_as_another_user() {
 	need setpriv || return 0

@@ -8,6 +8,7 @@
 # than the device served from DIR, fsync failing and keeping the bytes when
 # DIR is full, two mounts over one DIR, and DIR's symlinks never followed.
 . tests/fs/lib.sh
+. tests/fs/posix_lib.sh
 DIR=""
 WORK=""
 MB=1048576
@@ -305,6 +306,30 @@ test_files_a_user_makes_are_the_users_in_dir() {
 	as_nobody cat "$MNT/rootfile" 2>/dev/null && fail "nobody read root's 0600 file"
 	as_nobody "$VYREFS" prefetch "$MNT/rootfile" 2>/dev/null && fail "nobody loaded root's 0600 file"
 	assertEquals "nothing loaded for nobody" 0 "$(stat_of tier_loaded_bytes)"
+}
+
+# issue tier: "pjdfstest on a backing mount: as many failures as on DIR
+# itself". pjdfstest is not packaged in Debian; the project's own POSIX
+# script (tests/fs/posix_probe.c: every file type through create, chmod,
+# chown, utimes, truncate, open, link, rename, unlink, rmdir, permissions,
+# sticky and setgid directories; each step's errno, times changed and link
+# counts) runs on DIR itself and through the mount, as root and as a user.
+test_posix_steps_on_the_mount_are_dirs_own() {
+	need_root "it runs the script as root and as another user" || return 0
+	need setpriv || return 0
+	local plain
+	plain=$(mktemp -d /var/tmp/vyrefs-plain.XXXXXX) || return
+	chmod 755 "$plain"
+	mount_over "allow_other=on" || return
+	# The one difference that is the mount's own: a FUSE mount is nodev
+	# (libfuse's default), so a character device on it does not open.
+	for who in root user; do
+		want=$(posix_script "$plain" $who | grep -v '^chr open\|^chr append')
+		got=$(posix_script "$MNT" $who | grep -v '^chr open\|^chr append')
+		assertEquals "$who: steps" 214 "$(echo "$want" | wc -l)"
+		assertEquals "$who: differences from DIR's own filesystem" "" "$(diff <(echo "$want") <(echo "$got"))"
+	done
+	rm -rf "$plain"
 }
 
 test_a_bad_backing_directory_is_refused_with_a_fix() {
