@@ -54,6 +54,12 @@ int vy_backed_setattr(vy_fs *fs, vy_inode *in, int to_set, const struct stat *at
  * file has bytes DIR does not hold yet. No lock held. */
 void vy_backed_times(vy_fs *fs, vy_inode *in);
 void vy_backed_times_locked(vy_fs *fs, vy_inode *in); /* the same, ns held */
+/* Whether xattr `xname` is DIR's (user.*, and ACLs where the kernel
+ * enforces them): it is read from DIR and set there. */
+bool vy_backed_xattr_kept(vy_fs *fs, const char *xname);
+/* setxattr (value NULL: removexattr) in DIR first, for a name DIR keeps
+ * (else nothing): 0 or DIR's errno. No lock held. */
+int vy_backed_setxattr(vy_fs *fs, vy_inode *in, const char *xname, const void *value, size_t size, int flags);
 /* statfs: DIR's room and files. 0 or errno. */
 int vy_backed_statfs(vy_fs *fs, struct statvfs *out);
 

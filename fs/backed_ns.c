@@ -7,6 +7,7 @@
 #include "fs/backed.h"
 #include "daemon/log.h"
 #include "fs/devices.h"
+#include "ns/acl.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -51,6 +52,30 @@ int vy_backed_where(vy_fs *fs, vy_inode *in, const char **name)
 static vy_kind kind_of(mode_t mode)
 {
 	return S_ISDIR(mode) ? VY_DIR : S_ISREG(mode) ? VY_FILE : S_ISLNK(mode) ? VY_SYMLINK : VY_SPECIAL;
+}
+
+/* The xattrs a mount over DIR shows and keeps in DIR: user.* (not
+ * user.vyre.*, the mount's own) and, where the kernel enforces them, the
+ * POSIX ACLs. */
+static bool user_xattr(const char *n)
+{
+	return !strncmp(n, "user.", 5) && strncmp(n, "user.vyre.", 10);
+}
+
+static bool user_or_acl_xattr(const char *n)
+{
+	return user_xattr(n) || vy_acl_name(n);
+}
+
+bool vy_backed_xattr_kept(vy_fs *fs, const char *n)
+{
+	return fs->acl ? user_or_acl_xattr(n) : user_xattr(n);
+}
+
+static void took_xattr(void *ctx, const char *n, const void *value, size_t size)
+{
+	vy_inode *in = ctx;
+	vy_xattrs_set(&in->xattrs, n, value, size, 0); /* past the budget: not shown */
 }
 
 /* `in` takes DIR's times: every inode's times come from DIR, so a change
@@ -130,6 +155,8 @@ static vy_inode *adopt(vy_fs *fs, vy_inode *p, const char *name, const struct st
 	vy_tier_item_saw(it, st);
 	in->tier = it;
 	in->target = target;
+	if (kind == VY_FILE || kind == VY_DIR) /* DIR's xattrs, read as the entry is */
+		vy_tier_xattrs(dir_fd(fs, p, 0), name, fs->acl ? user_or_acl_xattr : user_xattr, took_xattr, in);
 	in->atime = st->st_atim;
 	in->mtime = st->st_mtim;
 	in->ctime = st->st_ctim;
@@ -393,6 +420,18 @@ void vy_backed_times_locked(vy_fs *fs, vy_inode *in)
 	bool clean = in->kind != VY_FILE || (!in->tier->dirty.count && !in->tier->suspect.count);
 	if (clean && fd >= 0 && vy_tier_stat(fd, name ? name : "", &st) == 0)
 		times_of(in, &st);
+}
+
+int vy_backed_setxattr(vy_fs *fs, vy_inode *in, const char *xname, const void *value, size_t size, int flags)
+{
+	if (!fs->tier || !in->tier || !vy_backed_xattr_kept(fs, xname) || (in->kind != VY_FILE && in->kind != VY_DIR))
+		return 0;
+	pthread_mutex_lock(&fs->ns);
+	const char *name = "";
+	int fd = in->ino == FUSE_ROOT_ID ? fs->tier->dir.root : vy_backed_where(fs, in, &name);
+	int err = fd < 0 ? -fd : vy_tier_setxattr(fd, name, xname, value, size, flags);
+	pthread_mutex_unlock(&fs->ns);
+	return err;
 }
 
 int vy_backed_statfs(vy_fs *fs, struct statvfs *out)

@@ -263,12 +263,12 @@ void vy_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char
 					    "a mask where named entries are)", name, in->ino, size);
 		} else if (!xattr_fits(fs, in, name, size, false)) {
 			err = ENOSPC;
-		} else {
+		} else if ((err = vy_backed_setxattr(fs, in, name, value, size, flags)) == 0) { /* DIR's first */
 			err = vy_acl_inode_set(in, name, value, size, flags, &caller, &mode_changed);
 		}
 		if (!err && mode_changed) /* the kernel's cached mode goes */
 			fuse_lowlevel_notify_inval_inode(fs->se, in->ino, -1, 0);
-	} else if (!err) {
+	} else if (!err && (err = vy_backed_setxattr(fs, in, name, value, size, flags)) == 0) { /* DIR's first */
 		pthread_rwlock_wrlock(&in->lock);
 		err = xattr_fits(fs, in, name, size, true) ? vy_xattrs_set(&in->xattrs, name, value, size, flags) : ENOSPC;
 		pthread_rwlock_unlock(&in->lock);
@@ -371,7 +371,7 @@ void vy_op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 		err = vy_devices_remove(fs, in);
 	else if (err == EPERM && in && !strcmp(name, VY_PIN_XATTR))
 		err = vy_backed_pin(fs, in, false);
-	else if (!err) {
+	else if (!err && (err = vy_backed_setxattr(fs, in, name, NULL, 0, 0)) == 0) { /* DIR's first */
 		pthread_rwlock_wrlock(&in->lock);
 		err = vy_xattrs_remove(&in->xattrs, name);
 		pthread_rwlock_unlock(&in->lock);

@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <sys/xattr.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 #ifndef SYS_openat2
@@ -251,6 +253,59 @@ int vy_tier_truncate(int at, const char *name, uint64_t size)
 	if (fd < 0)
 		return -fd;
 	int err = ftruncate(fd, (off_t)size) ? errno : 0;
+	close(fd);
+	return err;
+}
+
+/* An fd of `name` in `at` (or `at` itself) fit for the f*xattr calls: a
+ * regular file or a directory opened without following a link. */
+static int xattr_fd(int at, const char *name)
+{
+	if (!name[0]) {
+		int fd = openat(at, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		return fd < 0 ? -errno : fd;
+	}
+	int fd = vy_tier_open(at, name, O_RDONLY | O_NONBLOCK | O_NOCTTY, 0);
+	struct stat st;
+	if (fd >= 0 && (fstat(fd, &st) != 0 || (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)))) {
+		close(fd);
+		return -ENOTSUP; /* a FIFO or a device: nothing of theirs is opened */
+	}
+	return fd;
+}
+
+int vy_tier_xattrs(int at, const char *name, vy_tier_xattr_keep keep, vy_tier_xattr_fn fn, void *ctx)
+{
+	int fd = xattr_fd(at, name);
+	if (fd < 0)
+		return -fd;
+	int err = 0;
+	char *names = NULL, *value = NULL;
+	ssize_t len = flistxattr(fd, NULL, 0);
+	if (len > 0 && (names = malloc((size_t)len)) && (len = flistxattr(fd, names, (size_t)len)) > 0 &&
+	    (value = malloc(65536))) {
+		for (char *n = names; n < names + len; n += strlen(n) + 1) {
+			if (!keep(n))
+				continue;
+			ssize_t v = fgetxattr(fd, n, value, 65536);
+			if (v >= 0)
+				fn(ctx, n, value, (size_t)v);
+		}
+	} else if (len < 0) {
+		err = errno;
+	}
+	free(names);
+	free(value);
+	close(fd);
+	return err;
+}
+
+int vy_tier_setxattr(int at, const char *name, const char *xname, const void *value, size_t size, int flags)
+{
+	int fd = xattr_fd(at, name);
+	if (fd < 0)
+		return -fd;
+	int err = (value ? fsetxattr(fd, xname, value, size, flags) : fremovexattr(fd, xname)) ? errno : 0;
 	close(fd);
 	return err;
 }

@@ -57,6 +57,16 @@ int vy_tier_chown(int at, const char *name, uid_t uid, gid_t gid);
 int vy_tier_utimens(int at, const char *name, const struct timespec ts[2]);
 int vy_tier_truncate(int at, const char *name, uint64_t size);
 
+/* The extended attributes of `name` in `at` (a regular file or a
+ * directory, never through a symlink) whose names `keep` accepts, one
+ * `fn` call each. 0 or errno (ENOTSUP: DIR keeps none). */
+typedef bool (*vy_tier_xattr_keep)(const char *xname);
+typedef void (*vy_tier_xattr_fn)(void *ctx, const char *xname, const void *value, size_t size);
+int vy_tier_xattrs(int at, const char *name, vy_tier_xattr_keep keep, vy_tier_xattr_fn fn, void *ctx);
+/* setxattr(2) (value NULL: removexattr) on `name` in `at`, a regular file
+ * or a directory ("" : `at` itself). 0 or errno. */
+int vy_tier_setxattr(int at, const char *name, const char *xname, const void *value, size_t size, int flags);
+
 /* Whole reads and writes of an open file: 0 or errno (a short read past
  * DIR's end gives zeros: the file shrank behind the mount). */
 int vy_tier_pread(int fd, void *buf, size_t len, uint64_t off);

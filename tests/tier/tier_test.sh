@@ -51,6 +51,7 @@ test_the_tree_is_dirs_and_looking_loads_nothing() {
 	ln "$DIR/a/hello" "$DIR/a/hard"
 	chmod 640 "$DIR/a/hello"
 	chmod 1777 "$DIR/empty"
+	setfattr -n user.origin -v dir "$DIR/a/hello"
 	touch -d '2001-02-03 04:05:06.789' "$DIR/a/b/w.bin"
 	if [ "$(id -u)" = 0 ]; then chown 65534:65534 "$DIR/a/b"; fi
 	mount_over || return
@@ -63,6 +64,7 @@ test_the_tree_is_dirs_and_looking_loads_nothing() {
 	assertEquals "a symlink reads as DIR's" hello "$(readlink "$MNT/a/link")"
 	assertEquals "two names, one inode" "$(stat -c %i "$MNT/a/hello")" "$(stat -c %i "$MNT/a/hard")"
 	assertEquals "not resident" no "$(getfattr -n user.vyre.resident --only-values "$MNT/a/b/w.bin")"
+	assertEquals "DIR's xattrs" dir "$(getfattr -n user.origin --only-values "$MNT/a/hello")"
 	# df says where files live: DIR's filesystem.
 	assertEquals "df" "$(df -B1 --output=size "$DIR" | tail -n 1)" "$(df -B1 --output=size "$MNT" | tail -n 1)"
 }
@@ -124,6 +126,8 @@ test_names_modes_owners_and_times_reach_dir_when_they_return() {
 	touch -d '2002-03-04 05:06:07' "$MNT/d/new/moved" &&
 		assertEquals "utimes" "$(date -d '2002-03-04 05:06:07' +%s)" "$(stat -c %Y "$DIR/d/new/moved")"
 	truncate -s 2 "$MNT/d/new/moved" && assertEquals "truncate" 2 "$(stat -c %s "$DIR/d/new/moved")"
+	setfattr -n user.k -v v "$MNT/d/new/moved" && assertEquals "setxattr" v "$(getfattr -n user.k --only-values "$DIR/d/new/moved")"
+	setfattr -x user.k "$MNT/d/new/moved" && assertFalse "removexattr" "getfattr -n user.k '$DIR/d/new/moved' 2>/dev/null"
 	if [ "$(id -u)" = 0 ]; then
 		chown 65534:65534 "$MNT/d/new/moved" && assertEquals "chown" "65534 65534" "$(stat -c '%u %g' "$DIR/d/new/moved")"
 	fi
