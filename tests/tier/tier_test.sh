@@ -336,6 +336,42 @@ test_posix_steps_on_the_mount_are_dirs_own() {
 	rm -rf "$plain"
 }
 
+# The attacker: an unprivileged user against a root mount with
+# allow_other, who may also write DIR's shared directory directly.
+test_a_user_reaches_nothing_outside_dir_nor_what_dir_denies_them() {
+	need_root "it attacks a root mount as another user" || return 0
+	need setpriv || return 0
+	nobody_bins || return
+	mkdir "$DIR/pub" && chmod 1777 "$DIR/pub"
+	echo "root's" >"$DIR/secret" && chmod 600 "$DIR/secret"
+	echo outside >"$WORK/outside" && chmod 600 "$WORK/outside"
+	chmod 755 "$WORK"
+	mount_over "allow_other=on" || return
+	as_nobody cat "$MNT/secret" 2>/dev/null && fail "read root's 0600 file"
+	as_nobody "$NOBODY_VYREFS" prefetch "$MNT/secret" 2>/dev/null && fail "loaded root's 0600 file"
+	as_nobody "$NOBODY_VYREFS" evict "$MNT/secret" 2>/dev/null && fail "evicted root's 0600 file"
+	# A link through the mount to a file DIR denies them: the kernel
+	# resolves it with their rights.
+	as_nobody ln -s ../secret "$MNT/pub/l" || fail "a symlink of theirs"
+	as_nobody cat "$MNT/pub/l" 2>/dev/null && fail "read root's file through a symlink"
+	# Their own file, known to the mount, swapped in DIR for a symlink to a
+	# root-only file outside DIR: the daemon never follows it.
+	as_nobody sh -c "echo mine >'$MNT/pub/f'" || fail "their file"
+	assertEquals "theirs" mine "$(as_nobody cat "$MNT/pub/f")"
+	as_nobody sh -c "rm '$DIR/pub/f' && ln -s '$WORK/outside' '$DIR/pub/f'" || fail "the swap"
+	got=$(as_nobody cat "$MNT/pub/f" 2>/dev/null)
+	assertNotEquals "the daemon followed the planted link" outside "$got"
+	got=$(cat "$MNT/pub/f" 2>/dev/null) # root, reading what the user planted
+	assertNotEquals "root's read followed the planted link" outside "$got"
+	# A directory of theirs swapped for a link out of DIR: nothing is
+	# made there through the mount.
+	as_nobody mkdir "$MNT/pub/d" || fail "their dir"
+	as_nobody sh -c "rmdir '$DIR/pub/d' && ln -s '$WORK' '$DIR/pub/d'" || fail "the dir swap"
+	echo planted >"$MNT/pub/d/planted" 2>/dev/null
+	assertFalse "root's write landed outside DIR" "[ -e '$WORK/planted' ]"
+	assertEquals "nothing of root's loaded" 0 "$(stat_of tier_loaded_bytes)"
+}
+
 test_a_bad_backing_directory_is_refused_with_a_fix() {
 	out=$("$VYREFS" -f -o "backend=$backend,backing=$DIR/none" "$WORK" 2>&1) && fail "mounted over a missing DIR"
 	assertContains "$out" "Fix:"
