@@ -165,17 +165,13 @@ static vy_err lock_shared(run *r, vy_error *e)
 {
 	bool shares = r->devs->dev[0].runner->shares; /* every device's runner is alike */
 	for (int round = 0;; round++) {
-		for (size_t i = 0; r->files->ready && i < r->nb; i++) {
-			vy_err rc = r->files->ready(r->files->ctx, r->b[i].file, e);
+		for (size_t i = 0; i < r->nb; i++) {
+			vy_err rc = r->files->ready ? r->files->ready(r->files->ctx, r->b[i].file, e) : VY_OK;
+			if (rc == VY_OK && shares)
+				rc = r->files->share(r->files->ctx, r->b[i].file, e);
 			if (rc != VY_OK)
 				return rc;
 		}
-		if (shares)
-			for (size_t i = 0; i < r->nb; i++) {
-				vy_err rc = r->files->share(r->files->ctx, r->b[i].file, e);
-				if (rc != VY_OK)
-					return rc;
-			}
 		vy_err rc = lock_all(r, e);
 		if (rc != VY_OK || !shares)
 			return rc;

@@ -76,6 +76,9 @@ vy_err vy_backed_load(vy_fs *fs, vy_inode *in, uint64_t off, uint64_t end, vy_er
  * back the least recently used clean files' memory and trying again: no
  * lock held before or after. */
 vy_err vy_backed_load_room(vy_fs *fs, vy_inode *in, uint64_t off, uint64_t end, vy_error *e);
+/* Where a read of [off, end) should load to: `end`, or further ahead for
+ * a reader going in order (the read lock held). */
+uint64_t vy_backed_ahead(const vy_inode *in, uint64_t off, uint64_t end);
 /* A read of [off, off + len) that the device has no room for, from DIR
  * where not present and the device where present, into buf (read lock). */
 vy_err vy_backed_read_direct(vy_fs *fs, vy_inode *in, uint64_t off, size_t len, void *buf, vy_error *e);

@@ -24,6 +24,8 @@
 
 /* Bytes read from DIR and uploaded per step. */
 #define LOAD_CHUNK ((size_t)16 << 20)
+/* Units a reader in order has loaded ahead of it (64 MiB). */
+#define AHEAD_UNITS 32
 
 int vy_backed_prepare(vy_fs *fs, vy_inode *in)
 {
@@ -188,6 +190,20 @@ vy_err vy_backed_load(vy_fs *fs, vy_inode *in, uint64_t off, uint64_t end, vy_er
 	if (in->buf)
 		vy_tier_cache_touch(&fs->tier->cache, it);
 	return rc;
+}
+
+uint64_t vy_backed_ahead(const vy_inode *in, uint64_t off, uint64_t end)
+{
+	/* A read that continues a loaded unit is a reader going in order:
+	 * 64 MiB at once, read by the loader's threads, instead of 2 MiB a
+	 * round trip. A read elsewhere waits for its own units only. */
+	const vy_tier_item *it = in->tier;
+	uint64_t u = vy_tier_unit_of(off);
+	if (!it || u == 0 || !vy_tier_units_has(&it->present, u - 1))
+		return end;
+	uint64_t ahead = (u + AHEAD_UNITS) * VY_TIER_UNIT;
+	ahead = ahead < in->size ? ahead : in->size;
+	return ahead > end ? ahead : end;
 }
 
 vy_err vy_backed_read_direct(vy_fs *fs, vy_inode *in, uint64_t off, size_t len, void *buf, vy_error *e)

@@ -97,8 +97,11 @@ static void file_read(fuse_req_t req, vy_fs *fs, vy_open *h, size_t size, off_t 
 	if (in->tier)
 		atomic_fetch_add(hit_tier ? &fs->tier->stats.hits : &fs->tier->stats.misses, 1);
 	while (!vy_backed_present(in, (uint64_t)off, end)) {
+		uint64_t want = vy_backed_ahead(in, (uint64_t)off, end);
 		pthread_rwlock_unlock(&in->lock);
-		vy_err lrc = vy_backed_load_room(fs, in, (uint64_t)off, end, &e);
+		vy_err lrc = vy_backed_load_room(fs, in, (uint64_t)off, want, &e);
+		if (lrc == VY_ENOSPC && want > end) /* no room ahead: its own units only */
+			lrc = vy_backed_load_room(fs, in, (uint64_t)off, end, &e);
 		pthread_rwlock_rdlock(&in->lock);
 		if (lrc == VY_ENOSPC) {
 			read_direct(req, fs, in, size, off);
