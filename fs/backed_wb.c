@@ -96,10 +96,12 @@ int vy_backed_flush(vy_fs *fs, vy_inode *in)
 	pthread_rwlock_rdlock(&in->lock);
 	vy_error e;
 	uint64_t written = 0, dirty = it->dirty.count;
+	if (in->nlink == 0) /* unlinked, still open: its bytes are nobody's in DIR any more */
+		vy_tier_gone(fs->tier, it);
 	if ((!dirty && !it->suspect.count) || in->nlink == 0) {
 		pthread_rwlock_unlock(&in->lock);
 		pthread_mutex_unlock(&it->flushing);
-		return 0; /* clean, or nobody's in DIR any more */
+		return 0;
 	}
 	if (!err && vy_file_settle(fs, in, &e) != VY_OK) {
 		vy_log(LOG_ERR, "write-back of inode %" PRIu64 ": %s", in->ino, e.msg);
