@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "config/config.h"
@@ -199,7 +200,8 @@ static int settle_config(cli *c)
 static int backing_settled(cli *c)
 {
 	vy_error e;
-	if (!c->m.cfg.backing[0] && c->m.source[0] == '/' &&
+	struct stat st; /* a source that is a directory: DIR (else a name, as before) */
+	if (!c->m.cfg.backing[0] && c->m.source[0] == '/' && stat(c->m.source, &st) == 0 && S_ISDIR(st.st_mode) &&
 	    vy_config_set(&c->m.cfg, "backing", c->m.source, &e) != VY_OK) {
 		fprintf(stderr, "vyrefs: %s\n", e.msg);
 		return 2;

@@ -22,6 +22,9 @@ void vy_backed_stop(vy_fs *fs);
 /* DIR's entries of directory `d` into the namespace, once; with `again`,
  * also the names DIR gained since (opendir). 0 or errno. */
 int vy_backed_list(vy_fs *fs, vy_inode *d, bool again);
+/* The kernel forgets the names the mount forgot as DIR lost them: no
+ * lock held (the kernel may ask the mount meanwhile). */
+void vy_backed_notify(vy_fs *fs);
 /* A name the namespace lacks, looked for in DIR (another host made it):
  * the inode now holding it, or NULL. */
 vy_inode *vy_backed_lookup(vy_fs *fs, vy_inode *d, const char *name);

@@ -58,8 +58,10 @@ bool vy_backed_present(const vy_inode *in, uint64_t off, uint64_t end)
 	const vy_tier_item *it = in->tier;
 	if (!it || in->kind != VY_FILE)
 		return true;
-	uint64_t stop = end < it->src ? end : it->src;
-	return off >= stop || vy_tier_units_all(&it->present, vy_tier_unit_of(off), vy_tier_units_to(stop));
+	/* By units: a unit that begins below src holds DIR's bytes, even
+	 * where [off, end) begins past src (an append in src's last unit). */
+	uint64_t u0 = vy_tier_unit_of(off), u1 = vy_tier_units_to(end), last = vy_tier_units_to(it->src);
+	return vy_tier_units_all(&it->present, u0, u1 < last ? u1 : last);
 }
 
 /* A load of DIR's bytes [from, to) onto the device at the same offsets,
@@ -160,8 +162,8 @@ vy_err vy_backed_load(vy_fs *fs, vy_inode *in, uint64_t off, uint64_t end, vy_er
 	if (it->fd < 0)
 		return vy_fail(e, VY_EBUSY, "open the file again", "inode %" PRIu64 " lost its file in the backing directory",
 			       in->ino);
-	uint64_t stop = end < it->src ? end : it->src;
-	uint64_t u0 = vy_tier_unit_of(off), u1 = vy_tier_units_to(stop);
+	uint64_t u0 = vy_tier_unit_of(off), u1 = vy_tier_units_to(end), last = vy_tier_units_to(it->src);
+	u1 = u1 < last ? u1 : last;
 	/* A small file, or a device that maps no holes: all of it at once. */
 	vy_core *core = vy_fs_core(fs, in);
 	if (it->src <= 2 * VY_TIER_UNIT || !core->dev->share || core->dev->info.share_granularity != VY_TIER_UNIT) {
@@ -352,8 +354,10 @@ bool vy_backed_evict(vy_fs *fs, unsigned dev, uint64_t want)
 	if (!fs->tier)
 		return false;
 	uint64_t inos[64], got = 0;
-	size_t n = vy_tier_cache_oldest(&fs->tier->cache, inos, 64);
 	bool any = false;
+	/* The whole order, oldest first, 64 at a time: open, dirty and pinned
+	 * files are passed over, however many there are. */
+	for (size_t skip = 0, n; got < want && (n = vy_tier_cache_oldest(&fs->tier->cache, skip, inos, 64)) > 0; skip += n)
 	for (size_t i = 0; i < n && got < want; i++) {
 		vy_inode *in = vy_backed_hold(fs, inos[i]);
 		if (!in)
@@ -377,10 +381,11 @@ int vy_backed_evict_one(vy_fs *fs, vy_inode *in)
 		return EINVAL;
 	pthread_rwlock_wrlock(&in->lock);
 	int err = 0;
-	/* Asked for by name: open is no reason to keep it (a read loads
-	 * again); dirty, mapped, pinned or in use by a sequence is. */
+	/* Asked for by name through its own open (the ioctl's): another open
+	 * (a copy running into it), dirty, mapped, pinned or in use by a
+	 * sequence keeps it. */
 	vy_tier_item *it = in->tier;
-	if (in->buf && !it->dirty.count && !it->suspect.count && !it->pinned && !in->maps &&
+	if (in->buf && !it->dirty.count && !it->suspect.count && !it->pinned && !in->maps && in->opens <= 1 &&
 	    vy_store_inflight(vy_fs_core(fs, in)->store, in->buf) == 0)
 		evict_locked(fs, in);
 	else if (in->buf)
@@ -407,7 +412,8 @@ void vy_backed_revalidate(vy_fs *fs, vy_inode *in)
 		return;
 	}
 	pthread_rwlock_wrlock(&in->lock);
-	if (it->dirty.count || it->suspect.count || in->maps) {
+	if (it->dirty.count || it->suspect.count || in->maps ||
+	    (in->buf && vy_store_inflight(vy_fs_core(fs, in)->store, in->buf))) {
 		vy_log(LOG_WARNING, "inode %" PRIu64 " (%s) changed in the backing directory while the mount has bytes "
 				    "of it not yet written back: the mount's bytes win",
 		       in->ino, it->name ? it->name : "?");
@@ -435,7 +441,7 @@ void vy_backed_revalidate(vy_fs *fs, vy_inode *in)
 		pthread_mutex_unlock(&in->meta);
 		atomic_fetch_add(&fs->tier->stats.reloads, 1);
 	}
-	bool reloaded = !it->dirty.count && !it->suspect.count && !in->maps;
+	bool reloaded = !it->dirty.count && !it->suspect.count && !in->maps && !in->buf;
 	pthread_rwlock_unlock(&in->lock);
 	pthread_mutex_unlock(&it->flushing);
 	if (reloaded && fs->se) /* after the lock: the kernel may call back */

@@ -6,7 +6,9 @@
  * opened beneath their parent's (tier/dir.h): no path is ever built. */
 #include "fs/backed.h"
 #include "daemon/log.h"
+#include "core/grow.h"
 #include "fs/devices.h"
+#include "fs/file.h"
 #include "ns/acl.h"
 
 #include <errno.h>
@@ -100,12 +102,22 @@ void vy_backed_dir_times(vy_fs *fs, vy_inode *d)
 /* The inode DIR's file `st` already has (a second name of it), or NULL. */
 static vy_inode *known(vy_fs *fs, const struct stat *st)
 {
-	if (S_ISDIR(st->st_mode))
+	/* One name in DIR: no other. A number DIR reused for a new file after
+	 * the old one went behind the mount is not that file either: the
+	 * inode's own name must still be this file. */
+	if (S_ISDIR(st->st_mode) || st->st_nlink < 2)
 		return NULL;
 	uint64_t ino = (uint64_t)(uintptr_t)vy_u64map_get(&fs->tier->ids, vy_tier_id(st));
 	vy_inode *in = ino ? vy_u64map_get(&fs->inodes, ino) : NULL;
-	return in && in->tier && in->tier->ino == st->st_ino && in->tier->dev == st->st_dev && in->nlink > 0 ? in
-													      : NULL;
+	if (!in || !in->tier || in->tier->ino != st->st_ino || in->tier->dev != st->st_dev || in->nlink == 0)
+		return NULL;
+	const char *name;
+	struct stat now;
+	int at = in->tier->name ? vy_backed_where(fs, in, &name) : -1;
+	if (in->tier->fd >= 0 ? fstat(in->tier->fd, &now) != 0 || now.st_nlink == 0
+			      : at < 0 || vy_tier_stat(at, name, &now) != 0)
+		return NULL;
+	return now.st_ino == st->st_ino && now.st_dev == st->st_dev ? in : NULL;
 }
 
 /* DIR's entry `name` of directory `p` (stat `st`) as an inode (ns held). */
@@ -118,6 +130,8 @@ static vy_inode *adopt(vy_fs *fs, vy_inode *p, const char *name, const struct st
 		if (!vy_dir_add(&p->dir, name, in->ino))
 			return NULL;
 		fs->extra_links++;
+		if (!in->tier->name) /* the name it knew went: this one */
+			vy_tier_item_rename(in->tier, p->ino, name);
 		return in;
 	}
 	if (fs->inodes.count + fs->extra_links >= fs->cfg.max_inodes) {
@@ -182,7 +196,51 @@ static vy_inode *adopt(vy_fs *fs, vy_inode *p, const char *name, const struct st
 typedef struct listing {
 	vy_fs *fs;
 	vy_inode *d;
+	/* A listing again (opendir): the names DIR has now, sorted after. */
+	char **names;
+	size_t n, cap;
+	bool failed;
 } listing;
+
+/* Whether the mount may forget `in` as DIR did (ns held): nothing of it
+ * is open, mapped or not yet in DIR, and a directory holds nothing. */
+static bool forgettable(const vy_inode *in)
+{
+	const vy_tier_item *it = in->tier;
+	return it && !in->fixed && !in->opens && !in->maps && !it->dirty.count && !it->suspect.count &&
+	       (in->kind != VY_DIR || in->dir.count == 0);
+}
+
+/* Entry `name` of `d` goes from the namespace: DIR lost it behind the
+ * mount (ns held). */
+static void forget_name(vy_fs *fs, vy_inode *d, const char *name, vy_inode *in)
+{
+	vy_dir_remove(&d->dir, name);
+	if (in->kind == VY_DIR) {
+		in->nlink = 0;
+		d->nlink--;
+	} else if (in->nlink > 0) {
+		fs->extra_links -= in->nlink > 1;
+		in->nlink--;
+	}
+	if (in->tier && in->tier->parent == d->ino && in->tier->name && !strcmp(in->tier->name, name))
+		vy_tier_item_rename(in->tier, 0, NULL);
+	vy_tier_gone_add(fs->tier, d->ino, name); /* the kernel's dentry too (vy_backed_notify) */
+	vy_inode_reap(fs, in);
+}
+
+void vy_backed_notify(vy_fs *fs)
+{
+	if (!fs->tier)
+		return;
+	struct vy_tier_gone_name g[32];
+	for (size_t n; (n = vy_tier_gone_take(fs->tier, g, 32)) > 0;)
+		for (size_t i = 0; i < n; i++) {
+			if (fs->se) /* -ENOENT: the kernel held none */
+				fuse_lowlevel_notify_inval_entry(fs->se, g[i].parent, g[i].name, strlen(g[i].name));
+			free(g[i].name);
+		}
+}
 
 static bool list_one(void *ctx, const char *name, const struct stat *st)
 {
@@ -190,9 +248,56 @@ static bool list_one(void *ctx, const char *name, const struct stat *st)
 	/* .vyre at the root is the mount's own: DIR's is not shown. */
 	if (l->d->ino == FUSE_ROOT_ID && !strcmp(name, ".vyre"))
 		return true;
-	if (strlen(name) <= 255)
-		adopt(l->fs, l->d, name, st);
+	if (strlen(name) > 255)
+		return true;
+	if (l->names) {
+		vy_dirent *e = vy_dir_find(&l->d->dir, name);
+		vy_inode *in = e ? vy_u64map_get(&l->fs->inodes, e->ino) : NULL;
+		/* The same name for another file of DIR's: the old one goes. */
+		if (in && in->tier && (in->tier->ino != st->st_ino || in->tier->dev != st->st_dev) && forgettable(in))
+			forget_name(l->fs, l->d, name, in);
+		char *copy = l->n < l->cap || vy_grow((void **)&l->names, &l->cap, l->n, sizeof(char *)) ? strdup(name) : NULL;
+		if (copy)
+			l->names[l->n++] = copy;
+		else
+			l->failed = true;
+	}
+	adopt(l->fs, l->d, name, st);
 	return true;
+}
+
+static int by_name(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* A listing again: the names the namespace has and DIR lost go, where
+ * nothing holds them (ns held). */
+static void forget_lost(vy_fs *fs, vy_inode *d, listing *l)
+{
+	qsort(l->names, l->n, sizeof(char *), by_name);
+	/* First the names, then their removal: the walk never sees a changed
+	 * directory. */
+	char **lost = NULL;
+	size_t n = 0, cap = 0;
+	for (const vy_dirent *e = vy_dir_next(&d->dir, 0); e; e = vy_dir_next(&d->dir, e->cookie)) {
+		const char *name = e->name;
+		vy_inode *in = vy_u64map_get(&fs->inodes, e->ino);
+		if (!in || !forgettable(in) || bsearch(&name, l->names, l->n, sizeof(char *), by_name))
+			continue;
+		char *copy = vy_grow((void **)&lost, &cap, n, sizeof(char *)) ? strdup(name) : NULL;
+		if (!copy)
+			break; /* the rest stays shown: no harm */
+		lost[n++] = copy;
+	}
+	for (size_t i = 0; i < n; i++) {
+		vy_dirent *e = vy_dir_find(&d->dir, lost[i]);
+		vy_inode *in = e ? vy_u64map_get(&fs->inodes, e->ino) : NULL;
+		if (in)
+			forget_name(fs, d, lost[i], in);
+		free(lost[i]);
+	}
+	free(lost);
 }
 
 int vy_backed_list(vy_fs *fs, vy_inode *d, bool again)
@@ -202,16 +307,24 @@ int vy_backed_list(vy_fs *fs, vy_inode *d, bool again)
 	int fd = dir_fd(fs, d, 0);
 	if (fd < 0)
 		return -fd;
+	bool relist = d->tier->listed;
 	listing l = {.fs = fs, .d = d};
+	if (relist && !vy_grow((void **)&l.names, &l.cap, 0, sizeof(char *)))
+		return ENOMEM;
 	int err = vy_tier_list(fd, list_one, &l);
 	if (err) {
 		atomic_fetch_add(&fs->tier->stats.errors, 1);
 		vy_log(LOG_WARNING, "backing directory: cannot list a directory (inode %llu): %s",
 		       (unsigned long long)d->ino, strerror(err));
-		return err;
+	} else if (relist && !l.failed) {
+		forget_lost(fs, d, &l);
 	}
-	d->tier->listed = true;
-	return 0;
+	for (size_t i = 0; i < l.n; i++)
+		free(l.names[i]);
+	free(l.names);
+	if (!err)
+		d->tier->listed = true;
+	return err;
 }
 
 vy_inode *vy_backed_lookup(vy_fs *fs, vy_inode *d, const char *name)
@@ -418,8 +531,16 @@ void vy_backed_times_locked(vy_fs *fs, vy_inode *in)
 	struct stat st;
 	/* A file with bytes DIR does not hold yet keeps the mount's times. */
 	bool clean = in->kind != VY_FILE || (!in->tier->dirty.count && !in->tier->suspect.count);
-	if (clean && fd >= 0 && vy_tier_stat(fd, name ? name : "", &st) == 0)
+	if (clean && fd >= 0 && vy_tier_stat(fd, name ? name : "", &st) == 0) {
 		times_of(in, &st);
+		/* The mount's own change: what DIR says now is agreed, not a
+		 * change behind it (a reload at the next open). */
+		vy_tier_item *it = in->tier;
+		pthread_mutex_lock(&it->flushing);
+		if (it->ino == st.st_ino && it->dev == st.st_dev)
+			vy_tier_item_saw(it, &st);
+		pthread_mutex_unlock(&it->flushing);
+	}
 }
 
 int vy_backed_setxattr(vy_fs *fs, vy_inode *in, const char *xname, const void *value, size_t size, int flags)

@@ -11,6 +11,7 @@
 #include "fs/file.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -86,12 +87,62 @@ static int write_units(vy_fs *fs, vy_inode *in, uint64_t *written)
 	return err;
 }
 
+/* DIR's file under the item's name was replaced behind the mount (a save
+ * by rename on another host) while the mount holds bytes DIR lacks: the
+ * mount's bytes win, written whole to the file now there, where every
+ * unit is on the device; else ESTALE, the bytes kept. 0 when not replaced.
+ * No lock held. */
+static int replaced(vy_fs *fs, vy_inode *in)
+{
+	vy_tier_item *it = in->tier;
+	struct stat byname, byfd;
+	const char *name;
+	pthread_mutex_lock(&fs->ns);
+	int pfd = vy_backed_where(fs, in, &name);
+	bool named = pfd >= 0 && vy_tier_stat(pfd, name, &byname) == 0 && S_ISREG(byname.st_mode);
+	int fd = named ? vy_tier_open(pfd, name, O_RDWR, 0) : -1;
+	pthread_mutex_unlock(&fs->ns);
+	if (!named || it->fd < 0 || fstat(it->fd, &byfd) != 0 ||
+	    (byfd.st_nlink > 0 && byfd.st_ino == byname.st_ino && byfd.st_dev == byname.st_dev)) {
+		if (fd >= 0)
+			close(fd);
+		return 0;
+	}
+	pthread_rwlock_wrlock(&in->lock);
+	int err = 0;
+	if (fd < 0 || !vy_backed_present(in, 0, in->size)) {
+		err = ESTALE;
+		vy_log(LOG_ERR, "write-back of inode %" PRIu64 " (%s): the backing directory's file was replaced behind "
+				"the mount, and the mount has only part of its bytes: not written (Fix: read it whole through "
+				"the mount, e.g. vyrefs prefetch, then fsync, or copy it out with vyrefs cp)",
+		       in->ino, it->name ? it->name : "?");
+		if (fd >= 0)
+			close(fd);
+	} else {
+		/* The mount's bytes win: all of them, to the file now there. */
+		close(it->fd);
+		if (it->dfd >= 0)
+			close(it->dfd);
+		it->fd = fd;
+		it->dfd = -1;
+		vy_tier_units_clear(&it->summed, 0, UINT64_MAX);
+		vy_backed_wrote(fs, in, 0, in->size);
+		vy_log(LOG_WARNING, "inode %" PRIu64 " (%s): the backing directory's file was replaced behind the mount; "
+				    "the mount's bytes are written over it",
+		       in->ino, it->name ? it->name : "?");
+	}
+	pthread_rwlock_unlock(&in->lock);
+	return err;
+}
+
 int vy_backed_flush(vy_fs *fs, vy_inode *in)
 {
 	vy_tier_item *it = in->tier;
 	if (!fs->tier || !it || in->kind != VY_FILE)
 		return 0;
 	int err = vy_backed_prepare(fs, in);
+	if (!err && (it->dirty.count || it->suspect.count) && in->nlink > 0)
+		err = replaced(fs, in);
 	pthread_mutex_lock(&it->flushing);
 	pthread_rwlock_rdlock(&in->lock);
 	vy_error e;

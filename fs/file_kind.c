@@ -43,7 +43,9 @@ static bool file_open(fuse_req_t req, vy_fs *fs, vy_open *h, struct fuse_file_in
 		 * follows, the open itself truncates. */
 		vy_error e;
 		pthread_rwlock_wrlock(&in->lock);
-		int derr = in->size || in->tier ? vy_backed_resize(fs, in, 0) : 0;
+		/* backing=DIR: DIR's too, first, unless the mount must refuse it
+		 * (a mapped file does not shrink). */
+		int derr = in->tier && !(in->maps && in->size) ? vy_backed_resize(fs, in, 0) : 0;
 		vy_err rc = derr ? vy_fail(&e, VY_EDEVICE, "check the backing directory", "truncating it there: %s",
 					   strerror(derr))
 			  : in->size ? vy_file_truncate(fs, in, 0, &e)

@@ -274,6 +274,8 @@ void vy_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char
 		pthread_rwlock_unlock(&in->lock);
 		if (!err)
 			vy_inode_touch(in, false);
+		if (!err)
+			vy_backed_times(fs, in); /* backing=DIR: as DIR stamped it */
 	}
 	if (!err)
 		kept_xattrs(fs, in);

@@ -617,6 +617,7 @@ void vy_op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	if (!err && !herr)
 		vy_persist_handle(fs, fh, in, VY_HANDLE_DIR, in->dir.next_cookie);
 	pthread_mutex_unlock(&fs->ns);
+	vy_backed_notify(fs); /* names DIR lost behind the mount, out of the kernel's cache too */
 	if (err || herr) {
 		if (herr)
 			vy_op_no_handle(req, herr);

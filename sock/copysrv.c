@@ -352,8 +352,16 @@ static void *coordinate(void *arg)
 		rc = pieces_of(r->fs, NULL, r->other, r->size, true, &r->pieces, &r->npieces, &e);
 		atomic_fetch_sub(&r->in_client, 1);
 	} else if (r->size > 0) { /* the mount's file: its holes, under its lock */
+		/* backing=DIR: loaded first, or its units not loaded look like holes */
+		if (r->in->tier)
+			rc = vy_backed_prepare(r->fs, r->in) ? vy_fail(&e, VY_EBUSY, "open the file again",
+								       "the file is gone from the backing directory")
+							     : vy_backed_load_room(r->fs, r->in, 0, r->in->size, &e);
 		pthread_rwlock_rdlock(&r->in->lock);
-		rc = pieces_of(r->fs, r->in, r->other, r->size, false, &r->pieces, &r->npieces, &e);
+		if (rc == VY_OK && !vy_backed_present(r->in, 0, r->in->size))
+			rc = vy_fail(&e, VY_EBUSY, "run the copy again", "the file's bytes went back while the copy began");
+		if (rc == VY_OK)
+			rc = pieces_of(r->fs, r->in, r->other, r->size, false, &r->pieces, &r->npieces, &e);
 		pthread_rwlock_unlock(&r->in->lock);
 	}
 	atomic_store(&r->moved_ns, now_ns());

@@ -59,11 +59,14 @@ void vy_tier_cache_remove(vy_tier_cache *c, vy_tier_item *it)
 	pthread_mutex_unlock(&c->lock);
 }
 
-size_t vy_tier_cache_oldest(vy_tier_cache *c, uint64_t *out, size_t max)
+size_t vy_tier_cache_oldest(vy_tier_cache *c, size_t skip, uint64_t *out, size_t max)
 {
 	size_t n = 0;
 	pthread_mutex_lock(&c->lock);
-	for (vy_tier_item *it = c->oldest; it && n < max; it = it->newer)
+	vy_tier_item *it = c->oldest;
+	for (; it && skip; skip--)
+		it = it->newer;
+	for (; it && n < max; it = it->newer)
 		out[n++] = it->owner;
 	pthread_mutex_unlock(&c->lock);
 	return n;

@@ -27,9 +27,10 @@ void vy_tier_cache_destroy(vy_tier_cache *c);
 void vy_tier_cache_touch(vy_tier_cache *c, vy_tier_item *it);
 /* `it` leaves the order (its memory is gone); no-op if not there. */
 void vy_tier_cache_remove(vy_tier_cache *c, vy_tier_item *it);
-/* Up to `max` owners (inode numbers) from the oldest on, into out: how
- * many. The caller tries each (it may be busy, open or dirty). */
-size_t vy_tier_cache_oldest(vy_tier_cache *c, uint64_t *out, size_t max);
+/* Up to `max` owners (inode numbers) from the oldest on, past the first
+ * `skip`, into out: how many. The caller tries each (it may be busy, open
+ * or dirty). */
+size_t vy_tier_cache_oldest(vy_tier_cache *c, size_t skip, uint64_t *out, size_t max);
 
 /* The dirty list: `it` has bytes DIR does not hold (since `now`, when it
  * was clean: it->dirty_ns), or has none any more. Idempotent. */

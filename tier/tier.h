@@ -5,6 +5,7 @@
 #ifndef VY_TIER_H
 #define VY_TIER_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -38,12 +39,26 @@ typedef struct vy_tier {
 	 * one inode (the namespace lock). */
 	vy_u64map ids;
 	uint64_t delay_ms; /* writeback_delay */
+	/* Names the mount forgot as DIR lost them, for the kernel to forget
+	 * too once the namespace lock is let go (its own lock). */
+	pthread_mutex_t gone_lock;
+	struct vy_tier_gone_name {
+		uint64_t parent;
+		char *name;
+	} *gone;
+	size_t ngone, capgone;
 	vy_tier_stats stats;
 } vy_tier;
 
 /* Open DIR for a mount. */
 vy_err vy_tier_open_mount(vy_tier **out, const char *dir, uint64_t delay_ms, vy_error *e);
 void vy_tier_close(vy_tier *t);
+
+/* Name `name` of directory `parent` went from the mount (behind it, in
+ * DIR): kept for vy_tier_gone_take. False without memory. */
+bool vy_tier_gone_add(vy_tier *t, uint64_t parent, const char *name);
+/* Up to `max` of them into out (the caller frees each name): how many. */
+size_t vy_tier_gone_take(vy_tier *t, struct vy_tier_gone_name *out, size_t max);
 
 /* The counters, one `tier_KEY VALUE` a line (.vyre/stats) or in the
  * Prometheus text format (.vyre/metrics): the length, as snprintf. */

@@ -182,6 +182,47 @@ test_a_sequence_loads_its_files_and_what_it_wrote_goes_back_alone() {
 	assertEquals "one unit written" $UNIT "$(stat_of tier_written_bytes)"
 }
 
+# From a review: each of these lost or changed bytes before its fix.
+test_an_append_to_a_file_not_loaded_keeps_dirs_bytes() {
+	printf 'line one\n' >"$DIR/log"
+	make_data "$DIR/big" $((3 * MB))
+	cp "$DIR/big" "$WORK/big"
+	mount_over || return
+	echo 'line two' >>"$MNT/log" || fail "append"
+	printf X >>"$MNT/big" || fail "append big"
+	printf X >>"$WORK/big"
+	python3 -c 'import os, sys; os.fsync(os.open(sys.argv[1], os.O_RDONLY))' "$MNT" || fail "fsync of the root"
+	assertEquals "DIR's line and the new one" "$(printf 'line one\nline two')" "$(cat "$DIR/log")"
+	cmp "$WORK/big" "$DIR/big" || fail "DIR's 3 MiB and the appended byte"
+}
+
+test_vyrefs_cp_out_of_a_file_not_loaded_copies_dirs_bytes() {
+	make_data "$DIR/f" $((20 * MB + 1))
+	mount_over || return
+	"$VYREFS" cp "$MNT/f" "$WORK/out" || fail "vyrefs cp"
+	cmp "$DIR/f" "$WORK/out" || fail "its bytes"
+}
+
+test_the_mounts_bytes_win_over_a_file_replaced_behind_it() {
+	echo v1 >"$DIR/f"
+	mount_over || return
+	echo "the mount's v2" >"$MNT/f" || fail "write"
+	echo v3 >"$DIR/f.tmp" && mv "$DIR/f.tmp" "$DIR/f" # another host's save by rename
+	dd if=/dev/null of="$MNT/f" conv=notrunc,fsync status=none || fail "fsync"
+	assertEquals "DIR holds the mount's bytes" "the mount's v2" "$(cat "$DIR/f")"
+	assertEquals "the mount too" "the mount's v2" "$(cat "$MNT/f")"
+}
+
+test_the_mounts_own_changes_are_no_reason_to_load_again() {
+	make_data "$DIR/f" $((8 * MB))
+	mount_over || return
+	cmp "$DIR/f" "$MNT/f" || fail "read"
+	chmod 600 "$MNT/f" && touch "$MNT/f" && setfattr -n user.a -v b "$MNT/f" || fail "changes"
+	cmp "$DIR/f" "$MNT/f" || fail "read again"
+	assertEquals "loaded once" $((8 * MB)) "$(stat_of tier_loaded_bytes)"
+	assertEquals "no reload" 0 "$(stat_of tier_reloads)"
+}
+
 test_eviction_takes_the_least_recently_used_clean_closed_file() {
 	for f in a b c d e; do make_data "$DIR/$f" $((6 * MB)); done
 	make_data "$WORK/dirty" $((6 * MB))
@@ -275,6 +316,25 @@ test_two_mounts_over_one_dir_see_each_others_synced_files_at_open() {
 	MNT2=""
 	rm -f "$second_log"
 	MNT=$first VY_PID=$first_pid VY_LOG=$first_log
+}
+
+test_changes_behind_the_mount_show_at_the_next_listing_and_open() {
+	mkdir "$DIR/d"
+	echo a >"$DIR/d/gone"
+	echo b >"$DIR/d/kept"
+	echo c >"$DIR/d/swapped"
+	mount_over || return
+	assertEquals "listed" "gone kept swapped" "$(ls "$MNT/d" | tr '\n' ' ' | sed 's/ $//')"
+	cat "$MNT/d/swapped" >/dev/null
+	rm "$DIR/d/gone"
+	rm "$DIR/d/swapped" && echo "another file" >"$DIR/d/swapped"
+	echo new >"$DIR/d/new"
+	assertEquals "the next listing" "kept new swapped" "$(ls "$MNT/d" | tr '\n' ' ' | sed 's/ $//')"
+	assertEquals "the other file under the same name" "another file" "$(cat "$MNT/d/swapped")"
+	exec 7<"$MNT/d/kept"
+	rm "$DIR/d/kept"
+	assertEquals "an open file stays" "kept new swapped" "$(ls "$MNT/d" | tr '\n' ' ' | sed 's/ $//')"
+	exec 7<&-
 }
 
 test_a_symlink_planted_in_dir_is_never_followed() {
