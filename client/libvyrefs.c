@@ -88,14 +88,14 @@ static int open_failed(const char *path, int err, bool readonly)
 		    path, strerror(err));
 }
 
-/* One try: HELLO and MAP on a new connection to the mount's daemon (not
- * one of pid `not`: -ECONNRESET), the reply kept in `mem` for its fds. */
+/* One try: HELLO and MAP on a new connection to the mount's daemon (the
+ * successor of `dead`, which ended the last try unanswered: *died false
+ * when it lives on), the reply kept in `mem` for its fds. */
 static int ask_map(const char *path, int fd, dev_t dev, vy_mapping *m, vy_msg *mem, vy_client_map_out *mo,
-		   uint32_t *backend, int *ordinal, pid_t not, bool readonly)
+		   uint32_t *backend, int *ordinal, pid_t dead, bool *died, bool readonly)
 {
-	int rc = vy_client_connect(path, dev, &m->conn);
-	if (!rc && not && m->conn.pid == not)
-		rc = -ECONNRESET;
+	*died = true;
+	int rc = dead ? vy_client_connect_successor(path, dev, dead, &m->conn, died) : vy_client_connect(path, dev, &m->conn);
 	vy_msg r = {0};
 	uint32_t minor = 0;
 	if (!rc) {
@@ -161,22 +161,19 @@ API int vy_map(const char *path, int flags, vy_mapping **out)
 	vy_msg mem = {0}; /* the reply, kept for its fds */
 	uint32_t backend = 0;
 	int ordinal = -1;
+	bool died;
 	if (!rc)
-		rc = ask_map(path, fd, st.st_dev, m, &mem, &mo, &backend, &ordinal, 0, readonly);
+		rc = ask_map(path, fd, st.st_dev, m, &mem, &mo, &backend, &ordinal, 0, &died, readonly);
 	/* survive=on: a daemon that died before it kept this connection took
-	 * the mapping with it; its successor (another pid) is asked again. */
-	pid_t before = m->conn.pid;
-	for (int takeovers = 0; rc == -ECONNRESET && before && takeovers < TAKEOVERS_MAX; takeovers++) {
+	 * the mapping with it; its successor is waited for and asked again. */
+	for (int takeovers = 0; rc == -ECONNRESET && m->conn.pid > 0 && takeovers < TAKEOVERS_MAX; takeovers++) {
 		char why[VY_ERROR_MSG_MAX + 128];
 		snprintf(why, sizeof(why), "%s", vy_last_error());
-		m->conn.pid = 0;
-		int again = ask_map(path, fd, st.st_dev, m, &mem, &mo, &backend, &ordinal, before, readonly);
-		if (m->conn.pid == 0 || m->conn.pid == before) { /* no successor: what happened first is the answer */
+		rc = ask_map(path, fd, st.st_dev, m, &mem, &mo, &backend, &ordinal, m->conn.pid, &died, readonly);
+		if (!died) { /* it lives: not a takeover, and what it did is the answer */
 			rc = fail(ECONNRESET, "%s", why);
 			break;
 		}
-		rc = again;
-		before = m->conn.pid;
 	}
 	close(fd); /* the daemon holds the file now */
 	if (!rc)

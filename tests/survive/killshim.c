@@ -6,7 +6,9 @@
  *    just read a FUSE request of opcode N that carries the name S (empty:
  *    any; in a WRITE: the written text, with no NUL) SIGKILLs itself, once FILE exists; it removes FILE first, so only
  *    one dies. With KILLSHIM_AT=reply it dies instead as it is about to
- *    write that request's reply: the change made and kept, not answered.
+ *    write that request's reply: the change made and kept, not answered;
+ *    with KILLSHIM_AT=replied, just after it wrote it: answered, and dead
+ *    before anyone acts on the answer (a socket's name read, not reached).
  *  KILLSHIM_ADOPT=1: every successor (vyrefs --adopt) SIGKILLs itself as
  *    it starts.
  *  KILLSHIM_IO=FILE: a daemon SIGKILLs itself at its first pread or pwrite
@@ -134,8 +136,10 @@ ssize_t recvmsg(int fd, struct msghdr *mh, int flags)
 	return n;
 }
 
-/* KILLSHIM_AT=reply: the request this thread read, to die at its reply. */
+/* KILLSHIM_AT=reply: the request this thread read, to die at its reply
+ * (replied: right after it). */
 static __thread uint64_t doomed;
+static __thread bool after_reply;
 
 ssize_t writev(int fd, const struct iovec *iov, int count)
 {
@@ -143,8 +147,11 @@ ssize_t writev(int fd, const struct iovec *iov, int count)
 	if (!real)
 		real = (ssize_t (*)(int, const struct iovec *, int))dlsym(RTLD_NEXT, "writev");
 	if (doomed && count > 0 && iov[0].iov_len >= sizeof(struct fuse_out_header) &&
-	    ((const struct fuse_out_header *)iov[0].iov_base)->unique == doomed)
+	    ((const struct fuse_out_header *)iov[0].iov_base)->unique == doomed) {
+		if (after_reply)
+			real(fd, iov, count);
 		kill(getpid(), SIGKILL);
+	}
 	return real(fd, iov, count);
 }
 
@@ -165,8 +172,10 @@ ssize_t read(int fd, void *buf, size_t len)
 	if (unlink(arm) != 0) /* not armed, or another took it */
 		return n;
 	const char *at = getenv("KILLSHIM_AT");
-	if (at && !strcmp(at, "reply"))
-		doomed = in->unique; /* dies at the reply */
+	if (at && (!strcmp(at, "reply") || !strcmp(at, "replied"))) {
+		doomed = in->unique; /* dies at the reply, or after it */
+		after_reply = !strcmp(at, "replied");
+	}
 	else
 		kill(getpid(), SIGKILL); /* dies holding the request */
 	return n;
