@@ -20,6 +20,9 @@
  *    that type once FILE exists (removed first): a MAP's reply to its
  *    client (stream), or a client socket on its way to the keeper
  *    (seqpacket).
+ *  KILLSHIM_DROP=FILE: a process SIGKILLs itself right after it sent its
+ *    keeper a DROP (memory freed: the keeper lets go of its slot), once
+ *    FILE exists (removed first).
  *  KILLSHIM_RECVFD=FILE: a process SIGKILLs itself as a recvmsg on a
  *    stream socket hands it fds, once FILE exists (removed first): a
  *    daemon that dies holding a client's fd of its own mount, whose close
@@ -44,6 +47,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "../../keeper/wire.h" /* (built without -I.: Makefile) */
 #include "shim_adopt.h"
 
 static bool successor; /* this process is vyrefs --adopt */
@@ -107,6 +111,16 @@ ssize_t pwrite(int fd, const void *buf, size_t len, off_t off)
 	return real(fd, buf, len, off);
 }
 
+/* KILLSHIM_DROP: whether `mh` is a DROP to the keeper (keeper/wire.h). */
+static bool keeper_drop(int fd, const struct msghdr *mh)
+{
+	int type = 0;
+	socklen_t len = sizeof(type);
+	const vy_keeper_msg *m = mh->msg_iovlen ? mh->msg_iov[0].iov_base : NULL;
+	return m && mh->msg_iov[0].iov_len >= sizeof(*m) && m->magic == VY_KEEPER_MAGIC && m->op == VY_KEEPER_DROP &&
+	       getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) == 0 && type == SOCK_SEQPACKET;
+}
+
 ssize_t sendmsg(int fd, const struct msghdr *mh, int flags)
 {
 	static ssize_t (*real)(int, const struct msghdr *, int);
@@ -118,6 +132,13 @@ ssize_t sendmsg(int fd, const struct msghdr *mh, int flags)
 	if (arm && want && mh->msg_controllen && getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) == 0 &&
 	    type == (!strcmp(want, "seqpacket") ? SOCK_SEQPACKET : SOCK_STREAM) && unlink(arm) == 0)
 		kill(getpid(), SIGKILL);
+	const char *drop = getenv("KILLSHIM_DROP");
+	if (drop && keeper_drop(fd, mh) && access(drop, F_OK) == 0) {
+		ssize_t n = real(fd, mh, flags);
+		if (unlink(drop) == 0)
+			kill(getpid(), SIGKILL);
+		return n;
+	}
 	return real(fd, mh, flags);
 }
 
