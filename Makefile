@@ -179,6 +179,7 @@ $(BUILD)/tests/%.so: tests/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -U_FORTIFY_SOURCE -D_FORTIFY_SOURCE=0 -shared -fPIC -o $@ $< -ldl
 $(BUILD)/tests/survive/killshim.so $(BUILD)/tests/survive/devicegate.so: tests/survive/shim_adopt.h
+$(BUILD)/tests/survive/killshim.so: keeper/wire.h
 
 $(BUILD)/bench/nullfs: $(BUILD)/bench/nullfs.o $(BUILD)/daemon/session.o $(BUILD)/daemon/session_loop.o $(BUILD)/fs/statx.o \
 		$(BUILD)/daemon/adopt_io.o $(BUILD)/daemon/log.o $(BUILD)/core/u64map.o \

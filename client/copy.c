@@ -23,36 +23,25 @@
 #define THREADS_MAX 16
 #define TAKEOVERS_MAX 8 /* daemons that may die under one copy (survive=on) before it fails */
 
-/* One try of daemon_copy; *pid the daemon reached (0: none). A daemon of
- * pid `not` is not asked (-ECONNRESET). */
-static int daemon_copy_once(const char *mount_path, dev_t dev, int mount_fd, int other_fd, bool into, uint64_t size,
-			    int threads, void (*progress)(uint64_t, uint64_t, void *), void *ctx, bool *asked, pid_t *pid,
-			    pid_t not)
+/* One try of daemon_copy, on a connection `c` to a daemon (closed here). */
+static int copy_on(vy_client_conn *c, int mount_fd, int other_fd, bool into, uint64_t size, int threads,
+		   void (*progress)(uint64_t, uint64_t, void *), void *ctx, bool *asked)
 {
-	vy_client_conn c;
-	*pid = 0;
-	int rc = vy_client_connect(mount_path, dev, &c);
-	if (rc)
-		return rc;
-	*pid = c.pid;
-	if (not && c.pid == not) {
-		vy_client_close(&c);
-		return -ECONNRESET;
-	}
+	int rc;
 	/* The other file is this process's, not the mount's: only a daemon
 	 * with no less than our authority over it (root's, or our own uid's)
 	 * gets its fd. A mount another user made is copied the plain way. */
-	if (c.uid != 0 && c.uid != geteuid()) {
+	if (c->uid != 0 && c->uid != geteuid()) {
 		rc = vy_client_fail(EPERM, "vyrefs: the daemon of %s runs as uid %u, neither root nor you (uid %u): it is "
 					   "not given your file, so the copy went through the mount (Fix: none needed; to "
 					   "copy around FUSE, copy as uid %u or use a mount of your own or root's)",
-				    c.root, (unsigned)c.uid, (unsigned)geteuid(), (unsigned)c.uid);
-		vy_client_close(&c);
+				    c->root, (unsigned)c->uid, (unsigned)geteuid(), (unsigned)c->uid);
+		vy_client_close(c);
 		return rc;
 	}
 	vy_msg r;
 	vy_hello_in hello = {.major = VY_PROTO_MAJOR, .minor = VY_PROTO_MINOR};
-	rc = vy_client_call(&c, VY_OP_CLIENT_HELLO, &hello, sizeof(hello), NULL, 0, sizeof(vy_client_hello_out), NULL,
+	rc = vy_client_call(c, VY_OP_CLIENT_HELLO, &hello, sizeof(hello), NULL, 0, sizeof(vy_client_hello_out), NULL,
 			    NULL, &r);
 	if (!rc) {
 		vy_msg_free(&r);
@@ -61,7 +50,7 @@ static int daemon_copy_once(const char *mount_path, dev_t dev, int mount_fd, int
 					.threads = threads > 0 ? (uint32_t)threads : 0,
 					.size = size};
 		int fds[2] = {mount_fd, other_fd};
-		rc = vy_client_call(&c, VY_OP_CLIENT_COPY, &in, sizeof(in), fds, 2, sizeof(vy_client_copy_out), progress,
+		rc = vy_client_call(c, VY_OP_CLIENT_COPY, &in, sizeof(in), fds, 2, sizeof(vy_client_copy_out), progress,
 				    ctx, &r);
 		if (!rc) {
 			vy_client_copy_out out;
@@ -71,7 +60,7 @@ static int daemon_copy_once(const char *mount_path, dev_t dev, int mount_fd, int
 			vy_msg_free(&r);
 		}
 	}
-	vy_client_close(&c);
+	vy_client_close(c);
 	return rc;
 }
 
@@ -79,9 +68,10 @@ static int daemon_copy_once(const char *mount_path, dev_t dev, int mount_fd, int
  * with its threads, pinned memory and streams; progress comes meanwhile.
  * *asked is false when the daemon was not asked (an old mount, or one
  * whose daemon is not to be given this process's file). A daemon that dies
- * under the copy and has a successor (survive=on): the copy starts again,
- * whole, with the successor (every byte is written again: no part of the
- * file is trusted to a daemon that did not answer for it). */
+ * under the copy (survive=on): the copy waits for its successor, as a FUSE
+ * request does (client/daemon.c), and starts again, whole, with it (every
+ * byte is written again: no part of the file is trusted to a daemon that
+ * did not answer for it). */
 static int daemon_copy(const char *mount_path, int mount_fd, int other_fd, bool into, uint64_t size, int threads,
 		       void (*progress)(uint64_t, uint64_t, void *), void *ctx, bool *asked)
 {
@@ -89,21 +79,24 @@ static int daemon_copy(const char *mount_path, int mount_fd, int other_fd, bool 
 	*asked = false;
 	if (fstat(mount_fd, &st) != 0)
 		return vy_client_fail(errno, "vyrefs: fstat: %s", strerror(errno));
-	pid_t before = 0, now = 0;
-	int rc = daemon_copy_once(mount_path, st.st_dev, mount_fd, other_fd, into, size, threads, progress, ctx, asked,
-				  &before, 0);
+	vy_client_conn c = {.sock = -1};
+	int rc = vy_client_connect(mount_path, st.st_dev, &c);
+	pid_t dead = c.pid;
+	if (!rc)
+		rc = copy_on(&c, mount_fd, other_fd, into, size, threads, progress, ctx, asked);
 	for (int takeovers = 0; rc == -ECONNRESET && *asked && takeovers < TAKEOVERS_MAX; takeovers++) {
 		char why[VY_ERROR_MSG_MAX + 128];
 		snprintf(why, sizeof(why), "%s", vy_last_error());
-		bool again = false;
-		int rc2 = daemon_copy_once(mount_path, st.st_dev, mount_fd, other_fd, into, size, threads, progress, ctx,
-					   &again, &now, before);
-		if (now == 0 || now == before) { /* no successor: what happened first is the answer */
-			vy_client_fail(ECONNRESET, "%s", why);
+		bool died;
+		rc = vy_client_connect_successor(mount_path, st.st_dev, dead, &c, &died);
+		if (!died) { /* it lives: not a takeover, and what it did is the answer */
+			rc = vy_client_fail(ECONNRESET, "%s", why);
 			break;
 		}
-		rc = rc2;
-		before = now;
+		if (rc)
+			break;
+		dead = c.pid;
+		rc = copy_on(&c, mount_fd, other_fd, into, size, threads, progress, ctx, asked);
 	}
 	return rc;
 }

@@ -16,10 +16,14 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #define NAME_MAX_BYTES 128 /* "@name" or "/path", one line */
+#define DYING_MS 3000      /* a daemon that closed a connection unanswered and lives on after this did not die */
+#define SUCCESSOR_MS 60000 /* the longest a client waits for a successor to answer (survive=on) */
 
 /* n bytes read into name (cap): one line, "@NAME" (an abstract socket)
  * or "/PATH", that fits a unix socket address; made a string. */
@@ -149,6 +153,78 @@ static bool exited(pid_t pid)
 	buf[n] = '\0';
 	const char *p = strrchr(buf, ')');
 	return p && p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X');
+}
+
+/* Until process `pid` has exited (a zombie counts), at most `ms`; false
+ * where it has not, or cannot be told (a pid of another namespace: 0). */
+static bool wait_exited(pid_t pid, int ms)
+{
+	if (pid <= 0)
+		return false;
+	int fd = (int)syscall(SYS_pidfd_open, pid, 0);
+	if (fd < 0)
+		return errno == ESRCH || exited(pid);
+	struct pollfd p = {.fd = fd, .events = POLLIN}; /* readable once it exits */
+	int n;
+	while ((n = poll(&p, 1, ms)) < 0 && errno == EINTR)
+		;
+	close(fd);
+	return n > 0 || exited(pid);
+}
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* Whether the mount holding `file` is gone: out of this process's
+ * mountinfo, or its FUSE connection ended (the keeper gave up). */
+static bool mount_gone(const char *file, dev_t dev, char *root, size_t cap)
+{
+	vy_client_mount m;
+	bool is_vyrefs;
+	struct stat st;
+	if (vy_client_mount_root(file, dev, &m, &is_vyrefs) != 0)
+		return true;
+	snprintf(root, cap, "%s", m.root);
+	return stat(m.root, &st) != 0 && (errno == ENOTCONN || errno == ECONNABORTED);
+}
+
+int vy_client_connect_successor(const char *file, dev_t dev, pid_t dead, vy_client_conn *c, bool *died)
+{
+	c->sock = -1;
+	*died = wait_exited(dead, DYING_MS);
+	if (!*died)
+		return -ECONNRESET;
+	uint64_t until = now_ms() + SUCCESSOR_MS;
+	char root[PATH_MAX];
+	snprintf(root, sizeof(root), "%s", file);
+	for (unsigned tries = 0;; tries++) {
+		int rc = vy_client_connect(file, dev, c);
+		if (!rc && c->pid != dead)
+			return 0;
+		if (!rc)
+			vy_client_close(c);
+		if (rc == -EPERM || rc == -EMFILE || rc == -ENFILE)
+			return rc; /* a server not the mount's, or no fd: no waiting mends these */
+		if (mount_gone(file, dev, root, sizeof(root)))
+			return vy_client_fail(ENOTCONN, "vyrefs: the daemon of %s (pid %d) has exited and no successor took "
+							 "over: the mount is gone (Fix: mount it again, then run this again; "
+							 "the daemon's log says why it ended)",
+					      root, (int)dead);
+		if (now_ms() >= until)
+			return vy_client_fail(ETIMEDOUT, "vyrefs: the daemon of %s (pid %d) has exited, and no successor "
+							 "answered within %d s (Fix: check that the mount is alive: ls %s; "
+							 "its log says what it is doing)",
+					      root, (int)dead, SUCCESSOR_MS / 1000, root);
+		/* The daemon that named its socket died before it answered
+		 * (its successor's name is read next, once one serves), or one
+		 * serving refused: a pause, growing, not a spin. */
+		struct timespec pause = {.tv_nsec = (tries < 10 ? 1 + tries : 20) * 1000000L};
+		nanosleep(&pause, NULL);
+	}
 }
 
 /* The channel failed (proto/channel.c's text is about its own peer):

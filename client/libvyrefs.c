@@ -71,7 +71,7 @@ static int open_device(uint32_t backend, int ordinal, vy_device **out)
 }
 
 /* Why the file could not be opened, with what to do about it. */
-static int open_failed(const char *path, int err)
+static int open_failed(const char *path, int err, bool readonly)
 {
 	int rc = vy_client_fail_fds(err, path);
 	if (rc)
@@ -80,19 +80,22 @@ static int open_failed(const char *path, int err)
 		return fail(err, "vyrefs: cannot open %s: the daemon of its mount has exited (%s) (Fix: unmount the "
 				 "mount, fusermount3 -u MOUNT, and mount it again)",
 			    path, strerror(err));
+	if (readonly)
+		return fail(err, "vyrefs: cannot open %s for reading: %s (Fix: a read-only mapping needs read permission)",
+			    path, strerror(err));
 	return fail(err, "vyrefs: cannot open %s for writing: %s (Fix: a mapping can write the file, so it needs write "
-			 "permission)",
+			 "permission; to read it only, map it with VY_MAP_READONLY)",
 		    path, strerror(err));
 }
 
-/* One try: HELLO and MAP on a new connection to the mount's daemon (not
- * one of pid `not`: -ECONNRESET), the reply kept in `mem` for its fds. */
+/* One try: HELLO and MAP on a new connection to the mount's daemon (the
+ * successor of `dead`, which ended the last try unanswered: *died false
+ * when it lives on), the reply kept in `mem` for its fds. */
 static int ask_map(const char *path, int fd, dev_t dev, vy_mapping *m, vy_msg *mem, vy_client_map_out *mo,
-		   uint32_t *backend, int *ordinal, pid_t not)
+		   uint32_t *backend, int *ordinal, pid_t dead, bool *died, bool readonly)
 {
-	int rc = vy_client_connect(path, dev, &m->conn);
-	if (!rc && not && m->conn.pid == not)
-		rc = -ECONNRESET;
+	*died = true;
+	int rc = dead ? vy_client_connect_successor(path, dev, dead, &m->conn, died) : vy_client_connect(path, dev, &m->conn);
 	vy_msg r = {0};
 	uint32_t minor = 0;
 	if (!rc) {
@@ -107,8 +110,14 @@ static int ask_map(const char *path, int fd, dev_t dev, vy_mapping *m, vy_msg *m
 			vy_msg_free(&r);
 		}
 	}
+	if (!rc && readonly && minor < 4) {
+		vy_client_close(&m->conn);
+		return fail(ENOTSUP, "vyrefs: the daemon of %s speaks protocol 2.%u; a read-only mapping needs 2.4 (Fix: "
+				     "remount it with the vyrefs of this libvyrefs, or map the file for writing)",
+			    m->conn.root, minor);
+	}
 	if (!rc) {
-		vy_client_map_in in = {0};
+		vy_client_map_in in = {.flags = readonly ? VY_CLIENT_MAP_READONLY : 0};
 		/* A daemon of 2.2 or before sends no lead: its files have none. */
 		size_t head = minor >= 3 ? sizeof(*mo) : VY_CLIENT_MAP_OUT_V22;
 		rc = call(&m->conn, VY_OP_CLIENT_MAP, &in, sizeof(in), fd, head, mem);
@@ -130,17 +139,19 @@ static int ask_map(const char *path, int fd, dev_t dev, vy_mapping *m, vy_msg *m
 
 API int vy_map(const char *path, int flags, vy_mapping **out)
 {
-	if (!path || !out || flags != 0)
-		return fail(EINVAL, "vyrefs: vy_map needs a path, an out pointer and flags 0 (Fix: call vy_map(path, 0, &m))");
+	if (!path || !out || (flags & ~VY_MAP_READONLY))
+		return fail(EINVAL, "vyrefs: vy_map needs a path, an out pointer and flags 0 or VY_MAP_READONLY (Fix: call "
+				    "vy_map(path, 0, &m))");
+	bool readonly = flags & VY_MAP_READONLY;
 	*out = NULL;
 	vy_mapping *m = calloc(1, sizeof(*m));
 	if (!m)
 		return fail(ENOMEM, "vyrefs: out of memory");
 	m->conn.sock = -1;
-	int fd = open(path, O_RDWR | O_CLOEXEC);
+	int fd = open(path, (readonly ? O_RDONLY : O_RDWR) | O_CLOEXEC);
 	if (fd < 0) {
 		free(m);
-		return open_failed(path, errno);
+		return open_failed(path, errno, readonly);
 	}
 	struct stat st;
 	int rc = fstat(fd, &st) ? fail(errno, "vyrefs: fstat %s: %s", path, strerror(errno)) : 0;
@@ -150,22 +161,19 @@ API int vy_map(const char *path, int flags, vy_mapping **out)
 	vy_msg mem = {0}; /* the reply, kept for its fds */
 	uint32_t backend = 0;
 	int ordinal = -1;
+	bool died;
 	if (!rc)
-		rc = ask_map(path, fd, st.st_dev, m, &mem, &mo, &backend, &ordinal, 0);
+		rc = ask_map(path, fd, st.st_dev, m, &mem, &mo, &backend, &ordinal, 0, &died, readonly);
 	/* survive=on: a daemon that died before it kept this connection took
-	 * the mapping with it; its successor (another pid) is asked again. */
-	pid_t before = m->conn.pid;
-	for (int takeovers = 0; rc == -ECONNRESET && before && takeovers < TAKEOVERS_MAX; takeovers++) {
+	 * the mapping with it; its successor is waited for and asked again. */
+	for (int takeovers = 0; rc == -ECONNRESET && m->conn.pid > 0 && takeovers < TAKEOVERS_MAX; takeovers++) {
 		char why[VY_ERROR_MSG_MAX + 128];
 		snprintf(why, sizeof(why), "%s", vy_last_error());
-		m->conn.pid = 0;
-		int again = ask_map(path, fd, st.st_dev, m, &mem, &mo, &backend, &ordinal, before);
-		if (m->conn.pid == 0 || m->conn.pid == before) { /* no successor: what happened first is the answer */
+		rc = ask_map(path, fd, st.st_dev, m, &mem, &mo, &backend, &ordinal, m->conn.pid, &died, readonly);
+		if (!died) { /* it lives: not a takeover, and what it did is the answer */
 			rc = fail(ECONNRESET, "%s", why);
 			break;
 		}
-		rc = again;
-		before = m->conn.pid;
 	}
 	close(fd); /* the daemon holds the file now */
 	if (!rc)

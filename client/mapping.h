@@ -27,6 +27,14 @@ typedef struct vy_client_conn {
  * mount's). */
 int vy_client_connect(const char *file, dev_t dev, vy_client_conn *c);
 void vy_client_close(vy_client_conn *c);
+/* survive=on: daemon `dead` ended a connection with no answer. Once it
+ * has exited (its pidfd, within a few seconds: else *died is false, it
+ * did not die, and nothing is set), connected to its successor as
+ * vy_client_connect finds it: each try's read of the mount's .vyre/socket
+ * waits in FUSE until a daemon serves, as any request does; a successor
+ * that dies before it answers is waited past too. -ETIMEDOUT after a
+ * minute, and an error with a Fix when the mount is gone. */
+int vy_client_connect_successor(const char *file, dev_t dev, pid_t dead, vy_client_conn *c, bool *died);
 /* One request (with `nfds` fds), its reply of at least `min` bytes that
  * begins with a status; PROGRESS messages before it go to `progress`. */
 struct vy_msg;

@@ -9,10 +9,15 @@
  *     vy_sync(m);    // your device work is done; `cat` shows it
  *     vy_unmap(m);
  *
- * The file is opened for writing (a mapping can write it: the GPU cannot
- * enforce read-only access to imported memory), so you need write
- * permission. The mapping is the file's device memory itself: what the GPU
- * program writes is the file. It lasts until vy_unmap or the end of the
+ * The file is opened for writing (a mapping can write it), so you need
+ * write permission; with VY_MAP_READONLY it is opened for reading only,
+ * and the mapping can only be read: a write through it faults in this
+ * process, and the file never changes. A read-only mapping needs a mount
+ * of protocol 2.4 on the host backend; a GPU cannot keep a program from
+ * writing memory it was handed (the importer sets its own access), so on
+ * the cuda backend the daemon refuses it, with a Fix (docs/client.md).
+ * The mapping is the file's device memory itself: what the GPU program
+ * writes is the file. It lasts until vy_unmap or the end of the
  * process; meanwhile the file cannot be resized (EBUSY) and unlinking it
  * frees it only at the last unmap. On a mount with the host backend the
  * pointer is host memory, mapped the same way.
@@ -31,7 +36,8 @@ extern "C" {
 
 typedef struct vy_mapping vy_mapping;
 
-/* Map the file at `path` (flags: 0). */
+/* Map the file at `path` (flags: 0, or VY_MAP_READONLY). */
+#define VY_MAP_READONLY 1
 int vy_map(const char *path, int flags, vy_mapping **out);
 /* The device address (a CUdeviceptr; a host address on the host backend). */
 uint64_t vy_mapping_ptr(const vy_mapping *m);

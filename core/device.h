@@ -78,13 +78,19 @@ typedef struct vy_device_info {
 typedef struct vy_device_share_ops {
 	/* A new fd for the shareable allocation that starts at `p`. */
 	vy_err (*export_fd)(vy_device *d, vy_dptr p, int *fd, vy_error *e);
+	/* The same, through which its receiver can only read: no writable
+	 * mapping, no write, and no way back to one (a reopen included).
+	 * NULL where the backend cannot enforce that against its receiver
+	 * (cuda: an importer sets its own access with cuMemSetAccess). */
+	vy_err (*export_fd_readonly)(vy_device *d, vy_dptr p, int *fd, vy_error *e);
 	/* `bytes` (a multiple of the granularity) of address space, with
 	 * nothing behind it yet; and its release, once nothing is mapped in it. */
 	vy_err (*reserve)(vy_device *d, uint64_t bytes, vy_dptr *out, vy_error *e);
 	vy_err (*unreserve)(vy_device *d, vy_dptr p, uint64_t bytes, vy_error *e);
 	/* Map all `bytes` of an exported allocation (by its fd), or of one of
 	 * this process's own shareable allocations (by its pointer), at `at`
-	 * inside a reservation, with read and write access. */
+	 * inside a reservation, with read and write access (host: read only
+	 * where the fd was opened for reading only, as export_fd_readonly's). */
 	vy_err (*map_fd)(vy_device *d, int fd, uint64_t bytes, vy_dptr at, vy_error *e);
 	vy_err (*map_own)(vy_device *d, vy_dptr p, uint64_t bytes, vy_dptr at, vy_error *e);
 	/* Undo one map_fd or map_own, with the same `at` and `bytes`. */

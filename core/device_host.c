@@ -169,20 +169,25 @@ static vy_err host_free(vy_device *d, vy_dptr p, vy_error *e)
 	return VY_OK;
 }
 
-static vy_err host_export_fd(vy_device *d, vy_dptr p, int *fd, vy_error *e)
+/* A new open file of the memfd at `p`: of its own (not a dup of ours),
+ * so what the receiver does to its file status flags stays its own.
+ * Read-only: opened O_RDONLY (no writable shared mapping, no write, no
+ * seal), and the memfd made 0600 first, so a receiver of another uid
+ * cannot reopen it for writing through /proc/self/fd (a memfd is born
+ * 0777) nor chmod it back (only its owner may); never a dup, which would
+ * share our read-write open file. */
+static vy_err export_as(vy_device *d, vy_dptr p, bool readonly, int *fd, vy_error *e)
 {
 	host_device *h = host_of(d);
 	pthread_mutex_lock(&h->lock);
 	host_alloc_rec *r = vy_u64map_get(&h->live, p);
-	/* An open file of its own (not a dup of ours): what the receiver
-	 * does to its file status flags stays its own. */
 	int dup_fd = -1;
 	bool shareable = r && r->fd >= 0 && r->bytes >= h->base.info.share_granularity;
-	if (shareable) {
+	if (shareable && (!readonly || fchmod(r->fd, 0600) == 0)) {
 		char path[64];
 		snprintf(path, sizeof(path), "/proc/self/fd/%d", r->fd);
-		dup_fd = open(path, O_RDWR | O_CLOEXEC);
-		if (dup_fd < 0 && errno != EMFILE && errno != ENFILE)
+		dup_fd = open(path, (readonly ? O_RDONLY : O_RDWR) | O_CLOEXEC);
+		if (dup_fd < 0 && !readonly && errno != EMFILE && errno != ENFILE)
 			dup_fd = fcntl(r->fd, F_DUPFD_CLOEXEC, 0);
 	}
 	int err = errno;
@@ -195,6 +200,16 @@ static vy_err host_export_fd(vy_device *d, vy_dptr p, int *fd, vy_error *e)
 			       "host backend: cannot export a buffer: %s", strerror(err));
 	*fd = dup_fd;
 	return VY_OK;
+}
+
+static vy_err host_export_fd(vy_device *d, vy_dptr p, int *fd, vy_error *e)
+{
+	return export_as(d, p, false, fd, e);
+}
+
+static vy_err host_export_fd_readonly(vy_device *d, vy_dptr p, int *fd, vy_error *e)
+{
+	return export_as(d, p, true, fd, e);
 }
 
 /* Take `p` of `bytes` out of `map` if it is recorded there with that size. */
@@ -255,15 +270,19 @@ static vy_err host_unreserve(vy_device *d, vy_dptr p, uint64_t bytes, vy_error *
 	return VY_OK;
 }
 
-/* Map `bytes` of memfd `fd` at `at`, replacing the reservation there. */
+/* Map `bytes` of memfd `fd` at `at`, replacing the reservation there:
+ * read-only when the fd is (a reader's: a write there faults). */
 static vy_err map_memfd(host_device *h, int fd, uint64_t bytes, vy_dptr at, vy_error *e)
 {
 	struct stat st;
+	int fl = fcntl(fd, F_GETFL);
 	/* Mapping past a memfd's end would fault on first touch: refuse. */
-	if (bytes == 0 || bytes > SIZE_MAX || fstat(fd, &st) != 0 || st.st_size < 0 || (uint64_t)st.st_size < bytes)
+	if (bytes == 0 || bytes > SIZE_MAX || fl < 0 || fstat(fd, &st) != 0 || st.st_size < 0 ||
+	    (uint64_t)st.st_size < bytes)
 		return vy_fail(e, VY_EINVAL, "map a buffer with the size it was exported with",
 			       "host backend: the shared buffer is not %llu bytes", (unsigned long long)bytes);
-	void *p = mmap((void *)(uintptr_t)at, (size_t)bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0);
+	int prot = (fl & O_ACCMODE) == O_RDONLY ? PROT_READ : PROT_READ | PROT_WRITE;
+	void *p = mmap((void *)(uintptr_t)at, (size_t)bytes, prot, MAP_SHARED | MAP_FIXED, fd, 0);
 	if (p == MAP_FAILED)
 		return vy_fail(e, VY_ENOMEM, "free host memory", "host backend: cannot map a shared buffer: %s",
 			       strerror(errno));
@@ -340,6 +359,7 @@ static vy_err host_unmap_zeros(vy_device *d, vy_dptr zero, vy_dptr at, uint64_t 
 
 static const vy_device_share_ops host_share = {
 	.export_fd = host_export_fd,
+	.export_fd_readonly = host_export_fd_readonly,
 	.reserve = host_reserve,
 	.unreserve = host_unreserve,
 	.map_fd = host_map_fd,

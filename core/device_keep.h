@@ -34,6 +34,11 @@ typedef struct vy_keep_sink {
 	 * memory a successor would not get back. Called before the device
 	 * allocates, with the store's lock held. */
 	bool (*room)(void *ctx, char *why, size_t cap);
+	/* From hold to release (this thread's, nested) drops wait: a file's
+	 * layout change frees memory, and the keeper lets go of it only once
+	 * the layout that stops naming it is kept. NULL: drops go at once. */
+	void (*hold)(void *ctx);
+	void (*release)(void *ctx);
 } vy_keep_sink;
 
 /* The fds a successor was handed, by slot: fd[slot] (-1: none), n slots.

@@ -481,13 +481,20 @@ out:
 	return rc;
 }
 
-vy_err vy_store_export(vy_store *s, vy_handle h, bool untrusted, vy_buffer_view *view, vy_export *out, vy_error *e)
+vy_err vy_store_export(vy_store *s, vy_handle h, unsigned how, vy_buffer_view *view, vy_export *out, vy_error *e)
 {
 	pthread_mutex_lock(&s->lock);
 	vy_err rc = VY_OK;
 	out->n = 0;
 	store_buffer *b = vy_store_live(s, h);
-	if (!b)
+	bool readonly = how & VY_EXPORT_READONLY;
+	vy_err (*export_fd)(vy_device *, vy_dptr, int *, vy_error *) =
+		readonly ? s->dev->share->export_fd_readonly : s->dev->share->export_fd;
+	if (!export_fd)
+		rc = vy_fail(e, VY_ENOTSUP, "map it for reading and writing",
+			     "the %s backend cannot hand out memory that its receiver can only read",
+			     s->dev->info.backend);
+	else if (!b)
 		rc = vy_store_unknown(e, h);
 	else if (!is_shareable(s, b))
 		rc = vy_fail(e, VY_EINVAL, "share the buffer first (vy_store_share)",
@@ -497,13 +504,13 @@ vy_err vy_store_export(vy_store *s, vy_handle h, bool untrusted, vy_buffer_view 
 			     (unsigned long long)h);
 	for (uint32_t i = 0; rc == VY_OK && i < chunks_of(b); i++) {
 		vy_piece c = chunk_at(b, i);
-		rc = s->dev->share->export_fd(s->dev, c.p, &out->fd[i], e);
+		rc = export_fd(s->dev, c.p, &out->fd[i], e);
 		if (rc == VY_OK)
 			out->chunk[out->n++] = c.bytes;
 	}
 	if (rc == VY_OK) {
 		b->exports++;
-		b->untrusted |= untrusted;
+		b->untrusted |= (how & VY_EXPORT_UNTRUSTED) != 0;
 		*view = vy_store_view_of(b);
 		vy_telemetry_add(s->tel, exports, 1);
 	} else {

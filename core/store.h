@@ -111,10 +111,12 @@ typedef struct vy_export {
  * closes with vy_export_close), and the view they stand for. The buffer is
  * held like a pin until vy_store_unexport: a free meanwhile is deferred, so
  * its memory is never reused while another process may still map it.
- * `untrusted`: the other process is a client that may keep the fds past
- * its mapping, so this memory goes back to the driver when freed, never to
- * the pool. */
-vy_err vy_store_export(vy_store *s, vy_handle h, bool untrusted, vy_buffer_view *view, vy_export *out, vy_error *e);
+ * `how`, VY_EXPORT_*: UNTRUSTED, the other process is a client that may
+ * keep the fds past its mapping, so this memory goes back to the driver
+ * when freed, never to the pool; READONLY, fds through which it can only
+ * read (VY_ENOTSUP where the backend cannot enforce that). */
+enum { VY_EXPORT_UNTRUSTED = 1, VY_EXPORT_READONLY = 2 };
+vy_err vy_store_export(vy_store *s, vy_handle h, unsigned how, vy_buffer_view *view, vy_export *out, vy_error *e);
 void vy_export_close(vy_export *x);
 vy_err vy_store_unexport(vy_store *s, vy_handle h, vy_error *e);
 /* True while `h` is live at generation `gen` (a mapping of it is current). */

@@ -438,7 +438,7 @@ static vy_err map_buffers(launcher_runner *l, const vy_seq *seq, const vy_buffer
 		}
 		vy_buffer_view v;
 		vy_export x;
-		vy_err rc = vy_store_export(l->store, h, false, &v, &x, e);
+		vy_err rc = vy_store_export(l->store, h, 0, &v, &x, e);
 		if (rc != VY_OK)
 			return rc;
 		vy_map_in in = {.handle = h, .gen = v.gen, .bytes = v.alloc, .nchunks = x.n, .lead = (uint32_t)v.lead};

@@ -272,12 +272,44 @@ static void drop_locked(vy_keeper_memory *m, uint32_t s)
 	give_slot(m, s);
 }
 
+/* This thread's drops held for a layout change (sink hold and release):
+ * a change frees at most a buffer's allocations and a slab; past that,
+ * a drop goes at once, as before holding. */
+#define HELD_MAX (2 * VY_CHUNKS_MAX)
+static __thread struct {
+	unsigned depth;
+	uint32_t n;
+	vy_keep_slot slot[HELD_MAX];
+} held;
+
 static void sink_drop(void *ctx, vy_keep_slot s)
 {
 	vy_keeper_memory *m = ctx;
+	if (held.depth && held.n < HELD_MAX) {
+		held.slot[held.n++] = s;
+		return;
+	}
 	pthread_mutex_lock(&m->lock);
 	drop_locked(m, s);
 	pthread_mutex_unlock(&m->lock);
+}
+
+static void sink_hold(void *ctx)
+{
+	(void)ctx;
+	held.depth++;
+}
+
+static void sink_release(void *ctx)
+{
+	vy_keeper_memory *m = ctx;
+	if (!held.depth || --held.depth)
+		return;
+	pthread_mutex_lock(&m->lock);
+	for (uint32_t i = 0; i < held.n; i++)
+		drop_locked(m, held.slot[i]);
+	pthread_mutex_unlock(&m->lock);
+	held.n = 0;
 }
 
 int vy_keeper_memory_init(vy_keeper_memory *m, int sock, pid_t pid, const vy_keep_fds *handed, char *why, size_t cap)
@@ -325,7 +357,8 @@ int vy_keeper_memory_init(vy_keeper_memory *m, int sock, pid_t pid, const vy_kee
 	for (uint32_t s = m->next; s-- > VY_KEEPER_SLOT_MEMORY;)
 		if (!is_used(m, s))
 			give_slot(m, s);
-	m->sink = (vy_keep_sink){.ctx = m, .add = sink_add, .drop = sink_drop, .room = sink_room};
+	m->sink = (vy_keep_sink){.ctx = m, .add = sink_add, .drop = sink_drop, .room = sink_room, .hold = sink_hold,
+				 .release = sink_release};
 	return 0;
 }
 

@@ -1,5 +1,6 @@
 /* File bytes on the device: capacity, zero-filled growth, copies. */
 #include "fs/file.h"
+#include "core/device_keep.h"
 #include "core/checked.h"
 #include "core/peer.h"
 #include "core/transfer.h"
@@ -36,22 +37,55 @@ static uint64_t data_end(const vy_inode *in)
 	return in->size < in->cap ? in->size : in->cap;
 }
 
+/* The memory a change of the file's layout frees leaves the keeper only
+ * once the layout that no longer names it is kept (persist/writer.c
+ * commits a layout at once): a death between would leave a successor a
+ * layout naming memory it is not handed, and the file empty (issue 67). */
+static void hold_drops(vy_fs *fs)
+{
+	if (vy_fs_keeps_fds(fs) && fs->keep_sink->hold)
+		fs->keep_sink->hold(fs->keep_sink->ctx);
+}
+
+static void release_drops(vy_fs *fs)
+{
+	if (vy_fs_keeps_fds(fs) && fs->keep_sink->release)
+		fs->keep_sink->release(fs->keep_sink->ctx);
+}
+
+/* Free buffer `h` of inode `ino` on device `dev`. */
+static void free_handle(vy_fs *fs, unsigned dev, vy_handle h, uint64_t ino)
+{
+	vy_error e;
+	if (vy_store_free(fs->dev[dev].core->store, h, &e) != VY_OK)
+		vy_log(LOG_ERR, "inode %llu: freeing its buffer: %s", (unsigned long long)ino, e.msg);
+	/* The launcher may map it: take that back, so the memory is free now
+	 * rather than at the next sequence. */
+	vy_runner *r = fs->dev[dev].runner;
+	if (r)
+		r->ops->sweep(r);
+}
+
+/* The file's memory is `h` on device `dev` now (0: none), in place of
+ * its buffer: the layout naming it kept first, then the old one freed. */
+static void replace_buffer(vy_fs *fs, vy_inode *in, unsigned dev, vy_handle h, uint64_t cap, uint64_t holes)
+{
+	vy_handle old = in->buf;
+	unsigned old_dev = in->dev;
+	hold_drops(fs);
+	in->buf = h;
+	in->dev = (uint8_t)dev;
+	in->cap = cap;
+	in->holes = holes;
+	vy_persist_layout(fs, in);
+	if (old)
+		free_handle(fs, old_dev, old, in->ino);
+	release_drops(fs);
+}
+
 static void free_buffer(vy_fs *fs, vy_inode *in)
 {
-	if (in->buf) {
-		vy_error e;
-		if (vy_store_free(vy_fs_core(fs, in)->store, in->buf, &e) != VY_OK)
-			vy_log(LOG_ERR, "inode %llu: freeing its buffer: %s", (unsigned long long)in->ino, e.msg);
-		/* The launcher may map it: take that back, so the memory is
-		 * free now rather than at the next sequence. */
-		vy_runner *r = fs->dev[in->dev].runner;
-		if (r)
-			r->ops->sweep(r);
-	}
-	in->buf = 0;
-	in->cap = 0;
-	in->holes = 0;
-	vy_persist_layout(fs, in);
+	replace_buffer(fs, in, in->dev, 0, 0, 0);
 }
 
 /* The file's capacity and holes, as its buffer now has them; kept for a
@@ -110,11 +144,7 @@ static vy_err rebuffer(vy_fs *fs, vy_inode *in, uint64_t cap, vy_error *e)
 	}
 	if (in->buf)
 		vy_telemetry_add(vy_fs_core(fs, in)->tel, moves, 1);
-	free_buffer(fs, in);
-	in->buf = h;
-	in->cap = cap;
-	in->holes = 0;
-	vy_persist_layout(fs, in);
+	replace_buffer(fs, in, in->dev, h, cap, 0);
 	return VY_OK;
 }
 
@@ -139,11 +169,13 @@ static void shrink_in_place(vy_fs *fs, vy_inode *in, uint64_t keep)
 {
 	vy_buffer_view v;
 	vy_error why;
+	hold_drops(fs);
 	if (quiet(fs, in, &why) != VY_OK || vy_store_shrink(vy_fs_core(fs, in)->store, in->buf, keep, &v, &why) != VY_OK)
 		vy_log(LOG_NOTICE, "inode %llu: keeping %llu bytes of capacity: %s", (unsigned long long)in->ino,
 		       (unsigned long long)in->cap, why.msg);
 	else
 		took(fs, in, &v);
+	release_drops(fs);
 }
 
 /* Past the kernel's largest file: EFBIG. A size past the device's memory
@@ -507,11 +539,14 @@ vy_err vy_file_punch(vy_fs *fs, vy_inode *in, uint64_t off, uint64_t len, vy_err
 	if (in->buf && vy_store_growable(vy_fs_core(fs, in)->store, in->buf)) {
 		vy_buffer_view v;
 		rc = quiet(fs, in, e);
+		hold_drops(fs);
 		if (rc == VY_OK)
 			rc = vy_store_punch(vy_fs_core(fs, in)->store, in->buf, off, stop - off, &v, e);
+		if (rc == VY_OK)
+			took(fs, in, &v);
+		release_drops(fs);
 		if (rc != VY_OK)
 			return rc;
-		took(fs, in, &v);
 	}
 	return zero(fs, in, off, stop, e);
 }
@@ -615,10 +650,7 @@ vy_err vy_file_move(vy_fs *fs, vy_inode *in, unsigned dev, vy_error *e)
 			vy_store_free(to->store, h, NULL);
 		return rc;
 	}
-	free_buffer(fs, in); /* the old device's memory, now */
-	in->buf = h;
-	in->dev = (uint8_t)dev;
-	took(fs, in, &v);
+	replace_buffer(fs, in, dev, h, v.len, v.holes); /* the old device's memory goes once h is kept */
 	return VY_OK;
 }
 
@@ -637,6 +669,7 @@ vy_err vy_file_share(vy_fs *fs, vy_inode *in, vy_error *e)
 	if (rc != VY_OK || !in->buf)
 		return rc;
 	vy_readahead_forget(in);
+	hold_drops(fs);
 	rc = vy_core_share(vy_fs_core(fs, in), in->buf, e);
 	vy_buffer_view v;
 	if (rc == VY_OK && vy_store_growable(vy_fs_core(fs, in)->store, in->buf) &&
@@ -644,6 +677,7 @@ vy_err vy_file_share(vy_fs *fs, vy_inode *in, vy_error *e)
 		took(fs, in, &v);
 	else if (rc == VY_OK)
 		vy_persist_layout(fs, in); /* moved to memory of its own */
+	release_drops(fs);
 	return rc;
 }
 

@@ -166,8 +166,10 @@ typedef struct vy_p_mapconn {
 	uint16_t phase;   /* 1 or 2 (0: none) */
 	int32_t status;   /* phase 2: its vy_err */
 	uint32_t n;       /* vy_p_mapping entries that follow */
-	uint32_t zero;
+	uint32_t flags;   /* VY_P_MAPCONN_*: the request's (0 before 2.4) */
 } vy_p_mapconn;
+/* The MAP that `ref` made handed out read-only memory: answered again so. */
+#define VY_P_MAPCONN_READONLY 1u
 
 typedef struct vy_p_mapping {
 	uint64_t id;

@@ -28,9 +28,10 @@
  * 2.1: kernel_out carries the occupancy answer;
  * 2.2: client_map_out names the device that holds the file;
  * 2.3: map_in and client_map_out carry the buffer's lead (its byte 0 is
- *      that far into the memory: core/store.h, placement). */
+ *      that far into the memory: core/store.h, placement);
+ * 2.4: client_map_in's flags: VY_CLIENT_MAP_READONLY. */
 #define VY_PROTO_MAJOR 2
-#define VY_PROTO_MINOR 3
+#define VY_PROTO_MINOR 4
 /* No message is larger: a sequence of 1 MiB of text fits well within. */
 #define VY_PROTO_MSG_MAX (64u << 20)
 /* A buffer that grew in place is up to VY_CHUNKS_MAX allocations, one fd
@@ -147,7 +148,11 @@ _Static_assert(sizeof(vy_unmap_in) == 8, "vy_unmap_in is 8 bytes");
  * A client opens a file of the mount for writing (the kernel checks its
  * permissions there) and passes that fd; the daemon answers with an fd of
  * the file's device memory, which only ever holds that file's bytes. The
- * mapping lasts until CLIENT_UNMAP or the connection's end. */
+ * mapping lasts until CLIENT_UNMAP or the connection's end. A reader
+ * (2.4) opens it for reading and asks VY_CLIENT_MAP_READONLY: its fds let
+ * it read only, where the backend can enforce that (host); elsewhere
+ * (cuda) the request is refused (docs/client.md "Reading a file you
+ * cannot write"). */
 
 typedef struct vy_client_hello_out {
 	vy_status st;
@@ -158,8 +163,9 @@ typedef struct vy_client_hello_out {
 } vy_client_hello_out;
 _Static_assert(sizeof(vy_client_hello_out) == 544, "vy_client_hello_out layout");
 
+#define VY_CLIENT_MAP_READONLY 1u /* 2.4: the fd is open for reading (writing is not needed) */
 typedef struct vy_client_map_in {
-	uint32_t flags; /* none defined: 0 */
+	uint32_t flags; /* VY_CLIENT_MAP_*; an unknown bit is refused */
 	uint32_t pad;
 } vy_client_map_in;
 _Static_assert(sizeof(vy_client_map_in) == 8, "vy_client_map_in is 8 bytes");

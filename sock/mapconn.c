@@ -17,7 +17,7 @@ vy_err vy_mapconn_reply_with(conn *c, const vy_msg *m, const void *out, size_t l
 		vy_status st;
 		memcpy(&st, out, sizeof(st));
 		c->req = (vy_mapconn_req){.unique = m->h.unique, .ref = c->req.ref, .opcode = m->h.opcode, .phase = 2,
-					  .status = st.rc};
+					  .status = st.rc, .readonly = c->req.readonly};
 		vy_mapconn_record(c);
 	}
 	vy_chan ch = {.sock = c->sock, .mb_fd = -1};
@@ -85,8 +85,9 @@ bool vy_mapconn_find(const conn *c, uint64_t id, size_t *i)
 	return false;
 }
 
-/* MAP `m` answered again with mapping i: its memory exported anew. */
-static vy_err answer_map(conn *c, const vy_msg *m, size_t i)
+/* MAP `m` answered again with mapping i: its memory exported anew, as
+ * it was (read-only for a reader). */
+static vy_err answer_map(conn *c, const vy_msg *m, size_t i, bool readonly)
 {
 	vy_fs *fs = c->srv->fs;
 	mapping *mp = &c->maps[i];
@@ -96,7 +97,7 @@ static vy_err answer_map(conn *c, const vy_msg *m, size_t i)
 	vy_error e;
 	vy_store *store = vy_fs_core(fs, mp->in)->store;
 	pthread_rwlock_rdlock(&mp->in->lock);
-	vy_err rc = vy_store_export(store, mp->buf, true, &v, &x, &e);
+	vy_err rc = vy_store_export(store, mp->buf, VY_EXPORT_UNTRUSTED | (readonly ? VY_EXPORT_READONLY : 0), &v, &x, &e);
 	out.size = mp->in->size;
 	pthread_rwlock_unlock(&mp->in->lock);
 	if (rc != VY_OK)
@@ -104,7 +105,8 @@ static vy_err answer_map(conn *c, const vy_msg *m, size_t i)
 	out.bytes = v.alloc;
 	out.nchunks = x.n;
 	out.ordinal = vy_fs_core(fs, mp->in)->dev->info.ordinal;
-	vy_err sent = vy_mapconn_reply_with(c, m, &out, sizeof(out), &x);
+	out.lead = v.lead;
+	vy_err sent = vy_mapconn_reply_with(c, m, &out, c->minor < 3 ? VY_CLIENT_MAP_OUT_V22 : sizeof(out), &x);
 	vy_export_close(&x);
 	vy_store_unexport(store, mp->buf, NULL); /* the mapping's own export stays */
 	return sent;
@@ -128,7 +130,7 @@ bool vy_mapconn_resume(conn *c)
 	vy_err sent;
 	bool map = q.opcode == VY_OP_CLIENT_MAP;
 	if (q.phase == 2 && q.status == VY_OK && map && found) {
-		sent = answer_map(c, &m, i);
+		sent = answer_map(c, &m, i, q.readonly);
 	} else if (q.phase == 2 && q.status == VY_OK && !map) {
 		sent = vy_mapconn_reply_status(c, &m, VY_OK, NULL);
 	} else if (q.phase == 2 && q.status != VY_OK) {

@@ -46,6 +46,7 @@ static void put_record(vy_fs *fs, uint32_t slot, const vy_mapconn_req *req, cons
 		r->opcode = req->opcode;
 		r->phase = req->phase;
 		r->status = req->status;
+		r->flags = req->readonly ? VY_P_MAPCONN_READONLY : 0;
 		vy_p_mapping *mp = (vy_p_mapping *)(r + 1);
 		for (uint32_t i = 0; i < n; i++)
 			mp[i] = (vy_p_mapping){.id = c->maps[i].id, .ino = c->maps[i].in->ino, .bytes = c->maps[i].bytes};
@@ -92,7 +93,7 @@ static bool take_mapping(conn *c, const vy_p_mapping *r)
 	vy_error e;
 	pthread_rwlock_wrlock(&in->lock);
 	vy_core *core = vy_fs_core(fs, in);
-	vy_err rc = in->buf ? vy_store_export(core->store, in->buf, true, &v, &x, &e)
+	vy_err rc = in->buf ? vy_store_export(core->store, in->buf, VY_EXPORT_UNTRUSTED, &v, &x, &e)
 			    : vy_fail(&e, VY_ENOENT, "map it again", "the file lost its memory in the takeover");
 	if (rc == VY_OK) {
 		vy_export_close(&x);
@@ -150,7 +151,8 @@ conn *vy_mapconn_take_back(vy_fs *fs, vy_mapsrv *srv, vy_kept_conn *k)
 	}
 	*c = (conn){.srv = srv, .sock = k->fd, .maps = maps, .capmaps = r->n, .next_id = r->next_id, .minor = r->minor,
 		    .uid = (uid_t)r->uid, .slot = r->slot, .adopted = true,
-		    .req = {.unique = r->unique, .ref = r->ref, .opcode = r->opcode, .phase = r->phase, .status = r->status}};
+		    .req = {.unique = r->unique, .ref = r->ref, .opcode = r->opcode, .phase = r->phase, .status = r->status,
+			    .readonly = r->flags & VY_P_MAPCONN_READONLY}};
 	const vy_p_mapping *mp = (const vy_p_mapping *)(r + 1);
 	for (uint32_t j = 0; j < r->n; j++)
 		if (mp[j].ino)

@@ -63,14 +63,29 @@ static vy_err op_map(conn *c, vy_msg *m)
 	int fd = vy_msg_take_fd(m, 0);
 	vy_export x = {0};
 	vy_inode *in = NULL;
-	if (fd < 0 || m->len != sizeof(vy_client_map_in))
+	vy_client_map_in req = {0};
+	if (m->len == sizeof(req))
+		memcpy(&req, m->body, sizeof(req));
+	bool readonly = req.flags & VY_CLIENT_MAP_READONLY;
+	if (fd < 0 || m->len != sizeof(req))
 		rc = vy_fail(&e, VY_EINVAL, "pass the file's fd with the request (libvyrefs does)",
 			     "a MAP request without a file descriptor");
+	else if (req.flags & ~VY_CLIENT_MAP_READONLY)
+		rc = vy_fail(&e, VY_EINVAL, "use libvyrefs of this vyrefs version", "MAP flags %#x", req.flags);
 	else if (c->nmaps >= MAPS_MAX)
 		rc = vy_fail(&e, VY_EBUSY, "unmap files first", "one connection may map %d files", MAPS_MAX);
-	/* A mapping can read and write: the fd must have been opened so. */
+	else if (readonly && !c->srv->fs->dev[0].core->dev->share->export_fd_readonly)
+		rc = vy_fail(&e, VY_ENOTSUP,
+			     "copy the file into one of your own (vyrefs cp FILE MOUNT/yours, a copy on the device) and "
+			     "map that, or ask its owner for write permission",
+			     "the %s backend cannot map a file read-only: a program given the file's memory sets its own "
+			     "access to it, so a reader would be handed write access",
+			     c->srv->fs->dev[0].core->dev->info.backend);
+	/* A mapping can read and write: the fd must have been opened so; a
+	 * read-only one's, for reading. */
 	if (rc == VY_OK)
-		rc = vy_clientfd_mount_file(fs, c->srv->dev, fd, VY_FD_READ | VY_FD_WRITE, &in, &e);
+		rc = vy_clientfd_mount_file(fs, c->srv->dev, fd, readonly ? VY_FD_READ : VY_FD_READ | VY_FD_WRITE, &in,
+					    &e);
 	if (fd >= 0)
 		close(fd);
 	vy_buffer_view v = {0};
@@ -107,7 +122,8 @@ static vy_err op_map(conn *c, vy_msg *m)
 		if (rc == VY_OK)
 			rc = vy_clear_past(vy_fs_core(fs, in), in->buf, in->size, &e);
 		if (rc == VY_OK)
-			rc = vy_store_export(vy_fs_core(fs, in)->store, in->buf, true, &v, &x, &e);
+			rc = vy_store_export(vy_fs_core(fs, in)->store, in->buf,
+					     VY_EXPORT_UNTRUSTED | (readonly ? VY_EXPORT_READONLY : 0), &v, &x, &e);
 		if (rc == VY_OK && !vy_grow((void **)&c->maps, &c->capmaps, c->nmaps, sizeof(*c->maps))) {
 			vy_store_unexport(vy_fs_core(fs, in)->store, in->buf, NULL);
 			vy_export_close(&x);
@@ -134,6 +150,7 @@ static vy_err op_map(conn *c, vy_msg *m)
 			out.lead = v.lead;
 			c->maps[c->nmaps++] = (mapping){.id = out.id, .in = in, .buf = in->buf, .bytes = v.alloc};
 			c->req.ref = out.id;
+			c->req.readonly = readonly;
 			vy_telemetry_add(vy_fs_core(fs, in)->tel, maps, 1);
 		}
 		pthread_rwlock_unlock(&in->lock);

@@ -26,6 +26,7 @@ typedef struct vy_mapconn_req {
 	uint64_t unique, ref;
 	uint16_t opcode, phase;
 	int32_t status;
+	bool readonly; /* a MAP's: its memory was handed out read-only */
 } vy_mapconn_req;
 
 typedef struct conn {

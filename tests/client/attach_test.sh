@@ -98,6 +98,58 @@ table cpu 0.5 1.5" "$(echo "$got" | head -n 4)"
 	assertEquals 0 "$(stat_of mapped_bytes)"
 }
 
+# Issue 67 (edges) 4: root's model, 0644, on a root mount with allow_other,
+# attached by another user (uid 65534), who may only read it: the mappings
+# are read-only, every tensor and the logits bit for bit, with no copy; a
+# write into a weight kills only the process that wrote (a forked child:
+# SIGSEGV), and the files are as root saved them.
+test_another_user_attaches_a_root_model_read_only() {
+	needs_torch || return 0
+	need setpriv || return 0
+	[ -n "$(others_opt)" ] || { skip_test "needs allow_other"; return; }
+	nobody_bins || return 1
+	unmount_vyrefs
+	mount_vyrefs "$(others_opt)" || { fail "mount"; return; }
+	out=$(py <<'PY'
+import json, sys, vyrefs.torch, attach_models as am
+net = am.make(seed=5)
+vyrefs.torch.save(net, sys.argv[1] + "/net", max_shard_size=120_000)
+print(json.dumps(am.digests(net), sort_keys=True))
+print(am.digest(net(am.ids())))
+PY
+)
+	chmod -R go-w,a+rX "$MNT/net"
+	before=$(cd "$MNT/net" && sha256sum *)
+	got=$(cd /tmp && HOME=/tmp VYREFS_LIB=$NOBODY_DIR/libvyrefs.so as_nobody $PY - "$MNT" <<'PY'
+import json, os, sys, vyrefs.torch, attach_models as am
+with vyrefs.torch.empty_weights():
+    net = am.Net().eval()
+sd = vyrefs.torch.load_state_dict(sys.argv[1] + "/net")
+vyrefs.torch.attach(net, sd)
+spans = [(m.ptr, m.ptr + m.size) for m in sd.mappings]
+print("read-only", all(m.readonly for m in sd.mappings), "zero copy",
+      all(any(a <= t.data_ptr() < b for a, b in spans) for t in net.state_dict().values()))
+print(json.dumps(am.digests(net), sort_keys=True))
+print(am.digest(net(am.ids())))
+sys.stdout.flush()
+child = os.fork()
+if child == 0:
+    net.blocks[0].up.weight.data[0, 0] = 1001.0
+    os._exit(0)
+_, st = os.waitpid(child, 0)
+print("child", "signal %d" % os.WTERMSIG(st) if os.WIFSIGNALED(st) else "exit %d" % os.WEXITSTATUS(st),
+      "parent reads", am.digest(net(am.ids())))
+PY
+)
+	assertEquals "read-only True zero copy True" "$(echo "$got" | sed -n 1p)"
+	assertEquals "every tensor bit for bit" "$(echo "$out" | sed -n 1p)" "$(echo "$got" | sed -n 2p)"
+	assertEquals "the logits bit for bit" "$(echo "$out" | sed -n 2p)" "$(echo "$got" | sed -n 3p)"
+	assertEquals "a write faults in its process only" "child signal 11 parent reads $(echo "$out" | sed -n 2p)" \
+		"$(echo "$got" | sed -n 4p)"
+	assertEquals "the files are as saved" "$before" "$(cd "$MNT/net" && sha256sum *)"
+	assertEquals 0 "$(stat_of mapped_bytes)"
+}
+
 # The format, read here by hand: 8-byte little-endian length, JSON, data.
 test_saved_file_is_safetensors_with_the_tie_written_once() {
 	needs_torch || return 0

@@ -170,6 +170,32 @@ test_another_user_without_write_permission_gets_eacces() {
 		"$(as_nobody "$NOBODY_VYMAP" info "$MNT/private")"
 }
 
+# Issue 67 (edges) 4: a reader maps a 0644 root file read-only (the host
+# backend; tests/gpu/gpu_map_test.sh has the GPU's refusal): its bytes read
+# exactly, a write through the mapping kills only the process that made it
+# (a forked child: SIGSEGV, the parent reads on), and the file never
+# changes. A read-write mapping still needs write permission.
+test_a_reader_maps_read_only_and_a_write_faults_in_its_process_only() {
+	host_only || return 0
+	need setpriv || return 0
+	nobody_bins || return 1
+	head -c 3000000 /dev/urandom >"$MNT.src"
+	cp "$MNT.src" "$MNT/model" && chmod 644 "$MNT/model" || fail "cp"
+	as_nobody "$NOBODY_VYMAP" ro-cat "$MNT/model" >"$MNT.out"
+	assertEquals "the reader maps it" 0 $?
+	cmp -s "$MNT.src" "$MNT.out" || fail "the reader's mapping holds other bytes than the file"
+	first=$(od -An -tu1 -N1 "$MNT.src" | tr -d ' ')
+	out=$(as_nobody "$NOBODY_VYMAP" ro-write "$MNT/model")
+	assertEquals "the write faults in the child only" "child: signal 11
+parent: reads $first" "$out"
+	cmp -s "$MNT.src" "$MNT/model" || fail "the file changed"
+	err=$(as_nobody "$NOBODY_VYMAP" info "$MNT/model" 2>&1)
+	assertEquals "read-write still needs write permission" 13 $?
+	assertContains "$err" "VY_MAP_READONLY"
+	assertEquals "no mapping left" 0 "$(stat_of mapped_bytes)"
+	rm -f "$MNT.src" "$MNT.out"
+}
+
 # The daemon's own checks, with the protocol spoken by hand.
 test_daemon_refuses_foreign_and_read_only_fds_and_bogus_messages() {
 	truncate -s 2M "$MNT/f"

@@ -434,6 +434,37 @@ test_12_map_needs_read_and_write() {
 	assertOthersWork
 }
 
+# Issue 67 (edges) 4: a reader may map a file read-only, and the fds she
+# is handed let her read only: no reopen for writing through /proc (the
+# memory's file is 0600, the daemon's), no writable mapping, no write, no
+# chmod back, no hole punched, no seal. Her bytes are the file's; the file
+# is as it was. A read-only MAP still needs a readable fd; an unknown flag
+# is refused. (Host backend: the cuda backend refuses read-only MAPs,
+# tests/gpu/gpu_map_test.sh.)
+test_12b_a_readers_memory_cannot_be_written() {
+	[ "$backend" = host ] || { skip_test "the cuda backend maps no file read-only"; return; }
+	head -c 3000000 /dev/urandom >"$TT/model"
+	cp "$TT/model" "$MNT/model" && chmod 644 "$MNT/model" || fail "cp"
+	head -c 3000000 /dev/zero >"$MNT/drop" && chmod 622 "$MNT/drop"
+	note_baseline
+	out=$(attack "$MNT" map-fd "$MNT/model" O_RDONLY readonly escalate 2>&1)
+	assertContains "$out" "reply OK"
+	for way in "reopen-rdwr: EACCES" "mmap-shared-write: EACCES" "mprotect-write: EACCES" "pwrite: EBADF" \
+		"fchmod: EPERM" "fallocate: EBADF" "add-seals: EPERM" "setfl-rdwr: EBADF"; do
+		assertEquals "$way: once for each of her fds" "$(echo "$out" | grep -c '^reopen-rdwr: ')" \
+			"$(echo "$out" | grep -cxF "$way")"
+	done
+	assertNotContains "no way to write: $out" "$out" ": OK"
+	cmp -s "$TT/model" "$MNT/model" || fail "the file changed"
+	out=$(attack "$MNT" map-fd "$MNT/drop" O_WRONLY readonly dump 2>&1)
+	assertRefused "a write-only fd: $out" EACCES
+	assertNotContains "nothing of the file came back" "$out" "content:"
+	out=$(attack "$MNT" map-fd "$MNT/model" O_RDONLY mapflags=6 2>&1)
+	assertRefused "an unknown flag: $out" EINVAL
+	assertDaemonSane 16384
+	assertOthersWork
+}
+
 # Issue "survive 2", item 1: a request id the state's loader refuses (bit
 # 63 set, or 0), sent by mallory on a connection that maps her own file of
 # a survive=on mount, ends that connection before anything is kept: keeping

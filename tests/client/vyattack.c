@@ -3,7 +3,10 @@
  * client library's own checks cannot hide what the daemon accepts) and
  * sends what libvyrefs never would.
  *
- *   vyattack SOCK map-fd FILE FLAGS [dump] [truncate]
+ *   vyattack SOCK map-fd FILE FLAGS [readonly] [mapflags=N] [dump] [truncate] [escalate]
+ *     readonly: ask VY_CLIENT_MAP_READONLY (mapflags=N: any flags word);
+ *     escalate: every way to write through the fds it got, each printed
+ *     as `NAME: OK` or `NAME: ERRNO`
  *   vyattack SOCK copy-into MOUNTFILE FLAGS OTHER OTHERFLAGS
  *   vyattack SOCK copy-out MOUNTFILE FLAGS OTHER OTHERFLAGS
  *   vyattack SOCK flood-fds N HOLD_S     N unfinished messages of 128 fds
@@ -273,12 +276,52 @@ static void dump(const reply *r, const vy_client_map_out *out)
 	       (unsigned long long)nonzero, sample);
 }
 
+static const char *said(int rc)
+{
+	return rc == 0 ? "OK" : strerrorname_np(errno) ? strerrorname_np(errno) : "?";
+}
+
+/* Each way a receiver of read-only fds could get to write the memory. */
+static void escalate(const reply *r)
+{
+	for (unsigned i = 0; i < r->nfds; i++) {
+		int fd = r->fds[i];
+		char path[64];
+		snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+		int again = open(path, O_RDWR | O_CLOEXEC);
+		printf("reopen-rdwr: %s\n", said(again < 0 ? -1 : 0));
+		if (again >= 0)
+			close(again);
+		void *p = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+		printf("mmap-shared-write: %s\n", said(p == MAP_FAILED ? -1 : 0));
+		if (p != MAP_FAILED)
+			munmap(p, 4096);
+		p = mmap(NULL, 4096, PROT_READ, MAP_SHARED, fd, 0);
+		printf("mprotect-write: %s\n", p == MAP_FAILED ? "no-mapping" : said(mprotect(p, 4096, PROT_READ | PROT_WRITE)));
+		if (p != MAP_FAILED)
+			munmap(p, 4096);
+		printf("pwrite: %s\n", said(pwrite(fd, "X", 1, 0) == 1 ? 0 : -1));
+		printf("fchmod: %s\n", said(fchmod(fd, 0666)));
+		printf("fallocate: %s\n", said(fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, 4096)));
+		printf("add-seals: %s\n", said(fcntl(fd, F_ADD_SEALS, F_SEAL_WRITE)));
+		int fl = fcntl(fd, F_GETFL);
+		printf("setfl-rdwr: %s\n", said(fl >= 0 && fcntl(fd, F_SETFL, (fl & ~O_ACCMODE) | O_RDWR) == 0 &&
+							(fcntl(fd, F_GETFL) & O_ACCMODE) == O_RDWR ? 0 : (errno = EBADF, -1)));
+	}
+}
+
 static int map_fd(int s, int argc, char **argv)
 {
 	if (argc < 2)
 		return 2;
 	int fd = open_arg(argv[0], argv[1]);
 	vy_client_map_in in = {0};
+	for (int i = 2; i < argc; i++) {
+		if (!strcmp(argv[i], "readonly"))
+			in.flags |= VY_CLIENT_MAP_READONLY;
+		if (!strncmp(argv[i], "mapflags=", 9))
+			in.flags = (uint32_t)strtoul(argv[i] + 9, NULL, 0);
+	}
 	reply r;
 	int got = request(s, VY_OP_CLIENT_MAP, &in, sizeof(in), &fd, 1, &r);
 	int rc = show_status(got, &r);
@@ -298,6 +341,8 @@ static int map_fd(int s, int argc, char **argv)
 			printf("ftruncate grow: %s\n", ftruncate(r.fds[0], (off_t)out.bytes + (4 << 20)) == 0 ? "OK" : strerrorname_np(errno));
 			printf("ftruncate 0: %s\n", ftruncate(r.fds[0], 0) == 0 ? "OK" : strerrorname_np(errno));
 		}
+		if (!strcmp(argv[i], "escalate"))
+			escalate(&r);
 	}
 	return 0;
 }

@@ -23,6 +23,18 @@ setUp() {
 
 py() { python3 - "$MNT" "$@"; }
 
+# Issue 67 (edges) 4: a GPU cannot keep a program from writing memory it
+# was handed (the importer sets its own access), so the cuda backend maps
+# no file read-only: the reader is refused with a Fix, nothing mapped.
+test_a_read_only_mapping_is_refused_with_a_fix() {
+	truncate -s 4M "$MNT/model"
+	err=$("$BUILD/tests/client/vymap" ro-cat "$MNT/model" 2>&1 >/dev/null)
+	assertEquals "EOPNOTSUPP" 95 $?
+	assertContains "$err" "the cuda backend cannot map a file read-only"
+	assertContains "$err" "(Fix: copy the file into one of your own"
+	assertEquals "nothing mapped" 0 "$(stat_of mapped_bytes)"
+}
+
 test_torch_sums_a_file_written_with_cp() {
 	have torch || { skip_test "needs torch"; return; }
 	python3 -c "import numpy as np; np.arange(1 << 22, dtype=np.float32).__mod__(1000).tofile('$MNT.src')"

@@ -6,7 +6,9 @@
  *    just read a FUSE request of opcode N that carries the name S (empty:
  *    any; in a WRITE: the written text, with no NUL) SIGKILLs itself, once FILE exists; it removes FILE first, so only
  *    one dies. With KILLSHIM_AT=reply it dies instead as it is about to
- *    write that request's reply: the change made and kept, not answered.
+ *    write that request's reply: the change made and kept, not answered;
+ *    with KILLSHIM_AT=replied, just after it wrote it: answered, and dead
+ *    before anyone acts on the answer (a socket's name read, not reached).
  *  KILLSHIM_ADOPT=1: every successor (vyrefs --adopt) SIGKILLs itself as
  *    it starts.
  *  KILLSHIM_IO=FILE: a daemon SIGKILLs itself at its first pread or pwrite
@@ -18,6 +20,9 @@
  *    that type once FILE exists (removed first): a MAP's reply to its
  *    client (stream), or a client socket on its way to the keeper
  *    (seqpacket).
+ *  KILLSHIM_DROP=FILE: a process SIGKILLs itself right after it sent its
+ *    keeper a DROP (memory freed: the keeper lets go of its slot), once
+ *    FILE exists (removed first).
  *  KILLSHIM_RECVFD=FILE: a process SIGKILLs itself as a recvmsg on a
  *    stream socket hands it fds, once FILE exists (removed first): a
  *    daemon that dies holding a client's fd of its own mount, whose close
@@ -42,6 +47,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "../../keeper/wire.h" /* (built without -I.: Makefile) */
 #include "shim_adopt.h"
 
 static bool successor; /* this process is vyrefs --adopt */
@@ -105,6 +111,16 @@ ssize_t pwrite(int fd, const void *buf, size_t len, off_t off)
 	return real(fd, buf, len, off);
 }
 
+/* KILLSHIM_DROP: whether `mh` is a DROP to the keeper (keeper/wire.h). */
+static bool keeper_drop(int fd, const struct msghdr *mh)
+{
+	int type = 0;
+	socklen_t len = sizeof(type);
+	const vy_keeper_msg *m = mh->msg_iovlen ? mh->msg_iov[0].iov_base : NULL;
+	return m && mh->msg_iov[0].iov_len >= sizeof(*m) && m->magic == VY_KEEPER_MAGIC && m->op == VY_KEEPER_DROP &&
+	       getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) == 0 && type == SOCK_SEQPACKET;
+}
+
 ssize_t sendmsg(int fd, const struct msghdr *mh, int flags)
 {
 	static ssize_t (*real)(int, const struct msghdr *, int);
@@ -116,6 +132,13 @@ ssize_t sendmsg(int fd, const struct msghdr *mh, int flags)
 	if (arm && want && mh->msg_controllen && getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) == 0 &&
 	    type == (!strcmp(want, "seqpacket") ? SOCK_SEQPACKET : SOCK_STREAM) && unlink(arm) == 0)
 		kill(getpid(), SIGKILL);
+	const char *drop = getenv("KILLSHIM_DROP");
+	if (drop && keeper_drop(fd, mh) && access(drop, F_OK) == 0) {
+		ssize_t n = real(fd, mh, flags);
+		if (unlink(drop) == 0)
+			kill(getpid(), SIGKILL);
+		return n;
+	}
 	return real(fd, mh, flags);
 }
 
@@ -134,8 +157,10 @@ ssize_t recvmsg(int fd, struct msghdr *mh, int flags)
 	return n;
 }
 
-/* KILLSHIM_AT=reply: the request this thread read, to die at its reply. */
+/* KILLSHIM_AT=reply: the request this thread read, to die at its reply
+ * (replied: right after it). */
 static __thread uint64_t doomed;
+static __thread bool after_reply;
 
 ssize_t writev(int fd, const struct iovec *iov, int count)
 {
@@ -143,8 +168,11 @@ ssize_t writev(int fd, const struct iovec *iov, int count)
 	if (!real)
 		real = (ssize_t (*)(int, const struct iovec *, int))dlsym(RTLD_NEXT, "writev");
 	if (doomed && count > 0 && iov[0].iov_len >= sizeof(struct fuse_out_header) &&
-	    ((const struct fuse_out_header *)iov[0].iov_base)->unique == doomed)
+	    ((const struct fuse_out_header *)iov[0].iov_base)->unique == doomed) {
+		if (after_reply)
+			real(fd, iov, count);
 		kill(getpid(), SIGKILL);
+	}
 	return real(fd, iov, count);
 }
 
@@ -165,8 +193,10 @@ ssize_t read(int fd, void *buf, size_t len)
 	if (unlink(arm) != 0) /* not armed, or another took it */
 		return n;
 	const char *at = getenv("KILLSHIM_AT");
-	if (at && !strcmp(at, "reply"))
-		doomed = in->unique; /* dies at the reply */
+	if (at && (!strcmp(at, "reply") || !strcmp(at, "replied"))) {
+		doomed = in->unique; /* dies at the reply, or after it */
+		after_reply = !strcmp(at, "replied");
+	}
 	else
 		kill(getpid(), SIGKILL); /* dies holding the request */
 	return n;

@@ -135,9 +135,9 @@ static void exported_free_waits_for_its_mappings(void)
 	MUST(vy_store_alloc(f.c->store, 64, &s, E));
 	vy_export x;
 	vy_buffer_view v;
-	MUST_FAIL(VY_EINVAL, vy_store_export(f.c->store, s, false, &v, &x, E));
+	MUST_FAIL(VY_EINVAL, vy_store_export(f.c->store, s, 0, &v, &x, E));
 	CHECK_EQ(x.n, 0);
-	MUST(vy_store_export(f.c->store, h, true, &v, &x, E));
+	MUST(vy_store_export(f.c->store, h, VY_EXPORT_UNTRUSTED, &v, &x, E));
 	CHECK_EQ(x.n, 1);
 	CHECK(x.fd[0] >= 0);
 	CHECK_EQ(v.alloc, 2 * MiB);
@@ -261,7 +261,7 @@ static void buffer_grows_in_place_and_shrinks_by_pieces(void)
 	up = (vy_upload){.handle = h, .offset = 40 * MiB - 1 * MiB, .src = pat, .len = 2 * MiB};
 	MUST(vy_upload_many(f.c, &up, 1, E));
 	vy_export x;
-	MUST(vy_store_export(f.c->store, h, false, &v, &x, E));
+	MUST(vy_store_export(f.c->store, h, 0, &v, &x, E));
 	CHECK_EQ(x.n, 4);
 	CHECK(x.chunk[0] == 2 * MiB && x.chunk[1] == 2 * MiB && x.chunk[2] == 36 * MiB && x.chunk[3] == 6 * MiB);
 	vy_device *inner = f.d->inner;
@@ -377,14 +377,14 @@ static void holes_cost_nothing_until_backed(void)
 	MUST(vy_readback_many(f.c, &rb, 1, E));
 	CHECK(memcmp(back + MiB, pat, 4096) == 0 && back[0] == 0 && back[MiB - 1] == 0 && back[MiB + 4096] == 0);
 	vy_export x;
-	MUST_FAIL(VY_EINVAL, vy_store_export(f.c->store, h, false, &v, &x, E));
+	MUST_FAIL(VY_EINVAL, vy_store_export(f.c->store, h, 0, &v, &x, E));
 	MUST(vy_store_punch(f.c->store, h, 3 * MiB, 4 * MiB, &v, E));
 	CHECK_EQ(v.holes, 8 * MiB);
 	CHECK_EQ(snap(&f).resident_bytes, 0);
 	MUST(vy_store_back(f.c->store, h, 0, UINT64_MAX, zero_with_core, f.c, &v, E));
 	CHECK_EQ(v.holes, 0);
 	CHECK(vy_store_shareable(f.c->store, h));
-	MUST(vy_store_export(f.c->store, h, false, &v, &x, E));
+	MUST(vy_store_export(f.c->store, h, 0, &v, &x, E));
 	CHECK_EQ(x.n, 1); /* one run of holes, one piece */
 	vy_export_close(&x);
 	MUST(vy_store_unexport(f.c->store, h, E));

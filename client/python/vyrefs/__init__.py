@@ -14,9 +14,12 @@ Whole models: vyrefs.torch.load_state_dict / attach / save, and
 vyrefs.transformers.from_pretrained (each imports its framework when used).
 
 The mapping is the file's device memory itself. Tensors made from it must
-not outlive it: keep `m` open while they are used. The file needs write
-permission (the GPU cannot enforce a read-only mapping), and while it is
-mapped it cannot be resized.
+not outlive it: keep `m` open while they are used. A file this process may
+write is mapped for reading and writing; one it may only read, read-only
+(vyrefs.map(..., readonly=True) asks for that): its tensors read, a write
+faults in this process, and the file never changes. The cuda backend maps
+no file read-only (docs/client.md says why, and what to do). While it is
+mapped a file cannot be resized.
 
 A thin ctypes layer over libvyrefs.so (client/vyrefs.h), found through
 VYREFS_LIB, else the loader's search path.
@@ -156,17 +159,27 @@ def _capsule_destructor(capsule):
         _live.pop(_pyapi.PyCapsule_GetPointer(capsule, b"dltensor"), None)
 
 
+_MAP_READONLY = 1  # client/vyrefs.h VY_MAP_READONLY
+
+
 class Mapping:
     """A file of a vyrefs mount, mapped: `ptr`, `size` (bytes), `device`
-    (CUDA ordinal, or -1 on the host backend), `shape` and `dtype`."""
+    (CUDA ordinal, or -1 on the host backend), `shape`, `dtype` and
+    `readonly`. `readonly` None (the default): read-only when this process
+    may not write the file, so a reader of a 0644 model maps it; a write
+    through a read-only mapping faults in this process, and the file never
+    changes (docs/client.md: the cuda backend refuses it, with a Fix)."""
 
-    def __init__(self, path, dtype="uint8", shape=None):
+    def __init__(self, path, dtype="uint8", shape=None, readonly=None):
         lib = _library()
         self._h = None
         self.dtype = _dtype_name(dtype)
         typestr, itemsize, _ = _DTYPES[self.dtype]
+        if readonly is None:
+            readonly = os.path.exists(path) and not os.access(path, os.W_OK)
+        self.readonly = bool(readonly)
         h = ctypes.c_void_p()
-        _check(lib.vy_map(os.fsencode(path), 0, ctypes.byref(h)))
+        _check(lib.vy_map(os.fsencode(path), _MAP_READONLY if self.readonly else 0, ctypes.byref(h)))
         self._h = h
         self.path = path
         self.ptr = lib.vy_mapping_ptr(h)
@@ -223,7 +236,7 @@ class Mapping:
         typestr = _DTYPES[self.dtype][0]
         if typestr is None:
             raise AttributeError("vyrefs: bfloat16 has no array-interface type (Fix: use torch.from_dlpack(m))")
-        return {"shape": self.shape, "typestr": typestr, "data": (self.ptr, False), "version": 3,
+        return {"shape": self.shape, "typestr": typestr, "data": (self.ptr, self.readonly), "version": 3,
                 "strides": None}
 
     @property
@@ -234,17 +247,19 @@ class Mapping:
         typestr = _DTYPES[self.dtype][0]
         if typestr is None:
             raise AttributeError("vyrefs: numpy has no bfloat16")
-        return {"shape": self.shape, "typestr": typestr, "data": (self.ptr, False), "version": 3}
+        return {"shape": self.shape, "typestr": typestr, "data": (self.ptr, self.readonly), "version": 3}
 
     @property
     def buffer(self):
-        """Host backend only: the bytes as a writable memoryview."""
+        """Host backend only: the bytes as a memoryview (read-only where
+        the mapping is)."""
         self._open()
         if self.device >= 0:
             raise ValueError("vyrefs: device memory is not addressable from the CPU (Fix: use torch or cupy)")
         raw = (ctypes.c_char * self.nbytes).from_address(self.ptr)
         raw.mapping = self  # a view of the buffer keeps the memory mapped
-        return memoryview(raw).cast("B")
+        view = memoryview(raw).cast("B")
+        return view.toreadonly() if self.readonly else view
 
     def __dlpack_device__(self):
         return (2, self.device) if self.device >= 0 else (1, 0)  # kDLCUDA, kDLCPU
@@ -267,13 +282,15 @@ class Mapping:
 
     def __repr__(self):
         state = "closed" if self._h is None else "device %d" % self.device if self.device >= 0 else "host"
-        return "vyrefs.Mapping(%r, dtype=%s, shape=%s, %s)" % (self.path, self.dtype, self.shape, state)
+        return "vyrefs.Mapping(%r, dtype=%s, shape=%s, %s%s)" % (self.path, self.dtype, self.shape, state,
+                                                             ", read-only" if self.readonly else "")
 
 
-def map(path, dtype="uint8", shape=None):  # noqa: A001 - the name users expect
+def map(path, dtype="uint8", shape=None, readonly=None):  # noqa: A001 - the name users expect
     """Map the file at `path` as an array of `dtype` (a name, a numpy or a
-    torch dtype) and `shape` (default: the whole file, one dimension)."""
-    return Mapping(path, dtype=dtype, shape=shape)
+    torch dtype) and `shape` (default: the whole file, one dimension);
+    read-only where this process may not write it, or `readonly` says so."""
+    return Mapping(path, dtype=dtype, shape=shape, readonly=readonly)
 
 
 def copy(src, dst, threads=0):

@@ -145,7 +145,14 @@ def whole(m, skip=0):
     import torch
     if m.device >= 0:  # the array interface's owner is held: m, or _From holding m
         return torch.as_tensor(_From(m, skip) if skip else m, device="cuda:%d" % m.device)
-    return torch.frombuffer(m.buffer, dtype=torch.uint8, offset=skip)  # the buffer holds m
+    if not m.readonly:
+        return torch.frombuffer(m.buffer, dtype=torch.uint8, offset=skip)  # the buffer holds m
+    # A read-only mapping: torch has no read-only tensor and says so; its
+    # tensors read, and a write faults in this process (docs/client.md).
+    import warnings
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "The given buffer is not writable")
+        return torch.frombuffer(m.buffer, dtype=torch.uint8, offset=skip)
 
 
 def _allowed(a):
