@@ -64,7 +64,8 @@ void vy_mapconn_unmap_at(conn *c, size_t i)
 	c->maps[i] = c->maps[--c->nmaps];
 	pthread_rwlock_wrlock(&mp.in->lock);
 	mp.in->maps--;
-	vy_backed_suspect(fs, mp.in); /* backing=DIR: what it wrote through the mapping goes back */
+	if (!mp.readonly)
+		vy_backed_suspect(fs, mp.in); /* backing=DIR: what it wrote through the mapping goes back */
 	/* A mapped file does not move: its device is the one it was mapped on. */
 	vy_core *core = vy_fs_core(fs, mp.in);
 	vy_store_unexport(core->store, mp.buf, NULL);
