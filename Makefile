@@ -111,7 +111,7 @@ $(BUILD)/vyrefs: $(FS_OBJ) $(LAUNCHER_OBJ) $(CLIENT_OBJ) $(CORE_LIB)
 	$(CC) $(CFLAGS) -o $@ $^ $(PKG_LIBS) $(LDLIBS)
 
 # The keeper (keeper/): libc only, no CUDA, no libfuse.
-KEEPER_OBJ := $(BUILD)/keeper/keeper.o $(BUILD)/keeper/wire.o $(BUILD)/keeper/leader.o $(BUILD)/keeper/trust.o
+KEEPER_OBJ := $(BUILD)/keeper/keeper.o $(BUILD)/keeper/wire.o $(BUILD)/keeper/leader.o $(BUILD)/keeper/trust.o $(BUILD)/keeper/say.o
 $(BUILD)/vyrefs-keeper: $(KEEPER_OBJ)
 	$(CC) $(CFLAGS) -o $@ $^
 
