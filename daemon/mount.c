@@ -9,6 +9,7 @@
 #include "fs/lifecycle.h"
 #include "fs/wbehind_keep.h"
 #include "daemon/log.h"
+#include "daemon/notify.h"
 #include "fs/ops.h"
 #include "daemon/session.h"
 #include "daemon/keeper_link.h"
@@ -192,6 +193,17 @@ static void unmount_adopted(const char *mountpoint, dev_t dev, int fuse_fd)
 		       mountpoint);
 }
 
+/* systemd (notify.h): the mount answers; the process to watch is the
+ * keeper under survive=on (-f: the pid systemd started, the keeper in its
+ * place), else this daemon. */
+static pid_t ready_main;
+static const char *ready_mountpoint;
+
+static void say_ready(void)
+{
+	vy_notify_ready(ready_main, ready_mountpoint);
+}
+
 /* survive= not given: a device that cannot keep its memory for a successor
  * (cuda without VMM's POSIX fd handles) turns it off for this mount, said
  * once; asked for, the mount fails below (vy_store_keep's Fix). The keeper
@@ -227,6 +239,7 @@ static uint64_t kept_slots(vy_core *const *cores, unsigned n)
 int vy_mount_serve(const vy_mount_args *a, vy_keeper_link *keeper, vy_keeper_adoption *adopt, vy_state *st)
 {
 	bool kept = keeper && keeper->sock >= 0;
+	vy_notify_init(); /* no launcher inherits NOTIFY_SOCKET */
 	raise_fd_limit();
 	int oom = vy_oom_exempt(false); /* a successor's too; its launchers go back to 0 */
 	vy_mount_devices opened = {0};
@@ -416,6 +429,11 @@ int vy_mount_serve(const vy_mount_args *a, vy_keeper_link *keeper, vy_keeper_ado
 		vy_resend_hook(&fs); /* requests keep their changes with their answers */
 	if (kept)
 		vy_upgrade_offer(&fs); /* .vyre/upgrade hands over to the binary now installed */
+	if (!adopt) { /* a successor's mount was ready long ago */
+		ready_main = keeper && keeper->sock >= 0 ? keeper->pid : getpid();
+		ready_mountpoint = a->mountpoint;
+		vy_session_on_answering(say_ready);
+	}
 	int rc = vy_session_loop(se, a->cfg.idle_threads);
 	vy_log_step("loop ended");
 	dev_t served_dev = vy_mapsrv_dev(&fs); /* read as it began to serve */
