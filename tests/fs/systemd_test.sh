@@ -29,7 +29,7 @@ notify_mount() {
 	python3 "$LISTEN" "$1" "$MNT" "$2" 60 >"$T/said" &
 	LISTENER=$!
 	wait_for "the listener" grep -qx listening "$T/said" || return 1
-	VY_LOG=$(mktemp "${VY_LOG_DIR:-/tmp}/vyrefs-log.XXXXXX")
+	mkdir -p "${VY_LOG_DIR:-/tmp}" && VY_LOG=$(mktemp "${VY_LOG_DIR:-/tmp}/vyrefs-log.XXXXXX") || return 1
 	NOTIFY_SOCKET=$1 env --default-signal=INT "$VYREFS" -f -o "backend=$backend,host_memory=1G${3:+,$3}" "$MNT" \
 		2>"$VY_LOG" &
 	VY_PID=$!

@@ -51,7 +51,7 @@ test_a_new_mount_at_the_same_point_works_at_once_after_umount() {
 	echo one >"$dir/f"
 	wait_for "the standby" standby_settled || return
 	if [ "$(id -u)" = 0 ]; then umount "$dir"; else fusermount3 -u "$dir"; fi || { fail "umount"; return; }
-	VY_LOG=$(mktemp "${VY_LOG_DIR:-/tmp}/vyrefs-log.XXXXXX")
+	VY_LOG=$(mktemp "${VY_LOG_DIR:-/tmp}/vyrefs-log.XXXXXX") || return 1
 	env --default-signal=INT "$VYREFS" -f -o "backend=$backend,host_memory=1G" "$dir" 2>"$VY_LOG" &
 	VY_PID=$!
 	wait_for "the new mount at $dir" vyrefs_live "$dir" || return
