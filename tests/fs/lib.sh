@@ -37,7 +37,9 @@ mount_vyrefs() {
 	# A background job starts with SIGINT ignored; a terminal's would not.
 	env --default-signal=INT "$VYREFS" -f -o "$opts" "$MNT" 2>"$VY_LOG" &
 	VY_PID=$!
-	for _ in $(seq 200); do
+	# Until it serves or ends, up to 60 s (six suites side by side on one
+	# GPU start their CUDA contexts together): a bound, not a timing.
+	for _ in $(seq 1200); do
 		if vyrefs_live "$MNT"; then
 			VY_DAEMON=$(stat_of pid)
 			[ -n "$VY_DAEMON" ] && return 0
