@@ -30,8 +30,9 @@ notify_mount() {
 	LISTENER=$!
 	wait_for "the listener" grep -qx listening "$T/said" || return 1
 	mkdir -p "${VY_LOG_DIR:-/tmp}" && VY_LOG=$(mktemp "${VY_LOG_DIR:-/tmp}/vyrefs-log.XXXXXX") || return 1
-	NOTIFY_SOCKET=$1 env --default-signal=INT "$VYREFS" -f -o "backend=$backend,host_memory=1G${3:+,$3}" "$MNT" \
-		2>"$VY_LOG" &
+	local opts="backend=$backend,host_memory=1G${3:+,$3}"
+	[ "${VY_TEST_GPU_SHARED:-0}" = 1 ] && opts+=",resident_budget=4G" # as mount_vyrefs, beside other suites
+	NOTIFY_SOCKET=$1 env --default-signal=INT "$VYREFS" -f -o "$opts" "$MNT" 2>"$VY_LOG" &
 	VY_PID=$!
 }
 
