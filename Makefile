@@ -111,7 +111,7 @@ $(BUILD)/vyrefs: $(FS_OBJ) $(LAUNCHER_OBJ) $(CLIENT_OBJ) $(CORE_LIB)
 	$(CC) $(CFLAGS) -o $@ $^ $(PKG_LIBS) $(LDLIBS)
 
 # The keeper (keeper/): libc only, no CUDA, no libfuse.
-KEEPER_OBJ := $(BUILD)/keeper/keeper.o $(BUILD)/keeper/wire.o $(BUILD)/keeper/leader.o $(BUILD)/keeper/trust.o
+KEEPER_OBJ := $(BUILD)/keeper/keeper.o $(BUILD)/keeper/wire.o $(BUILD)/keeper/leader.o $(BUILD)/keeper/trust.o $(BUILD)/keeper/say.o
 $(BUILD)/vyrefs-keeper: $(KEEPER_OBJ)
 	$(CC) $(CFLAGS) -o $@ $^
 
@@ -286,6 +286,9 @@ test-gpu:
 # /usr/local/bin is on the PATH mount(8) gives mount.fuse3, so fstab's
 # `fuse.vyrefs` entries find it there.
 PREFIX ?= /usr/local
+# systemd looks for units in /usr/local/lib/systemd/system too (docs/manual.md
+# "Under systemd"; systemd/README.md).
+SYSTEMD_UNIT_DIR ?= $(PREFIX)/lib/systemd/system
 install: $(BUILD)/vyrefs $(BUILD)/vyrefs-keeper $(LIB) $(BUILD)/vyrefs.pc
 	install -D -m 755 $(BUILD)/vyrefs $(DESTDIR)$(PREFIX)/bin/vyrefs
 	install -D -m 755 $(BUILD)/vyrefs-keeper $(DESTDIR)$(PREFIX)/bin/vyrefs-keeper
@@ -294,7 +297,10 @@ install: $(BUILD)/vyrefs $(BUILD)/vyrefs-keeper $(LIB) $(BUILD)/vyrefs.pc
 	install -D -m 644 $(BUILD)/vyrefs.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/vyrefs.pc
 	install -D -m 644 docs/vyrefs.8 $(DESTDIR)$(PREFIX)/share/man/man8/vyrefs.8
 	install -D -m 644 kernels/std.cu $(DESTDIR)$(PREFIX)/share/vyrefs/std.cu
+	sed 's|@PREFIX@|$(PREFIX)|g' systemd/vyrefs@.service.in >$(BUILD)/vyrefs@.service
+	install -D -m 644 $(BUILD)/vyrefs@.service $(DESTDIR)$(SYSTEMD_UNIT_DIR)/vyrefs@.service
 	-[ -n "$(DESTDIR)" ] || ldconfig
+	-[ -n "$(DESTDIR)" ] || [ ! -d /run/systemd/system ] || systemctl daemon-reload
 	@$(MAKE) --no-print-directory install-python
 
 # The Python module (client/python/vyrefs, plain .py files over
@@ -316,8 +322,9 @@ install-python:
 uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/bin/vyrefs $(DESTDIR)$(PREFIX)/bin/vyrefs-keeper $(DESTDIR)$(PREFIX)/lib/libvyrefs.so $(DESTDIR)$(PREFIX)/include/vyrefs.h \
 		$(DESTDIR)$(PREFIX)/lib/pkgconfig/vyrefs.pc $(DESTDIR)$(PREFIX)/share/man/man8/vyrefs.8 \
-		$(DESTDIR)$(PREFIX)/share/vyrefs/std.cu
+		$(DESTDIR)$(PREFIX)/share/vyrefs/std.cu $(DESTDIR)$(SYSTEMD_UNIT_DIR)/vyrefs@.service
 	[ -z "$(PYTHON_SITE)" ] || rm -rf $(DESTDIR)$(PYTHON_SITE)/vyrefs
+	-[ -n "$(DESTDIR)" ] || [ ! -d /run/systemd/system ] || systemctl daemon-reload
 
 clean:
 	rm -rf $(BUILD)

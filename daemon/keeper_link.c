@@ -2,6 +2,7 @@
 #include "daemon/keeper_link.h"
 #include "daemon/keeper_memory.h"
 #include "daemon/log.h"
+#include "daemon/notify.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -286,6 +287,8 @@ static void *watch(void *arg)
 			vy_log(LOG_WARNING, "the keeper (pid %d) is gone: the mount serves on, but no longer survives this "
 					    "daemon's death (Fix: umount and mount again to have a keeper)",
 			       (int)k->pid);
+			/* Under systemd this daemon is now what holds the mount. */
+			vy_notify_main(getpid(), "serving without a keeper: this daemon's death now ends the mount");
 			return NULL;
 		}
 		if (p[0].revents & POLLIN) {

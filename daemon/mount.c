@@ -9,6 +9,7 @@
 #include "fs/lifecycle.h"
 #include "fs/wbehind_keep.h"
 #include "daemon/log.h"
+#include "daemon/notify.h"
 #include "fs/ops.h"
 #include "daemon/session.h"
 #include "daemon/keeper_link.h"
@@ -192,6 +193,17 @@ static void unmount_adopted(const char *mountpoint, dev_t dev, int fuse_fd)
 		       mountpoint);
 }
 
+/* systemd (notify.h): the mount answers; the process to watch is the
+ * keeper under survive=on (-f: the pid systemd started, the keeper in its
+ * place), else this daemon. */
+static pid_t ready_main;
+static const char *ready_mountpoint;
+
+static void say_ready(void)
+{
+	vy_notify_ready(ready_main, ready_mountpoint);
+}
+
 /* survive= not given: a device that cannot keep its memory for a successor
  * (cuda without VMM's POSIX fd handles) turns it off for this mount, said
  * once; asked for, the mount fails below (vy_store_keep's Fix). The keeper
@@ -227,6 +239,7 @@ static uint64_t kept_slots(vy_core *const *cores, unsigned n)
 int vy_mount_serve(const vy_mount_args *a, vy_keeper_link *keeper, vy_keeper_adoption *adopt, vy_state *st)
 {
 	bool kept = keeper && keeper->sock >= 0;
+	vy_notify_init(); /* no launcher inherits NOTIFY_SOCKET */
 	raise_fd_limit();
 	int oom = vy_oom_exempt(false); /* a successor's too; its launchers go back to 0 */
 	vy_mount_devices opened = {0};
@@ -416,9 +429,16 @@ int vy_mount_serve(const vy_mount_args *a, vy_keeper_link *keeper, vy_keeper_ado
 		vy_resend_hook(&fs); /* requests keep their changes with their answers */
 	if (kept)
 		vy_upgrade_offer(&fs); /* .vyre/upgrade hands over to the binary now installed */
+	if (!adopt) { /* a successor's mount was ready long ago */
+		ready_main = keeper && keeper->sock >= 0 ? keeper->pid : getpid();
+		ready_mountpoint = a->mountpoint;
+		vy_session_on_answering(say_ready);
+	}
 	int rc = vy_session_loop(se, a->cfg.idle_threads);
+	vy_log_step("loop ended");
 	dev_t served_dev = vy_mapsrv_dev(&fs); /* read as it began to serve */
 	bool quiet = vy_mapsrv_stop(&fs);
+	vy_log_step("map server stopped");
 	if (kept) { /* before the writer goes: a late NOT_HELD would reach it freed */
 		vy_keeper_unwatch(keeper); /* the keeper ends once we exit 0 */
 		vy_keeper_link_memory(keeper, NULL);
@@ -426,6 +446,7 @@ int vy_mount_serve(const vy_mount_args *a, vy_keeper_link *keeper, vy_keeper_ado
 	if (km_ready)
 		atomic_store(&km.lost_fs, NULL);
 	vy_persist_stop(&fs); /* unmounted: what is freed now needs no successor */
+	vy_log_step("keeper link quiet, writer stopped");
 	fuse_session_unmount(se);
 	if (adopt && !vy_session_connection_gone())
 		unmount_adopted(a->mountpoint, served_dev, fuse_session_fd(se)); /* a signal ended it */
@@ -449,6 +470,7 @@ out:
 	if (fs_ready) {
 		vy_persist_stop(&fs);
 		vy_fs_destroy(&fs);
+		vy_log_step("filesystem destroyed");
 	}
 	vy_state_close(st);
 	for (unsigned d = 0; d < ncores && cores[d]; d++)
@@ -456,8 +478,11 @@ out:
 			vy_log(LOG_ERR, "releasing device %d's memory: %s", dev[d]->info.ordinal, e.msg);
 			status = 1;
 		}
-	if (kept)
+	vy_log_step("devices' memory freed");
+	if (kept) {
 		vy_keeper_release(keeper); /* the memory it holds, and its standby's context, back first */
+		vy_log_step("keeper released");
+	}
 	for (unsigned d = 0; d < ncores && cores[d]; d++) {
 		uint64_t free1 = 0, total;
 		if (dev[d]->ops->mem_info(dev[d], &free1, &total, &e) != VY_OK)
@@ -470,8 +495,10 @@ out:
 			       mounted ? "unmounted" : "after the failed mount of", a->mountpoint, dev[d]->info.ordinal,
 			       free1, free0[d]);
 	}
+	vy_log_step("baseline read");
 	vy_kept_counters_free(counters); /* after the cores counting into it */
 	vy_mount_devices_close(&opened);
+	vy_log_step("devices closed");
 	if (km_ready)
 		vy_keeper_memory_destroy(&km); /* after the stores: their frees went through it */
 	if (report_fd >= 0)

@@ -272,6 +272,13 @@ static void keep_init_reply(const struct iovec *iov, int count)
 		vy_log(LOG_ERR, "cannot keep the INIT exchange for a successor: %s", e.msg);
 }
 
+static void (*on_answering)(void);
+
+void vy_session_on_answering(void (*fn)(void))
+{
+	on_answering = fn;
+}
+
 static ssize_t io_writev(int fd, struct iovec *iov, int count, void *userdata)
 {
 	(void)userdata;
@@ -311,6 +318,8 @@ static ssize_t io_writev(int fd, struct iovec *iov, int count, void *userdata)
 		hooks->sent(unique);
 	if (reply && !init)
 		answered_one();
+	if (init && res >= 0 && on_answering)
+		on_answering(); /* the INIT reply is the kernel's: the mount answers */
 	return res;
 }
 

@@ -103,6 +103,10 @@ int vy_session_loop(struct fuse_session *se, unsigned waiting);
  * now (issue "posix 3"). */
 bool vy_session_connection_gone(void);
 
+/* fn runs once, after the first daemon's reply to the kernel's INIT is
+ * written: from then on the mount answers (systemd's READY, notify.h). */
+void vy_session_on_answering(void (*fn)(void));
+
 /* Called by the reply hook (session.c) just before a reply goes out: the
  * worker sending it is about to wait again, so a worker that takes the next
  * request need not wake another for its place. */

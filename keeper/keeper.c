@@ -13,13 +13,13 @@
 #include "keeper/wire.h"
 #include "keeper/trust.h"
 #include "keeper/leader.h"
+#include "keeper/say.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,7 +42,7 @@
 #define SEND_TIMEOUT_S 10
 
 static struct {
-	bool detached; /* logs to syslog; the first daemon gets saved[] as stdio */
+	bool detached; /* logs to syslog (say.h); the first daemon gets saved[] as stdio */
 	int report_fd; /* mount.c's pipe to the waiting parent, for the first daemon */
 	int saved[3];  /* the first daemon's stdio, when detached */
 	char **first_argv, **adopt_argv;
@@ -55,6 +55,7 @@ static struct {
 	int standby_sock; /* its socketpair, -1: none */
 	bool standby_ready; /* it said its devices are open (the serving daemon knows) */
 	bool standby_follows; /* it was sent the state to follow */
+	bool standby_ending; /* killed as the daemon left: reaped quietly */
 	uint64_t leader_gone_ns; /* when the first thread was seen gone, the rest not (0: not seen) */
 	pid_t dying;   /* a daemon taken for dead whose other threads still end (reaped later) */
 	uint64_t dying_takeover; /* the takeover its link's close started (0: none), for its cause's log line */
@@ -71,40 +72,20 @@ static struct {
 	uint64_t not_held;
 } k = {.report_fd = -1, .saved = {-1, -1, -1}, .sock = -1, .standby_sock = -1};
 
-static void say(int prio, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void say(int prio, const char *fmt, ...)
-{
-	char line[512];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(line, sizeof(line), fmt, ap);
-	va_end(ap);
-	if (k.detached)
-		syslog(prio, "%s", line);
-	else
-		fprintf(stderr, "vyrefs-keeper: %s\n", line);
-}
-
-static uint64_t now_ns(void)
-{
-	struct timespec t;
-	if (clock_gettime(CLOCK_MONOTONIC, &t) != 0)
-		return 0;
-	return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
-}
-
 /* Close every slot and end with the daemon's status: the last fd of
  * /dev/fuse closed, the kernel ends the connection. */
 static void drop_standby(void);
 
 static void finish(int status)
 {
+	vy_keeper_step("daemon reaped");
 	drop_standby();
 	for (unsigned i = 0; i < k.nslots; i++)
 		if (k.slots[i] >= 0)
 			close(k.slots[i]);
 	if (k.sock >= 0)
 		close(k.sock);
+	vy_keeper_step("slots closed, exiting");
 	exit(status);
 }
 
@@ -123,17 +104,17 @@ static int spawn(bool adopt, bool standby, pid_t *pid_out, int *sock_out)
 	bool at_path = held < 0 || (k.upgrading && !k.fallback && !standby);
 	char why[600];
 	if (at_path && held >= 0 && !vy_trusted_binary(av[0], geteuid(), why, sizeof(why))) {
-		say(LOG_ERR, "upgrade: the binary at %s is not run: %s; the binary that serves (slot 3) goes on", av[0], why);
+		vy_keeper_say(LOG_ERR, "upgrade: the binary at %s is not run: %s; the binary that serves (slot 3) goes on", av[0], why);
 		at_path = false;
 	}
 	int sv[2];
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
-		say(LOG_ERR, "cannot create a socketpair: %s", strerror(errno));
+		vy_keeper_say(LOG_ERR, "cannot create a socketpair: %s", strerror(errno));
 		return -1;
 	}
 	pid_t pid = fork();
 	if (pid < 0) {
-		say(LOG_ERR, "cannot fork: %s", strerror(errno));
+		vy_keeper_say(LOG_ERR, "cannot fork: %s", strerror(errno));
 		close(sv[0]);
 		close(sv[1]);
 		return -1;
@@ -178,12 +159,12 @@ static int spawn(bool adopt, bool standby, pid_t *pid_out, int *sock_out)
 	close(sv[1]);
 	struct timeval tv = {.tv_sec = SEND_TIMEOUT_S};
 	if (setsockopt(sv[0], SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) != 0)
-		say(LOG_WARNING, "cannot bound sends to the daemon: %s", strerror(errno));
+		vy_keeper_say(LOG_WARNING, "cannot bound sends to the daemon: %s", strerror(errno));
 	/* The peer is the child we just started: same user. */
 	struct ucred cr;
 	socklen_t len = sizeof(cr);
 	if (getsockopt(sv[0], SOL_SOCKET, SO_PEERCRED, &cr, &len) != 0 || cr.uid != geteuid()) {
-		say(LOG_ERR, "the daemon's socketpair has another owner");
+		vy_keeper_say(LOG_ERR, "the daemon's socketpair has another owner");
 		close(sv[0]);
 		return -1;
 	}
@@ -200,7 +181,7 @@ static void tell_standby(pid_t pid)
 	vy_keeper_msg_init(&m, VY_KEEPER_STANDBY);
 	m.pid = (int32_t)pid;
 	if (k.sock >= 0 && vy_keeper_send(k.sock, &m, NULL) != 0)
-		say(LOG_WARNING, "cannot tell the daemon about its standby: %s", strerror(errno));
+		vy_keeper_say(LOG_WARNING, "cannot tell the daemon about its standby: %s", strerror(errno));
 }
 
 /* The standby no longer waits (ended, or taking over). */
@@ -211,6 +192,7 @@ static void forget_standby(bool tell)
 	k.standby = 0;
 	k.standby_ready = false;
 	k.standby_follows = false;
+	k.standby_ending = false;
 	if (k.standby_sock >= 0)
 		close(k.standby_sock);
 	k.standby_sock = -1;
@@ -232,7 +214,7 @@ static void send_state(void)
 	m.slot[2] = VY_KEEPER_SLOT_IMAGE_B;
 	m.count = 3;
 	if (vy_keeper_send(k.standby_sock, &m, fds) != 0)
-		say(LOG_WARNING, "cannot hand the standby the kept state to follow: %s", strerror(errno));
+		vy_keeper_say(LOG_WARNING, "cannot hand the standby the kept state to follow: %s", strerror(errno));
 }
 
 /* The standby's message: its devices are open. */
@@ -267,17 +249,36 @@ static void drop_standby(void)
 	forget_standby(true);
 }
 
+/* The serving daemon leaves on purpose (an unmount, an upgrade, a failed
+ * start): whatever follows, its standby takes nothing (an upgrade starts
+ * the binary at the path, a refused state slot 3's, anything else ends the
+ * keeper), so it is killed now and its driver's teardown runs beside the
+ * daemon's own; it is reaped at RELEASE or at its SIGCHLD. */
+static void end_standby_early(void)
+{
+	if (k.standby <= 0 || k.standby_ending)
+		return;
+	if (kill(k.standby, SIGKILL) != 0 && errno != ESRCH)
+		vy_keeper_say(LOG_WARNING, "cannot end the standby (pid %d): %s", (int)k.standby, strerror(errno));
+	k.standby_ending = true;
+	k.standby_ready = false; /* the daemon it would tell is leaving */
+	if (k.standby_sock >= 0)
+		close(k.standby_sock); /* take_successor takes no standby without it */
+	k.standby_sock = -1;
+	vy_keeper_step("standby killed");
+}
+
 /* A daemon serves with /dev/fuse handed: start the next one ahead. */
 static void start_standby(void)
 {
 	if (!k.standby_on || k.standby > 0 || k.daemon <= 0 || k.slots[VY_KEEPER_SLOT_FUSE] < 0)
 		return;
 	if (spawn(true, true, &k.standby, &k.standby_sock) != 0) {
-		say(LOG_WARNING, "cannot start a standby successor; the next takeover starts one after the death");
+		vy_keeper_say(LOG_WARNING, "cannot start a standby successor; the next takeover starts one after the death");
 		return;
 	}
 	if (fcntl(k.standby_sock, F_SETFL, O_NONBLOCK) != 0)
-		say(LOG_WARNING, "cannot make the standby's socketpair non-blocking: %s", strerror(errno));
+		vy_keeper_say(LOG_WARNING, "cannot make the standby's socketpair non-blocking: %s", strerror(errno));
 	send_state(); /* at once: it follows the state while its devices open */
 }
 
@@ -335,7 +336,7 @@ static int hand_over(uint64_t death_ns, int st, bool reaped)
 static void not_held(const uint32_t *slot, uint32_t n, const char *why)
 {
 	if (k.not_held++ == 0)
-		say(LOG_ERR, "cannot hold memory the daemon handed: %s; the mount no longer survives a death: the next "
+		vy_keeper_say(LOG_ERR, "cannot hold memory the daemon handed: %s; the mount no longer survives a death: the next "
 			     "one ends its connection, as with survive=off (Fix: raise the open-file limit the mount "
 			     "starts with, then umount and mount again)", why);
 	if (k.daemon <= 0 || k.sock < 0)
@@ -345,7 +346,7 @@ static void not_held(const uint32_t *slot, uint32_t n, const char *why)
 	for (uint32_t i = 0; slot && i < n && i < VY_KEEPER_BATCH; i++)
 		m.slot[m.count++] = slot[i];
 	if (vy_keeper_send(k.sock, &m, NULL) != 0 && k.not_held == 1)
-		say(LOG_WARNING, "cannot tell the daemon of memory not held: %s (the next death ends the mount all "
+		vy_keeper_say(LOG_WARNING, "cannot tell the daemon of memory not held: %s (the next death ends the mount all "
 				 "the same)", strerror(errno));
 }
 
@@ -364,9 +365,10 @@ static void put_slot(uint32_t s, int fd)
 /* The daemon unmounted cleanly and freed its memory: the memory slots
  * close and the standby ends (reaped: its driver state is gone), so every
  * byte is back on the devices before the daemon's last check; then it is
- * told. */
+ * told, and the other slots close. */
 static void release(void)
 {
+	vy_keeper_step("RELEASE");
 	k.leaving = true;
 	k.released = true;
 	for (unsigned s = VY_KEEPER_SLOT_MEMORY; s < k.nslots; s++)
@@ -374,12 +376,23 @@ static void release(void)
 			close(k.slots[s]);
 			k.slots[s] = -1;
 		}
+	vy_keeper_step("memory slots closed");
 	k.standby_on = false; /* none after this */
 	drop_standby();
+	vy_keeper_step("standby reaped");
 	vy_keeper_msg m;
 	vy_keeper_msg_init(&m, VY_KEEPER_RELEASED);
 	if (k.sock >= 0 && vy_keeper_send(k.sock, &m, NULL) != 0)
-		say(LOG_WARNING, "cannot tell the daemon its memory is released: %s", strerror(errno));
+		vy_keeper_say(LOG_WARNING, "cannot tell the daemon its memory is released: %s", strerror(errno));
+	/* No successor follows a release: the rest (the state region's
+	 * pages, host memory) is freed now, beside the daemon's last steps,
+	 * not after its exit. */
+	for (unsigned s = 0; s < VY_KEEPER_SLOT_MEMORY && s < k.nslots; s++)
+		if (k.slots[s] >= 0) {
+			close(k.slots[s]);
+			k.slots[s] = -1;
+		}
+	vy_keeper_step("state slots closed");
 }
 
 static void handle(const vy_keeper_msg *m, int *fds)
@@ -405,6 +418,8 @@ static void handle(const vy_keeper_msg *m, int *fds)
 		break;
 	case VY_KEEPER_LEAVING:
 		k.leaving = true;
+		vy_keeper_step("LEAVING");
+		end_standby_early();
 		break;
 	case VY_KEEPER_RELEASE:
 		release();
@@ -419,7 +434,7 @@ static void handle(const vy_keeper_msg *m, int *fds)
 	case VY_KEEPER_STANDBY_READY:
 		break; /* sent as a standby, its devices opening beside the handover */
 	default:
-		say(LOG_WARNING, "the daemon sent message %u, which goes the other way; ignored", m->op);
+		vy_keeper_say(LOG_WARNING, "the daemon sent message %u, which goes the other way; ignored", m->op);
 		for (uint32_t i = 0; i < m->count; i++)
 			if (fds[i] >= 0)
 				close(fds[i]);
@@ -455,31 +470,17 @@ static void drain(void)
 	}
 }
 
-static void describe(int st, bool reaped, char *out, size_t cap)
-{
-	if (!reaped)
-		snprintf(out, cap, "found dead (its link closed unannounced)");
-	else if (WIFSIGNALED(st))
-		snprintf(out, cap, "killed by SIG%s", sigabbrev_np(WTERMSIG(st)) ? sigabbrev_np(WTERMSIG(st)) : "?");
-	else if (WEXITSTATUS(st) == VY_EXIT_TAKEOVER)
-		snprintf(out, cap, "handing over (vyrefs --upgrade)");
-	else if (WEXITSTATUS(st) == VY_EXIT_REFUSED)
-		snprintf(out, cap, "refusing the kept state (another state format)");
-	else
-		snprintf(out, cap, "exited with status %d", WEXITSTATUS(st));
-}
-
 /* The daemon ended: end too, or start its successor. Not reaped (its
  * link closed, link_closed), st means nothing: it died unannounced. */
 static void died(int st, bool reaped)
 {
-	uint64_t t = now_ns();
+	uint64_t t = vy_keeper_now_ns();
 	pid_t was = k.daemon;
 	k.daemon = 0;
 	k.leader_gone_ns = 0;
 	if (k.sock >= 0) {
 		if (fcntl(k.sock, F_SETFL, O_NONBLOCK) != 0)
-			say(LOG_WARNING, "cannot read the daemon's last messages: %s", strerror(errno));
+			vy_keeper_say(LOG_WARNING, "cannot read the daemon's last messages: %s", strerror(errno));
 		else
 			drain();
 	}
@@ -490,49 +491,49 @@ static void died(int st, bool reaped)
 	k.leaving = k.serving = false; /* the next daemon says its own */
 	if (k.released) { /* it unmounted and the memory went: whatever ended it, nothing is left to take over */
 		char cause[64];
-		describe(st, reaped, cause, sizeof(cause));
+		vy_keeper_describe(st, reaped, cause, sizeof(cause));
 		if (!reaped || !WIFEXITED(st)) /* an exit's status is its own log's to explain */
-			say(LOG_WARNING, "the daemon (pid %d) was %s after it released the mount's memory; the keeper "
+			vy_keeper_say(LOG_WARNING, "the daemon (pid %d) was %s after it released the mount's memory; the keeper "
 					 "ends with it", (int)was, cause);
 		finish(reaped && WIFEXITED(st) ? WEXITSTATUS(st) : 1);
 	}
 	if (reaped && WIFEXITED(st) && WEXITSTATUS(st) == VY_EXIT_BROKEN && k.takeovers > 0) {
-		say(LOG_ERR, "the successor (pid %d) found the kept state not exact (the daemon before it could not keep "
+		vy_keeper_say(LOG_ERR, "the successor (pid %d) found the kept state not exact (the daemon before it could not keep "
 			     "a change: their logs say which); the mount's connection ends, as with survive=off (Fix: "
 			     "umount and mount again)", (int)was);
 		finish(1);
 	}
 	bool refused = reaped && WIFEXITED(st) && WEXITSTATUS(st) == VY_EXIT_REFUSED && k.takeovers > 0;
 	if (refused && (k.fallback || k.slots[VY_KEEPER_SLOT_BINARY] < 0)) {
-		say(LOG_ERR, "the daemon (pid %d) refused the kept state, and no other binary can take it; giving up, the "
+		vy_keeper_say(LOG_ERR, "the daemon (pid %d) refused the kept state, and no other binary can take it; giving up, the "
 			     "mount's connection ends (Fix: see the log, then umount and mount again)", (int)was);
 		finish(1);
 	}
 	if (reaped && WIFEXITED(st) && WEXITSTATUS(st) != VY_EXIT_TAKEOVER && !refused)
 		finish(WEXITSTATUS(st)); /* unmounted, or a failed mount */
 	if (k.not_held) {
-		say(LOG_ERR, "the daemon (pid %d) ended, and %llu of the memory it handed was not held here: a successor "
+		vy_keeper_say(LOG_ERR, "the daemon (pid %d) ended, and %llu of the memory it handed was not held here: a successor "
 			     "would serve files without their bytes; the mount's connection ends, as with survive=off "
 			     "(Fix: umount and mount again)", (int)was, (unsigned long long)k.not_held);
 		finish(1);
 	}
 	if (refused) {
-		say(LOG_WARNING, "the successor (pid %d) refused the kept state (another state format; its log says "
+		vy_keeper_say(LOG_WARNING, "the successor (pid %d) refused the kept state (another state format; its log says "
 				 "which); starting the binary that wrote it (slot 3) in its place (Fix: install a vyrefs "
 				 "that reads this format: vyrefs --build-info shows state_format)", (int)was);
 		k.fallback = true;
 	}
 	char cause[64];
-	describe(st, reaped, cause, sizeof(cause));
+	vy_keeper_describe(st, reaped, cause, sizeof(cause));
 	if (k.slots[VY_KEEPER_SLOT_FUSE] < 0) {
-		say(LOG_ERR, "the daemon (pid %d) was %s before it handed over /dev/fuse (its mount failed, or it served "
+		vy_keeper_say(LOG_ERR, "the daemon (pid %d) was %s before it handed over /dev/fuse (its mount failed, or it served "
 			     "with survive off: a device that cannot share memory): nothing to keep", (int)was, cause);
 		finish(1);
 	}
 	k.deaths[k.ndeaths % DEATHS_MAX] = t;
 	k.ndeaths++;
 	if (k.ndeaths >= DEATHS_MAX && t - k.deaths[k.ndeaths % DEATHS_MAX] < DEATHS_WINDOW_NS) {
-		say(LOG_ERR, "the daemon (pid %d) was %s: %d deaths within %llu s; giving up, the mount's connection "
+		vy_keeper_say(LOG_ERR, "the daemon (pid %d) was %s: %d deaths within %llu s; giving up, the mount's connection "
 			     "ends (Fix: see the log for why it dies, then umount and mount again)",
 		    (int)was, cause, DEATHS_MAX, DEATHS_WINDOW_NS / 1000000000ull);
 		finish(1);
@@ -542,10 +543,10 @@ static void died(int st, bool reaped)
 	bool fresh = k.fallback || k.upgrading, standby;
 	int rc = take_successor(fresh, &standby);
 	if (standby)
-		say(LOG_NOTICE, "the daemon (pid %d) was %s; its standby successor (pid %d) takes over (takeover %llu)",
+		vy_keeper_say(LOG_NOTICE, "the daemon (pid %d) was %s; its standby successor (pid %d) takes over (takeover %llu)",
 		    (int)was, cause, (int)k.daemon, (unsigned long long)k.takeovers);
 	else
-		say(LOG_NOTICE, "the daemon (pid %d) was %s; starting its successor (takeover %llu)", (int)was, cause,
+		vy_keeper_say(LOG_NOTICE, "the daemon (pid %d) was %s; starting its successor (takeover %llu)", (int)was, cause,
 		    (unsigned long long)k.takeovers);
 	if (!reaped) {
 		k.dying = was;
@@ -555,7 +556,7 @@ static void died(int st, bool reaped)
 	if (!handed && rc == 0 && standby) {
 		/* The standby ended as it was handed the mount (a binary that
 		 * exits at start): one started now takes it instead. */
-		say(LOG_WARNING, "the standby successor (pid %d) did not take the mount: %s; starting its successor",
+		vy_keeper_say(LOG_WARNING, "the standby successor (pid %d) did not take the mount: %s; starting its successor",
 		    (int)k.daemon, strerror(errno));
 		kill(k.daemon, SIGKILL);
 		while (waitpid(k.daemon, NULL, 0) < 0 && errno == EINTR)
@@ -568,17 +569,17 @@ static void died(int st, bool reaped)
 		/* It ended as it was handed the mount (it died at its start): its
 		 * SIGCHLD counts a death and starts the next, as for any death
 		 * (five within 10 s give up). */
-		say(LOG_WARNING, "the successor (pid %d) did not take the mount: %s; its death counts, and another is started",
+		vy_keeper_say(LOG_WARNING, "the successor (pid %d) did not take the mount: %s; its death counts, and another is started",
 		    (int)k.daemon, strerror(errno));
 		kill(k.daemon, SIGKILL);
 		return;
 	}
 	if (!handed) {
-		say(LOG_ERR, "cannot hand the mount to a successor: %s; giving up", strerror(errno));
+		vy_keeper_say(LOG_ERR, "cannot hand the mount to a successor: %s; giving up", strerror(errno));
 		finish(1);
 	}
 	if (fcntl(k.sock, F_SETFL, O_NONBLOCK) != 0)
-		say(LOG_WARNING, "cannot make the socketpair non-blocking: %s", strerror(errno));
+		vy_keeper_say(LOG_WARNING, "cannot make the socketpair non-blocking: %s", strerror(errno));
 }
 
 /* The standby ended before it was needed (a bad binary at the path, no
@@ -587,8 +588,8 @@ static void died(int st, bool reaped)
 static void standby_died(int st)
 {
 	char cause[64];
-	describe(st, true, cause, sizeof(cause));
-	say(LOG_WARNING, "the standby successor (pid %d) was %s before a takeover; the next takeover starts its "
+	vy_keeper_describe(st, true, cause, sizeof(cause));
+	vy_keeper_say(LOG_WARNING, "the standby successor (pid %d) was %s before a takeover; the next takeover starts its "
 			 "successor after the death (Fix: see the log for why it ended)", (int)k.standby, cause);
 	forget_standby(true);
 }
@@ -598,8 +599,8 @@ static void reaped_dying(int st)
 {
 	if (k.dying_takeover) {
 		char cause[64];
-		describe(st, true, cause, sizeof(cause));
-		say(LOG_NOTICE, "the daemon (pid %d) found dead at takeover %llu was %s", (int)k.dying, (unsigned long long)k.dying_takeover,
+		vy_keeper_describe(st, true, cause, sizeof(cause));
+		vy_keeper_say(LOG_NOTICE, "the daemon (pid %d) found dead at takeover %llu was %s", (int)k.dying, (unsigned long long)k.dying_takeover,
 		    cause);
 	}
 	k.dying = 0;
@@ -625,7 +626,7 @@ static void on_signal(void)
 		if (si.ssi_signo != SIGCHLD) {
 			/* Asked to stop: the daemon unmounts and exits 0, then so do we. */
 			if (k.daemon > 0 && kill(k.daemon, (int)si.ssi_signo) != 0)
-				say(LOG_WARNING, "cannot pass signal %u to the daemon: %s", si.ssi_signo, strerror(errno));
+				vy_keeper_say(LOG_WARNING, "cannot pass signal %u to the daemon: %s", si.ssi_signo, strerror(errno));
 			continue;
 		}
 		int st;
@@ -633,6 +634,8 @@ static void on_signal(void)
 		while ((w = waitpid(-1, &st, WNOHANG)) > 0)
 			if (w == k.daemon)
 				died(st, true);
+			else if (w == k.standby && k.standby_ending)
+				forget_standby(false);
 			else if (w == k.standby)
 				standby_died(st);
 			else if (w == k.dying)
@@ -654,12 +657,12 @@ static void on_leader(void)
 		died(waited, true);
 		return;
 	}
-	uint64_t t = now_ns();
+	uint64_t t = vy_keeper_now_ns();
 	if (!k.leader_gone_ns)
 		k.leader_gone_ns = t;
 	if (t - k.leader_gone_ns < LEADER_GRACE_NS)
 		return; /* looked at again in VY_LEADER_LOOK_MS: killed, the rest ends within it */
-	say(LOG_WARNING, "the daemon (pid %d) is ending but one of its threads waits on the mount; its successor "
+	vy_keeper_say(LOG_WARNING, "the daemon (pid %d) is ending but one of its threads waits on the mount; its successor "
 			 "answers it", (int)was);
 	/* Stuck on a live mount, whatever status it ends with: not a clean
 	 * unmount (that leaves no mount to wait on). */
@@ -733,14 +736,14 @@ int main(int argc, char **argv)
 	for (int i = 1; i < n; i++)
 		k.adopt_argv[i + 1] = k.first_argv[i] = argv[a + i];
 	if (k.detached) {
-		openlog("vyrefs-keeper", LOG_PID, LOG_DAEMON);
+		vy_keeper_say_to_syslog();
 		/* The first daemon reports to the terminal until it is ready;
 		 * the keeper holds none of it, so a caller's pipe sees EOF. */
 		int null = open("/dev/null", O_RDWR | O_CLOEXEC);
 		for (int i = 0; i < 3; i++)
 			k.saved[i] = fcntl(i, F_DUPFD_CLOEXEC, 3);
 		if (null < 0 || dup2(null, 0) < 0 || dup2(null, 1) < 0 || dup2(null, 2) < 0)
-			say(LOG_WARNING, "cannot leave the terminal: %s", strerror(errno));
+			vy_keeper_say(LOG_WARNING, "cannot leave the terminal: %s", strerror(errno));
 		if (null > 2)
 			close(null);
 	}
@@ -752,7 +755,7 @@ int main(int argc, char **argv)
 	sigaddset(&set, SIGHUP);
 	signal(SIGPIPE, SIG_IGN);
 	if (sigprocmask(SIG_BLOCK, &set, NULL) != 0 || (k.sigfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK)) < 0) {
-		say(LOG_ERR, "cannot watch for signals: %s", strerror(errno));
+		vy_keeper_say(LOG_ERR, "cannot watch for signals: %s", strerror(errno));
 		return 1;
 	}
 	if (spawn(false, false, &k.daemon, &k.sock) != 0)
@@ -765,14 +768,14 @@ int main(int argc, char **argv)
 		close(k.report_fd);
 	k.report_fd = -1;
 	if (fcntl(k.sock, F_SETFL, O_NONBLOCK) != 0)
-		say(LOG_WARNING, "cannot make the socketpair non-blocking: %s", strerror(errno));
+		vy_keeper_say(LOG_WARNING, "cannot make the socketpair non-blocking: %s", strerror(errno));
 	for (;;) {
 		struct pollfd p[3] = {{.fd = k.sigfd, .events = POLLIN},
 				      {.fd = k.sock, .events = POLLIN},
 				      {.fd = k.standby_sock, .events = POLLIN}};
 		int n = poll(p, 3, k.daemon > 0 ? VY_LEADER_LOOK_MS : -1);
 		if (n < 0 && errno != EINTR) {
-			say(LOG_ERR, "poll: %s", strerror(errno));
+			vy_keeper_say(LOG_ERR, "poll: %s", strerror(errno));
 			finish(1);
 		}
 		if (k.sock >= 0 && (p[1].revents & (POLLIN | POLLHUP | POLLERR)))

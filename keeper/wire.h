@@ -8,7 +8,9 @@
  *
  * daemon -> keeper: ADD (hold these fds in these slots, replacing what a
  *   slot held), DROP (close these slots), SERVING (answering requests),
- *   LEAVING (it ends on purpose: wait for its exit status), RELEASE
+ *   LEAVING (it ends on purpose: wait for its exit status; its standby
+ *   takes nothing then, and is killed at once, so its driver's teardown
+ *   runs beside the daemon's own), RELEASE
  *   (unmounted cleanly: close every memory slot and end the standby, then
  *   answer RELEASED, so the devices' memory is back before its last check;
  *   sent only to a keeper that set VY_KEEPER_ENV_RELEASE to its own pid

@@ -37,7 +37,9 @@ mount_vyrefs() {
 	# A background job starts with SIGINT ignored; a terminal's would not.
 	env --default-signal=INT "$VYREFS" -f -o "$opts" "$MNT" 2>"$VY_LOG" &
 	VY_PID=$!
-	for _ in $(seq 200); do
+	# Until it serves or ends, up to 60 s (six suites side by side on one
+	# GPU start their CUDA contexts together): a bound, not a timing.
+	for _ in $(seq 1200); do
 		if vyrefs_live "$MNT"; then
 			VY_DAEMON=$(stat_of pid)
 			[ -n "$VY_DAEMON" ] && return 0
@@ -56,20 +58,41 @@ mount_vyrefs() {
 	return 1
 }
 
+# How long an unmounted mount's process may take to exit before the test
+# fails (docs/survive.md "A clean unmount's end"): a bound against a hang,
+# not a timing; the wait ends at the exit itself.
+VY_EXIT_BOUND=${VY_EXIT_BOUND:-120}
+
+# wait_exit PID SECONDS: wait for the child PID to exit, woken by its exit
+# (bash's wait: SIGCHLD, no polling), at most SECONDS; its status in
+# VY_STATUS. Past the bound a watchdog kills it and wait_exit returns 1.
+# The watchdog is a session of its own (setsid: in a script its pid is
+# its group's), ended whole once the wait is over, by SIGKILL: before its
+# exec it is still a copy of this shell, whose traps (shunit2's TERM)
+# must not run there. It never signals this shell, and holds none of its
+# fds (a $(...) around wait_exit ends when it does). A child reaped
+# already, or not this shell's, gives status 127 at once.
+wait_exit() {
+	local pid=$1 flag dog late
+	flag=$(mktemp /tmp/vyrefs-late.XXXXXX) || return 1
+	setsid bash -c 'sleep "$1" && kill -9 "$2" 2>/dev/null && echo late >"$3"' _ "$2" "$pid" "$flag" \
+		</dev/null >/dev/null 2>&1 &
+	dog=$!
+	wait "$pid" 2>/dev/null
+	VY_STATUS=$?
+	kill -KILL -- -"$dog" 2>/dev/null || kill -KILL "$dog" 2>/dev/null
+	wait "$dog" 2>/dev/null
+	late=$(cat "$flag")
+	rm -f "$flag"
+	[ -z "$late" ]
+}
+
 # unmount_vyrefs: unmount, wait for the process, and check its last words.
 unmount_vyrefs() {
 	[ -n "$MNT" ] || return 0
 	fusermount3 -u "$MNT" 2>/dev/null || umount "$MNT" 2>/dev/null || umount -l "$MNT" 2>/dev/null
-	for _ in $(seq 200); do
-		kill -0 "$VY_PID" 2>/dev/null || break
-		sleep 0.05
-	done
-	if kill -0 "$VY_PID" 2>/dev/null; then
-		kill -9 "$VY_PID" 2>/dev/null
-		fail "vyrefs did not exit after unmount"
-	fi
-	wait "$VY_PID" 2>/dev/null
-	VY_STATUS=$?
+	wait_exit "$VY_PID" "$VY_EXIT_BOUND" ||
+		fail "vyrefs (pid $VY_PID) did not exit within $VY_EXIT_BOUND s of the unmount (Fix: see its log, $VY_LOG)"
 	[ "$MNT" = "$VY_NO_MOUNT" ] || rmdir "$MNT" 2>/dev/null
 	MNT=""
 }
@@ -86,9 +109,10 @@ daemon_alive() {
 	return 0
 }
 
-# wait_gone PATTERN: wait up to 10 s for the daemon matching it to exit.
+# wait_gone PATTERN: wait for the daemon matching it to exit, up to
+# VY_EXIT_BOUND s (a process not this shell's child: looked at every 50 ms).
 wait_gone() {
-	for _ in $(seq 200); do
+	for _ in $(seq $((VY_EXIT_BOUND * 20))); do
 		daemon_alive "$1" || return 0
 		sleep 0.05
 	done

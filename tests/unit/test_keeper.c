@@ -13,12 +13,14 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #define FAKE "--fake-daemon"
 #define FAKE_RELEASE "--fake-releasing-daemon"
 #define FAKE_RELEASE_DIE "--fake-releasing-daemon-killed"
+#define FAKE_LEAVING "--fake-leaving-daemon"
 
 static bool same_file(int a, int b)
 {
@@ -209,6 +211,23 @@ static int fake_successor(int out, int hold)
 	return vy_keeper_send(sock, &bye, NULL) == 0 ? 0 : 7;
 }
 
+/* The next message of `op` on sock within 10 s (its fds closed); false
+ * when none came. */
+static bool recv_op(int sock, uint32_t op, vy_keeper_msg *m)
+{
+	for (;;) {
+		struct pollfd pf = {.fd = sock, .events = POLLIN};
+		int fds[VY_KEEPER_BATCH];
+		if (poll(&pf, 1, 10000) != 1 || vy_keeper_recv(sock, m, fds) != 1)
+			return false;
+		for (uint32_t i = 0; i < m->count; i++)
+			if (fds[i] >= 0)
+				close(fds[i]);
+		if (m->op == op)
+			return true;
+	}
+}
+
 /* A daemon that unmounts cleanly: it hands the keeper a pipe's write end
  * as memory (slot 6), closes its own, says LEAVING and RELEASE, and once
  * RELEASED came writes to `out` whether its keeper said it answers
@@ -238,15 +257,7 @@ static int fake_release(int out, bool die)
 	vy_keeper_msg_init(&m, VY_KEEPER_RELEASE);
 	if (vy_keeper_send(sock, &m, NULL) != 0)
 		return 3;
-	bool released = false;
-	for (;;) {
-		struct pollfd pf = {.fd = sock, .events = POLLIN};
-		int fds[VY_KEEPER_BATCH];
-		if (poll(&pf, 1, 10000) != 1 || vy_keeper_recv(sock, &m, fds) != 1)
-			break;
-		if ((released = m.op == VY_KEEPER_RELEASED))
-			break;
-	}
+	bool released = recv_op(sock, VY_KEEPER_RELEASED, &m);
 	char b, line[64];
 	ssize_t r = read(p[0], &b, 1);
 	int n = snprintf(line, sizeof(line), "env=%s released=%d eof=%d\n",
@@ -256,6 +267,48 @@ static int fake_release(int out, bool die)
 	if (die)
 		raise(SIGKILL);
 	return 0;
+}
+
+/* With --standby: a first daemon that hands /dev/fuse (a memfd), learns
+ * its standby's pid (STANDBY), says LEAVING, and writes to `out` whether
+ * the standby ended before it says RELEASE (a pidfd, within 10 s); then
+ * RELEASE, and exit 0 once RELEASED. The standby says it is ready and
+ * waits to be killed. */
+static int fake_leaving(int out)
+{
+	int sock = atoi(getenv(VY_KEEPER_ENV_FD));
+	vy_keeper_msg m;
+	if (getenv(VY_KEEPER_ENV_STANDBY)) {
+		vy_keeper_msg_init(&m, VY_KEEPER_STANDBY_READY);
+		if (vy_keeper_send(sock, &m, NULL) != 0)
+			return 3;
+		for (;;)
+			pause(); /* until the keeper's SIGKILL */
+	}
+	vy_keeper_msg_init(&m, VY_KEEPER_ADD);
+	m.count = 1;
+	m.slot[0] = VY_KEEPER_SLOT_FUSE;
+	int fuse = memfd_create("fuse", MFD_CLOEXEC);
+	if (fuse < 0 || vy_keeper_send(sock, &m, &fuse) != 0)
+		return 3;
+	close(fuse);
+	if (!recv_op(sock, VY_KEEPER_STANDBY, &m) || m.pid <= 0)
+		return 4;
+	int pidfd = (int)syscall(SYS_pidfd_open, (pid_t)m.pid, 0);
+	if (pidfd < 0)
+		return 5;
+	vy_keeper_msg_init(&m, VY_KEEPER_LEAVING);
+	if (vy_keeper_send(sock, &m, NULL) != 0)
+		return 3;
+	struct pollfd pf = {.fd = pidfd, .events = POLLIN};
+	int ended = poll(&pf, 1, 10000) == 1;
+	vy_keeper_msg_init(&m, VY_KEEPER_RELEASE);
+	if (vy_keeper_send(sock, &m, NULL) != 0)
+		return 3;
+	bool released = recv_op(sock, VY_KEEPER_RELEASED, &m);
+	char line[64];
+	int n = snprintf(line, sizeof(line), "standby ended at LEAVING=%d released=%d\n", ended, released);
+	return write(out, line, (size_t)n) == n ? 0 : 6;
 }
 
 /* A line from fd into line[cap] (its newline kept), waiting at most 10 s
@@ -358,6 +411,37 @@ static void keeper_hands_over_when_the_link_closes(void)
 	close(err[0]);
 }
 
+/* The keeper [opt] running this binary as `fake`, which reports on fd
+ * `out`; its stderr to /dev/null. */
+static pid_t start_keeper(const char *keeper, const char *opt, const char *self, const char *fake, int out)
+{
+	pid_t pid = fork();
+	if (pid == 0) {
+		char num[16];
+		snprintf(num, sizeof(num), "%d", out);
+		int null = open("/dev/null", O_WRONLY);
+		if (null < 0 || dup2(null, 2) < 0)
+			_exit(127);
+		if (opt)
+			execl(keeper, keeper, opt, self, fake, num, (char *)NULL);
+		else
+			execl(keeper, keeper, self, fake, num, (char *)NULL);
+		_exit(127);
+	}
+	return pid;
+}
+
+/* The fake daemon's next line on fd is `want`. */
+static void expect_line(int fd, const char *want)
+{
+	char line[128];
+	read_line(fd, line, sizeof(line));
+	if (strcmp(line, want) != 0) {
+		fprintf(stderr, "  the daemon saw: %s  expected:     %s", line, want);
+		vy_test_failures++;
+	}
+}
+
 /* A clean unmount: the keeper tells its daemons it answers RELEASE, and
  * answers it only once the memory it held is closed; then it ends with
  * the daemon's exit 0. */
@@ -369,23 +453,10 @@ static void keeper_releases_memory_at_a_clean_unmount(void)
 	for (int die = 0; die < 2; die++) {
 		int r[2];
 		CHECK(pipe(r) == 0);
-		pid_t pid = fork();
-		if (pid == 0) {
-			char out[16];
-			snprintf(out, sizeof(out), "%d", r[1]);
-			int null = open("/dev/null", O_WRONLY);
-			if (null < 0 || dup2(null, 2) < 0)
-				_exit(127);
-			execl(keeper, keeper, self, die ? FAKE_RELEASE_DIE : FAKE_RELEASE, out, (char *)NULL);
-			_exit(127);
-		}
+		pid_t pid = start_keeper(keeper, NULL, self, die ? FAKE_RELEASE_DIE : FAKE_RELEASE, r[1]);
 		close(r[1]);
+		expect_line(r[0], "env=keeper released=1 eof=1\n");
 		char line[128];
-		read_line(r[0], line, sizeof(line));
-		if (strcmp(line, "env=keeper released=1 eof=1\n") != 0) {
-			fprintf(stderr, "  the daemon saw: %s  expected:     env=keeper released=1 eof=1\n", line);
-			vy_test_failures++;
-		}
 		/* Killed after RELEASE: the keeper ends with it, no successor
 		 * (it would say so on the pipe). */
 		int st = -1;
@@ -398,12 +469,36 @@ static void keeper_releases_memory_at_a_clean_unmount(void)
 	}
 }
 
+/* A daemon that leaves on purpose (an unmount): its standby takes
+ * nothing, so the keeper kills it at LEAVING, its driver's teardown beside
+ * the daemon's own, not at RELEASE, where the daemon waits for it. */
+static void keeper_ends_the_standby_as_the_daemon_leaves(void)
+{
+	char keeper[512], self[512];
+	if (!keeper_and_self(keeper, self))
+		return;
+	int r[2];
+	CHECK(pipe(r) == 0);
+	pid_t pid = start_keeper(keeper, "--standby", self, FAKE_LEAVING, r[1]);
+	close(r[1]);
+	expect_line(r[0], "standby ended at LEAVING=1 released=1\n");
+	int st = -1;
+	CHECK_EQ(waitpid(pid, &st, 0), pid);
+	CHECK(WIFEXITED(st));
+	CHECK_EQ(WEXITSTATUS(st), 0);
+	close(r[0]);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc == 3 && (!strcmp(argv[1], FAKE_RELEASE) || !strcmp(argv[1], FAKE_RELEASE_DIE)))
 		return fake_release(atoi(argv[2]), !strcmp(argv[1], FAKE_RELEASE_DIE));
 	if (argc == 4 && !strcmp(argv[1], VY_KEEPER_ADOPT_ARG) && !strncmp(argv[2], FAKE_RELEASE, strlen(FAKE_RELEASE)))
 		return write(atoi(argv[3]), "successor\n", 10) == 10 ? 9 : 8; /* a successor: must never start */
+	if (argc == 3 && !strcmp(argv[1], FAKE_LEAVING))
+		return fake_leaving(atoi(argv[2]));
+	if (argc == 4 && !strcmp(argv[1], VY_KEEPER_ADOPT_ARG) && !strcmp(argv[2], FAKE_LEAVING))
+		return fake_leaving(atoi(argv[3])); /* the standby */
 	if (argc == 4 && !strcmp(argv[1], FAKE))
 		return fake_first(atoi(argv[2]), atoi(argv[3]));
 	if (argc == 5 && !strcmp(argv[1], VY_KEEPER_ADOPT_ARG) && !strcmp(argv[2], FAKE))
@@ -414,6 +509,7 @@ int main(int argc, char **argv)
 		TEST_CASE(wire_refuses_what_is_not_the_protocol),
 		TEST_CASE(keeper_hands_over_when_the_link_closes),
 		TEST_CASE(keeper_releases_memory_at_a_clean_unmount),
+		TEST_CASE(keeper_ends_the_standby_as_the_daemon_leaves),
 	};
 	return vy_test_main("keeper", cases, sizeof(cases) / sizeof(cases[0]));
 }
