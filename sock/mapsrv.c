@@ -148,7 +148,8 @@ static vy_err op_map(conn *c, vy_msg *m)
 			out.nchunks = x.n;
 			out.ordinal = vy_fs_core(fs, in)->dev->info.ordinal;
 			out.lead = v.lead;
-			c->maps[c->nmaps++] = (mapping){.id = out.id, .in = in, .buf = in->buf, .bytes = v.alloc};
+			c->maps[c->nmaps++] =
+				(mapping){.id = out.id, .in = in, .buf = in->buf, .bytes = v.alloc, .readonly = readonly};
 			c->req.ref = out.id;
 			c->req.readonly = readonly;
 			vy_telemetry_add(vy_fs_core(fs, in)->tel, maps, 1);

@@ -18,6 +18,7 @@ typedef struct mapping {
 	vy_inode *in; /* held like an open file */
 	vy_handle buf;
 	uint64_t bytes;
+	bool readonly; /* handed out read-only: its end changed no byte */
 } mapping;
 
 /* A request as the connection's record keeps it (persist/format.h
