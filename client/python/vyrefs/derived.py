@@ -18,6 +18,8 @@ dtype, class, options). Any difference, and it is made again, never used.
 Two processes converting at once make it once (a lock beside it). It is an
 ordinary directory: `du` and `df` count it, `rm -r` removes it (the next
 start makes it again).
+
+Only keep() and save() need torch: current() and ensure() run without it.
 """
 
 import errno
@@ -25,9 +27,6 @@ import fcntl
 import json
 import os
 import shutil
-
-from . import placement as _placement
-from . import torch as _vt
 
 DIR = "vyrefs-converted"
 RECORD = "vyrefs-converted.json"
@@ -101,6 +100,7 @@ def ensure(source, identity, make, gpu=None, name=DIR):
         os.mkdir(tmp)
         try:
             if gpu is not None:
+                from . import placement as _placement
                 _placement.place_dir(tmp, gpu)
             record = record_of(source, identity)
             make(tmp)
@@ -137,6 +137,8 @@ def save(what, tmp, gpu):
     goes to a directory placed on it; a result on several is written a
     GPU's to a file on that GPU (vyrefs/shards.py), with no setting tmp
     took from the source's directory gathering them on one."""
+    from . import placement as _placement
+    from . import torch as _vt
     if gpu is None:
         tensors = what.state_dict() if hasattr(what, "state_dict") else what
         gpus = {t.device.index for t in tensors.values() if t.device.type == "cuda"}
@@ -166,6 +168,7 @@ def keep(source, convert, identity, name):
         raise ValueError("vyrefs: a converted copy's name is one word, not %r (Fix: name it after your loader, "
                          "e.g. name='myengine')" % (name,))
     name = DIR + "-" + name
+    from . import torch as _vt
     done = current(source, identity, name)
     if not done:
         sd = _vt.load_state_dict(source)

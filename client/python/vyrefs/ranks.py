@@ -21,24 +21,29 @@ rank and world_size come from torch.distributed when it is initialised,
 else from RANK and WORLD_SIZE (torchrun sets them), else from the
 arguments. The rank's GPU is torch's current device for CUDA tensors; on a
 host mount (no GPU) it is LOCAL_RANK, so CI runs the same protocol.
-docs/client.md has the recipe for a serving engine.
+docs/client.md has the recipe for a serving engine. check() with no model
+runs without torch (torch.distributed is asked only where torch is loaded).
 """
 
 import hashlib
 import json
 import os
 import shutil
+import sys
 import uuid
 
-import torch
-
 from . import dtensor as _dt
-from . import placement as _placement
-from . import torch as _vt
 
 RECORD = "rank.json"
 SAVE_ID = "save-id"  # the record's save_id alone: what the other ranks read
 FORMAT = "vyrefs.ranks/1"
+DEVICE_XATTR = "user.vyre.device"  # vyrefs.placement's, which needs torch
+
+
+def _torch():
+    """torch where this process loaded it, else None: torch.distributed
+    cannot be initialised, nor a CUDA device current, without it."""
+    return sys.modules.get("torch")
 
 
 def _fix_save():
@@ -47,7 +52,7 @@ def _fix_save():
 
 def who(rank=None, world_size=None):
     """(rank, world size) of this process."""
-    dist = getattr(torch, "distributed", None)
+    dist = getattr(_torch(), "distributed", None)
     if rank is None and world_size is None and dist is not None and dist.is_available() and dist.is_initialized():
         return dist.get_rank(), dist.get_world_size()
     if rank is None and "RANK" in os.environ:
@@ -88,14 +93,15 @@ def _gpu_of(tensors):
 
 
 def _current_gpu():
-    if torch.cuda.is_available():
+    torch = _torch()
+    if torch is not None and torch.cuda.is_available():
         return torch.cuda.current_device()
     return int(os.environ.get("LOCAL_RANK", "0"))
 
 
 def _save_id():
     """One id for every rank of this save: rank 0's, broadcast."""
-    dist = getattr(torch, "distributed", None)
+    dist = getattr(_torch(), "distributed", None)
     if dist is None or not dist.is_available() or not dist.is_initialized():
         return None
     box = [uuid.uuid4().hex if dist.get_rank() == 0 else None]
@@ -107,6 +113,9 @@ def save(model_or_state_dict, where, config=None, rank=None, world_size=None, ma
     """Rank r's tensors into where/rank-r-of-N/, on its GPU; returns that
     directory. An older save of this rank is replaced whole once the new
     one is written."""
+    import torch
+    from . import placement as _placement
+    from . import torch as _vt
     model = model_or_state_dict if isinstance(model_or_state_dict, torch.nn.Module) else None
     full = model.state_dict() if model is not None else dict(model_or_state_dict)
     if config is None and model is not None:
@@ -215,7 +224,7 @@ def check(model, where, config=None, rank=None, world_size=None):
                          % (rank, record.get("fingerprint"), fingerprint(config), _fix_save()))
     gpu = _current_gpu()
     try:
-        placed = int(os.getxattr(here, _placement.DEVICE_XATTR))
+        placed = int(os.getxattr(here, DEVICE_XATTR))
     except (OSError, ValueError):
         placed = record.get("gpu")
     if placed != gpu:
@@ -248,6 +257,7 @@ def attach(model, where, config=None, rank=None, world_size=None, strict=True):
     """Attach this rank's files to `model` (built empty, for this rank) with
     no copy, after check(): a DTensor parameter gets its local part back
     on its mesh. Returns vyrefs.torch.attach's AttachResult."""
+    from . import torch as _vt
     check(model, where, config, rank, world_size)
     rank, world_size = who(rank, world_size)
     return _vt.attach(model, rank_dir(where, rank, world_size), strict=strict)
