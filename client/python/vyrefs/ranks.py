@@ -28,11 +28,12 @@ runs without torch (torch.distributed is asked only where torch is loaded).
 import hashlib
 import json
 import os
-import shutil
 import sys
+import tempfile
 import uuid
 
 from . import dtensor as _dt
+from . import owned as _owned
 
 RECORD = "rank.json"
 SAVE_ID = "save-id"  # the record's save_id alone: what the other ranks read
@@ -128,29 +129,38 @@ def save(model_or_state_dict, where, config=None, rank=None, world_size=None, ma
               "fingerprint": fingerprint(config),
               "tensors": {name: {"shape": list(t.shape), "dtype": str(t.dtype).replace("torch.", ""),
                                  "split": _dt.split_of(full[name])} for name, t in tensors.items()}}
-    final = rank_dir(where, rank, world_size)
-    tmp = os.path.join(os.fspath(where), ".rank-%d-of-%d.vyrefs-tmp" % (rank, world_size))
-    old = os.path.join(os.fspath(where), ".rank-%d-of-%d.vyrefs-old" % (rank, world_size))
+    final = os.path.basename(rank_dir(where, rank, world_size))
     os.makedirs(where, exist_ok=True)
-    for stale in (tmp, old):
-        shutil.rmtree(stale, ignore_errors=True)
-    os.mkdir(tmp)
+    wfd = _owned.open_dir(where)
     try:
-        _placement.place_dir(tmp, gpu)
-        _vt.save(tensors, tmp, max_shard_size=max_shard_size)
-        with open(os.path.join(tmp, RECORD), "w") as f:
-            json.dump(record, f, indent=1, sort_keys=True)
-            f.write("\n")
-        with open(os.path.join(tmp, SAVE_ID), "w") as f:
-            f.write("%s\n" % save_id)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    if os.path.exists(final):
-        os.rename(final, old)
-    os.rename(tmp, final)
-    shutil.rmtree(old, ignore_errors=True)
-    return final
+        # A fresh private name (mkdtemp: 0700), renamed into place through
+        # where's fd: a name or link someone put in `where` is never
+        # written through.
+        tmp = tempfile.mkdtemp(prefix="." + final + ".", suffix=".vyrefs-tmp", dir=where)
+        leaf = os.path.basename(tmp)
+        try:
+            _placement.place_dir(tmp, gpu)
+            _vt.save(tensors, tmp, max_shard_size=max_shard_size)
+            tfd = _owned.open_dir(leaf, dir_fd=wfd)
+            try:
+                _owned.write_new(tfd, RECORD, json.dumps(record, indent=1, sort_keys=True) + "\n")
+                _owned.write_new(tfd, SAVE_ID, "%s\n" % save_id)
+                _owned.seal(tfd)  # 0755, nothing writable by others: what check() asks of it
+            finally:
+                os.close(tfd)
+        except BaseException:
+            _owned.remove(leaf, wfd)
+            raise
+        old = None
+        if os.path.lexists(os.path.join(where, final)):
+            old = os.path.basename(tempfile.mkdtemp(prefix="." + final + ".", suffix=".vyrefs-old", dir=where))
+            os.rename(final, old, src_dir_fd=wfd, dst_dir_fd=wfd)  # over the empty directory just made
+        os.rename(leaf, final, src_dir_fd=wfd, dst_dir_fd=wfd)
+        if old:
+            _owned.remove(old, wfd)
+    finally:
+        os.close(wfd)
+    return os.path.join(os.fspath(where), final)
 
 
 def _read(path):
@@ -204,6 +214,11 @@ def check(model, where, config=None, rank=None, world_size=None):
         raise ValueError("vyrefs: %s does not exist: %s (%s)" % (
             here, "the ranks were saved with world size %s" % " or ".join(map(str, worlds)) if worlds
             else "no rank saved there", _fix_save()))
+    why = _owned.why_not(here)
+    if why:
+        raise ValueError("vyrefs: %s was not saved by this user or root, or another user can change it (%s): not "
+                         "attached (Fix: save the ranks again with vyrefs.ranks.save, as this user, into a directory "
+                         "others cannot write)" % (here, why))
     record = _read(here)
     ids = set()
     for r in range(world_size):
