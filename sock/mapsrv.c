@@ -232,12 +232,20 @@ static vy_err op_copy(conn *c, vy_msg *m)
 	if (err)
 		rc = vy_fail(&e, VY_EINVAL, "copy with cp instead (the daemon acts only as a client it can name)",
 			     "cannot read the client's credentials: %s", strerror(err));
+	if (rc == VY_OK && !into && c->fsize_err) {
+		/* Not read when she connected: no limit is known, so no copy
+		 * out (a child writing after its parent went would have none). */
+		rc = vy_fail(&e, VY_EPERM, "copy from the process that connected, while it runs, or with cp",
+			     "the file size limit of the process that connected (pid %d) could not be read when it "
+			     "connected (%s): a copy out is refused", (int)cred.pid, strerror(c->fsize_err));
+	}
 	if (rc == VY_OK && !into) {
-		/* Her RLIMIT_FSIZE, as her own write would meet it. */
+		/* Her RLIMIT_FSIZE, as her own write would meet it: taken when
+		 * she connected. */
 		pthread_rwlock_rdlock(&ino->lock);
 		uint64_t size = ino->size;
 		pthread_rwlock_unlock(&ino->lock);
-		uint64_t limit = vy_clientcred_fsize_limit(&cred);
+		uint64_t limit = c->fsize;
 		if (size > limit)
 			rc = vy_fail(&e, VY_EOVERFLOW, "raise your file size limit (ulimit -f), or copy a smaller file",
 				     "the copy would write %llu bytes; your file size limit is %llu",
@@ -492,6 +500,9 @@ static void *accept_loop(void *arg)
 	pthread_setname_np(pthread_self(), "vy-mapsrv"); /* not a FUSE worker (tests count those) */
 	for (;;) {
 		int s = accept4(srv->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+		/* Now, while the process that connected is likely there. */
+		uint64_t fsize = UINT64_MAX;
+		int fsize_err = s >= 0 ? vy_clientcred_fsize_of_peer(s, &fsize) : 0;
 		pthread_mutex_lock(&srv->lock);
 		if (srv->stopping) {
 			pthread_mutex_unlock(&srv->lock);
@@ -513,7 +524,7 @@ static void *accept_loop(void *arg)
 											     : refusal(srv, s, cred.uid);
 		conn *c = why ? NULL : calloc(1, sizeof(*c));
 		if (c) {
-			*c = (conn){.srv = srv, .sock = s, .uid = cred.uid};
+			*c = (conn){.srv = srv, .sock = s, .uid = cred.uid, .fsize = fsize, .fsize_err = fsize_err};
 			if (!vy_mapsrv_conn_start(srv, c)) {
 				free(c);
 				c = NULL;

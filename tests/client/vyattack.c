@@ -13,6 +13,8 @@
  *
  * VYATTACK_MINOR=N: say protocol 2.N at HELLO (an older client's).
  * VYATTACK_UNIQUE=N: the request id of every message after HELLO (7).
+ * VYATTACK_HANDOFF=1: after HELLO, fork; the process that connected exits
+ * and its child, once that process is gone (reaped), sends the rest.
  *
  * SOCK: a mount's root (its .vyre/socket names the socket), `@NAME` or a
  * socket's path. FILE: a path, or fd:N for an fd the caller left open.
@@ -27,6 +29,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -378,6 +381,24 @@ static int flood(bool with_fds, unsigned n, unsigned retries, unsigned hold)
 	return 0;
 }
 
+/* The connection goes on in a child; the process that made it exits and
+ * the child waits until it is reaped (its pid is then no one's). */
+static void hand_off(void)
+{
+	pid_t parent = getpid();
+	pid_t child = fork();
+	if (child < 0)
+		local_fail("fork");
+	if (child > 0)
+		_exit(0);
+	for (int i = 0; i < 10000 && kill(parent, 0) == 0; i++)
+		usleep(1000);
+	if (kill(parent, 0) == 0) {
+		printf("local: the parent was not reaped\n");
+		exit(4);
+	}
+}
+
 int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -404,6 +425,8 @@ int main(int argc, char **argv)
 		printf("local: HELLO was not answered with OK\n");
 		return 4;
 	}
+	if (getenv("VYATTACK_HANDOFF"))
+		hand_off();
 	if (getenv("VYATTACK_UNIQUE"))
 		next_unique = strtoull(getenv("VYATTACK_UNIQUE"), NULL, 0);
 	if (!strcmp(cmd, "map-fd"))
