@@ -27,6 +27,7 @@
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <dirent.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -546,14 +547,13 @@ static void *accept_loop(void *arg)
  * only they may use the mount. A user's daemon: $XDG_RUNTIME_DIR/vyrefs/
  * when the mount is theirs alone. Else an abstract socket (every user can
  * reach it; clients check who answers, by SO_PEERCRED). */
-static bool socket_path(vy_mapsrv *srv, struct sockaddr_un *addr, const char *leaf)
+static bool socket_path(vy_mapsrv *srv, struct sockaddr_un *addr, const char *leaf, char *dir)
 {
-	char dir[PATH_MAX];
 	const char *xdg = getenv("XDG_RUNTIME_DIR");
 	if (getuid() == 0)
-		snprintf(dir, sizeof(dir), "/run/vyrefs");
+		snprintf(dir, PATH_MAX, "/run/vyrefs");
 	else if (xdg && xdg[0] == '/' && !srv->fs->cfg.allow_other)
-		snprintf(dir, sizeof(dir), "%s/vyrefs", xdg);
+		snprintf(dir, PATH_MAX, "%s/vyrefs", xdg);
 	else
 		return false;
 	struct stat st;
@@ -564,6 +564,31 @@ static bool socket_path(vy_mapsrv *srv, struct sockaddr_un *addr, const char *le
 		return false;
 	int n = snprintf(addr->sun_path, sizeof(addr->sun_path), "%s/%s.sock", dir, leaf);
 	return n > 0 && (size_t)n < sizeof(addr->sun_path);
+}
+
+/* The sockets a dead daemon of this mount left in `dir`: every one named
+ * for this mount's keeper (`prefix`) but ours. A successor removes them,
+ * so the unmount, which removes its own, leaves none (issue "edges", 4).
+ * A keeper's pid is no other live keeper's: a name with it is this
+ * mount's, or a crashed mount's of long ago. */
+static void sweep_predecessors(const char *dir, const char *prefix, const char *mine)
+{
+	int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
+	if (!d) {
+		if (dfd >= 0)
+			close(dfd);
+		return;
+	}
+	struct dirent *de;
+	struct stat st;
+	while ((de = readdir(d)))
+		if (!strncmp(de->d_name, prefix, strlen(prefix)) && strcmp(de->d_name, mine) &&
+		    fstatat(dfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISSOCK(st.st_mode) &&
+		    unlinkat(dfd, de->d_name, 0) != 0)
+			vy_log(LOG_WARNING, "client socket: cannot remove %s/%s, a dead daemon's: %s", dir, de->d_name,
+			       strerror(errno));
+	closedir(d);
 }
 
 vy_err vy_mapsrv_start(vy_fs *fs, const char *mountpoint, vy_error *e)
@@ -587,10 +612,15 @@ vy_err vy_mapsrv_start(vy_fs *fs, const char *mountpoint, vy_error *e)
 			rnd = 0;
 		close(rfd);
 	}
-	char leaf[64];
-	snprintf(leaf, sizeof(leaf), "vyrefs-%d-%08x", (int)getpid(), rnd);
+	/* Under survive=on, named for the keeper too: a successor finds the
+	 * names its predecessors bound (sweep_predecessors). */
+	char leaf[64], prefix[32] = "", dir[PATH_MAX];
+	int keeper = atomic_load(&fs->keeper_pid);
+	if (keeper > 0)
+		snprintf(prefix, sizeof(prefix), "vyrefs-k%d-", keeper);
+	snprintf(leaf, sizeof(leaf), "%s%d-%08x", keeper > 0 ? prefix : "vyrefs-", (int)getpid(), rnd);
 	socklen_t alen;
-	srv->on_disk = socket_path(srv, &addr, leaf);
+	srv->on_disk = socket_path(srv, &addr, leaf, dir);
 	if (srv->on_disk) {
 		snprintf(srv->name, sizeof(srv->name), "%s", addr.sun_path);
 		unlink(addr.sun_path); /* a socket of a daemon of this pid that died */
@@ -608,6 +638,11 @@ vy_err vy_mapsrv_start(vy_fs *fs, const char *mountpoint, vy_error *e)
 		    listen(srv->listen_fd, 64) != 0)
 			rc = vy_fail(e, VY_ENODEV, "check that unix sockets can be made here", "cannot listen on %s: %s",
 				     srv->name, strerror(errno));
+	}
+	if (rc == VY_OK && srv->on_disk && prefix[0]) {
+		char mine[80];
+		snprintf(mine, sizeof(mine), "%s.sock", leaf);
+		sweep_predecessors(dir, prefix, mine);
 	}
 	if (rc == VY_OK && pthread_create(&srv->acceptor, NULL, accept_loop, srv) != 0)
 		rc = vy_fail(e, VY_ENOMEM, "free host memory", "cannot start the map server's thread");
