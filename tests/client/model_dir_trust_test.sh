@@ -130,6 +130,39 @@ PY
 	assertEquals "vyrefs: $SH/tp/rank-0-of-1 was not saved by this user or root, or another user can change it ($SH/tp/rank-0-of-1 is uid 65534's, mode 0755): not attached (Fix: save the ranks again with vyrefs.ranks.save, as this user, into a directory others cannot write)" "$out"
 }
 
+# Another rank's save-id is read to check the ranks are of one save: a
+# FIFO planted there held root's check forever.
+test_A_another_ranks_planted_directory_is_refused_not_read() {
+	need setpriv || return 0
+	mkdir -p "$SH/tp/rank-0-of-2" && chmod 1777 "$SH/tp"
+	gpu=$(getfattr --only-values -n user.vyre.device "$SH/tp/rank-0-of-2" 2>/dev/null)
+	printf '{"format": "vyrefs.ranks/1", "rank": 0, "world_size": 2, "gpu": %s, "save_id": "s", "fingerprint": null, "tensors": {}}\n' \
+		"${gpu:-0}" >"$SH/tp/rank-0-of-2/rank.json"
+	echo s >"$SH/tp/rank-0-of-2/save-id"
+	"${NOBODY[@]}" sh -c 'mkdir "$1/rank-1-of-2" && mkfifo "$1/rank-1-of-2/save-id"' - "$SH/tp" || fail "plant"
+	out=$(LOCAL_RANK=${gpu:-0} timeout 20 /usr/bin/python3 - "$SH/tp" <<'PY' 2>&1
+import sys, vyrefs.ranks
+try:
+    print("attached", vyrefs.ranks.check(None, sys.argv[1], rank=0, world_size=2)["rank"])
+except ValueError as e:
+    print(e)
+PY
+)
+	assertEquals "refused, not held: $out" 0 $?
+	assertEquals "vyrefs: $SH/tp/rank-1-of-2 was not saved by this user or root, or another user can change it ($SH/tp/rank-1-of-2 is uid 65534's, mode 0755): not attached (Fix: save the ranks again with vyrefs.ranks.save, as this user, into a directory others cannot write)" "$out"
+}
+
+# The private directory's name taken by another user (the mount's top is
+# everyone's): refused with a Fix, nothing written through it.
+test_A_a_private_directory_another_user_made_is_refused() {
+	need setpriv || return 0
+	"${NOBODY[@]}" mkdir -m 777 "$MNT/.vyrefs-uid-0" || fail "plant"
+	out=$(ensure "$SH" 2>&1)
+	assertEquals "PermissionError: $out" 1 $?
+	assertContains "$out" "PermissionError: [Errno 13] vyrefs: $MNT/.vyrefs-uid-0 is not this user's private directory (uid 65534's, mode 0777): refused (Fix: remove it, rm -r $MNT/.vyrefs-uid-0; it is made again, 0700)"
+	assertEquals "nothing in it" "" "$(ls -A "$MNT/.vyrefs-uid-0")"
+}
+
 test_C1_a_planted_lock_link_creates_nothing() {
 	need setpriv || return 0
 	"${NOBODY[@]}" ln -s "$T/made-by-root" "$SH/.vyrefs-converted-x.lock" || fail "plant"

@@ -181,7 +181,12 @@ def current(source, identity, name=DIR):
     one else can change it, else None: SOURCE/NAME, else this user's own
     (MOUNT/.vyrefs-uid-UID/..., made where the source is not theirs alone)."""
     want = None
-    for home in (source, _private(source, create=False)):
+    for home in (source, None):
+        if home is None:
+            try:
+                home = _private(source, create=False)
+            except OSError:  # none, or not this user's: ensure() says so where it would write there
+                return None
         where = home and os.path.join(home, name)
         if where and _proven(where):
             rec = _read(where)

@@ -28,6 +28,7 @@ runs without torch (torch.distributed is asked only where torch is loaded).
 import hashlib
 import json
 import os
+import stat
 import sys
 import tempfile
 import uuid
@@ -136,6 +137,9 @@ def save(model_or_state_dict, where, config=None, rank=None, world_size=None, ma
         # A fresh private name (mkdtemp: 0700), renamed into place through
         # where's fd: a name or link someone put in `where` is never
         # written through.
+        for stale in os.listdir(wfd):  # an earlier save of this rank that died
+            if stale.startswith("." + final + ".") and stale.endswith((".vyrefs-tmp", ".vyrefs-old")):
+                _owned.remove(stale, wfd)
         tmp = tempfile.mkdtemp(prefix="." + final + ".", suffix=".vyrefs-tmp", dir=where)
         leaf = os.path.basename(tmp)
         try:
@@ -152,7 +156,13 @@ def save(model_or_state_dict, where, config=None, rank=None, world_size=None, ma
             _owned.remove(leaf, wfd)
             raise
         old = None
-        if os.path.lexists(os.path.join(where, final)):
+        try:
+            st = os.stat(final, dir_fd=wfd, follow_symlinks=False)
+        except FileNotFoundError:
+            st = None
+        if st is not None and not stat.S_ISDIR(st.st_mode):
+            os.unlink(final, dir_fd=wfd)  # not a save's: a link or file in its place
+        elif st is not None:
             old = os.path.basename(tempfile.mkdtemp(prefix="." + final + ".", suffix=".vyrefs-old", dir=where))
             os.rename(final, old, src_dir_fd=wfd, dst_dir_fd=wfd)  # over the empty directory just made
         os.rename(leaf, final, src_dir_fd=wfd, dst_dir_fd=wfd)
@@ -204,6 +214,16 @@ def _tensors(model):
                     yield dot + key, t
 
 
+def _proven(path):
+    """Raise, with a Fix, unless rank directory `path` proves that only this
+    user or root made and can change it (vyrefs/owned.py)."""
+    why = _owned.why_not(path)
+    if why:
+        raise ValueError("vyrefs: %s was not saved by this user or root, or another user can change it (%s): not "
+                         "attached (Fix: save the ranks again with vyrefs.ranks.save, as this user, into a directory "
+                         "others cannot write)" % (path, why))
+
+
 def check(model, where, config=None, rank=None, world_size=None):
     """rank.json of this rank, checked against this job and `model`:
     raises ValueError with a Fix on any difference."""
@@ -214,11 +234,7 @@ def check(model, where, config=None, rank=None, world_size=None):
         raise ValueError("vyrefs: %s does not exist: %s (%s)" % (
             here, "the ranks were saved with world size %s" % " or ".join(map(str, worlds)) if worlds
             else "no rank saved there", _fix_save()))
-    why = _owned.why_not(here)
-    if why:
-        raise ValueError("vyrefs: %s was not saved by this user or root, or another user can change it (%s): not "
-                         "attached (Fix: save the ranks again with vyrefs.ranks.save, as this user, into a directory "
-                         "others cannot write)" % (here, why))
+    _proven(here)
     record = _read(here)
     ids = set()
     for r in range(world_size):
@@ -226,6 +242,8 @@ def check(model, where, config=None, rank=None, world_size=None):
         if not os.path.isdir(other):
             raise ValueError("vyrefs: %s is missing: every rank of %d must have saved (%s)" % (other, world_size,
                                                                                             _fix_save()))
+        if other != here:
+            _proven(other)  # its save-id is read: not a link or a FIFO someone put there
         ids.add(_read_id(other))
     if len(ids) > 1:
         raise ValueError("vyrefs: the ranks in %s come from different saves (%s)" % (where, _fix_save()))
