@@ -93,8 +93,9 @@ def _private_key(source, root):
 
 
 def _fix_mine(source):
-    return ("Fix: convert in a directory only this user can write (copy the model there), or once as the "
-            "directory's owner: vyrefs.transformers.from_pretrained(%r)" % source)
+    return ("Fix: make the directory this user's alone (chmod go-w %s, where it is theirs), convert in a directory "
+            "only this user can write (copy the model there), or once as the directory's owner: "
+            "vyrefs.transformers.from_pretrained(%r)" % (source, source))
 
 
 def _private(source, create):
