@@ -121,8 +121,13 @@ def remove(name, dir_fd):
     except FileNotFoundError:
         return
     if stat.S_ISDIR(st.st_mode):
-        import shutil
-        shutil.rmtree(name, dir_fd=dir_fd)  # fd-based: a link inside is removed, never followed
+        sub = open_dir(name, dir_fd=dir_fd)
+        try:
+            for e in os.listdir(sub):  # through the fd: a link inside is removed, never followed
+                remove(e, sub)
+        finally:
+            os.close(sub)
+        os.rmdir(name, dir_fd=dir_fd)
     else:
         os.unlink(name, dir_fd=dir_fd)
 
