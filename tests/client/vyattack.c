@@ -38,6 +38,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define FDS_SENT 128 /* as many as VY_PROTO_FDS_MAX: the most a daemon ever took */
@@ -381,6 +382,22 @@ static int flood(bool with_fds, unsigned n, unsigned retries, unsigned hold)
 	return 0;
 }
 
+/* VYATTACK_HANDOFF, first: the connection is made by a child of this
+ * process, which reaps it once it has exited (hand_off), so that its pid
+ * is no one's whoever started this program. */
+static void reap_the_connecting_child(void)
+{
+	pid_t b = fork();
+	if (b < 0)
+		local_fail("fork");
+	if (b == 0)
+		return;
+	int status;
+	while (waitpid(b, &status, 0) < 0 && errno == EINTR)
+		;
+	_exit(0); /* the grandchild goes on with the connection and the output */
+}
+
 /* The connection goes on in a child; the process that made it exits and
  * the child waits until it is reaped (its pid is then no one's). */
 static void hand_off(void)
@@ -414,6 +431,8 @@ int main(int argc, char **argv)
 		return flood(true, (unsigned)atoi(args[0]), 0, (unsigned)atoi(args[1]));
 	if (!strcmp(cmd, "idle-conns") && rest == 3)
 		return flood(false, (unsigned)atoi(args[0]), (unsigned)atoi(args[1]), (unsigned)atoi(args[2]));
+	if (getenv("VYATTACK_HANDOFF"))
+		reap_the_connecting_child();
 	int s = must_connect();
 	reply r;
 	if (!strcmp(cmd, "hello-twice")) {
