@@ -441,7 +441,7 @@ test_without_cap_sys_resource_the_oom_killers_choice_is_said_once() {
 	pid=$(stat_of pid)
 	assertEquals "without the capability" 0 "$((16#$(awk '$1 == "CapBnd:" { print $2 }' "/proc/$pid/status") >> 24 & 1))"
 	assertEquals "its oom_score_adj as it was" "$(cat /proc/self/oom_score_adj)" "$(cat "/proc/$pid/oom_score_adj")"
-	msg="vyrefs: the OOM killer may choose this daemon: it cannot set its oom_score_adj to -1000 (Permission denied: no CAP_SYS_RESOURCE). Killing it frees none of the files' memory; with survive=on a successor takes over (the mount pauses a second or two, nothing is lost), with survive=off every file is lost (Fix: mount as root with CAP_SYS_RESOURCE: a container's --cap-add SYS_RESOURCE, or AmbientCapabilities=CAP_SYS_RESOURCE in its unit)"
+	msg="vyrefs: the OOM killer may choose this daemon: it cannot set its oom_score_adj to -1000 (Permission denied: no CAP_SYS_RESOURCE). Killing it frees none of the files' memory; with survive=on a successor serves in its place (the mount pauses a second or two, nothing is lost), with survive=off every file is lost (Fix: mount as root with CAP_SYS_RESOURCE: a container's --cap-add SYS_RESOURCE, or AmbientCapabilities=CAP_SYS_RESOURCE in its unit)"
 	assertEquals "said once, at mount" "$msg" "$(grep -F 'the OOM killer may choose' "$VY_LOG")"
 	kill -9 "$pid"
 	wait_for "a successor" serving_pid_not "$pid" || return
