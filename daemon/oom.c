@@ -21,9 +21,15 @@ static int set_adj(const char *value)
 int vy_oom_exempt(bool say)
 {
 	int err = set_adj("-1000");
+	/* A warning, not a notice: a system log that keeps warnings only
+	 * still says why a takeover followed an OOM kill. (Not "takes over":
+	 * that names a takeover in the log, which tests look for.) */
 	if (err && say)
-		vy_log(LOG_INFO, "the OOM killer may choose this daemon (oom_score_adj -1000: %s), and killing it frees "
-				 "none of the files' memory (Fix: mount as root, or give vyrefs CAP_SYS_RESOURCE)",
-		       strerror(err));
+		vy_log(LOG_WARNING, "the OOM killer may choose this daemon: it cannot set its oom_score_adj to -1000 (%s%s). "
+				    "Killing it frees none of the files' memory; with survive=on a successor serves in its place "
+				    "(the mount pauses a second or two, nothing is lost), with survive=off every file is lost "
+				    "(Fix: mount as root with CAP_SYS_RESOURCE: a container's --cap-add SYS_RESOURCE, or "
+				    "AmbientCapabilities=CAP_SYS_RESOURCE in its unit)",
+		       strerror(err), err == EACCES || err == EPERM ? ": no CAP_SYS_RESOURCE" : "");
 	return err;
 }

@@ -65,21 +65,60 @@ int vy_clientcred_become(const vy_clientcred *c)
 	return drop_sys_resource();
 }
 
-uint64_t vy_clientcred_fsize_limit(const vy_clientcred *c)
+/* The soft "Max file size" of /proc/PID/limits, in bytes: 0, or an errno. */
+static int read_fsize(pid_t pid, uint64_t *limit)
 {
 	char path[64], line[256];
-	snprintf(path, sizeof(path), "/proc/%d/limits", (int)c->pid);
+	snprintf(path, sizeof(path), "/proc/%d/limits", (int)pid);
 	FILE *f = fopen(path, "re");
 	if (!f)
-		return UINT64_MAX;
-	uint64_t limit = UINT64_MAX;
+		return errno == ENOENT ? ESRCH : errno;
+	int err = EPROTO;
 	while (fgets(line, sizeof(line), f)) {
+		if (strncmp(line, "Max file size", 13))
+			continue;
+		const char *v = line + 13 + strspn(line + 13, " ");
 		unsigned long long soft;
-		if (!strncmp(line, "Max file size", 13) && sscanf(line + 13, " %llu", &soft) == 1) {
-			limit = soft;
-			break;
+		if (!strncmp(v, "unlimited", 9)) {
+			*limit = UINT64_MAX;
+			err = 0;
+		} else if (sscanf(v, "%llu", &soft) == 1) {
+			*limit = soft;
+			err = 0;
 		}
+		break;
 	}
 	fclose(f);
-	return limit;
+	return err;
+}
+
+#ifndef SO_PEERPIDFD
+#define SO_PEERPIDFD 77 /* Linux 6.5 */
+#endif
+
+int vy_clientcred_fsize_of_peer(int sock, uint64_t *limit)
+{
+	struct ucred uc;
+	socklen_t len = sizeof(uc);
+	if (getsockopt(sock, SOL_SOCKET, SO_PEERCRED, &uc, &len) != 0)
+		return errno;
+	/* The process that connected, as a pidfd: from the socket itself
+	 * (Linux 6.5), else by its pid (a pid reused since is then possible
+	 * in principle). */
+	int pidfd = -1;
+	len = sizeof(pidfd);
+	if (getsockopt(sock, SOL_SOCKET, SO_PEERPIDFD, &pidfd, &len) != 0) {
+		if (errno != ENOPROTOOPT && errno != EINVAL)
+			return errno;
+		pidfd = (int)syscall(SYS_pidfd_open, uc.pid, 0);
+		if (pidfd < 0)
+			return errno;
+	}
+	int err = read_fsize(uc.pid, limit);
+	/* Still alive (a zombie counts: its pid is not free), so the limits
+	 * read were its own, not a process's that took its pid since. */
+	if (!err && syscall(SYS_pidfd_send_signal, pidfd, 0, NULL, 0) != 0)
+		err = errno;
+	close(pidfd);
+	return err;
 }

@@ -35,8 +35,12 @@ bool vy_clientcred_in_group(const vy_clientcred *c, gid_t gid);
  * errno (the thread must then touch nothing of the client's). */
 int vy_clientcred_become(const vy_clientcred *c);
 
-/* The client's RLIMIT_FSIZE (soft) in bytes, as /proc/PID/limits says;
- * UINT64_MAX for unlimited or unknown. */
-uint64_t vy_clientcred_fsize_limit(const vy_clientcred *c);
+/* The RLIMIT_FSIZE (soft, in bytes; UINT64_MAX: unlimited) of the
+ * process that connected socket `sock`, read from /proc/PID/limits while
+ * that very process is alive (a pidfd of it, from the socket where the
+ * kernel has SO_PEERPIDFD): taken when the connection is made, since a
+ * child it hands the socket to may write after it has gone (issue
+ * "edges", 4). 0, or an errno (ESRCH: it has exited). */
+int vy_clientcred_fsize_of_peer(int sock, uint64_t *limit);
 
 #endif

@@ -18,6 +18,7 @@
 #include "persist/format.h"
 #include "persist/replay_kernel.h"
 #include "persist/writer.h"
+#include "sock/clientcred.h"
 #include "sock/clientfd.h"
 
 #include <inttypes.h>
@@ -153,6 +154,10 @@ conn *vy_mapconn_take_back(vy_fs *fs, vy_mapsrv *srv, vy_kept_conn *k)
 		    .uid = (uid_t)r->uid, .slot = r->slot, .adopted = true,
 		    .req = {.unique = r->unique, .ref = r->ref, .opcode = r->opcode, .phase = r->phase, .status = r->status,
 			    .readonly = r->flags & VY_P_MAPCONN_READONLY}};
+	/* Its file size limit, read again (not kept): its process holds
+	 * mappings, so it is likely there; if not, no copy out. */
+	c->fsize = UINT64_MAX;
+	c->fsize_err = vy_clientcred_fsize_of_peer(c->sock, &c->fsize);
 	const vy_p_mapping *mp = (const vy_p_mapping *)(r + 1);
 	for (uint32_t j = 0; j < r->n; j++)
 		if (mp[j].ino)

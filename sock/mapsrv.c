@@ -28,6 +28,7 @@
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <dirent.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -260,12 +261,20 @@ static vy_err op_copy(conn *c, vy_msg *m)
 	if (err)
 		rc = vy_fail(&e, VY_EINVAL, "copy with cp instead (the daemon acts only as a client it can name)",
 			     "cannot read the client's credentials: %s", strerror(err));
+	if (rc == VY_OK && !into && c->fsize_err) {
+		/* Not read when she connected: no limit is known, so no copy
+		 * out (a child writing after its parent went would have none). */
+		rc = vy_fail(&e, VY_EPERM, "copy from the process that connected, while it runs, or with cp",
+			     "the file size limit of the process that connected (pid %d) could not be read when it "
+			     "connected (%s): a copy out is refused", (int)cred.pid, strerror(c->fsize_err));
+	}
 	if (rc == VY_OK && !into) {
-		/* Her RLIMIT_FSIZE, as her own write would meet it. */
+		/* Her RLIMIT_FSIZE, as her own write would meet it: taken when
+		 * she connected. */
 		pthread_rwlock_rdlock(&ino->lock);
 		uint64_t size = ino->size;
 		pthread_rwlock_unlock(&ino->lock);
-		uint64_t limit = vy_clientcred_fsize_limit(&cred);
+		uint64_t limit = c->fsize;
 		if (size > limit)
 			rc = vy_fail(&e, VY_EOVERFLOW, "raise your file size limit (ulimit -f), or copy a smaller file",
 				     "the copy would write %llu bytes; your file size limit is %llu",
@@ -520,6 +529,9 @@ static void *accept_loop(void *arg)
 	pthread_setname_np(pthread_self(), "vy-mapsrv"); /* not a FUSE worker (tests count those) */
 	for (;;) {
 		int s = accept4(srv->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+		/* Now, while the process that connected is likely there. */
+		uint64_t fsize = UINT64_MAX;
+		int fsize_err = s >= 0 ? vy_clientcred_fsize_of_peer(s, &fsize) : 0;
 		pthread_mutex_lock(&srv->lock);
 		if (srv->stopping) {
 			pthread_mutex_unlock(&srv->lock);
@@ -541,7 +553,7 @@ static void *accept_loop(void *arg)
 											     : refusal(srv, s, cred.uid);
 		conn *c = why ? NULL : calloc(1, sizeof(*c));
 		if (c) {
-			*c = (conn){.srv = srv, .sock = s, .uid = cred.uid};
+			*c = (conn){.srv = srv, .sock = s, .uid = cred.uid, .fsize = fsize, .fsize_err = fsize_err};
 			if (!vy_mapsrv_conn_start(srv, c)) {
 				free(c);
 				c = NULL;
@@ -563,14 +575,13 @@ static void *accept_loop(void *arg)
  * only they may use the mount. A user's daemon: $XDG_RUNTIME_DIR/vyrefs/
  * when the mount is theirs alone. Else an abstract socket (every user can
  * reach it; clients check who answers, by SO_PEERCRED). */
-static bool socket_path(vy_mapsrv *srv, struct sockaddr_un *addr, const char *leaf)
+static bool socket_path(vy_mapsrv *srv, struct sockaddr_un *addr, const char *leaf, char *dir)
 {
-	char dir[PATH_MAX];
 	const char *xdg = getenv("XDG_RUNTIME_DIR");
 	if (getuid() == 0)
-		snprintf(dir, sizeof(dir), "/run/vyrefs");
+		snprintf(dir, PATH_MAX, "/run/vyrefs");
 	else if (xdg && xdg[0] == '/' && !srv->fs->cfg.allow_other)
-		snprintf(dir, sizeof(dir), "%s/vyrefs", xdg);
+		snprintf(dir, PATH_MAX, "%s/vyrefs", xdg);
 	else
 		return false;
 	struct stat st;
@@ -581,6 +592,31 @@ static bool socket_path(vy_mapsrv *srv, struct sockaddr_un *addr, const char *le
 		return false;
 	int n = snprintf(addr->sun_path, sizeof(addr->sun_path), "%s/%s.sock", dir, leaf);
 	return n > 0 && (size_t)n < sizeof(addr->sun_path);
+}
+
+/* The sockets a dead daemon of this mount left in `dir`: every one named
+ * for this mount's keeper (`prefix`) but ours. A successor removes them,
+ * so the unmount, which removes its own, leaves none (issue "edges", 4).
+ * A keeper's pid is no other live keeper's: a name with it is this
+ * mount's, or a crashed mount's of long ago. */
+static void sweep_predecessors(const char *dir, const char *prefix, const char *mine)
+{
+	int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
+	if (!d) {
+		if (dfd >= 0)
+			close(dfd);
+		return;
+	}
+	struct dirent *de;
+	struct stat st;
+	while ((de = readdir(d)))
+		if (!strncmp(de->d_name, prefix, strlen(prefix)) && strcmp(de->d_name, mine) &&
+		    fstatat(dfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISSOCK(st.st_mode) &&
+		    unlinkat(dfd, de->d_name, 0) != 0)
+			vy_log(LOG_WARNING, "client socket: cannot remove %s/%s, a dead daemon's: %s", dir, de->d_name,
+			       strerror(errno));
+	closedir(d);
 }
 
 vy_err vy_mapsrv_start(vy_fs *fs, const char *mountpoint, vy_error *e)
@@ -604,10 +640,15 @@ vy_err vy_mapsrv_start(vy_fs *fs, const char *mountpoint, vy_error *e)
 			rnd = 0;
 		close(rfd);
 	}
-	char leaf[64];
-	snprintf(leaf, sizeof(leaf), "vyrefs-%d-%08x", (int)getpid(), rnd);
+	/* Under survive=on, named for the keeper too: a successor finds the
+	 * names its predecessors bound (sweep_predecessors). */
+	char leaf[64], prefix[32] = "", dir[PATH_MAX];
+	int keeper = atomic_load(&fs->keeper_pid);
+	if (keeper > 0)
+		snprintf(prefix, sizeof(prefix), "vyrefs-k%d-", keeper);
+	snprintf(leaf, sizeof(leaf), "%s%d-%08x", keeper > 0 ? prefix : "vyrefs-", (int)getpid(), rnd);
 	socklen_t alen;
-	srv->on_disk = socket_path(srv, &addr, leaf);
+	srv->on_disk = socket_path(srv, &addr, leaf, dir);
 	if (srv->on_disk) {
 		snprintf(srv->name, sizeof(srv->name), "%s", addr.sun_path);
 		unlink(addr.sun_path); /* a socket of a daemon of this pid that died */
@@ -625,6 +666,11 @@ vy_err vy_mapsrv_start(vy_fs *fs, const char *mountpoint, vy_error *e)
 		    listen(srv->listen_fd, 64) != 0)
 			rc = vy_fail(e, VY_ENODEV, "check that unix sockets can be made here", "cannot listen on %s: %s",
 				     srv->name, strerror(errno));
+	}
+	if (rc == VY_OK && srv->on_disk && prefix[0]) {
+		char mine[80];
+		snprintf(mine, sizeof(mine), "%s.sock", leaf);
+		sweep_predecessors(dir, prefix, mine);
 	}
 	if (rc == VY_OK && pthread_create(&srv->acceptor, NULL, accept_loop, srv) != 0)
 		rc = vy_fail(e, VY_ENOMEM, "free host memory", "cannot start the map server's thread");

@@ -40,6 +40,11 @@ typedef struct conn {
 	uint64_t next_id;
 	uint32_t minor; /* the client's protocol minor (HELLO) */
 	uid_t uid;      /* the client's, from SO_PEERCRED */
+	/* The RLIMIT_FSIZE of the process that connected, read at accept (or
+	 * at a takeover's take-back): a COPY out writes no more; fsize_err
+	 * (its errno) where it could not be read, and a COPY out is refused. */
+	uint64_t fsize;
+	int fsize_err;
 	/* survive=on: the keeper's slot that holds a copy of sock, from the
 	 * first mapping on (0: not kept), and the request last kept. */
 	uint32_t slot;

@@ -531,6 +531,25 @@ test_14_copies_write_as_their_client() {
 	assertDaemonSane 16384 # the cuda backend's first copy takes its pinned staging buffers (6.7 MB on the H100)
 }
 
+# Issue "edges", 4: COPY out's file size limit was read from
+# /proc/PID/limits of the process that connected when the copy came;
+# once that process had exited, none applied (under a hard ulimit -f of
+# 1 MiB, 4 MiB were written through a child; here 16 KiB and 64 KiB). It is taken when the
+# connection is made, from the very process (a pidfd), or the copy out
+# is refused.
+test_15_a_child_writes_under_the_limit_of_the_process_that_connected() {
+	need_daemon_sees "$TT" || return 0
+	mallory_file mal 65536
+	: >"$TT/m/limited"
+	chown "$MALLORY:$MALLORY" "$TT/m/limited"
+	out=$(as_mallory bash -c 'ulimit -f 16 && VYATTACK_HANDOFF=1 exec "$0" "$@"' "$TT/vyattack" \
+		"$MNT" copy-out "$MNT/mal" O_RDONLY "$TT/m/limited" O_WRONLY 2>&1)
+	assertEquals "EOVERFLOW: $out" "refused EOVERFLOW: the copy would write 65536 bytes; your file size limit is 16384 (Fix: raise your file size limit (ulimit -f), or copy a smaller file)" "$out"
+	assertEquals "nothing written" 0 "$(stat -c %s "$TT/m/limited")"
+	rm -f "$MNT/mal"
+	assertDaemonSane 16384
+}
+
 test_flood_hello_twice_and_extra_fds() {
 	out=$(attack "$MNT" hello-twice)
 	assertEquals "first HELLO" "reply OK" "$(echo "$out" | head -n 1)"

@@ -16,6 +16,8 @@
  *
  * VYATTACK_MINOR=N: say protocol 2.N at HELLO (an older client's).
  * VYATTACK_UNIQUE=N: the request id of every message after HELLO (7).
+ * VYATTACK_HANDOFF=1: after HELLO, fork; the process that connected exits
+ * and its child, once that process is gone (reaped), sends the rest.
  *
  * SOCK: a mount's root (its .vyre/socket names the socket), `@NAME` or a
  * socket's path. FILE: a path, or fd:N for an fd the caller left open.
@@ -30,6 +32,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,6 +41,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define FDS_SENT 128 /* as many as VY_PROTO_FDS_MAX: the most a daemon ever took */
@@ -423,6 +427,40 @@ static int flood(bool with_fds, unsigned n, unsigned retries, unsigned hold)
 	return 0;
 }
 
+/* VYATTACK_HANDOFF, first: the connection is made by a child of this
+ * process, which reaps it once it has exited (hand_off), so that its pid
+ * is no one's whoever started this program. */
+static void reap_the_connecting_child(void)
+{
+	pid_t b = fork();
+	if (b < 0)
+		local_fail("fork");
+	if (b == 0)
+		return;
+	int status;
+	while (waitpid(b, &status, 0) < 0 && errno == EINTR)
+		;
+	_exit(0); /* the grandchild goes on with the connection and the output */
+}
+
+/* The connection goes on in a child; the process that made it exits and
+ * the child waits until it is reaped (its pid is then no one's). */
+static void hand_off(void)
+{
+	pid_t parent = getpid();
+	pid_t child = fork();
+	if (child < 0)
+		local_fail("fork");
+	if (child > 0)
+		_exit(0);
+	for (int i = 0; i < 10000 && kill(parent, 0) == 0; i++)
+		usleep(1000);
+	if (kill(parent, 0) == 0) {
+		printf("local: the parent was not reaped\n");
+		exit(4);
+	}
+}
+
 int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -438,6 +476,8 @@ int main(int argc, char **argv)
 		return flood(true, (unsigned)atoi(args[0]), 0, (unsigned)atoi(args[1]));
 	if (!strcmp(cmd, "idle-conns") && rest == 3)
 		return flood(false, (unsigned)atoi(args[0]), (unsigned)atoi(args[1]), (unsigned)atoi(args[2]));
+	if (getenv("VYATTACK_HANDOFF"))
+		reap_the_connecting_child();
 	int s = must_connect();
 	reply r;
 	if (!strcmp(cmd, "hello-twice")) {
@@ -449,6 +489,8 @@ int main(int argc, char **argv)
 		printf("local: HELLO was not answered with OK\n");
 		return 4;
 	}
+	if (getenv("VYATTACK_HANDOFF"))
+		hand_off();
 	if (getenv("VYATTACK_UNIQUE"))
 		next_unique = strtoull(getenv("VYATTACK_UNIQUE"), NULL, 0);
 	if (!strcmp(cmd, "map-fd"))

@@ -421,4 +421,32 @@ test_the_oom_killer_spares_the_daemon_whose_death_frees_nothing() {
 	rmdir "$cg"
 }
 
+# Issue "edges", 4: where the daemon cannot set oom_score_adj (root
+# without CAP_SYS_RESOURCE, as in many containers), the OOM killer may
+# take it, and a takeover follows each such kill: the log says so once a
+# mount (a warning, with what it means and a Fix), not again at the
+# successor's start. The mount runs with the capability out of its
+# bounding set (setpriv), so root here without it is the container's case.
+test_without_cap_sys_resource_the_oom_killers_choice_is_said_once() {
+	need_root "it drops a capability of root's" || return 0
+	need setpriv || return 0
+	local wrap pid msg
+	wrap=$(mktemp /tmp/vyrefs-nores.XXXXXX)
+	printf '#!/bin/sh\nexec setpriv --bounding-set -sys_resource --inh-caps -sys_resource "%s" "$@"\n' "$VYREFS" >"$wrap"
+	chmod 755 "$wrap"
+	VYREFS=$wrap mount_vyrefs "survive=on"
+	local rc=$?
+	rm -f "$wrap"
+	[ $rc = 0 ] || { fail "mount"; return; }
+	pid=$(stat_of pid)
+	assertEquals "without the capability" 0 "$((16#$(awk '$1 == "CapBnd:" { print $2 }' "/proc/$pid/status") >> 24 & 1))"
+	assertEquals "its oom_score_adj as it was" "$(cat /proc/self/oom_score_adj)" "$(cat "/proc/$pid/oom_score_adj")"
+	msg="vyrefs: the OOM killer may choose this daemon: it cannot set its oom_score_adj to -1000 (Permission denied: no CAP_SYS_RESOURCE). Killing it frees none of the files' memory; with survive=on a successor serves in its place (the mount pauses a second or two, nothing is lost), with survive=off every file is lost (Fix: mount as root with CAP_SYS_RESOURCE: a container's --cap-add SYS_RESOURCE, or AmbientCapabilities=CAP_SYS_RESOURCE in its unit)"
+	assertEquals "said once, at mount" "$msg" "$(grep -F 'the OOM killer may choose' "$VY_LOG")"
+	kill -9 "$pid"
+	wait_for "a successor" serving_pid_not "$pid" || return
+	assertEquals "not again at the takeover" 1 "$(grep -c 'the OOM killer may choose' "$VY_LOG")"
+	unmount_vyrefs
+}
+
 . tests/shunit.sh

@@ -354,6 +354,32 @@ test_clean_umount_ends_every_process() {
 	assertFalse "unmounted" "grep -q ' $m ' /proc/mounts"
 }
 
+# Issue "edges", 4: each daemon binds a socket of its own; a dead one's
+# stayed in /run/vyrefs after the unmount (one per takeover). A successor
+# removes its predecessors' (named for the mount's keeper), and the
+# unmount its own: none is left.
+test_no_socket_is_left_after_takeovers_and_the_unmount() {
+	mount_vyrefs "survive=on" || { fail "mount"; return; }
+	local names
+	names=$(cat "$MNT/.vyre/socket")
+	case "$names" in
+	/*) ;;
+	*) unmount_vyrefs; skip_test "the daemon's socket is abstract here ($names): no file to leave"; return 0 ;;
+	esac
+	for _ in 1 2; do
+		kill_daemon || return
+		names+=" $(cat "$MNT/.vyre/socket")"
+	done
+	assertEquals "a name a daemon" 3 "$(echo "$names" | tr ' ' '\n' | sort -u | wc -l)"
+	local left="" n
+	for n in $names; do [ -S "$n" ] && left+=" $n"; done
+	assertEquals "only the serving daemon's socket while it serves" " $(cat "$MNT/.vyre/socket")" "$left"
+	unmount_vyrefs
+	left=""
+	for n in $names; do [ -e "$n" ] && left+=" $n"; done
+	assertEquals "no socket left after the unmount" "" "$left"
+}
+
 # Without -f: vyrefs returns once the mount is ready (its report comes
 # through the keeper's first daemon), holding no pipe of its caller's open.
 test_detached_mount_reports_ready_and_ends_at_umount() {

@@ -18,16 +18,28 @@ dtype, class, options). Any difference, and it is made again, never used.
 Two processes converting at once make it once (a lock beside it). It is an
 ordinary directory: `du` and `df` count it, `rm -r` removes it (the next
 start makes it again).
+
+A copy is attached only where no other user can have made or changed it
+(vyrefs/owned.py: it and its files are this user's or root's, writable by
+no one else, in a directory others cannot replace it in): one another user
+planted in a shared directory is said and not used. The copy is written
+beside the source where the source directory is this user's alone, else
+in MOUNT/.vyrefs-uid-UID/NAME-HASH/ (0700, this user's), never following
+a link: a fresh private temporary directory, renamed through a directory fd.
+
+Only keep() and save() need torch: current() and ensure() run without it.
 """
 
 import errno
 import fcntl
+import hashlib
 import json
 import os
-import shutil
+import stat
+import tempfile
+import warnings
 
-from . import placement as _placement
-from . import torch as _vt
+from . import owned as _owned
 
 DIR = "vyrefs-converted"
 RECORD = "vyrefs-converted.json"
@@ -57,64 +69,195 @@ def record_of(source, identity):
     return {"format": FORMAT, "source": source_files(source), "identity": identity}
 
 
+PRIVATE = ".vyrefs-uid-%d"  # at the top of the mount: this user's copies of sources not theirs alone
+
+
+def _mount_root(path):
+    """The top of the file system `path` is on."""
+    p = os.path.realpath(path)
+    dev = os.stat(p).st_dev
+    while p != "/":
+        up = os.path.dirname(p)
+        if os.stat(up).st_dev != dev:
+            break
+        p = up
+    return p
+
+
+def _private_key(source, root):
+    """SOURCE's directory among this user's copies: its name and a hash
+    of its path in the mount."""
+    rel = os.path.relpath(os.path.realpath(source), root)
+    return "%s-%s" % (os.path.basename(os.path.realpath(source)) or "root",
+                      hashlib.sha256(rel.encode()).hexdigest()[:16])
+
+
+def _fix_mine(source):
+    return ("Fix: make the directory this user's alone (chmod go-w %s, where it is theirs), convert in a directory "
+            "only this user can write (copy the model there), or once as the directory's owner: "
+            "vyrefs.transformers.from_pretrained(%r)" % (source, source))
+
+
+def _private(source, create):
+    """MOUNT/.vyrefs-uid-UID/KEY, this user's copies of `source` (its top
+    0700, this user's: no one else can put or change a name in it); None
+    where not made yet (create False). Raises PermissionError with a Fix
+    where it cannot be made."""
+    root = _mount_root(source)
+    if not os.path.isdir(os.path.join(root, ".vyre")):
+        if not create:
+            return None
+        raise PermissionError(errno.EACCES, "vyrefs: cannot keep a converted copy of %s: another user can write it, "
+                                            "and it is on no vyrefs mount to keep this user's own copy in (%s)"
+                              % (source, _fix_mine(source)))
+    top = PRIVATE % os.geteuid()
+    shown = os.path.join(root, top)
+    rfd = _owned.open_dir(root)
+    try:
+        if create:
+            try:
+                os.mkdir(top, 0o700, dir_fd=rfd)
+            except FileExistsError:
+                pass
+            except OSError as e:
+                raise PermissionError(e.errno, "vyrefs: cannot keep a converted copy of %s: another user can write "
+                                               "it, and %s cannot be made: %s (%s, or let this user write %s)"
+                                      % (source, shown, e.strerror, _fix_mine(source), root)) from None
+        try:
+            tfd = _owned.open_dir(top, dir_fd=rfd)
+        except FileNotFoundError:
+            return None
+        except OSError as e:
+            raise PermissionError(e.errno, "vyrefs: %s is not this user's private directory: %s (Fix: remove it, "
+                                           "rm %s; it is made again, 0700)" % (shown, e.strerror, shown)) from None
+    finally:
+        os.close(rfd)
+    try:
+        st = os.fstat(tfd)
+        if st.st_uid != os.geteuid() or st.st_mode & 0o077:
+            raise PermissionError(errno.EACCES, "vyrefs: %s is not this user's private directory (uid %d's, mode %04o)"
+                                                ": refused (Fix: remove it, rm -r %s; it is made again, 0700)"
+                                  % (shown, st.st_uid, stat.S_IMODE(st.st_mode), shown))
+        key = _private_key(source, root)
+        if create:
+            try:
+                os.mkdir(key, 0o700, dir_fd=tfd)
+            except FileExistsError:
+                pass
+        return os.path.join(shown, key)
+    finally:
+        os.close(tfd)
+
+
+_said = set()  # (copy, why): said once a process
+
+
+def _proven(where):
+    """Directory `where` is a copy this user or root made and no one else
+    can change (vyrefs/owned.py); one that is not is said and not used."""
+    if not os.path.lexists(where):
+        return False
+    why = _owned.why_not(where)
+    if why and (where, why) not in _said:
+        _said.add((where, why))
+        warnings.warn("vyrefs: %s is not used: %s (Fix: remove it; a copy is made where only this user can write)"
+                      % (where, why), stacklevel=3)
+    return why is None
+
+
 def _read(where):
     try:
-        with open(os.path.join(where, RECORD)) as f:
-            return json.load(f)
+        fd = _owned.open_dir(where)
+        try:
+            return json.loads(_owned.read_text(fd, RECORD))
+        finally:
+            os.close(fd)
     except (OSError, ValueError):
         return None
 
 
 def current(source, identity, name=DIR):
-    """SOURCE/NAME (vyrefs-converted) if it was made from the source as it
-    is now and with `identity`, else None."""
-    where = os.path.join(source, name)
-    rec = _read(where)
-    return where if rec is not None and rec == json.loads(json.dumps(record_of(source, identity), default=str)) else None
+    """The copy NAME (vyrefs-converted) of `source` if it was made from the
+    source as it is now and with `identity`, by this user or root, and no
+    one else can change it, else None: SOURCE/NAME, else this user's own
+    (MOUNT/.vyrefs-uid-UID/..., made where the source is not theirs alone)."""
+    want = None
+    for home in (source, None):
+        if home is None:
+            try:
+                home = _private(source, create=False)
+            except OSError:  # none, or not this user's: ensure() says so where it would write there
+                return None
+        where = home and os.path.join(home, name)
+        if where and _proven(where):
+            rec = _read(where)
+            if want is None:
+                want = json.loads(json.dumps(record_of(source, identity), default=str))
+            if rec is not None and rec == want:
+                return where
+    return None
 
 
 def ensure(source, identity, make, gpu=None, name=DIR):
     """The converted copy of `source`: current() if it is, else made now by
     make(tmp_dir) (which writes the tensors there) under the lock, placed
     on `gpu` (a mount ordinal) when given (else where make's save puts its
-    files). Returns (directory, made: bool).
-    Raises PermissionError, with a Fix, where the source directory is not
-    writable by this process."""
+    files). Made beside the source where the source directory is this
+    user's alone, else in this user's own directory at the top of the
+    mount (no one else can put a link or a name where it writes).
+    Returns (directory, made: bool). Raises PermissionError, with a Fix,
+    where neither can be written by this process."""
     source = os.fspath(source)
     done = current(source, identity, name)
     if done:
         return done, False
+    home = source if _owned.mine(source) else _private(source, create=True)
+    hfd = _owned.open_dir(home)
     try:
-        lock = os.open(os.path.join(source, "." + name + ".lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-    except OSError as e:
-        raise PermissionError(e.errno, "vyrefs: cannot keep a converted copy in %s: %s (Fix: let this user write "
-                                       "there, or convert once as its owner: vyrefs.transformers.from_pretrained(%r))"
-                              % (source, e.strerror, source)) from None
-    try:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # another process converting: wait, then use its copy
-        done = current(source, identity, name)
-        if done:
-            return done, False
-        where = os.path.join(source, name)
-        tmp = os.path.join(source, "." + name + ".vyrefs-tmp")
-        shutil.rmtree(tmp, ignore_errors=True)
-        os.mkdir(tmp)
         try:
-            if gpu is not None:
-                _placement.place_dir(tmp, gpu)
-            record = record_of(source, identity)
-            make(tmp)
-            with open(os.path.join(tmp, RECORD), "w") as f:
-                json.dump(record, f, indent=1, sort_keys=True, default=str)
-                f.write("\n")
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
-        shutil.rmtree(where, ignore_errors=True)  # stale: nobody uses it (attached copies keep their memory)
-        os.rename(tmp, where)
-        return where, True
+            lock = os.open("." + name + ".lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600,
+                           dir_fd=hfd)
+        except OSError as e:
+            raise PermissionError(e.errno, "vyrefs: cannot keep a converted copy in %s: %s (%s)"
+                                  % (home, e.strerror, _fix_mine(source))) from None
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # another process converting: wait, then use its copy
+            done = current(source, identity, name)
+            if done:
+                return done, False
+            return os.path.join(home, _make(home, hfd, source, identity, make, gpu, name)), True
+        finally:
+            os.close(lock)
     finally:
-        os.close(lock)
+        os.close(hfd)
+
+
+def _make(home, hfd, source, identity, make, gpu, name):
+    """Under the lock: make(tmp) into a fresh private directory in `home`
+    (hfd), its record written, then renamed to `name`. Returns name."""
+    for stale in os.listdir(hfd):  # a conversion that died: nobody else converts now
+        if stale.startswith("." + name + ".") and stale.endswith(".vyrefs-tmp"):
+            _owned.remove(stale, hfd)
+    tmp = tempfile.mkdtemp(prefix="." + name + ".", suffix=".vyrefs-tmp", dir=home)  # 0700, a new name
+    leaf = os.path.basename(tmp)
+    try:
+        if gpu is not None:
+            from . import placement as _placement
+            _placement.place_dir(tmp, gpu)
+        record = record_of(source, identity)
+        make(tmp)
+        tfd = _owned.open_dir(leaf, dir_fd=hfd)
+        try:
+            _owned.write_new(tfd, RECORD, json.dumps(record, indent=1, sort_keys=True, default=str) + "\n")
+            _owned.seal(tfd)  # 0755, nothing writable by others: what current() asks of it
+        finally:
+            os.close(tfd)
+    except BaseException:
+        _owned.remove(leaf, hfd)
+        raise
+    _owned.remove(name, hfd)  # stale: nobody uses it (attached copies keep their memory)
+    os.rename(leaf, name, src_dir_fd=hfd, dst_dir_fd=hfd)
+    return name
 
 
 def gpu_of(sd):
@@ -137,6 +280,8 @@ def save(what, tmp, gpu):
     goes to a directory placed on it; a result on several is written a
     GPU's to a file on that GPU (vyrefs/shards.py), with no setting tmp
     took from the source's directory gathering them on one."""
+    from . import placement as _placement
+    from . import torch as _vt
     if gpu is None:
         tensors = what.state_dict() if hasattr(what, "state_dict") else what
         gpus = {t.device.index for t in tensors.values() if t.device.type == "cuda"}
@@ -166,6 +311,7 @@ def keep(source, convert, identity, name):
         raise ValueError("vyrefs: a converted copy's name is one word, not %r (Fix: name it after your loader, "
                          "e.g. name='myengine')" % (name,))
     name = DIR + "-" + name
+    from . import torch as _vt
     done = current(source, identity, name)
     if not done:
         sd = _vt.load_state_dict(source)

@@ -21,24 +21,31 @@ rank and world_size come from torch.distributed when it is initialised,
 else from RANK and WORLD_SIZE (torchrun sets them), else from the
 arguments. The rank's GPU is torch's current device for CUDA tensors; on a
 host mount (no GPU) it is LOCAL_RANK, so CI runs the same protocol.
-docs/client.md has the recipe for a serving engine.
+docs/client.md has the recipe for a serving engine. check() with no model
+runs without torch (torch.distributed is asked only where torch is loaded).
 """
 
 import hashlib
 import json
 import os
-import shutil
+import stat
+import sys
+import tempfile
 import uuid
 
-import torch
-
 from . import dtensor as _dt
-from . import placement as _placement
-from . import torch as _vt
+from . import owned as _owned
 
 RECORD = "rank.json"
 SAVE_ID = "save-id"  # the record's save_id alone: what the other ranks read
 FORMAT = "vyrefs.ranks/1"
+DEVICE_XATTR = "user.vyre.device"  # vyrefs.placement's, which needs torch
+
+
+def _torch():
+    """torch where this process loaded it, else None: torch.distributed
+    cannot be initialised, nor a CUDA device current, without it."""
+    return sys.modules.get("torch")
 
 
 def _fix_save():
@@ -47,7 +54,7 @@ def _fix_save():
 
 def who(rank=None, world_size=None):
     """(rank, world size) of this process."""
-    dist = getattr(torch, "distributed", None)
+    dist = getattr(_torch(), "distributed", None)
     if rank is None and world_size is None and dist is not None and dist.is_available() and dist.is_initialized():
         return dist.get_rank(), dist.get_world_size()
     if rank is None and "RANK" in os.environ:
@@ -88,14 +95,15 @@ def _gpu_of(tensors):
 
 
 def _current_gpu():
-    if torch.cuda.is_available():
+    torch = _torch()
+    if torch is not None and torch.cuda.is_available():
         return torch.cuda.current_device()
     return int(os.environ.get("LOCAL_RANK", "0"))
 
 
 def _save_id():
     """One id for every rank of this save: rank 0's, broadcast."""
-    dist = getattr(torch, "distributed", None)
+    dist = getattr(_torch(), "distributed", None)
     if dist is None or not dist.is_available() or not dist.is_initialized():
         return None
     box = [uuid.uuid4().hex if dist.get_rank() == 0 else None]
@@ -107,6 +115,9 @@ def save(model_or_state_dict, where, config=None, rank=None, world_size=None, ma
     """Rank r's tensors into where/rank-r-of-N/, on its GPU; returns that
     directory. An older save of this rank is replaced whole once the new
     one is written."""
+    import torch
+    from . import placement as _placement
+    from . import torch as _vt
     model = model_or_state_dict if isinstance(model_or_state_dict, torch.nn.Module) else None
     full = model.state_dict() if model is not None else dict(model_or_state_dict)
     if config is None and model is not None:
@@ -119,29 +130,47 @@ def save(model_or_state_dict, where, config=None, rank=None, world_size=None, ma
               "fingerprint": fingerprint(config),
               "tensors": {name: {"shape": list(t.shape), "dtype": str(t.dtype).replace("torch.", ""),
                                  "split": _dt.split_of(full[name])} for name, t in tensors.items()}}
-    final = rank_dir(where, rank, world_size)
-    tmp = os.path.join(os.fspath(where), ".rank-%d-of-%d.vyrefs-tmp" % (rank, world_size))
-    old = os.path.join(os.fspath(where), ".rank-%d-of-%d.vyrefs-old" % (rank, world_size))
+    final = os.path.basename(rank_dir(where, rank, world_size))
     os.makedirs(where, exist_ok=True)
-    for stale in (tmp, old):
-        shutil.rmtree(stale, ignore_errors=True)
-    os.mkdir(tmp)
+    wfd = _owned.open_dir(where)
     try:
-        _placement.place_dir(tmp, gpu)
-        _vt.save(tensors, tmp, max_shard_size=max_shard_size)
-        with open(os.path.join(tmp, RECORD), "w") as f:
-            json.dump(record, f, indent=1, sort_keys=True)
-            f.write("\n")
-        with open(os.path.join(tmp, SAVE_ID), "w") as f:
-            f.write("%s\n" % save_id)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    if os.path.exists(final):
-        os.rename(final, old)
-    os.rename(tmp, final)
-    shutil.rmtree(old, ignore_errors=True)
-    return final
+        # A fresh private name (mkdtemp: 0700), renamed into place through
+        # where's fd: a name or link someone put in `where` is never
+        # written through.
+        for stale in os.listdir(wfd):  # an earlier save of this rank that died
+            if stale.startswith("." + final + ".") and stale.endswith((".vyrefs-tmp", ".vyrefs-old")):
+                _owned.remove(stale, wfd)
+        tmp = tempfile.mkdtemp(prefix="." + final + ".", suffix=".vyrefs-tmp", dir=where)
+        leaf = os.path.basename(tmp)
+        try:
+            _placement.place_dir(tmp, gpu)
+            _vt.save(tensors, tmp, max_shard_size=max_shard_size)
+            tfd = _owned.open_dir(leaf, dir_fd=wfd)
+            try:
+                _owned.write_new(tfd, RECORD, json.dumps(record, indent=1, sort_keys=True) + "\n")
+                _owned.write_new(tfd, SAVE_ID, "%s\n" % save_id)
+                _owned.seal(tfd)  # 0755, nothing writable by others: what check() asks of it
+            finally:
+                os.close(tfd)
+        except BaseException:
+            _owned.remove(leaf, wfd)
+            raise
+        old = None
+        try:
+            st = os.stat(final, dir_fd=wfd, follow_symlinks=False)
+        except FileNotFoundError:
+            st = None
+        if st is not None and not stat.S_ISDIR(st.st_mode):
+            os.unlink(final, dir_fd=wfd)  # not a save's: a link or file in its place
+        elif st is not None:
+            old = os.path.basename(tempfile.mkdtemp(prefix="." + final + ".", suffix=".vyrefs-old", dir=where))
+            os.rename(final, old, src_dir_fd=wfd, dst_dir_fd=wfd)  # over the empty directory just made
+        os.rename(leaf, final, src_dir_fd=wfd, dst_dir_fd=wfd)
+        if old:
+            _owned.remove(old, wfd)
+    finally:
+        os.close(wfd)
+    return os.path.join(os.fspath(where), final)
 
 
 def _read(path):
@@ -185,6 +214,16 @@ def _tensors(model):
                     yield dot + key, t
 
 
+def _proven(path):
+    """Raise, with a Fix, unless rank directory `path` proves that only this
+    user or root made and can change it (vyrefs/owned.py)."""
+    why = _owned.why_not(path)
+    if why:
+        raise ValueError("vyrefs: %s was not saved by this user or root, or another user can change it (%s): not "
+                         "attached (Fix: save the ranks again with vyrefs.ranks.save, as this user, into a directory "
+                         "others cannot write)" % (path, why))
+
+
 def check(model, where, config=None, rank=None, world_size=None):
     """rank.json of this rank, checked against this job and `model`:
     raises ValueError with a Fix on any difference."""
@@ -195,6 +234,7 @@ def check(model, where, config=None, rank=None, world_size=None):
         raise ValueError("vyrefs: %s does not exist: %s (%s)" % (
             here, "the ranks were saved with world size %s" % " or ".join(map(str, worlds)) if worlds
             else "no rank saved there", _fix_save()))
+    _proven(here)
     record = _read(here)
     ids = set()
     for r in range(world_size):
@@ -202,6 +242,8 @@ def check(model, where, config=None, rank=None, world_size=None):
         if not os.path.isdir(other):
             raise ValueError("vyrefs: %s is missing: every rank of %d must have saved (%s)" % (other, world_size,
                                                                                             _fix_save()))
+        if other != here:
+            _proven(other)  # its save-id is read: not a link or a FIFO someone put there
         ids.add(_read_id(other))
     if len(ids) > 1:
         raise ValueError("vyrefs: the ranks in %s come from different saves (%s)" % (where, _fix_save()))
@@ -215,7 +257,7 @@ def check(model, where, config=None, rank=None, world_size=None):
                          % (rank, record.get("fingerprint"), fingerprint(config), _fix_save()))
     gpu = _current_gpu()
     try:
-        placed = int(os.getxattr(here, _placement.DEVICE_XATTR))
+        placed = int(os.getxattr(here, DEVICE_XATTR))
     except (OSError, ValueError):
         placed = record.get("gpu")
     if placed != gpu:
@@ -248,6 +290,7 @@ def attach(model, where, config=None, rank=None, world_size=None, strict=True):
     """Attach this rank's files to `model` (built empty, for this rank) with
     no copy, after check(): a DTensor parameter gets its local part back
     on its mesh. Returns vyrefs.torch.attach's AttachResult."""
+    from . import torch as _vt
     check(model, where, config, rank, world_size)
     rank, world_size = who(rank, world_size)
     return _vt.attach(model, rank_dir(where, rank, world_size), strict=strict)

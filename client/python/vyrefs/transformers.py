@@ -236,9 +236,7 @@ def from_pretrained(path, dtype="auto", device_map=None, trust_remote_code=False
     _placement.check(device_map)
     dtype, config, cls = _start(transformers, path, dtype, model_class, trust_remote_code, kwargs)
     identity = _identity(transformers, cls, config, dtype, attn_implementation)  # before a build changes config
-    kept = None
-    if strict and os.path.isdir(os.path.join(path, _derived.DIR)):  # a model with no copy pays a stat
-        kept = _derived.current(path, identity)
+    kept = _derived.current(path, identity) if strict else None  # beside the files, or this user's own
     # A copy converted before from these files as they are now, with these
     # settings: only it is mapped, not the files, and attached at once.
     sd = _vt.load_state_dict(kept or path)
