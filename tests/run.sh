@@ -27,6 +27,12 @@ export BUILD=$build
 export VYREFS=${VYREFS:-$PWD/$build/vyrefs}
 export SHUNIT2=${SHUNIT2:-/usr/bin/shunit2}
 export SHUNIT_COLOR=none
+# The suites' Python helpers run with Python's own warnings filters: a
+# user's or CI's PYTHONWARNINGS (always, ignore, error::...) or
+# PYTHONDEVMODE would add lines to what a test reads, hide a warning it
+# asserts on, or turn one into an exception. A test that asserts on a
+# warning also sets its own filter (tests/client/place_check.py).
+unset PYTHONWARNINGS PYTHONDEVMODE
 # The cuda backend's suites need a GPU: without one they would test
 # nothing (and once wrote into plain directories). Ask the binary itself
 # first, before any suite runs.
