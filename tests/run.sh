@@ -27,6 +27,12 @@ export BUILD=$build
 export VYREFS=${VYREFS:-$PWD/$build/vyrefs}
 export SHUNIT2=${SHUNIT2:-/usr/bin/shunit2}
 export SHUNIT_COLOR=none
+# The suites' Python helpers run with Python's own warnings filters: a
+# user's or CI's PYTHONWARNINGS (always, ignore, error::...) or
+# PYTHONDEVMODE would add lines to what a test reads, hide a warning it
+# asserts on, or turn one into an exception. A test that asserts on a
+# warning also sets its own filter (tests/client/place_check.py).
+unset PYTHONWARNINGS PYTHONDEVMODE
 # The cuda backend's suites need a GPU: without one they would test
 # nothing (and once wrote into plain directories). Ask the binary itself
 # first, before any suite runs.
@@ -40,7 +46,9 @@ fi
 log=$(mktemp -d /tmp/vyrefs-tests.XXXXXX) || exit 1
 passed=0 failed=0 skipped=0
 
-# C suites print `N passed, N failed, N skipped` last.
+# C suites print `N passed, N failed, N skipped` last on stdout; the line
+# is found by its form, not its place: what a suite writes to stderr as it
+# exits may come after it.
 run_c() {
 	local bin=$1 name out
 	name=$(basename "$bin")
@@ -48,7 +56,7 @@ run_c() {
 	local start=$SECONDS
 	"$bin" >"$out" 2>&1
 	local rc=$? line
-	line=$(tail -n 1 "$out")
+	line=$(grep -E '^[0-9]+ passed, [0-9]+ failed, [0-9]+ skipped$' "$out" | tail -n 1)
 	if [[ $line =~ ^([0-9]+)\ passed,\ ([0-9]+)\ failed,\ ([0-9]+)\ skipped$ ]]; then
 		echo "${BASH_REMATCH[1]} ${BASH_REMATCH[2]} ${BASH_REMATCH[3]}" >"$log/$name.counts"
 	else

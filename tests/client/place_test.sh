@@ -31,6 +31,20 @@ placed() {
 	for f in "$@"; do echo "$(basename "$f") data % 4096 = 0 off 512: 0 misaligned 0"; done
 }
 
+# where_is FILE...: place_check.py's line for each file, from its stdout;
+# what it said on stderr (its AlignmentWarning) is in $T/said. Apart: a
+# pipe's stdout comes at exit, a warning at once, so the two merged come in
+# an order that is the interpreter's, not the code's under test.
+where_is() {
+	$CHECK where "$@" 2>"$T/said"
+}
+
+# assertPlaced FILE...: each file is placed, and nothing is said of it.
+assertPlaced() {
+	assertEquals "$(placed "$@")" "$(where_is "$@")"
+	assertEquals "nothing said" "" "$(cat "$T/said")"
+}
+
 # same_bytes SRC FILE...: each FILE is SRC, byte for byte.
 same_bytes() {
 	local src=$1 f
@@ -59,12 +73,12 @@ test_every_way_in_is_placed_and_exact() {
 	same_bytes "$T/small.st" "$MNT"/{cp-small,vycp-small}.st
 	same_bytes "$T/split-small.st" "$MNT/split-small.st"
 	files=("$MNT"/{written,split,split-small,cp,cp-small,vycp,vycp-small,inside}.st "$MNT/tar/big.st")
-	assertEquals "$(placed "${files[@]}")" "$($CHECK where "${files[@]}" 2>&1)"
+	assertPlaced "${files[@]}"
 	# Reads through the mount are the file's, and grow with it: the
 	# placement lives below the file's bytes.
 	head -c 5000000 "$T/big.st" | cmp -s - <(head -c 5000000 "$MNT/cp.st") || fail "a read's bytes"
 	cat "$T/small.st" >> "$MNT/cp.st" && cat "$T/big.st" "$T/small.st" | cmp -s - "$MNT/cp.st" || fail "appended"
-	assertEquals "grown, still placed" "$(placed "$MNT/cp.st")" "$($CHECK where "$MNT/cp.st" 2>&1)"
+	assertPlaced "$MNT/cp.st" # grown, still placed
 }
 
 test_other_files_are_not_placed_and_a_late_header_is_said() {
@@ -81,17 +95,19 @@ with vyrefs.map(sys.argv[1]) as m: print("raw", m.ptr % 4096)' "$MNT/raw")"
 	dd if="$T/big.st" of="$MNT/late.st" bs=4096 skip=1 seek=1 conv=notrunc status=none
 	dd if="$T/big.st" of="$MNT/late.st" bs=4096 count=1 conv=notrunc status=none
 	same_bytes "$T/big.st" "$MNT/late.st"
-	out=$($CHECK where "$MNT/late.st" 2>&1)
+	out=$(where_is "$MNT/late.st")
+	said=$(cat "$T/said")
 	# Its data at 8 mod 16: the seven tensors at a multiple of 512 sit
 	# off it (the 1018-byte one after the 6-byte one is at 6 mod 8: as
 	# aligned as its place allows).
-	assertEquals "late.st off 512: 7 misaligned 7" "$(echo "$out" | head -n 1 | sed 's/data % 4096 = [0-9]* //')"
-	assertEquals "8 mod 16" 8 "$(( $(echo "$out" | head -n 1 | sed 's/.*data % 4096 = \([0-9]*\).*/\1/') % 16 ))"
-	assertContains "$out" "AlignmentWarning: vyrefs: $MNT/late.st: 7 of 8 tensors sit less aligned than their place in the file allows"
-	assertContains "$out" "(Fix: write the file into the mount again from its first byte"
+	assertEquals "late.st off 512: 7 misaligned 7" "$(sed 's/data % 4096 = [0-9]* //' <<<"$out")"
+	data=$(sed -n 's/^late.st data % 4096 = \([0-9]*\) .*/\1/p' <<<"$out")
+	assertEquals "8 mod 16" 8 "$(( ${data:-0} % 16 ))" # no line: 0, never a shell error
+	assertContains "$said" "AlignmentWarning: vyrefs: $MNT/late.st: 7 of 8 tensors sit less aligned than their place in the file allows"
+	assertContains "$said" "(Fix: write the file into the mount again from its first byte"
 	# Written again from its first byte, it is placed.
 	cp "$T/big.st" "$MNT/late.st"
-	assertEquals "$(placed "$MNT/late.st")" "$($CHECK where "$MNT/late.st" 2>&1)"
+	assertPlaced "$MNT/late.st"
 }
 
 # A file not placed whose data starts at an odd byte (209): the float32
@@ -115,15 +131,19 @@ header = {"f32": {"dtype": "F32", "shape": [4, 4], "data_offsets": [0, 64]},
 text = json.dumps(header).encode()
 text += b" " * ((-(8 + len(text)) % 16) + 1)  # the data at 1 mod 16
 data = struct.pack("<16f", *[k / 7 for k in range(16)]) + bytes(range(5)) + bytes(range(100, 112))
-open(sys.argv[1], "wb").write(struct.pack("<Q", len(text)) + text + data + bytes(4096 * 3))
+with open(sys.argv[1], "wb") as f:
+    f.write(struct.pack("<Q", len(text)) + text + data + bytes(4096 * 3))
 PY
 	truncate -s "$(stat -c %s "$T/odd.st")" "$MNT/odd.st"
 	dd if="$T/odd.st" of="$MNT/odd.st" bs=4096 skip=1 seek=1 conv=notrunc status=none
 	dd if="$T/odd.st" of="$MNT/odd.st" bs=4096 count=1 conv=notrunc status=none
-	out=$($py - "$MNT/odd.st" "$T/odd.st" 2>&1 <<'PY'
+	# Each program's lines on stdout; stderr apart (it says only what went
+	# wrong: what vyrefs says is recorded, whatever PYTHONWARNINGS says).
+	out=$($py - "$MNT/odd.st" "$T/odd.st" 2>"$T/err" <<'PY'
 import sys, warnings, torch, vyrefs.torch, vyrefs.safetensors as st
 start, entries, _ = st.read_header(sys.argv[2])
-raw = open(sys.argv[2], "rb").read()
+with open(sys.argv[2], "rb") as f:
+    raw = f.read()
 want = {n: torch.frombuffer(bytearray(raw[start + a:start + b]), dtype=st.torch_dtype(c)).view(s)
         for n, (c, s, a, b) in entries.items()}
 with warnings.catch_warnings(record=True) as said:
@@ -139,10 +159,12 @@ PY
 	# page, so the mapping starts at an odd address and every tensor is
 	# aligned: all viewed in place, nothing said.
 	cp "$T/odd.st" "$MNT/placed.st" || fail "cp"
-	placed=$($py - "$MNT/placed.st" "$T/odd.st" 2>&1 <<'PY'
+	err=$(cat "$T/err")
+	placed=$($py - "$MNT/placed.st" "$T/odd.st" 2>"$T/err" <<'PY'
 import sys, warnings, torch, vyrefs.torch, vyrefs.safetensors as st
 start, entries, _ = st.read_header(sys.argv[2])
-raw = open(sys.argv[2], "rb").read()
+with open(sys.argv[2], "rb") as f:
+    raw = f.read()
 with warnings.catch_warnings(record=True) as said:
     warnings.simplefilter("always")
     sd = vyrefs.torch.load_state_dict(sys.argv[1])
@@ -153,10 +175,10 @@ print("equal", all(bytes(sd[n].contiguous().view(torch.uint8).flatten().tolist()
 print("in place", {n: sd[n].data_ptr() == base + start + entries[n][2] for n in sorted(entries)})
 PY
 )
-	assertEquals "equal True
+	assertEquals "not placed: $err" "equal True
 said [\"2 of 3 tensors sit less aligned than their place in the file allows (its data starts at byte 209 of a 4096-byte page, not placed for its format); GPU kernels compute them slower and round otherwise than for the framework's own load; tensors copied to be viewed at all (off their element size): 1 \"]
 in place {'bf16': True, 'f32': False, 'i8': True}" "$out"
-	assertEquals "ptr odd True data on a page True said ['tensors copied to be viewed at all (off their element size): 1 (Fix: save it with vyrefs.torch.save, which aligns every tensor)']
+	assertEquals "placed: $(cat "$T/err")" "ptr odd True data on a page True said ['tensors copied to be viewed at all (off their element size): 1 (Fix: save it with vyrefs.torch.save, which aligns every tensor)']
 equal True
 in place {'bf16': False, 'f32': True, 'i8': True}" "$placed"
 }
@@ -175,7 +197,7 @@ test_a_move_between_devices_keeps_the_placement() {
 	done
 	same_bytes "$T/big.st" "$MNT/big.st"
 	same_bytes "$T/small.st" "$MNT/small.st"
-	assertEquals "$(placed "$MNT"/{big,small}.st)" "$($CHECK where "$MNT"/{big,small}.st 2>&1)"
+	assertPlaced "$MNT"/{big,small}.st
 }
 
 test_a_takeover_keeps_the_placement() {
@@ -192,10 +214,10 @@ test_a_takeover_keeps_the_placement() {
 	same_bytes "$T/big.st" "$MNT/big.st"
 	same_bytes "$T/small.st" "$MNT/small.st"
 	same_bytes "$T/split.st" "$MNT/split.st"
-	assertEquals "$(placed "$MNT"/{big,small,split}.st)" "$($CHECK where "$MNT"/{big,small,split}.st 2>&1)"
+	assertPlaced "$MNT"/{big,small,split}.st
 	# The successor grows it placed too.
 	cat "$T/small.st" >> "$MNT/big.st"
-	assertEquals "$(placed "$MNT/big.st")" "$($CHECK where "$MNT/big.st" 2>&1)"
+	assertPlaced "$MNT/big.st"
 }
 
 # A mapping covers the lead too: it holds zeros, never the bytes its
