@@ -23,7 +23,7 @@ typedef struct tally {
 	uint64_t files, bytes, failed;
 } tally;
 
-static tally *now_tally; /* nftw gives its callback no context */
+static tally now; /* the run's: nftw gives its callback no context */
 
 static void one(tally *t, const char *path)
 {
@@ -63,13 +63,14 @@ static int walk_one(const char *path, const struct stat *st, int type, struct FT
 	(void)st;
 	(void)ftw;
 	if (type == FTW_F)
-		one(now_tally, path);
+		one(&now, path);
 	return 0;
 }
 
 static int run(int argc, char **argv, const char *cmd, unsigned long req)
 {
-	tally t = {.cmd = cmd, .req = req, .progress = isatty(2) != 0};
+	now = (tally){.cmd = cmd, .req = req, .progress = isatty(2) != 0};
+	tally *t = &now;
 	bool recursive = false;
 	static const struct option longs[] = {
 		{"recursive", no_argument, NULL, 'r'}, {"quiet", no_argument, NULL, 'q'}, {"help", no_argument, NULL, 'h'},
@@ -80,7 +81,7 @@ static int run(int argc, char **argv, const char *cmd, unsigned long req)
 		if (c == 'r' || c == 'R')
 			recursive = true;
 		else if (c == 'q')
-			t.progress = false;
+			t->progress = false;
 		else {
 			FILE *out = c == 'h' ? stdout : stderr;
 			fprintf(out, "usage: vyrefs %s [-r] [-q] PATH...\n  %s\n", cmd,
@@ -93,17 +94,16 @@ static int run(int argc, char **argv, const char *cmd, unsigned long req)
 		fprintf(stderr, "vyrefs %s: no files (Fix: vyrefs %s [-r] PATH...)\n", cmd, cmd);
 		return 2;
 	}
-	now_tally = &t;
 	for (int i = optind; i < argc; i++) {
 		struct stat st;
 		if (recursive && lstat(argv[i], &st) == 0 && S_ISDIR(st.st_mode))
 			nftw(argv[i], walk_one, 16, FTW_PHYS | FTW_MOUNT);
 		else
-			one(&t, argv[i]);
+			one(t, argv[i]);
 	}
-	if (t.progress)
+	if (t->progress)
 		fprintf(stderr, "\n");
-	return t.failed ? 1 : 0;
+	return t->failed ? 1 : 0;
 }
 
 int vy_prefetch_main(int argc, char **argv)
