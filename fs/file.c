@@ -35,18 +35,23 @@ static uint64_t data_end(const vy_inode *in)
 	return in->size < in->cap ? in->size : in->cap;
 }
 
+/* Free buffer `h` of inode `in` on device `dev`. */
+static void free_memory(vy_fs *fs, const vy_inode *in, unsigned dev, vy_handle h)
+{
+	vy_error e;
+	if (vy_store_free(fs->dev[dev].core->store, h, &e) != VY_OK)
+		vy_log(LOG_ERR, "inode %llu: freeing its buffer: %s", (unsigned long long)in->ino, e.msg);
+	/* The launcher may map it: take that back, so the memory is free now
+	 * rather than at the next sequence. */
+	vy_runner *r = fs->dev[dev].runner;
+	if (r)
+		r->ops->sweep(r);
+}
+
 static void free_buffer(vy_fs *fs, vy_inode *in)
 {
-	if (in->buf) {
-		vy_error e;
-		if (vy_store_free(vy_fs_core(fs, in)->store, in->buf, &e) != VY_OK)
-			vy_log(LOG_ERR, "inode %llu: freeing its buffer: %s", (unsigned long long)in->ino, e.msg);
-		/* The launcher may map it: take that back, so the memory is
-		 * free now rather than at the next sequence. */
-		vy_runner *r = fs->dev[in->dev].runner;
-		if (r)
-			r->ops->sweep(r);
-	}
+	if (in->buf)
+		free_memory(fs, in, in->dev, in->buf);
 	in->buf = 0;
 	in->cap = 0;
 	in->holes = 0;
@@ -60,6 +65,24 @@ static void took(vy_fs *fs, vy_inode *in, const vy_buffer_view *v)
 	in->cap = v->len;
 	in->holes = v->holes;
 	vy_persist_layout(fs, in);
+}
+
+/* The file's bytes now live in `h` on device `dev`, of `cap` bytes with
+ * `holes` of them without memory. Its layout names `h` in the kept state
+ * before the old memory goes, so a death at any point leaves a successor
+ * the old buffer or the new one, each whole (never none: the memory a
+ * layout names is freed only once a newer layout names other memory). */
+static void swap_buffer(vy_fs *fs, vy_inode *in, vy_handle h, unsigned dev, uint64_t cap, uint64_t holes)
+{
+	vy_handle old = in->buf;
+	unsigned was = in->dev;
+	in->buf = h;
+	in->dev = (uint8_t)dev;
+	in->cap = cap;
+	in->holes = holes;
+	vy_persist_layout(fs, in);
+	if (old)
+		free_memory(fs, in, was, old);
 }
 
 /* Nothing of ours in flight on the file's buffer: queued write-behind
@@ -109,11 +132,7 @@ static vy_err rebuffer(vy_fs *fs, vy_inode *in, uint64_t cap, vy_error *e)
 	}
 	if (in->buf)
 		vy_telemetry_add(vy_fs_core(fs, in)->tel, moves, 1);
-	free_buffer(fs, in);
-	in->buf = h;
-	in->cap = cap;
-	in->holes = 0;
-	vy_persist_layout(fs, in);
+	swap_buffer(fs, in, h, in->dev, cap, 0);
 	return VY_OK;
 }
 
@@ -614,10 +633,7 @@ vy_err vy_file_move(vy_fs *fs, vy_inode *in, unsigned dev, vy_error *e)
 			vy_store_free(to->store, h, NULL);
 		return rc;
 	}
-	free_buffer(fs, in); /* the old device's memory, now */
-	in->buf = h;
-	in->dev = (uint8_t)dev;
-	took(fs, in, &v);
+	swap_buffer(fs, in, h, dev, v.len, v.holes); /* the old device's memory goes now */
 	return VY_OK;
 }
 
