@@ -210,8 +210,8 @@ def random_model(cls, config):
                 t = torch.empty(p.shape, dtype=p.dtype, device="cuda")
                 t.normal_(0, 0.02, generator=g) if t.dim() > 1 else t.fill_(1.0)
                 mod._parameters[key] = torch.nn.Parameter(t, requires_grad=False)
-    if getattr(config, "tie_word_embeddings", False):
-        model.tie_weights()
+    if getattr(config, "tie_word_embeddings", False) and hasattr(model, "tie_weights"):
+        model.tie_weights()  # the filled-in parameters are two tensors until tied again
     return model
 
 
