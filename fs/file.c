@@ -450,7 +450,8 @@ vy_err vy_file_truncate(vy_fs *fs, vy_inode *in, uint64_t size, vy_error *e)
 			       (unsigned long long)size);
 	if (in->maps && size < in->size)
 		return mapped(in, e);
-	vy_file_place_touch(in, size < in->size ? size : in->size);
+	if (in->size) /* a size set on an empty file leaves its head zeros: lead 0 */
+		vy_file_place_touch(in, size < in->size ? size : in->size);
 	if (size > in->size) {
 		/* Past the capacity by a granule or more: holes (sparse), up
 		 * to the device's memory; past that, the tail (no buffer). */
@@ -628,19 +629,22 @@ static vy_err relocate(vy_fs *fs, vy_inode *in, unsigned dev, uint32_t lead, vy_
 static void place_again(vy_fs *fs, vy_inode *in)
 {
 	uint32_t lead;
-	in->head_due = false;
-	if (!vy_file_place_head(fs, in, &lead) || lead == in->lead)
+	if (!vy_file_place_head(fs, in, &lead) || lead == in->lead) {
+		in->head_due = false;
 		return;
+	}
 	vy_error why;
 	vy_err rc = in->maps ? vy_fail(&why, VY_EBUSY, "write the file before a program maps it",
 				       "a program maps it, so its memory cannot move")
 			     : quiet(fs, in, &why);
 	if (rc == VY_OK && !in->buf) {
 		in->lead = (uint16_t)lead; /* the tail alone: its first memory is placed */
+		in->head_due = false;
 		return;
 	}
 	if (rc == VY_OK)
 		rc = relocate(fs, in, in->dev, lead, &why);
+	in->head_due = rc != VY_OK; /* refused: the next close or first mapping tries again */
 	if (rc == VY_OK)
 		vy_telemetry_add(vy_fs_core(fs, in)->tel, placed_moves, 1);
 	else
@@ -678,9 +682,9 @@ vy_err vy_file_back(vy_fs *fs, vy_inode *in, uint64_t off, uint64_t end, vy_erro
 vy_err vy_file_share(vy_fs *fs, vy_inode *in, vy_error *e)
 {
 	vy_err rc = vy_wbehind_settle(fs, in, e);
-	/* A first mapping decides its placement: whatever a close did not
-	 * (a takeover forgets head_due), before the memory is handed out. */
-	if (rc == VY_OK && !in->maps)
+	/* A first mapping places what a close did not (a mapping held while
+	 * the header came; a takeover), before the memory is handed out. */
+	if (rc == VY_OK && !in->maps && in->head_due)
 		place_again(fs, in);
 	/* The tail gets memory too: another process maps every byte (a 1
 	 * TiB sparse file: ENOSPC, saying the budget, before anything). */

@@ -8,7 +8,10 @@
  *    over a file sized first or written from several places) marks the
  *    file `head_due`, and its last close after writing decides again: a
  *    move on its device, the lead being under a page;
- *  - a first mapping always decides (what a successor did not keep).
+ *  - a file still marked at its first mapping (a mapping held while its
+ *    header came; a move that found no room; a successor, which marks
+ *    every file it adopts) is decided there, before its memory is handed
+ *    out.
  * The caller holds the file's write lock. */
 #ifndef VY_FS_FILE_PLACE_H
 #define VY_FS_FILE_PLACE_H
@@ -21,7 +24,8 @@
 bool vy_file_place_write(vy_fs *fs, vy_inode *in, uint64_t off, const void *buf, size_t size, uint32_t *lead);
 
 /* A change other than a write (a copy into it, a hole punched, a size
- * set) from `off`: marks the file head_due when that reaches its head. */
+ * set on a file that has bytes) from `off`: marks the file head_due when
+ * that reaches its head. */
 void vy_file_place_touch(vy_inode *in, uint64_t off);
 
 /* The lead the file's head asks for now, into *lead: false when its head
