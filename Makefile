@@ -147,7 +147,7 @@ $(BUILD)/tests/unit/test_statx: $(BUILD)/tests/unit/test_statx.o $(UNIT_LIB) $(B
 	$(CC) $(CFLAGS) -o $@ $^ $(PKG_LIBS) $(LDLIBS)
 
 # The daemon's files with the counting device: every daemon object but main's.
-$(BUILD)/tests/unit/test_fsfile $(BUILD)/tests/unit/test_replay_ns $(BUILD)/tests/unit/test_ctlfile: $(BUILD)/tests/unit/%: $(BUILD)/tests/unit/%.o $(UNIT_LIB) \
+$(BUILD)/tests/unit/test_fsfile $(BUILD)/tests/unit/test_fileplace $(BUILD)/tests/unit/test_replay_ns $(BUILD)/tests/unit/test_ctlfile: $(BUILD)/tests/unit/%: $(BUILD)/tests/unit/%.o $(UNIT_LIB) \
 		$(BUILD)/tests/unit/fs_fixture.o \
 		$(filter-out $(UNIT_LIB) $(BUILD)/daemon/main.o,$(FS_OBJ)) $(CORE_LIB)
 	$(CC) $(CFLAGS) -o $@ $^ $(PKG_LIBS) $(LDLIBS)

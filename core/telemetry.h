@@ -45,6 +45,7 @@
 	X(steps, COUNTER, "control-file sequence steps run, repeats counted") \
 	X(grows, COUNTER, "files grown in place: memory mapped at their end, nothing copied") \
 	X(moves, COUNTER, "files moved to a buffer of another size by a device copy (under 2 MiB, or on a device that cannot share)") \
+	X(placed_moves, COUNTER, "files moved on their device to be placed for their format after their bytes came (a header written last, a file sized first)") \
 	X(share_moves, COUNTER, "files under 2 MiB moved to device memory of their own to be mapped") \
 	X(exports, COUNTER, "buffers mapped into the launcher") \
 	X(launcher_starts, COUNTER, "launcher processes started") \

@@ -5,8 +5,8 @@
 #include "core/peer.h"
 #include "core/transfer.h"
 #include "fs/devices.h"
-#include "core/place.h"
 #include "daemon/log.h"
+#include "fs/file_place.h"
 #include "persist/writer.h"
 #include "tier/tier.h"
 #include "fs/readahead.h"
@@ -111,6 +111,7 @@ void vy_file_drop(vy_fs *fs, vy_inode *in)
 	vy_wbehind_free(fs, in); /* settles: no copy may land in a freed buffer */
 	vy_readahead_free(fs, in);
 	in->lead = 0; /* no bytes: the next first bytes place it again */
+	in->head_due = false;
 	free_buffer(fs, in);
 }
 
@@ -402,29 +403,20 @@ vy_err vy_file_read(vy_fs *fs, vy_inode *in, uint64_t off, size_t size, vy_ra_hi
 	return rc;
 }
 
-/* Placement (core/place.h): the write that completes the first
- * VY_PLACE_HEAD bytes of a file being written from its start decides
- * where its byte 0 sits. A buffer it has already holds at most those
- * first bytes (its first 8 came alone, as safetensors' own writer sends
- * them): it moves there by a copy of them. A file written otherwise (its
- * header last) is not placed. Best effort: a file that cannot be placed is written
- * as it is, and a mapping of it says how it sits (vy_mapping_ptr). */
+/* Placement (fs/file_place.h): the write that completes the head of a
+ * file written from its start decides where its byte 0 sits. A buffer it
+ * has already holds at most those first bytes (its first 8 came alone, as
+ * safetensors' own writer sends them): it moves there by a copy of them.
+ * Best effort: a file that cannot be placed is written as it is, and a
+ * mapping of it says how it sits (vy_mapping_ptr). */
 static void place(vy_fs *fs, vy_inode *in, uint64_t off, const void *buf, size_t size)
 {
-	if (off >= VY_PLACE_HEAD || size < VY_PLACE_HEAD - off || in->size != off || in->maps)
-		return;
-	uint8_t head[VY_PLACE_HEAD];
-	vy_error why;
-	if (off && (vy_wbehind_settle(fs, in, &why) != VY_OK || !in->buf || data_end(in) < off ||
-		    vy_readback_many(vy_fs_core(fs, in), &(vy_readback){.handle = in->buf, .dst = head, .len = off}, 1,
-				     &why) != VY_OK))
-		return;
-	memcpy(head + off, buf, VY_PLACE_HEAD - off);
-	uint32_t lead = vy_place_lead(head);
-	if (lead == in->lead)
+	uint32_t lead;
+	if (!vy_file_place_write(fs, in, off, buf, size, &lead) || lead == in->lead)
 		return;
 	uint16_t was = in->lead;
 	in->lead = (uint16_t)lead;
+	vy_error why;
 	if (in->buf && rebuffer(fs, in, in->cap, &why) != VY_OK) {
 		in->lead = was;
 		vy_log(LOG_NOTICE, "inode %llu: not placed for its format: %s", (unsigned long long)in->ino, why.msg);
@@ -472,6 +464,8 @@ vy_err vy_file_truncate(vy_fs *fs, vy_inode *in, uint64_t size, vy_error *e)
 			       (unsigned long long)size);
 	if (in->maps && size < in->size)
 		return mapped(in, e);
+	if (in->size) /* a size set on an empty file leaves its head zeros: lead 0 */
+		vy_file_place_touch(in, size < in->size ? size : in->size);
 	if (size > in->size) {
 		/* Past the capacity by a granule or more: holes (sparse), up
 		 * to the device's memory; past that, the tail (no buffer). */
@@ -535,6 +529,7 @@ vy_err vy_file_punch(vy_fs *fs, vy_inode *in, uint64_t off, uint64_t len, vy_err
 	uint64_t stop = end < in->size ? end : in->size;
 	if (off >= stop)
 		return VY_OK;
+	vy_file_place_touch(in, off);
 	/* Whole pieces inside the range go (holes again); the rest is zeroed. */
 	if (in->buf && vy_store_growable(vy_fs_core(fs, in)->store, in->buf)) {
 		vy_buffer_view v;
@@ -567,9 +562,12 @@ vy_err vy_file_copy(vy_fs *fs, vy_inode *src, uint64_t off_in, vy_inode *dst, ui
 		return vy_fail(e, VY_EOVERFLOW, "copy below 8 EiB", "the copy ends past byte %llu",
 			       (unsigned long long)VY_FILE_MAX);
 	vy_readahead_forget(dst);
-	/* A whole copy is placed as its source is (core/place.h). */
+	/* A whole copy is placed as its source is (core/place.h); another
+	 * that reaches the head decides again at the last close. */
 	if (off_in == 0 && off_out == 0 && dst != src && !dst->buf && dst->size == 0)
 		dst->lead = src->lead;
+	else
+		vy_file_place_touch(dst, off_out);
 	/* Room first: when src is dst, this may move the source too. */
 	rc = make_room(fs, dst, off_out, end, e);
 	if (rc == VY_OK && off_out > dst->size)
@@ -608,10 +606,67 @@ static vy_err move_bytes(vy_fs *fs, vy_inode *in, vy_core *to, vy_handle h, unsi
 		if (in->holes)
 			rc = vy_core_back(to, h, d, end - d, NULL, e);
 		if (rc == VY_OK)
-			rc = vy_peer_copy(to, h, d, from, in->buf, d, end - d, direct, e);
+			rc = to == from ? vy_copy(to, in->buf, d, h, d, end - d, e)
+					: vy_peer_copy(to, h, d, from, in->buf, d, end - d, direct, e);
 		at = end;
 	}
 	return rc;
+}
+
+/* The file's bytes into a new buffer on device `dev` whose byte 0 sits
+ * `lead` bytes into its memory, then the old one freed (replace_buffer). The
+ * bytes move, not the headroom: a file that grows after grows in place
+ * there. On failure nothing changed. */
+static vy_err relocate(vy_fs *fs, vy_inode *in, unsigned dev, uint32_t lead, vy_error *e)
+{
+	vy_core *to = fs->dev[dev].core;
+	vy_handle h = 0;
+	uint64_t len = page_up(data_end(in)) ? page_up(data_end(in)) : in->cap;
+	vy_err rc = in->holes ? vy_store_alloc_holes_placed(to->store, len, lead, &h, e)
+			      : vy_store_alloc_placed(to->store, len, lead, &h, e);
+	if (rc == VY_OK)
+		rc = move_bytes(fs, in, to, h, dev, e);
+	vy_buffer_view v;
+	if (rc == VY_OK)
+		rc = vy_store_view(to->store, h, &v, e);
+	if (rc != VY_OK) {
+		if (h)
+			vy_store_free(to->store, h, NULL);
+		return rc;
+	}
+	in->lead = (uint16_t)lead;
+	replace_buffer(fs, in, dev, h, v.len, v.holes);
+	return VY_OK;
+}
+
+/* Placed for its format again (fs/file_place.h): its head asks for
+ * another lead than its buffer has, and a move on its device gives it.
+ * Best effort: a file that stays as it is maps as it is (vy_mapping_ptr
+ * says how it sits), and the log says why. */
+static void place_again(vy_fs *fs, vy_inode *in)
+{
+	uint32_t lead;
+	if (!vy_file_place_head(fs, in, &lead) || lead == in->lead) {
+		in->head_due = false;
+		return;
+	}
+	vy_error why;
+	vy_err rc = in->maps ? vy_fail(&why, VY_EBUSY, "write the file before a program maps it",
+				       "a program maps it, so its memory cannot move")
+			     : quiet(fs, in, &why);
+	if (rc == VY_OK && !in->buf) {
+		in->lead = (uint16_t)lead; /* the tail alone: its first memory is placed */
+		in->head_due = false;
+		return;
+	}
+	if (rc == VY_OK)
+		rc = relocate(fs, in, in->dev, lead, &why);
+	in->head_due = rc != VY_OK; /* refused: the next close or first mapping tries again */
+	if (rc == VY_OK)
+		vy_telemetry_add(vy_fs_core(fs, in)->tel, placed_moves, 1);
+	else
+		vy_log(LOG_NOTICE, "inode %llu: not placed for its format (%u bytes before byte 0; its head asks for %u): %s",
+		       (unsigned long long)in->ino, in->lead, lead, why.msg);
 }
 
 vy_err vy_file_move(vy_fs *fs, vy_inode *in, unsigned dev, vy_error *e)
@@ -633,25 +688,7 @@ vy_err vy_file_move(vy_fs *fs, vy_inode *in, unsigned dev, vy_error *e)
 		in->dev = (uint8_t)dev;
 		return VY_OK;
 	}
-	/* The bytes move, not the headroom: a file that grows after grows
-	 * in place there. */
-	vy_core *to = fs->dev[dev].core;
-	vy_handle h = 0;
-	uint64_t len = page_up(data_end(in)) ? page_up(data_end(in)) : in->cap;
-	rc = in->holes ? vy_store_alloc_holes_placed(to->store, len, in->lead, &h, e)
-		       : vy_store_alloc_placed(to->store, len, in->lead, &h, e);
-	if (rc == VY_OK)
-		rc = move_bytes(fs, in, to, h, dev, e);
-	vy_buffer_view v;
-	if (rc == VY_OK)
-		rc = vy_store_view(to->store, h, &v, e);
-	if (rc != VY_OK) {
-		if (h)
-			vy_store_free(to->store, h, NULL);
-		return rc;
-	}
-	replace_buffer(fs, in, dev, h, v.len, v.holes); /* the old device's memory goes once h is kept */
-	return VY_OK;
+	return relocate(fs, in, dev, in->lead, e);
 }
 
 vy_err vy_file_back(vy_fs *fs, vy_inode *in, uint64_t off, uint64_t end, vy_error *e)
@@ -662,6 +699,10 @@ vy_err vy_file_back(vy_fs *fs, vy_inode *in, uint64_t off, uint64_t end, vy_erro
 vy_err vy_file_share(vy_fs *fs, vy_inode *in, vy_error *e)
 {
 	vy_err rc = vy_wbehind_settle(fs, in, e);
+	/* A first mapping places what a close did not (a mapping held while
+	 * the header came; a takeover), before the memory is handed out. */
+	if (rc == VY_OK && !in->maps && in->head_due)
+		place_again(fs, in);
 	/* The tail gets memory too: another process maps every byte (a 1
 	 * TiB sparse file: ENOSPC, saying the budget, before anything). */
 	if (rc == VY_OK && in->size > in->cap)
@@ -714,6 +755,8 @@ void vy_file_closed(vy_fs *fs, vy_inode *in)
 		vy_file_drop(fs, in);
 		return;
 	}
+	if (in->head_due)
+		place_again(fs, in); /* its buffer then holds no headroom */
 	uint64_t want = fitted(in->size);
 	if (in->cap <= want || in->maps)
 		return;

@@ -77,6 +77,12 @@ typedef struct vy_inode {
 	 * the file gets (growth, a move, a takeover) is placed so. 0 while
 	 * the file has no bytes. Under the write lock. */
 	uint16_t lead;
+	/* VY_FILE: a change reached its first bytes after they decided its
+	 * lead (a header written last, a file sized first), so its last close
+	 * after writing or its first mapping decides again from them
+	 * (fs/file_place.h). Write lock; not kept: a successor sets it on
+	 * every file it adopts. */
+	bool head_due;
 	/* VY_DIR, ns: 1 + the fs->dev index its new files go to (its
 	 * user.vyre.device); 0: where fs/devices.c places them. VY_FILE,
 	 * write lock: 1 + the index it was asked to live on (its own or its

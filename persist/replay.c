@@ -162,6 +162,7 @@ static vy_err adopt_memory(vy_fs *fs, const vy_replay_walk *w, vy_keep_fds *mem,
 		in->cap = r->cap;
 		in->holes = r->holes;
 		in->lead = (uint16_t)r->lead;
+		in->head_due = true; /* not kept: its first close or mapping reads its head (fs/file_place.h) */
 		in->dev = (uint8_t)r->dev;
 		counts->files++;
 	}

@@ -5,21 +5,44 @@
 # and every tensor at a multiple of 512 sits on 512 bytes, where PyTorch's
 # allocator would put it. However it came in (a program's writes, its
 # first 8 bytes alone as safetensors' writer sends them, cp, vyrefs cp,
-# tar, a copy inside the mount), after it grows, moves to another device or
-# outlives its daemon; its bytes stay exactly what they are. Other files
-# are not placed; a file that could not be placed is said, never copied.
-# The helper is tests/client/place_check.py.
+# tar, rsync, a copy inside the mount) and in whatever order its bytes
+# came (sized first, its header last, threads writing ranges back to
+# front, dd by ranges, rsync --inplace over an older version: placed by a
+# move at its last close), after it grows, moves to another device or
+# outlives its daemon, and across a kill in the middle of that move; its
+# bytes stay exactly what they are. Other files are not placed; a file
+# that could not be placed (a program mapped it while its header came) is
+# said, never copied. The helper is tests/client/place_check.py.
 . tests/fs/lib.sh
+. tests/survive/lib.sh
 export VYREFS_LIB=$PWD/${BUILD}/libvyrefs.so
 export PYTHONPATH=$PWD/client/python:$PWD/tests/client${PYTHONPATH:+:$PYTHONPATH}
 CHECK="python3 $PWD/tests/client/place_check.py"
 T=""
+
+HOLD_PID=""
+
+# hold_mapped FILE: a program maps FILE until release_mapped (place_check.py
+# hold, its standard input a pipe this shell holds open on fd 8).
+hold_mapped() {
+	exec 8> >($CHECK hold "$1" >"$T/held")
+	HOLD_PID=$!
+	wait_for "the file is mapped" grep -qx mapped "$T/held"
+}
+
+release_mapped() {
+	[ -n "$HOLD_PID" ] || return 0
+	exec 8>&-
+	wait "$HOLD_PID" 2>/dev/null
+	HOLD_PID=""
+}
 
 setUp() {
 	T=$(mktemp -d /tmp/vyrefs-place.XXXXXX) || return 1
 }
 
 tearDown() {
+	release_mapped
 	[ -n "$MNT" ] && [ "$MNT" != "$VY_NO_MOUNT" ] && ! vyrefs_live "$MNT" && fusermount3 -u "$MNT" 2>/dev/null
 	unmount_vyrefs
 	rm -rf "$T"
@@ -81,6 +104,118 @@ test_every_way_in_is_placed_and_exact() {
 	assertPlaced "$MNT/cp.st" # grown, still placed
 }
 
+# dd_ranges SRC DST: SRC into DST by 1 MiB ranges, the last first, each a
+# dd of its own (conv=notrunc): the head comes last, into a sized file.
+dd_ranges() {
+	local src=$1 dst=$2 k
+	for ((k = ($(stat -c %s "$src") - 1) / 1048576; k >= 0; k--)); do
+		dd if="$src" of="$dst" bs=1M skip=$k seek=$k count=1 conv=notrunc status=none || return 1
+	done
+}
+
+# Every writer, whatever order its bytes come in: those that write the
+# head first into an empty file are placed as it arrives (no move);
+# the others, whose file was sized or written past its head before it,
+# by one move on the device at their last close, before any mapping (the
+# mappings that check them move nothing more).
+test_every_writer_is_placed_whatever_order_its_bytes_came_in() {
+	[ "$backend" = host ] || { skip_test "host memory (tests/gpu/gpu_attach_test.sh has the GPU's)"; return; }
+	need rsync || return 0
+	mount_vyrefs || { fail "mount"; return; }
+	$CHECK make "$T/big.st" 3000 || fail "make"
+	$CHECK make "$T/small.st" 40 || fail "make"
+	$CHECK make "$T/old.st" 4000 || fail "make" # an older version of big.st: another header, another lead
+	assertNotEquals "the older version has another lead" "$(head -c 8 "$T/old.st" | od -An -tu8)" \
+		"$(head -c 8 "$T/big.st" | od -An -tu8)"
+	# Late: sized or written past their head before it came.
+	$CHECK write sized "$T/big.st" "$MNT/sized.st" || fail "sized first"
+	$CHECK write header-last "$T/big.st" "$MNT/last.st" || fail "header last"
+	$CHECK write header-last "$T/small.st" "$MNT/last-small.st" || fail "header last, small"
+	$CHECK write threads "$T/big.st" "$MNT/threads.st" || fail "8 threads, back to front"
+	dd_ranges "$T/big.st" "$MNT/dd.st" || fail "dd by ranges"
+	# Sized to 64 MiB, its data then its header: the rest stays a hole.
+	python3 - "$T/big.st" "$MNT/sparse.st" <<'PY' || fail "sparse"
+import os, sys
+data = open(sys.argv[1], "rb").read()
+start = 8 + int.from_bytes(data[:8], "little")
+fd = os.open(sys.argv[2], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+os.ftruncate(fd, 64 << 20)
+os.pwrite(fd, data[start:], start)
+os.pwrite(fd, data[:start], 0)
+os.close(fd)
+PY
+	cp "$T/old.st" "$MNT/inplace.st" && rsync --inplace "$T/big.st" "$MNT/inplace.st" || fail "rsync --inplace"
+	# Head first: placed as it arrives.
+	cp "$T/old.st" "$MNT/rsync.st" && rsync "$T/big.st" "$MNT/rsync.st" || fail "rsync"
+	cp "$T/big.st" "$MNT/cp.st" || fail "cp"
+	"$VYREFS" cp "$T/big.st" "$MNT/vycp.st" || fail "vyrefs cp"
+	tar -C "$T" -cf "$T/t.tar" big.st && mkdir "$MNT/tar" && tar -C "$MNT/tar" -xf "$T/t.tar" || fail "tar x"
+	$CHECK make "$MNT/save.st" 3000 split || fail "make" # safetensors' writer's order (its own below, with torch)
+	local saved=() py
+	for py in python3 /usr/bin/python3 ""; do
+		[ -n "$py" ] && $py -c 'import torch, safetensors.torch' 2>/dev/null && break
+	done
+	if [ -n "$py" ]; then
+		$py "$PWD/tests/client/place_check.py" save "$T/save_file.st" &&
+			$py "$PWD/tests/client/place_check.py" save "$MNT/save_file.st" || fail "save_file"
+		saved=("$MNT/save_file.st")
+		same_bytes "$T/save_file.st" "$MNT/save_file.st"
+	else
+		echo "NOTE: safetensors.torch.save_file not installed: its order is save.st's (place_check.py make split)"
+	fi
+	wait_for "the seven late files placed at their last close" stat_is placed_moves 7 || return
+	# The move kept the hole: SEEK_HOLE finds it past the data (9 MiB),
+	# under 16 MiB, and the file holds memory for its data alone.
+	hole=$(python3 -c 'import os, sys; print(os.lseek(os.open(sys.argv[1], os.O_RDONLY), 0, os.SEEK_HOLE))' "$MNT/sparse.st")
+	assertTrue "a hole from its data's end: $hole" "[ $hole -ge $(stat -c %s "$T/big.st") ] && [ $hole -lt $((16 << 20)) ]"
+	assertTrue "blocks for its data alone: $(stat -c %b "$MNT/sparse.st")" "[ $(stat -c %b "$MNT/sparse.st") -lt 32768 ]"
+	cmp -s <(cat "$T/big.st"; head -c $(( (64 << 20) - $(stat -c %s "$T/big.st") )) /dev/zero) "$MNT/sparse.st" ||
+		fail "sparse.st's bytes"
+	same_bytes "$T/big.st" "$MNT"/{sized,last,threads,dd,inplace,rsync,cp,vycp,save}.st "$MNT/tar/big.st"
+	same_bytes "$T/small.st" "$MNT/last-small.st"
+	files=("$MNT"/{sized,last,last-small,threads,dd,sparse,inplace,rsync,cp,vycp,save}.st "$MNT/tar/big.st" "${saved[@]}")
+	assertEquals "$(placed "${files[@]}")" "$($CHECK where "${files[@]}" 2>&1)"
+	assertEquals "the mappings moved nothing more" 7 "$(stat_of placed_moves)"
+	# Written again past its head, and grown: placed again at its close.
+	dd if="$T/old.st" of="$MNT/last.st" conv=notrunc status=none && cat "$T/small.st" >>"$MNT/last.st" || fail "again"
+	cat "$T/old.st" <(tail -c +"$(( $(stat -c %s "$T/old.st") + 1 ))" "$T/big.st") "$T/small.st" >"$T/again.st"
+	same_bytes "$T/again.st" "$MNT/last.st"
+	wait_for "placed again at its close" stat_is placed_moves 8 || return
+	assertEquals "$(placed "$MNT/last.st")" "$($CHECK where "$MNT/last.st" 2>&1)"
+}
+
+# A kill in the middle of the placing move (as its new memory goes to
+# the keeper): the successor has the file as it was, every byte, on its
+# old memory; its first mapping places it. A kill once the move is kept
+# (as the close is answered): the successor has it placed, and its
+# mapping moves nothing. Neither leaves a mix or loses a byte.
+test_a_kill_during_the_placing_move_leaves_the_file_whole() {
+	[ "$backend" = host ] || { skip_test "host memory (the kill shim's points are the host backend's)"; return; }
+	mount_shimmed "KILLSHIM_FDS=$T/arm" "KILLSHIM_FDS_TYPE=seqpacket" || { fail "mount"; return; }
+	$CHECK make "$T/big.st" 3000 || fail "make"
+	ARM=$T/arm $CHECK write header-last "$T/big.st" "$MNT/mid.st" || fail "header last"
+	wait_for "a successor serves" stat_is takeovers 1 || return
+	assertFalse "the daemon died at the move's new memory" "[ -e '$T/arm' ]"
+	same_bytes "$T/big.st" "$MNT/mid.st"
+	assertEquals "not placed yet" 0 "$(stat_of placed_moves)"
+	assertEquals "$(placed "$MNT/mid.st")" "$($CHECK where "$MNT/mid.st" 2>&1)"
+	assertEquals "placed at its first mapping" 1 "$(stat_of placed_moves)"
+	same_bytes "$T/big.st" "$MNT/mid.st"
+}
+
+test_a_kill_once_the_placing_move_is_kept_leaves_it_placed() {
+	[ "$backend" = host ] || { skip_test "host memory (the kill shim's points are the host backend's)"; return; }
+	mount_shimmed KILLSHIM_OPCODE=18 KILLSHIM_NAME= KILLSHIM_ARM="$T/arm" KILLSHIM_AT=reply || { fail "mount"; return; }
+	$CHECK make "$T/big.st" 3000 || fail "make"
+	ARM=$T/arm $CHECK write header-last "$T/big.st" "$MNT/kept.st" || fail "header last"
+	wait_for "a successor serves" stat_is takeovers 1 || return
+	assertFalse "the daemon died answering the close (RELEASE)" "[ -e '$T/arm' ]"
+	assertEquals "placed by the dead daemon" 1 "$(stat_of placed_moves)"
+	same_bytes "$T/big.st" "$MNT/kept.st"
+	assertEquals "$(placed "$MNT/kept.st")" "$($CHECK where "$MNT/kept.st" 2>&1)"
+	assertEquals "its mapping moved nothing" 1 "$(stat_of placed_moves)"
+}
+
 test_other_files_are_not_placed_and_a_late_header_is_said() {
 	[ "$backend" = host ] || { skip_test "host memory"; return; }
 	mount_vyrefs || { fail "mount"; return; }
@@ -88,15 +223,18 @@ test_other_files_are_not_placed_and_a_late_header_is_said() {
 	head -c 3000000 /dev/urandom > "$MNT/raw"
 	assertEquals "raw 0" "$(python3 -c 'import sys, vyrefs
 with vyrefs.map(sys.argv[1]) as m: print("raw", m.ptr % 4096)' "$MNT/raw")"
-	# The header written last, over a file that has its bytes: not placed
-	# (it would cost a copy of the file), and said with its Fix.
+	# The header written last while a program maps the file (and holds
+	# it open): its memory cannot move, so it is not placed, and that is
+	# said with its Fix.
 	$CHECK make "$T/big.st" 3000
 	truncate -s "$(stat -c %s "$T/big.st")" "$MNT/late.st"
+	hold_mapped "$MNT/late.st" || return
 	dd if="$T/big.st" of="$MNT/late.st" bs=4096 skip=1 seek=1 conv=notrunc status=none
 	dd if="$T/big.st" of="$MNT/late.st" bs=4096 count=1 conv=notrunc status=none
 	same_bytes "$T/big.st" "$MNT/late.st"
 	out=$(where_is "$MNT/late.st")
 	said=$(cat "$T/said")
+	release_mapped
 	# Its data at 8 mod 16: the seven tensors at a multiple of 512 sit
 	# off it (the 1018-byte one after the 6-byte one is at 6 mod 8: as
 	# aligned as its place allows).
@@ -104,7 +242,11 @@ with vyrefs.map(sys.argv[1]) as m: print("raw", m.ptr % 4096)' "$MNT/raw")"
 	data=$(sed -n 's/^late.st data % 4096 = \([0-9]*\) .*/\1/p' <<<"$out")
 	assertEquals "8 mod 16" 8 "$(( ${data:-0} % 16 ))" # no line: 0, never a shell error
 	assertContains "$said" "AlignmentWarning: vyrefs: $MNT/late.st: 7 of 8 tensors sit less aligned than their place in the file allows"
-	assertContains "$said" "(Fix: write the file into the mount again from its first byte"
+	assertContains "$said" "(Fix: map it again once no program maps it (the mount places it then, given room for a copy of it; .vyre/log says why it could not)"
+	# Once no program maps it, it is placed (at its last close, or at
+	# the next first mapping).
+	assertPlaced "$MNT/late.st"
+	same_bytes "$T/big.st" "$MNT/late.st"
 	# Written again from its first byte, it is placed.
 	cp "$T/big.st" "$MNT/late.st"
 	assertPlaced "$MNT/late.st"
@@ -134,7 +276,9 @@ data = struct.pack("<16f", *[k / 7 for k in range(16)]) + bytes(range(5)) + byte
 with open(sys.argv[1], "wb") as f:
     f.write(struct.pack("<Q", len(text)) + text + data + bytes(4096 * 3))
 PY
+	# Not placed: its header came while a program mapped it.
 	truncate -s "$(stat -c %s "$T/odd.st")" "$MNT/odd.st"
+	hold_mapped "$MNT/odd.st" || return
 	dd if="$T/odd.st" of="$MNT/odd.st" bs=4096 skip=1 seek=1 conv=notrunc status=none
 	dd if="$T/odd.st" of="$MNT/odd.st" bs=4096 count=1 conv=notrunc status=none
 	# Each program's lines on stdout; stderr apart (it says only what went
@@ -155,6 +299,7 @@ base = sd.mappings[0].ptr
 print("in place", {n: sd[n].data_ptr() == base + start + entries[n][2] for n in sorted(want)})
 PY
 )
+	release_mapped
 	# The same file written from its first byte: placed, its data on a
 	# page, so the mapping starts at an odd address and every tensor is
 	# aligned: all viewed in place, nothing said.

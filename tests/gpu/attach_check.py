@@ -14,6 +14,11 @@ the suite compares.
                                              in 500 MB shards whose headers end at 8 mod 16
   attach_check.py exact-compare MNT TMP      its parameters' alignment, logits and 16 greedy
                                              tokens against transformers' own load from TMP
+  attach_check.py saved-into MNT             a Qwen2.5-0.5B-shaped model (4 layers, random,
+                                             bf16, tied) saved by save_pretrained straight
+                                             into MNT/qwen: its shards' placement, and its
+                                             alignment, logits and 32 greedy tokens against
+                                             transformers' own load of the same files
 """
 import os
 import sys
@@ -191,8 +196,13 @@ def random_tiny_llama():
     """The TinyLlama shape, bf16, random weights made on the GPU (no
     initialisation pass)."""
     from transformers import LlamaForCausalLM
+    return random_model(LlamaForCausalLM, tiny_llama_config())
+
+
+def random_model(cls, config):
+    """Model `cls` of `config`, bf16, random weights made on the GPU."""
     with vyrefs.torch.empty_weights():
-        model = LlamaForCausalLM(tiny_llama_config()).to(torch.bfloat16)
+        model = cls(config).to(torch.bfloat16)
     g = torch.Generator(device="cuda").manual_seed(5)
     for mod in model.modules():
         for key, p in list(mod._parameters.items()):
@@ -200,6 +210,8 @@ def random_tiny_llama():
                 t = torch.empty(p.shape, dtype=p.dtype, device="cuda")
                 t.normal_(0, 0.02, generator=g) if t.dim() > 1 else t.fill_(1.0)
                 mod._parameters[key] = torch.nn.Parameter(t, requires_grad=False)
+    if getattr(config, "tie_word_embeddings", False) and hasattr(model, "tie_weights"):
+        model.tie_weights()  # the filled-in parameters are two tensors until tied again
     return model
 
 
@@ -212,24 +224,55 @@ def exact_save(tmp):
 
 
 def exact_compare(mnt, tmp):
+    compare_loads(os.path.join(mnt, "tl"), os.path.join(tmp, "tl"), 32000, 512, 16)
+
+
+def compare_loads(ours_dir, theirs_dir, vocab, align, new_tokens):
+    """vyrefs.transformers' attach of ours_dir against transformers' own
+    load of theirs_dir: the parameters off `align` bytes, the logits and
+    `new_tokens` greedy tokens."""
     import transformers
     torch.cuda.init()
-    ours = vyrefs.transformers.from_pretrained(os.path.join(mnt, "tl"), dtype=torch.bfloat16)
+    ours = vyrefs.transformers.from_pretrained(ours_dir, dtype=torch.bfloat16)
     theirs = transformers.AutoModelForCausalLM.from_pretrained(
-        os.path.join(tmp, "tl"), device_map="cuda", **{dtype_kw(transformers): torch.bfloat16})
-    off = [n for n, p in ours.named_parameters() if p.data_ptr() % 512]
-    ids = torch.randint(0, 32000, (4, 128), generator=torch.Generator().manual_seed(7)).cuda()
+        theirs_dir, device_map="cuda", **{dtype_kw(transformers): torch.bfloat16})
+    off = [n for n, p in ours.named_parameters() if p.data_ptr() % align]
+    ids = torch.randint(0, vocab, (4, 128), generator=torch.Generator().manual_seed(7)).cuda()
     with torch.no_grad():
         a, b = ours(ids).logits, theirs(ids).logits
-        gen = dict(max_new_tokens=16, do_sample=False, pad_token_id=0)
+        gen = dict(max_new_tokens=new_tokens, do_sample=False, pad_token_id=0)
         ga, gb = ours.generate(ids[:1, :32], **gen), theirs.generate(ids[:1, :32], **gen)
-    print("parameters off 512", len(off), off[:3])
+    print("parameters off %d" % align, len(off), off[:3])
     print("logits equal", torch.equal(a, b), "max diff", float((a.float() - b.float()).abs().max()))
     print("greedy equal", torch.equal(ga, gb))
+
+
+def saved_into(mnt):
+    """Issue 67: save_pretrained's own writer straight into the mount (the
+    order it writes a file's bytes in is its own: the mount places the
+    file whatever it is), then the attached model against transformers'
+    own load of the same files."""
+    import vyrefs.safetensors as st
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+    config = Qwen2Config(vocab_size=151936, hidden_size=896, intermediate_size=4864, num_hidden_layers=4,
+                         num_attention_heads=14, num_key_value_heads=2, max_position_embeddings=2048,
+                         tie_word_embeddings=True)
+    where = os.path.join(mnt, "qwen")
+    random_model(Qwen2ForCausalLM, config).save_pretrained(where, max_shard_size="200MB")
+    torch.cuda.synchronize()
+    shards = sorted(f for f in os.listdir(where) if f.endswith(".safetensors"))
+    placed, misaligned = len(shards) > 1, 0
+    for f in shards:
+        start, entries, _ = st.read_header(os.path.join(where, f))
+        with vyrefs.map(os.path.join(where, f)) as m:
+            placed = placed and (m.ptr + start) % 4096 == 0
+            misaligned += st.misaligned(m, start, entries)[0]
+    print("shards placed", placed, "misaligned", misaligned)
+    compare_loads(where, where, 151936, 256, 32)
 
 
 if __name__ == "__main__":
     cmd, args = sys.argv[1], sys.argv[2:]
     {"llama-save": llama_save, "llama-compare": llama_compare, "net-save": net_save, "net-hold": net_hold,
      "net-second": net_second, "processed": processed, "dlpack": dlpack, "exact-save": exact_save,
-     "exact-compare": exact_compare}[cmd](*args)
+     "exact-compare": exact_compare, "saved-into": saved_into}[cmd](*args)

@@ -4,7 +4,9 @@
 # random Llamas saved sharded by save_pretrained give, through
 # vyrefs.transformers.from_pretrained in a new process, logits equal bit for
 # bit to transformers' from_pretrained from tmpfs, with no copy of the
-# weights and the tied one tied; a processed state dict comes back equal; DLPack hands a
+# weights and the tied one tied; a model saved by save_pretrained straight
+# into the mount is placed and answers as transformers' own load of the
+# same files; a processed state dict comes back equal; DLPack hands a
 # mapped tensor to cupy and jax with no copy where they take it; a
 # conversion too big for the device is refused with nothing left mapped.
 # The helper is tests/gpu/attach_check.py. Two processes sharing one copy
@@ -34,6 +36,21 @@ test_tinyllama_sharded_at_8_mod_16_placed_and_bit_for_bit() {
 	assertEquals "parameters off 512 0 []
 logits equal True max diff 0.0
 greedy equal True" "$out"
+}
+
+# Issue 67: a model saved by save_pretrained straight into the mount (its
+# writer's order is its own: a file may be sized first, or its header
+# written last) is placed, by a move at each file's last close where it
+# was not as its head came, and attached it computes what transformers'
+# own load of the same files computes, bit for bit.
+test_saved_straight_into_the_mount_is_placed_and_bit_for_bit() {
+	have transformers || { skip_test "needs torch and transformers"; return; }
+	out=$(python3 $CHECK saved-into "$MNT" 2>"$TMP/err") || cat "$TMP/err"
+	assertEquals "shards placed True misaligned 0
+parameters off 256 0 []
+logits equal True max diff 0.0
+greedy equal True" "$out"
+	echo "files placed by a move after their bytes came: $(stat_of placed_moves)" # the writer's order says how many
 }
 
 test_processed_state_dict_saved_and_attached_back() {

@@ -185,8 +185,8 @@ def say_misaligned(path, m, start, entries, stacklevel=3):
         said.append("tensors copied to be viewed at all (off their element size): %d" % copied)
     if said:
         warnings.warn("vyrefs: %s: %s (Fix: %ssave it with vyrefs.torch.save, which aligns every tensor)"
-                      % (path, "; ".join(said), "write the file into the mount again from its first byte, e.g. "
-                         "cp or vyrefs cp, so the mount places it; or " if off else ""),
+                      % (path, "; ".join(said), "map it again once no program maps it (the mount places it then, "
+                         "given room for a copy of it; .vyre/log says why it could not), or " if off else ""),
                       AlignmentWarning, stacklevel=stacklevel)
 
 
