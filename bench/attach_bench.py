@@ -48,8 +48,9 @@ def dtype_kw():
     return "dtype" if int(transformers.__version__.split(".")[0]) >= 5 else "torch_dtype"
 
 
-def make(where, quick):
-    """Random weights on the GPU (no initialisation pass), saved by save_pretrained."""
+def make(where, quick, **save):
+    """Random weights on the GPU (no initialisation pass), saved by
+    save_pretrained (with `save`'s arguments: max_shard_size=...)."""
     import transformers
     import vyrefs.torch
     with vyrefs.torch.empty_weights():
@@ -61,7 +62,7 @@ def make(where, quick):
                 t = torch.empty(p.shape, dtype=torch.bfloat16, device="cuda")
                 t.normal_(0, 0.02, generator=g)
                 mod._parameters[key] = torch.nn.Parameter(t, requires_grad=False)
-    model.save_pretrained(where)
+    model.save_pretrained(where, **save)
     return sum(p.numel() * p.element_size() for p in model.parameters())
 
 

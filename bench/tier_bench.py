@@ -113,19 +113,7 @@ def saved(path):
 
 def make(where, quick):
     """attach_bench's model, in 5 GB shards as the issue's figures take it."""
-    import torch
-    import transformers
-    import vyrefs.torch
-    with vyrefs.torch.empty_weights():
-        model = transformers.LlamaForCausalLM(ab.config(quick)).to(torch.bfloat16)
-    g = torch.Generator(device="cuda").manual_seed(0)
-    for mod in model.modules():
-        for key, p in list(mod._parameters.items()):
-            if p is not None:
-                t = torch.empty(p.shape, dtype=torch.bfloat16, device="cuda")
-                t.normal_(0, 0.02, generator=g)
-                mod._parameters[key] = torch.nn.Parameter(t, requires_grad=False)
-    model.save_pretrained(where, max_shard_size="5GB")
+    ab.make(where, quick, max_shard_size="5GB")
 
 
 def save_one(path):

@@ -310,7 +310,10 @@ int vy_tier_setxattr(int at, const char *name, const char *xname, const void *va
 	return err;
 }
 
-int vy_tier_pread(int fd, void *buf, size_t len, uint64_t off)
+/* The whole of [off, off + len): a short read is the file's end (it
+ * shrank behind the mount), the rest zeros; through an O_DIRECT fd a
+ * read that ends off a block is the end too (no read may start there). */
+static int read_all(int fd, void *buf, size_t len, uint64_t off, bool direct)
 {
 	char *p = buf;
 	while (len) {
@@ -319,8 +322,8 @@ int vy_tier_pread(int fd, void *buf, size_t len, uint64_t off)
 			continue;
 		if (n < 0)
 			return errno;
-		if (n == 0) {
-			memset(p, 0, len); /* shorter than it was: the rest reads as zeros */
+		if (n == 0 || (direct && n % 4096)) {
+			memset(p + n, 0, len - (size_t)n);
 			return 0;
 		}
 		p += n;
@@ -330,26 +333,14 @@ int vy_tier_pread(int fd, void *buf, size_t len, uint64_t off)
 	return 0;
 }
 
+int vy_tier_pread(int fd, void *buf, size_t len, uint64_t off)
+{
+	return read_all(fd, buf, len, off, false);
+}
+
 int vy_tier_pread_direct(int fd, void *buf, size_t len, uint64_t off)
 {
-	char *p = buf;
-	while (len) {
-		ssize_t n = pread(fd, p, len, (off_t)off);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return errno;
-		if (n == 0 || n % 4096) {
-			/* The file's end: O_DIRECT reads no further from an
-			 * offset off its block. */
-			memset(p + n, 0, len - (size_t)n);
-			return 0;
-		}
-		p += n;
-		off += (uint64_t)n;
-		len -= (size_t)n;
-	}
-	return 0;
+	return read_all(fd, buf, len, off, true);
 }
 
 int vy_tier_pwrite(int fd, const void *buf, size_t len, uint64_t off)
