@@ -58,13 +58,6 @@ const vy_option_doc vy_options[] = {
 	 "with survive_standby, a CUDA context per GPU. off: a death ends the mount (ENOTCONN), as any FUSE "
 	 "filesystem's. Not given, a mount whose GPU cannot share memory with another process (no VMM with POSIX "
 	 "fd handles) is off, saying so; survive=on given, it fails"},
-	{"backing", "DIR", "none",
-	 "mount over a directory (docs/tier.md): the mount shows DIR's tree, loads a file's bytes from DIR when "
-	 "they are used, gives GPU memory back from the least recently used clean files when it is full, and "
-	 "writes what is written back to DIR after writeback_delay; fsync, sync and umount wait for DIR. fstab's "
-	 "source field may name DIR (an absolute path). For now a backing mount runs with survive=off"},
-	{"writeback_delay", "DURATION", "5s",
-	 "backing=DIR: how long written bytes wait on the GPU before they are written back to DIR (0: at once)"},
 	{"survive_standby", "on|off", "on",
 	 "survive=on: the keeper starts the next daemon ahead, its devices open (the CUDA driver's start, about "
 	 "0.25 s of a takeover on a GPU), waiting for a death; it holds a CUDA context on each device while it "
@@ -73,6 +66,13 @@ const vy_option_doc vy_options[] = {
 	 "survive=on: the log of namespace changes kept for a successor (a power of two, 64K to 1G); a checkpoint "
 	 "of the whole namespace is written each time it is half full; an inode's xattrs must fit half of it, less "
 	 "8 KiB (a setxattr past that gets ENOSPC, before anything changes)"},
+	{"backing", "DIR", "none",
+	 "mount over a directory (docs/tier.md): the mount shows DIR's tree, loads a file's bytes from DIR when "
+	 "they are used, gives GPU memory back from the least recently used clean files when it is full, and "
+	 "writes what is written back to DIR after writeback_delay; fsync, sync and umount wait for DIR. fstab's "
+	 "source field may name DIR (an absolute path). For now a backing mount runs with survive=off"},
+	{"writeback_delay", "DURATION", "5s",
+	 "backing=DIR: how long written bytes wait on the GPU before they are written back to DIR (0: at once)"},
 	{"config", "FILE", "/etc/vyrefs.conf if present",
 	 "an INI file read before the other -o settings, which override it"},
 };

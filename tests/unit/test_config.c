@@ -540,7 +540,7 @@ static void options_table_matches_the_settings(void)
 	free(text);
 	vy_error e;
 	CHECK_EQ(vy_config_set(&c, "bogus", "1", &e), VY_EINVAL);
-	CHECK(strstr(e.msg, "allow_other, vyre_dir, launch_timeout, kernel_cflags, xattr_budget, max_inodes, survive, survive_standby, survive_log, config") != NULL); /* the list comes from the table */
+	CHECK(strstr(e.msg, "allow_other, vyre_dir, launch_timeout, kernel_cflags, xattr_budget, max_inodes, survive, survive_standby, survive_log, backing, writeback_delay, config") != NULL); /* the list comes from the table */
 }
 
 /* ---- errors ----------------------------------------------------------- */
