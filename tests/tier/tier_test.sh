@@ -223,6 +223,30 @@ test_the_mounts_own_changes_are_no_reason_to_load_again() {
 	assertEquals "no reload" 0 "$(stat_of tier_reloads)"
 }
 
+# The host's death, stood in for by kill -9 of the daemon (survive=off
+# on a backing mount): DIR holds what fsync promised, and every other
+# unit its old bytes or its new ones, never another file's.
+test_a_kill_after_fsync_leaves_dir_with_what_fsync_promised() {
+	make_data "$DIR/f" $((6 * MB))
+	cp "$DIR/f" "$WORK/old"
+	make_data "$WORK/new" $((6 * MB))
+	mount_over || return
+	dd if="$WORK/new" of="$MNT/f" bs=1M count=2 conv=notrunc,fsync status=none || fail "the fsynced write"
+	dd if="$WORK/new" of="$MNT/f" bs=1M skip=2 seek=2 count=4 conv=notrunc status=none || fail "the rest"
+	kill -9 "$VY_DAEMON"
+	wait "$VY_PID" 2>/dev/null
+	fusermount3 -u -z "$MNT" 2>/dev/null || umount -l "$MNT" 2>/dev/null
+	cmp -n $((2 * MB)) "$WORK/new" "$DIR/f" || fail "what fsync returned for is in DIR"
+	for u in 1 2; do
+		got=$(dd if="$DIR/f" bs=2M skip=$u count=1 status=none | sha256sum)
+		old=$(dd if="$WORK/old" bs=2M skip=$u count=1 status=none | sha256sum)
+		new=$(dd if="$WORK/new" bs=2M skip=$u count=1 status=none | sha256sum)
+		assertTrue "unit $u: its old or its new bytes" "[ '$got' = '$old' ] || [ '$got' = '$new' ]"
+	done
+	rmdir "$MNT" 2>/dev/null
+	MNT=""
+}
+
 test_eviction_takes_the_least_recently_used_clean_closed_file() {
 	for f in a b c d e; do make_data "$DIR/$f" $((6 * MB)); done
 	make_data "$WORK/dirty" $((6 * MB))
