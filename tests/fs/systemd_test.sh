@@ -87,7 +87,7 @@ test_nothing_is_sent_without_notify_socket() {
 }
 
 test_the_unit_verifies() {
-	need systemd-analyze || return
+	need systemd-analyze || return 0
 	# The unit as make install writes it, its binary at the prefix.
 	mkdir -p "$T/pfx/bin" "$T/units"
 	ln -s "$(realpath "$VYREFS")" "$T/pfx/bin/vyrefs"

@@ -66,6 +66,11 @@ void vy_log_use_syslog(bool on)
 	(void)on;
 }
 
+void vy_log_step(const char *step)
+{
+	(void)step;
+}
+
 static void __attribute__((noreturn, format(printf, 1, 2))) broken_invariant(const char *fmt, ...)
 {
 	va_list ap;
