@@ -120,7 +120,7 @@ PY
 )
 	chmod -R go-w,a+rX "$MNT/net"
 	before=$(cd "$MNT/net" && sha256sum *)
-	got=$(cd /tmp && HOME=/tmp VYREFS_LIB=$NOBODY_DIR/libvyrefs.so as_nobody $PY - "$MNT" <<'PY'
+	got=$(cd /tmp && HOME=/tmp VYREFS_LIB=$NOBODY_DIR/libvyrefs.so PYTHONPATH=$NOBODY_PYTHONPATH as_nobody $PY - "$MNT" <<'PY'
 import json, os, sys, vyrefs.torch, attach_models as am
 with vyrefs.torch.empty_weights():
     net = am.Net().eval()

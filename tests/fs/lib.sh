@@ -135,7 +135,8 @@ wait_for() {
 # as_nobody CMD...: CMD as uid and gid 65534. The binaries just built are
 # copied first where that user can read them (a clone under /root is 0700
 # to it, and vymap's RUNPATH points into the clone); NOBODY_VYREFS and
-# NOBODY_VYMAP name the copies, whose library LD_LIBRARY_PATH finds first.
+# NOBODY_VYMAP name the copies, whose library LD_LIBRARY_PATH finds first;
+# NOBODY_PYTHONPATH, the Python module's copy.
 # Call nobody_bins once first (not in a $(...)), so they are kept.
 nobody_bins() {
 	[ -n "${NOBODY_DIR:-}" ] && return 0
@@ -143,6 +144,10 @@ nobody_bins() {
 	chmod 755 "$NOBODY_DIR"
 	cp "$VYREFS" "$NOBODY_DIR/vyrefs" && cp "$BUILD/libvyrefs.so" "$BUILD/tests/client/vymap" "$NOBODY_DIR/" ||
 		{ fail "cannot copy the binaries to $NOBODY_DIR"; return 1; }
+	# The Python module and the client suites' helpers too (NOBODY_PYTHONPATH).
+	mkdir -p "$NOBODY_DIR/py" && cp -r client/python/vyrefs tests/client/*.py "$NOBODY_DIR/py/" &&
+		chmod -R a+rX "$NOBODY_DIR" || { fail "cannot copy the Python module to $NOBODY_DIR"; return 1; }
+	NOBODY_PYTHONPATH=$NOBODY_DIR/py
 	NOBODY_VYREFS=$NOBODY_DIR/vyrefs NOBODY_VYMAP=$NOBODY_DIR/vymap
 }
 as_nobody() {
