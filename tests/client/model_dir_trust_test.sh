@@ -19,6 +19,9 @@ export PYTHONPATH=$PWD/client/python${PYTHONPATH:+:$PYTHONPATH}
 NOBODY=(setpriv --reuid=65534 --regid=65534 --clear-groups)
 
 setUp() {
+	# The module where uid 65534 can read it (a clone under /root is 0700).
+	nobody_bins || return 1
+	export PYTHONPATH=$NOBODY_PYTHONPATH
 	mount_vyrefs "allow_other=on" || { fail "mount"; return 1; }
 	chmod 1777 "$MNT"
 	SH=$MNT/shared # root's, sticky, everyone writes: /tmp's shape
