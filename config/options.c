@@ -70,7 +70,8 @@ const vy_option_doc vy_options[] = {
 	 "mount over a directory (docs/tier.md): the mount shows DIR's tree, loads a file's bytes from DIR when "
 	 "they are used, gives GPU memory back from the least recently used clean files when it is full, and "
 	 "writes what is written back to DIR after writeback_delay; fsync, sync and umount wait for DIR. fstab's "
-	 "source field may name DIR (an absolute path). For now a backing mount runs with survive=off"},
+	 "source field may name DIR (an absolute path). With survive=on (the default) a daemon's death loses "
+	 "nothing not yet written back: its successor writes it back"},
 	{"writeback_delay", "DURATION", "5s",
 	 "backing=DIR: how long written bytes wait on the GPU before they are written back to DIR (0: at once)"},
 	{"config", "FILE", "/etc/vyrefs.conf if present",

@@ -5,6 +5,8 @@
 #include "daemon/keeper_memory.h"
 #include "daemon/kept_counters.h"
 #include "daemon/log.h"
+#include "keeper/wire.h"
+#include "fs/backed.h"
 #include "fs/fs.h"
 #include "fs/wbehind.h"
 #include "fs/wbehind_keep.h"
@@ -17,6 +19,7 @@
 
 #include <inttypes.h>
 #include <stdio.h>
+#include <unistd.h>
 
 bool vy_adopt_namespace(struct vy_fs *fs, struct vy_state *st, struct vy_keeper_adoption *ad,
 			struct vy_keeper_link *link, struct vy_keeper_memory *km, struct vy_kept_conns *conns,
@@ -43,6 +46,12 @@ bool vy_adopt_namespace(struct vy_fs *fs, struct vy_state *st, struct vy_keeper_
 	rc = vy_replay(fs, st, &ad->memory, ad->preload, &sh, &n, &e);
 	vy_preload_free(ad->preload); /* its copy is sh now, or not to be used */
 	ad->preload = NULL;
+	if (rc == VY_EACCES) {
+		/* backing=DIR names another directory than the kept files':
+		 * serving them over it would mix two trees. Fail closed. */
+		vy_log(LOG_ERR, "takeover: %s; the mount ends", e.msg);
+		_exit(VY_EXIT_BROKEN);
+	}
 	if (rc == VY_OK && vy_replay_mapconns(&sh, &ad->memory, conns, &e) != VY_OK)
 		vy_log(LOG_ERR, "takeover: %s; the clients' mappings end", e.msg);
 	uint64_t wb_applied = 0, wb_skipped = 0;
@@ -54,6 +63,10 @@ bool vy_adopt_namespace(struct vy_fs *fs, struct vy_state *st, struct vy_keeper_
 	if (wb_applied || wb_skipped)
 		vy_log(LOG_NOTICE, "takeover: %" PRIu64 " write-behind slots copied to their files (%" PRIu64
 				   " of files gone or not copied)", wb_applied, wb_skipped);
+	size_t due = rc == VY_OK ? vy_backed_kept_due(fs) : 0; /* after the slots: their bytes go back too */
+	if (due)
+		vy_log(LOG_NOTICE, "takeover: %zu files of the backing directory have bytes not yet written back: "
+				   "written back from now", due);
 	vy_keeper_memory_settle(km, &ad->memory); /* what no file or connection took goes */
 	if (rc == VY_ENOENT) {
 		vy_shadow_destroy(&sh);

@@ -195,8 +195,8 @@ static int settle_config(cli *c)
 }
 
 /* backing=DIR (docs/tier.md): fstab's source field may name DIR (an
- * absolute path); such a mount runs survive=off for now, since a
- * successor would not keep what is not yet written back. */
+ * absolute path), made absolute here so a successor (survive=on: the
+ * dirty set is kept, persist/format.h vy_p_tier) opens the same one. */
 static int backing_settled(cli *c)
 {
 	vy_error e;
@@ -206,16 +206,6 @@ static int backing_settled(cli *c)
 		fprintf(stderr, "vyrefs: %s\n", e.msg);
 		return 2;
 	}
-	if (!c->m.cfg.backing[0])
-		return 0;
-	if (c->m.cfg.survive_set && c->m.cfg.survive) {
-		fprintf(stderr, "vyrefs: backing=%s with survive=on is not supported yet: a successor would not keep "
-				"what is not yet written back (Fix: drop survive=on; a backing mount runs survive=off)\n",
-			c->m.cfg.backing);
-		return 2;
-	}
-	c->m.cfg.survive = false;
-	c->m.cfg.survive_set = true; /* what .vyre/config shows */
 	return 0;
 }
 

@@ -5,6 +5,7 @@
 #include "daemon/mountflags.h"
 #include "daemon/oom.h"
 #include "fs/atime.h"
+#include "fs/backed.h"
 #include "daemon/mount_devices.h"
 #include "fs/lifecycle.h"
 #include "fs/wbehind_keep.h"
@@ -360,6 +361,8 @@ int vy_mount_serve(const vy_mount_args *a, vy_keeper_link *keeper, vy_keeper_ado
 			ok = false;
 			snprintf(why, sizeof(why), "%s", e.msg);
 		}
+		if (ok) /* backing=DIR: which directory, so a successor over another refuses */
+			vy_backed_keep(&fs, vy_fs_inode(&fs, FUSE_ROOT_ID));
 		if (ok) { /* memory not kept from now on fails closed */
 			km.lost = vy_persist_memory_lost;
 			atomic_store(&km.lost_fs, &fs);

@@ -123,6 +123,22 @@ int vy_backed_pin(vy_fs *fs, vy_inode *in, bool pin);
  * other names. */
 bool vy_backed_xattr(const vy_inode *in, const char *name, char *out, size_t cap);
 
+/* survive=on (backed_keep.c). */
+/* The file's record for a successor (its units, what DIR held when last
+ * agreed, its pin), kept at once; the root's names DIR itself. The
+ * inode's lock held (nobody else holds a new inode). */
+void vy_backed_keep(vy_fs *fs, vy_inode *in);
+/* A successor, before any request (persist/replay.c): inode `in`'s item
+ * from its record `rec` of `len` bytes (NULL: none kept). VY_EACCES: the
+ * root's record names another directory than DIR now (the mount fails
+ * closed); VY_ENOMEM. */
+vy_err vy_backed_kept(vy_fs *fs, vy_inode *in, const void *rec, uint32_t len, vy_error *e);
+/* Then each item's name from the namespace, DIR's ids, the order of use. */
+void vy_backed_kept_all(vy_fs *fs);
+/* Last (daemon/adopt_ns.c, after the write-behind slots went to their
+ * files): the dirty files written back a delay from now. How many. */
+size_t vy_backed_kept_due(vy_fs *fs);
+
 /* Write-back (backed_wb.c). */
 /* This file's dirty bytes into DIR and DIR's fsync: 0 or DIR's errno (the
  * bytes stay dirty and on the device). No lock held. */

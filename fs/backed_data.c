@@ -170,7 +170,7 @@ vy_err vy_backed_load(vy_fs *fs, vy_inode *in, uint64_t off, uint64_t end, vy_er
 		u0 = 0;
 		u1 = vy_tier_units_to(it->src);
 	}
-	uint64_t t0 = vy_monotonic_ns();
+	uint64_t t0 = vy_monotonic_ns(), was = it->present.count;
 	place_from_dir(in);
 	vy_err rc = VY_OK;
 	for (uint64_t a = vy_tier_units_next(&it->present, u0, u1, false); rc == VY_OK && a < u1;) {
@@ -189,6 +189,8 @@ vy_err vy_backed_load(vy_fs *fs, vy_inode *in, uint64_t off, uint64_t end, vy_er
 	 * now: none is served again. */
 	vy_readahead_forget(in);
 	atomic_fetch_add(&fs->tier->stats.load_us, (vy_monotonic_ns() - t0) / 1000);
+	if (it->present.count != was)
+		vy_backed_keep(fs, in);
 	if (in->buf)
 		vy_tier_cache_touch(&fs->tier->cache, it);
 	return rc;
@@ -247,7 +249,7 @@ void vy_backed_wrote(vy_fs *fs, vy_inode *in, uint64_t off, uint64_t end)
 	vy_tier_item *it = in->tier;
 	if (!it || in->kind != VY_FILE || end <= off)
 		return;
-	uint64_t u0 = vy_tier_unit_of(off), u1 = vy_tier_units_to(end), was = it->dirty.count;
+	uint64_t u0 = vy_tier_unit_of(off), u1 = vy_tier_units_to(end), was = it->dirty.count, had = it->present.count;
 	/* Written units are the mount's (the write loaded what it did not
 	 * cover): present, and dirty. */
 	if (!vy_tier_units_set(&it->dirty, u0, u1) || !vy_tier_units_set(&it->present, u0, u1))
@@ -255,6 +257,8 @@ void vy_backed_wrote(vy_fs *fs, vy_inode *in, uint64_t off, uint64_t end)
 				"directory", in->ino);
 	if (it->dirty.count > was)
 		atomic_fetch_add(&fs->tier->stats.dirty_bytes, (it->dirty.count - was) * VY_TIER_UNIT);
+	if (it->dirty.count != was || it->present.count != had)
+		vy_backed_keep(fs, in); /* before the write is answered */
 	vy_tier_cache_dirty(&fs->tier->cache, it, now_ns());
 	if (in->buf)
 		vy_tier_cache_touch(&fs->tier->cache, it);
@@ -276,6 +280,7 @@ void vy_backed_suspect(vy_fs *fs, vy_inode *in)
 		vy_backed_wrote(fs, in, 0, in->size); /* no memory to compare later: written whole */
 		return;
 	}
+	vy_backed_keep(fs, in);
 	vy_tier_cache_dirty(&fs->tier->cache, it, now_ns());
 }
 
@@ -301,6 +306,7 @@ int vy_backed_resize(vy_fs *fs, vy_inode *in, uint64_t size)
 	struct stat st;
 	if (fstat(it->fd, &st) == 0 && !it->dirty.count)
 		vy_tier_item_saw(it, &st);
+	vy_backed_keep(fs, in);
 	return 0;
 }
 
@@ -319,6 +325,7 @@ static void evict_locked(vy_fs *fs, vy_inode *in)
 	in->tier->src = in->size;
 	vy_tier_units_clear(&in->tier->present, 0, UINT64_MAX);
 	vy_tier_cache_remove(&fs->tier->cache, in->tier);
+	vy_backed_keep(fs, in);
 	atomic_fetch_add(&fs->tier->stats.evictions, 1);
 	atomic_fetch_add(&fs->tier->stats.evicted_bytes, bytes);
 }
@@ -439,6 +446,7 @@ void vy_backed_revalidate(vy_fs *fs, vy_inode *in)
 		in->mtime = st.st_mtim;
 		in->ctime = st.st_ctim;
 		pthread_mutex_unlock(&in->meta);
+		vy_backed_keep(fs, in);
 		atomic_fetch_add(&fs->tier->stats.reloads, 1);
 	}
 	bool reloaded = !it->dirty.count && !it->suspect.count && !in->maps && !in->buf;
@@ -454,6 +462,7 @@ int vy_backed_pin(vy_fs *fs, vy_inode *in, bool pin)
 		return EPERM; /* vyrefs's own name, as every user.vyre.* */
 	pthread_rwlock_wrlock(&in->lock);
 	in->tier->pinned = pin;
+	vy_backed_keep(fs, in);
 	pthread_rwlock_unlock(&in->lock);
 	return 0;
 }

@@ -10,6 +10,7 @@
 #include "fs/devices.h"
 #include "fs/file.h"
 #include "ns/acl.h"
+#include "persist/writer.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -132,6 +133,7 @@ static vy_inode *adopt(vy_fs *fs, vy_inode *p, const char *name, const struct st
 		fs->extra_links++;
 		if (!in->tier->name) /* the name it knew went: this one */
 			vy_tier_item_rename(in->tier, p->ino, name);
+		vy_persist_adopted(fs, p, name, in);
 		return in;
 	}
 	if (fs->inodes.count + fs->extra_links >= fs->cfg.max_inodes) {
@@ -190,6 +192,8 @@ static vy_inode *adopt(vy_fs *fs, vy_inode *p, const char *name, const struct st
 		it->src = in->size;
 		vy_u64map_put(&fs->tier->ids, vy_tier_id(st), (void *)(uintptr_t)in->ino);
 	}
+	vy_persist_adopted(fs, p, name, in); /* survive=on: kept at once, nobody holds it yet */
+	vy_backed_keep(fs, in);
 	return in;
 }
 
@@ -226,6 +230,9 @@ static void forget_name(vy_fs *fs, vy_inode *d, const char *name, vy_inode *in)
 	if (in->tier && in->tier->parent == d->ino && in->tier->name && !strcmp(in->tier->name, name))
 		vy_tier_item_rename(in->tier, 0, NULL);
 	vy_tier_gone_add(fs->tier, d->ino, name); /* the kernel's dentry too (vy_backed_notify) */
+	vy_persist_name(fs, d, name);
+	vy_persist_inode(fs, in);
+	vy_persist_inode(fs, d);
 	vy_inode_reap(fs, in);
 }
 
@@ -382,6 +389,7 @@ int vy_backed_made(vy_fs *fs, vy_inode *p, const char *name, vy_inode *in, const
 	times_of(in, st);
 	if (in->kind == VY_FILE)
 		vy_u64map_put(&fs->tier->ids, vy_tier_id(st), (void *)(uintptr_t)in->ino);
+	vy_backed_keep(fs, in);
 	return 0;
 }
 

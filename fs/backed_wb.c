@@ -182,6 +182,7 @@ int vy_backed_flush(vy_fs *fs, vy_inode *in)
 		atomic_fetch_sub(&fs->tier->stats.dirty_bytes, dirty * VY_TIER_UNIT);
 		vy_tier_item_saw(it, &st);
 		it->wb_err = 0;
+		vy_backed_keep(fs, in); /* a death before this finds them dirty: written again */
 		vy_tier_cache_clean(&fs->tier->cache, it);
 		atomic_fetch_add(&fs->tier->stats.writebacks, 1);
 	} else {

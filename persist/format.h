@@ -27,6 +27,7 @@ enum vy_p_type {
 	VY_P_MAPCONN = 11, /* vy_p_mapconn + mappings: a client connection that maps files (format 5) */
 	VY_P_MODULE = 12,  /* vy_p_module + name: a loaded module file of .vyre/modules/ (format 6) */
 	VY_P_WBEHIND = 13, /* vy_p_wbehind: where gathered writes wait for their device (format 7) */
+	VY_P_TIER = 14,    /* vy_p_tier + runs: a backing mount's file, what DIR holds of it (format 9) */
 };
 
 /* An image section holds records back to back, each a vy_p_head and its
@@ -209,6 +210,33 @@ typedef struct vy_p_wbehind {
 } vy_p_wbehind;
 
 _Static_assert(sizeof(vy_p_wbehind) == 24, "persist/format.h: fixed layout");
+
+/* A regular file of a backing mount (fs/backed_keep.c), as a successor
+ * knows it again: which file of DIR's it is, what DIR held when the mount
+ * last agreed with it, and which 2 MiB units the device holds (present)
+ * and holds while DIR does not yet (dirty: written, or maybe changed by a
+ * mapping). `present` runs then `dirty` runs follow, each {first, count}
+ * of units, in order, not touching. Its name is the namespace's (VY_P_NAME);
+ * the root's record names DIR itself, so a successor over another
+ * directory refuses. Keyed by `ino`; goes with the inode (VY_P_GONE). */
+#define VY_P_TIER_RUNS_MAX 4096u
+#define VY_P_TIER_PINNED 1u
+typedef struct vy_p_tier {
+	uint64_t ino;
+	uint64_t dev, dir_ino; /* DIR's file (st_dev, st_ino) */
+	uint64_t size;         /* DIR's size when last agreed */
+	vy_p_time mtime, ctime; /* DIR's, when last agreed */
+	uint64_t src;          /* bytes [0, src) come from DIR where not present */
+	uint32_t present, dirty; /* runs that follow */
+	uint32_t flags;          /* VY_P_TIER_* */
+	uint32_t zero;
+} vy_p_tier;
+
+typedef struct vy_p_run {
+	uint64_t first, count;
+} vy_p_run;
+
+_Static_assert(sizeof(vy_p_tier) == 88 && sizeof(vy_p_run) == 16, "persist/format.h: fixed layout");
 
 _Static_assert(sizeof(vy_p_mapconn) == 56 && sizeof(vy_p_mapping) == 24, "persist/format.h: fixed layout");
 

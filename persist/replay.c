@@ -2,6 +2,7 @@
 #include "persist/replay.h"
 #include "core/clock.h"
 #include "daemon/log.h"
+#include "fs/backed.h"
 #include "fs/fs.h"
 #include "persist/format.h"
 #include "persist/load.h"
@@ -171,6 +172,23 @@ static vy_err adopt_memory(vy_fs *fs, const vy_replay_walk *w, vy_keep_fds *mem,
 	return rc;
 }
 
+/* backing=DIR: each inode's item again, from its record where one is
+ * kept, after its memory (an item is present only where memory is). */
+static vy_err replay_tier(vy_fs *fs, const vy_replay_walk *w, vy_error *e)
+{
+	if (!fs->tier)
+		return VY_OK;
+	for (size_t i = 0; i < w->n; i++) {
+		vy_shadow_node *node = w->node[i];
+		vy_inode *in = node ? vy_replay_inode_at(fs, w, i) : NULL;
+		vy_err rc = in ? vy_backed_kept(fs, in, node->tier, node->tier_len, e) : VY_OK;
+		if (rc != VY_OK)
+			return rc;
+	}
+	vy_backed_kept_all(fs);
+	return VY_OK;
+}
+
 /* Inodes nothing holds (no name, no open handle, no reference of the
  * kernel's: their last release or FORGET came as the daemon died) go, from
  * the shadow too. An unlinked file a program holds open stays until its
@@ -253,6 +271,8 @@ vy_err vy_replay(struct vy_fs *fs, struct vy_state *st, vy_keep_fds *mem, struct
 	if (rc == VY_OK)
 		rc = adopt_memory(fs, &w, mem, counts, e);
 	counts->memory_us = (vy_monotonic_ns() - t0) / 1000;
+	if (rc == VY_OK)
+		rc = replay_tier(fs, &w, e);
 	free(w.in);
 	free(w.node);
 	return rc;

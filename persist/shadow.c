@@ -28,6 +28,7 @@ static void node_free(vy_shadow_node *n)
 	free(n->inode);
 	free(n->xattrs);
 	free(n->layout);
+	free(n->tier);
 	if (n->has_names)
 		vy_dir_destroy(&n->names);
 	free(n);
@@ -86,6 +87,7 @@ static bool keep_copy(vy_u64map *m, uint64_t key, const void *r, uint32_t len)
 
 static vy_err apply_mapconn(vy_shadow *s, const vy_p_mapconn *r, uint32_t len, vy_error *e);
 static vy_err apply_module(vy_shadow *s, const vy_p_module *r, uint32_t len, vy_error *e);
+static vy_err apply_tier(vy_shadow *s, const vy_p_tier *r, uint32_t len, vy_error *e);
 
 void vy_shadow_forget_handle(vy_shadow *s, uint64_t id)
 {
@@ -323,6 +325,8 @@ vy_err vy_shadow_apply(vy_shadow *s, uint16_t type, const void *p, uint32_t len,
 		return apply_mapconn(s, p, len, e);
 	case VY_P_MODULE:
 		return apply_module(s, p, len, e);
+	case VY_P_TIER:
+		return apply_tier(s, p, len, e);
 	case VY_P_WBEHIND: {
 		const vy_p_wbehind *r = p;
 		uint64_t need;
@@ -392,6 +396,51 @@ static vy_err apply_module(vy_shadow *s, const vy_p_module *r, uint32_t len, vy_
 	uint64_t top = r->log_ino > r->ino ? r->log_ino : r->ino;
 	if (top >= s->next_ino)
 		s->next_ino = top + 1;
+	return VY_OK;
+}
+
+/* `n` runs at r: each of one unit or more, in order, apart, and within
+ * a file's units (a byte offset fits 63 bits). */
+static bool good_runs(const vy_p_run *r, uint32_t n)
+{
+	const uint64_t units_max = (UINT64_MAX >> 1) / (2u << 20);
+	for (uint32_t i = 0; i < n; i++) {
+		if (r[i].count == 0 || r[i].first > units_max || r[i].count > units_max - r[i].first)
+			return false;
+		if (i && r[i].first <= r[i - 1].first + r[i - 1].count)
+			return false;
+	}
+	return true;
+}
+
+/* Whether every dirty run lies within a present run: a unit DIR lacks is
+ * on the device. */
+static bool dirty_present(const vy_p_run *present, uint32_t np, const vy_p_run *dirty, uint32_t nd)
+{
+	uint32_t j = 0;
+	for (uint32_t i = 0; i < nd; i++) {
+		while (j < np && present[j].first + present[j].count <= dirty[i].first)
+			j++;
+		if (j == np || present[j].first > dirty[i].first ||
+		    dirty[i].first + dirty[i].count > present[j].first + present[j].count)
+			return false;
+	}
+	return true;
+}
+
+static vy_err apply_tier(vy_shadow *s, const vy_p_tier *r, uint32_t len, vy_error *e)
+{
+	if (len < sizeof(*r) || r->ino == 0 || r->ino == UINT64_MAX || r->present > VY_P_TIER_RUNS_MAX ||
+	    r->dirty > VY_P_TIER_RUNS_MAX || len - sizeof(*r) != (uint64_t)(r->present + r->dirty) * sizeof(vy_p_run) ||
+	    (r->flags & ~VY_P_TIER_PINNED) || r->zero || r->src > (UINT64_MAX >> 1) || r->size > (UINT64_MAX >> 1))
+		return bad(e, VY_P_TIER, "is not a backing directory's file");
+	const vy_p_run *present = (const void *)(r + 1), *dirty = present + r->present;
+	if (!good_runs(present, r->present) || !good_runs(dirty, r->dirty) ||
+	    !dirty_present(present, r->present, dirty, r->dirty))
+		return bad(e, VY_P_TIER, "has units that are not a file's");
+	vy_shadow_node *n = node_of(s, r->ino);
+	if (!n || !keep(&n->tier, &n->tier_len, r, len))
+		return vy_fail(e, VY_ENOMEM, "free host memory", "kept state: no memory for a backing directory's file");
 	return VY_OK;
 }
 
@@ -505,6 +554,8 @@ vy_err vy_shadow_dump(const vy_shadow *s, vy_shadow_emit_fn emit, void *ctx, vy_
 			rc = emit(ctx, VY_P_XATTRS, n->xattrs, n->xattrs_len, e);
 		if (rc == VY_OK && n->layout)
 			rc = emit(ctx, VY_P_LAYOUT, n->layout, n->layout_len, e);
+		if (rc == VY_OK && n->tier)
+			rc = emit(ctx, VY_P_TIER, n->tier, n->tier_len, e);
 		if (rc == VY_OK && n->nlookup) {
 			vy_p_lookup l = {.ino = n->ino, .nlookup = n->nlookup};
 			rc = emit(ctx, VY_P_LOOKUP, &l, sizeof(l), e);

@@ -18,8 +18,8 @@
 
 typedef struct vy_shadow_node {
 	uint64_t ino;
-	uint8_t *inode, *xattrs, *layout; /* the last payload of each type, or NULL */
-	uint32_t inode_len, xattrs_len, layout_len;
+	uint8_t *inode, *xattrs, *layout, *tier; /* the last payload of each type, or NULL */
+	uint32_t inode_len, xattrs_len, layout_len, tier_len;
 	uint64_t layout_seq; /* the log seq of the layout (0: from an image) */
 	uint64_t nlookup;    /* the kernel's references (VY_P_LOOKUP) */
 	bool has_names;
@@ -60,7 +60,7 @@ void vy_shadow_forget_mapconn(vy_shadow *s, uint64_t slot);
 void vy_shadow_forget_module(vy_shadow *s, uint64_t ino);
 
 /* Every record of the state, for an image: the numbering, each node's
- * inode, xattrs, layout and lookups, then every name (a name after both
+ * inode, xattrs, layout, backing record and lookups, then every name (a name after both
  * its inodes, so a replay never meets one it cannot place), then every
  * handle, each open control file's state, each client connection that
  * maps, each loaded module, then every kept answer (a group of no records). */

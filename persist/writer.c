@@ -233,6 +233,23 @@ void vy_persist_wbehind(struct vy_fs *fs, const vy_p_wbehind *r)
 	pthread_mutex_unlock(&p->lock);
 }
 
+void vy_persist_tier(struct vy_fs *fs, const void *rec, uint32_t len)
+{
+	vy_persist *p = writer_of(fs);
+	if (!p)
+		return;
+	pthread_mutex_lock(&p->lock);
+	if (len > SCRATCH_BYTES || len > vy_state_record_max(p->st) / 2) {
+		vy_error e;
+		vy_fail(&e, VY_EOVERFLOW, "write the file in fewer, longer runs, or mount with survive=off",
+			"a backing directory's file has too many runs of units to keep (%u bytes)", len);
+		vy_persist_lose(p, &e);
+	} else {
+		vy_persist_commit(p, VY_P_TIER, rec, len); /* never a request's: its change is kept before it is answered */
+	}
+	pthread_mutex_unlock(&p->lock);
+}
+
 static vy_p_time ptime(struct timespec t)
 {
 	return (vy_p_time){.sec = t.tv_sec, .nsec = t.tv_nsec};
@@ -356,6 +373,29 @@ void vy_persist_name(struct vy_fs *fs, struct vy_inode *dir, const char *name)
 	pthread_mutex_unlock(&p->lock);
 }
 
+static void commit_xattrs(vy_persist *p, vy_inode *in);
+
+void vy_persist_adopted(struct vy_fs *fs, struct vy_inode *dir, const char *name, struct vy_inode *in)
+{
+	vy_persist *p = writer_of(fs);
+	if (!p || !kept(dir) || !kept(in) || dir->kind != VY_DIR)
+		return;
+	const vy_dirent *d = vy_dir_find(&dir->dir, name);
+	size_t nl = strlen(name);
+	if (!d || nl > 255)
+		return;
+	pthread_mutex_lock(&p->lock);
+	uint32_t len = vy_persist_inode_record(in, p->scratch);
+	vy_persist_commit(p, VY_P_INODE, p->scratch, len);
+	if (in->xattrs.n)
+		commit_xattrs(p, in);
+	vy_p_name *r = (void *)p->scratch;
+	*r = (vy_p_name){.parent = dir->ino, .ino = d->ino, .cookie = d->cookie, .name_len = (uint32_t)nl};
+	memcpy(p->scratch + sizeof(*r), name, nl);
+	vy_persist_commit(p, VY_P_NAME, r, (uint32_t)(sizeof(*r) + nl));
+	pthread_mutex_unlock(&p->lock);
+}
+
 void vy_persist_gone(struct vy_fs *fs, uint64_t ino)
 {
 	vy_persist *p = writer_of(fs);
@@ -397,12 +437,10 @@ bool vy_persist_xattr_fits(struct vy_fs *fs, const struct vy_inode *in, const ch
 	return bytes <= max;
 }
 
-void vy_persist_xattrs(struct vy_fs *fs, struct vy_inode *in)
+/* Every xattr of `in` as one record: kept with the request (`grouped`)
+ * or at once. Lock held. */
+static void xattrs_record(vy_persist *p, vy_inode *in, bool grouped)
 {
-	vy_persist *p = writer_of(fs);
-	if (!p || !kept(in))
-		return;
-	pthread_mutex_lock(&p->lock);
 	vy_p_xattrs *r = (void *)p->scratch;
 	*r = (vy_p_xattrs){.ino = in->ino, .n = (uint32_t)in->xattrs.n};
 	size_t at = sizeof(*r);
@@ -414,7 +452,6 @@ void vy_persist_xattrs(struct vy_fs *fs, struct vy_inode *in)
 			vy_fail(&e, VY_EINVAL, "report this bug", "inode %llu's xattrs exceed their total",
 				(unsigned long long)in->ino);
 			vy_persist_lose(p, &e);
-			pthread_mutex_unlock(&p->lock);
 			return;
 		}
 		memcpy(p->scratch + at, &nl, 4);
@@ -423,7 +460,24 @@ void vy_persist_xattrs(struct vy_fs *fs, struct vy_inode *in)
 		memcpy(p->scratch + at + 8 + nl, x->value, vl);
 		at += 8 + (size_t)nl + vl;
 	}
-	append(p, VY_P_XATTRS, r, (uint32_t)at);
+	if (grouped)
+		append(p, VY_P_XATTRS, r, (uint32_t)at);
+	else
+		vy_persist_commit(p, VY_P_XATTRS, r, (uint32_t)at);
+}
+
+static void commit_xattrs(vy_persist *p, vy_inode *in)
+{
+	xattrs_record(p, in, false);
+}
+
+void vy_persist_xattrs(struct vy_fs *fs, struct vy_inode *in)
+{
+	vy_persist *p = writer_of(fs);
+	if (!p || !kept(in))
+		return;
+	pthread_mutex_lock(&p->lock);
+	xattrs_record(p, in, true);
 	pthread_mutex_unlock(&p->lock);
 }
 

@@ -79,6 +79,17 @@ void vy_persist_module(struct vy_fs *fs, struct vy_inode *in, const struct vy_p_
 struct vy_p_wbehind;
 void vy_persist_wbehind(struct vy_fs *fs, const struct vy_p_wbehind *r);
 
+/* backing=DIR (fs/backed_keep.c): DIR's entry `name` of `dir`, adopted
+ * as inode `in` (its attributes, its name, its xattrs), kept at once and
+ * never with the request that found it: adopting is not that request's
+ * change (its resend finds the inode made), and a listing's thousands of
+ * records would overflow one group. ns held; nobody else holds `in` yet. */
+void vy_persist_adopted(struct vy_fs *fs, struct vy_inode *dir, const char *name, struct vy_inode *in);
+/* A backing mount's file as it is now (a vy_p_tier and its runs, `len`
+ * bytes, past what a record holds: the mount no longer survives), kept at
+ * once. Its inode's lock held. */
+void vy_persist_tier(struct vy_fs *fs, const void *rec, uint32_t len);
+
 /* What the writer did, for .vyre/stats. */
 /* File memory the keeper could not be handed (daemon/keeper_memory.c,
  * any thread, store locks held): counted in kept_failures, and the mount

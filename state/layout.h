@@ -14,7 +14,7 @@
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "the state region is little-endian");
 
 #define VY_STATE_MAGIC "VYRSTATE"       /* 8 bytes, no NUL */
-#define VY_STATE_FORMAT 8u              /* what this binary writes (2: names carry their cookie, handles and lookups kept; 3: requests grouped with their answers; 4: open control files; 5: client connections that map files; 6: loaded modules; 7: write-behind slots; 8: a layout's lead, files placed for their format) */
+#define VY_STATE_FORMAT 9u              /* what this binary writes (2: names carry their cookie, handles and lookups kept; 3: requests grouped with their answers; 4: open control files; 5: client connections that map files; 6: loaded modules; 7: write-behind slots; 8: a layout's lead, files placed for their format; 9: a backing mount's files, what DIR holds of them) */
 #define VY_STATE_FORMAT_MIN 3u          /* the oldest it reads (1 and 2 were never released) */
 #define VY_STATE_HEADER_BYTES 4096u     /* the header of format 1 */
 #define VY_STATE_VERSION_MAX 64u        /* the binary's version string, NUL included */

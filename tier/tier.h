@@ -64,10 +64,14 @@ size_t vy_tier_gone_take(vy_tier *t, struct vy_tier_gone_name *out, size_t max);
  * Prometheus text format (.vyre/metrics): the length, as snprintf. */
 size_t vy_tier_stats_format(const vy_tier_stats *s, bool prometheus, char *buf, size_t cap);
 
-/* The key of DIR's file `st` in ids. */
+/* The key of DIR's file (dev, ino) in ids. */
+static inline uint64_t vy_tier_id_of(uint64_t dev, uint64_t ino)
+{
+	return ino ^ (dev << 40);
+}
 static inline uint64_t vy_tier_id(const struct stat *st)
 {
-	return (uint64_t)st->st_ino ^ ((uint64_t)st->st_dev << 40);
+	return vy_tier_id_of((uint64_t)st->st_dev, (uint64_t)st->st_ino);
 }
 
 /* Its inode has no name and nothing open: its bytes are nobody's, in DIR

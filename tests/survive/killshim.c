@@ -15,6 +15,9 @@
  *    of a copy's thread (vy-copy: the serving daemon's, never a standby's
  *    or the keeper's own I/O) once FILE exists (removed first): `vyrefs
  *    cp`'s copy, half done.
+ *  KILLSHIM_FSYNC=FILE: a process SIGKILLs itself at its first fsync once
+ *    FILE exists (removed first): a backing mount's write-back whose bytes
+ *    are in DIR's file, neither fsynced nor marked written (tier_test).
  *  KILLSHIM_FDS=FILE KILLSHIM_FDS_TYPE=stream|seqpacket: a process
  *    SIGKILLs itself at its first sendmsg that passes fds on a socket of
  *    that type once FILE exists (removed first): a MAP's reply to its
@@ -100,6 +103,17 @@ ssize_t pread(int fd, void *buf, size_t len, off_t off)
 		real = (ssize_t (*)(int, void *, size_t, off_t))dlsym(RTLD_NEXT, "pread");
 	io_armed();
 	return real(fd, buf, len, off);
+}
+
+int fsync(int fd)
+{
+	static int (*real)(int);
+	if (!real)
+		real = (int (*)(int))dlsym(RTLD_NEXT, "fsync");
+	const char *arm = getenv("KILLSHIM_FSYNC");
+	if (arm && unlink(arm) == 0)
+		kill(getpid(), SIGKILL);
+	return real(fd);
 }
 
 ssize_t pwrite(int fd, const void *buf, size_t len, off_t off)
