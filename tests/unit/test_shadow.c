@@ -5,7 +5,9 @@
  * client connection's record: replaced whole, forgotten when it ends,
  * refused when malformed, carried through a dump. A loaded module's the
  * same, forgotten too when its inode goes. A handle's id past the handle
- * table's cap is refused. */
+ * table's cap is refused. A backing mount's file: its runs checked (in
+ * order, apart, dirty within present), carried through a dump, gone with
+ * its inode. */
 #include "ns/ns.h"
 #include "persist/answers.h"
 #include "persist/format.h"
@@ -349,6 +351,66 @@ static void handles_only_of_the_table(void)
 	vy_shadow_destroy(&s);
 }
 
+/* A backing mount's file (vy_p_tier) with present runs p[0..np) and
+ * dirty runs d[0..nd). */
+typedef struct tier_rec {
+	vy_p_tier t;
+	vy_p_run r[4];
+} tier_rec;
+
+static uint32_t tier_of(tier_rec *x, uint64_t ino, const vy_p_run *p, uint32_t np, const vy_p_run *d, uint32_t nd)
+{
+	memset(x, 0, sizeof(*x));
+	x->t = (vy_p_tier){.ino = ino, .dev = 2049, .dir_ino = 77, .size = 9u << 20, .src = 9u << 20, .present = np,
+			   .dirty = nd, .flags = VY_P_TIER_PINNED};
+	memcpy(x->r, p, np * sizeof(*p));
+	memcpy(x->r + np, d, nd * sizeof(*d));
+	return (uint32_t)(sizeof(x->t) + (np + nd) * sizeof(vy_p_run));
+}
+
+static void backing_files_checked_and_kept(void)
+{
+	vy_shadow s, t;
+	vy_shadow_init(&s);
+	vy_shadow_init(&t);
+	vy_error e;
+	tier_rec x;
+	const vy_p_run p[] = {{0, 3}, {5, 2}}, d[] = {{1, 1}, {5, 1}};
+	uint32_t len = tier_of(&x, 70, p, 2, d, 2);
+	CHECK_EQ(vy_shadow_apply(&s, VY_P_TIER, &x, len, 9, &e), VY_OK);
+	struct {
+		vy_p_run p[2], d[2];
+	} bad[] = {
+		{{{0, 3}, {3, 2}}, {{1, 1}, {5, 1}}}, /* present runs touching */
+		{{{5, 2}, {0, 3}}, {{1, 1}, {5, 1}}}, /* out of order */
+		{{{0, 3}, {5, 0}}, {{1, 1}, {5, 1}}}, /* empty */
+		{{{0, 3}, {5, 2}}, {{1, 1}, {4, 1}}}, /* dirty where not present */
+		{{{0, 3}, {5, 2}}, {{2, 2}, {5, 1}}}, /* dirty past its present run */
+		{{{0, 3}, {5, UINT64_MAX}}, {{1, 1}, {5, 1}}}, /* past any file */
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		tier_rec y;
+		uint32_t n = tier_of(&y, 70, bad[i].p, 2, bad[i].d, 2);
+		CHECK_EQ(vy_shadow_apply(&s, VY_P_TIER, &y, n, 9, &e), VY_EINVAL);
+	}
+	CHECK_EQ(vy_shadow_apply(&s, VY_P_TIER, &x, len - 8, 9, &e), VY_EINVAL); /* a run cut short */
+	tier_rec z;
+	uint32_t zl = tier_of(&z, 70, p, 2, d, 2);
+	z.t.flags = 2; /* a flag this vyrefs does not know */
+	CHECK_EQ(vy_shadow_apply(&s, VY_P_TIER, &z, zl, 9, &e), VY_EINVAL);
+	vy_shadow_node *n = vy_u64map_get(&s.nodes, 70);
+	CHECK(n && n->tier_len == len && !memcmp(n->tier, &x, len)); /* untouched */
+	dumped dd = {.to = &t};
+	CHECK_EQ(vy_shadow_dump(&s, reapply, &dd, &e), VY_OK);
+	n = vy_u64map_get(&t.nodes, 70);
+	CHECK(n && n->tier_len == len && !memcmp(n->tier, &x, len));
+	vy_p_gone freed = {.ino = 70};
+	CHECK_EQ(vy_shadow_apply(&t, VY_P_GONE, &freed, sizeof(freed), 9, &e), VY_OK);
+	CHECK(vy_u64map_get(&t.nodes, 70) == NULL);
+	vy_shadow_destroy(&s);
+	vy_shadow_destroy(&t);
+}
+
 int main(void)
 {
 	static const vy_test_case cases[] = {
@@ -361,6 +423,7 @@ int main(void)
 		TEST_CASE(write_behind_region_kept_last),
 		TEST_CASE(layouts_of_both_formats),
 		TEST_CASE(handles_only_of_the_table),
+		TEST_CASE(backing_files_checked_and_kept),
 	};
 	return vy_test_main("shadow", cases, sizeof(cases) / sizeof(cases[0]));
 }
