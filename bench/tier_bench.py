@@ -11,7 +11,8 @@ run; every line `tier.KEY VALUE`:
   cold_disk_ms        from_pretrained(MNT/llama) on a fresh backing=DISK_DIR
                       mount to the model on the GPU (load, no forward)
   fio_disk_ms         fio reading the same files sequentially with O_DIRECT
-                      (one job a file, 16 MiB blocks)
+                      (one job a file, 16 MiB blocks; without fio, one dd a
+                      file with iflag=direct: `tier.reader` says which)
   hf_disk_ms          transformers.from_pretrained(DISK_DIR/llama, device_map=cuda)
   cp_disk_ms          vyrefs cp -r DISK_DIR/llama into a volatile mount
   cold_vs_fio         cold_disk_ms / fio_disk_ms (target <= 1.1)
@@ -81,7 +82,20 @@ def shards(d):
     return sorted(os.path.join(d, f) for f in os.listdir(d) if f.endswith(".safetensors"))
 
 
+def dd_read_ms(d):
+    """Without fio (the GPU image has none): one dd a shard, all at once,
+    16 MiB O_DIRECT reads: the storage's own sequential rate."""
+    t = time.perf_counter()
+    ps = [subprocess.Popen(["dd", "if=" + f, "of=/dev/null", "bs=16M", "iflag=direct", "status=none"])
+          for f in shards(d)]
+    if any(p.wait() != 0 for p in ps):
+        raise SystemExit("dd failed reading " + d)
+    return (time.perf_counter() - t) * 1e3
+
+
 def fio_read_ms(d):
+    if not shutil.which(FIO):
+        return dd_read_ms(d)
     jobs = []
     for i, f in enumerate(shards(d)):
         jobs += ["--name=s%d" % i, "--filename=" + f, "--rw=read", "--bs=16M", "--direct=1",
@@ -91,6 +105,11 @@ def fio_read_ms(d):
 
 def fio_write_ms(d, nbytes):
     f = os.path.join(d, "fio-write")
+    if not shutil.which(FIO):  # dd: 16 MiB O_DIRECT writes, then fsync
+        ms = timed_run("dd", "if=/dev/zero", "of=" + f, "bs=16M", "count=%d" % ((nbytes + (16 << 20) - 1) >> 24),
+                       "oflag=direct", "conv=fsync", "status=none")
+        os.unlink(f)
+        return ms
     ms = timed_run(FIO, "--output-format=terse", "--name=w", "--filename=" + f, "--rw=write", "--bs=16M",
                    "--direct=1", "--ioengine=libaio", "--iodepth=4", "--size=%d" % nbytes, "--end_fsync=1")
     os.unlink(f)
@@ -149,6 +168,7 @@ def main(disk, tmpfs, quick):
                        stdout=subprocess.DEVNULL)
     size = sum(os.path.getsize(f) for f in shards(src))
     put("model_gb", size / 1e9)
+    print("tier.reader %s" % ("fio" if shutil.which(FIO) else "dd"), flush=True)
     opts = "backend=cuda"
     med = statistics.median
     hf_ref = load("hf", src)["logits"]
