@@ -7,16 +7,7 @@
 # finishes it, and a successor over another directory refuses.
 . tests/fs/lib.sh
 . tests/survive/lib.sh
-DIR=""
-WORK=""
-MB=1048576
-UNIT=$((2 * MB))
-
-setUp() {
-	DIR=$(mktemp -d /var/tmp/vyrefs-dir.XXXXXX) || return 1
-	WORK=$(mktemp -d /var/tmp/vyrefs-work.XXXXXX) || return 1
-	chmod 755 "$DIR"
-}
+. tests/tier/lib.sh
 
 tearDown() {
 	unmount_vyrefs
@@ -27,8 +18,6 @@ tearDown() {
 
 # A unit's bytes of FILE: its sha256.
 unit_sum() { dd if="$1" bs=2M skip="$2" count=1 status=none | sha256sum | cut -d' ' -f1; }
-
-xattr_of() { getfattr --only-values -n "$2" "$1" 2>/dev/null; }
 
 test_a_takeover_keeps_what_is_not_written_back_and_writes_it_back() {
 	make_data "$DIR/model.bin" $((8 * MB))

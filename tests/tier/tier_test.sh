@@ -9,16 +9,7 @@
 # DIR is full, two mounts over one DIR, and DIR's symlinks never followed.
 . tests/fs/lib.sh
 . tests/fs/posix_lib.sh
-DIR=""
-WORK=""
-MB=1048576
-UNIT=$((2 * MB))
-
-setUp() {
-	DIR=$(mktemp -d /var/tmp/vyrefs-dir.XXXXXX) || return 1
-	WORK=$(mktemp -d /var/tmp/vyrefs-work.XXXXXX) || return 1
-	chmod 755 "$DIR"
-}
+. tests/tier/lib.sh
 
 tearDown() {
 	unmount_vyrefs
