@@ -493,6 +493,21 @@ int vy_backed_link(vy_fs *fs, vy_inode *in, vy_inode *np, const char *newname)
 	return vy_tier_link(fd, name, nfd, newname);
 }
 
+/* The entry of `in` in DIR (at, name) as an O_PATH fd, when the mount
+ * knows which file of DIR's it is: a change goes to that file only, never
+ * to another put under its name behind the mount (ESTALE then). -1: by
+ * name (a symlink, or a file whose identity a successor did not keep). */
+static int same_entry(vy_inode *in, int at, const char *name, int *err)
+{
+	const vy_tier_item *it = in->tier;
+	if (!name || in->kind == VY_SYMLINK || !it->ino)
+		return -1;
+	int fd = vy_tier_open_same(at, name, it->dev, it->ino);
+	if (fd < 0)
+		*err = -fd;
+	return fd;
+}
+
 int vy_backed_setattr(vy_fs *fs, vy_inode *in, int to_set, const struct stat *attr)
 {
 	if (!fs->tier || !in->tier)
@@ -502,21 +517,30 @@ int vy_backed_setattr(vy_fs *fs, vy_inode *in, int to_set, const struct stat *at
 	const char *name = NULL;
 	int fd = in->ino == FUSE_ROOT_ID ? 0 : vy_backed_where(fs, in, &name);
 	int err = fd < 0 ? -fd : 0;
-	if (!err && name && (to_set & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)))
-		err = vy_tier_chown(fd, name, to_set & FUSE_SET_ATTR_UID ? attr->st_uid : (uid_t)-1,
-				    to_set & FUSE_SET_ATTR_GID ? attr->st_gid : (gid_t)-1);
-	else if (!err && name && !to_set) /* chown(-1, -1): the ctime DIR gives it */
-		err = fchownat(fd, name, (uid_t)-1, (gid_t)-1, AT_SYMLINK_NOFOLLOW) ? errno : 0;
+	int efd = !err ? same_entry(in, fd, name, &err) : -1;
+	uid_t uid = to_set & FUSE_SET_ATTR_UID ? attr->st_uid : (uid_t)-1;
+	gid_t gid = to_set & FUSE_SET_ATTR_GID ? attr->st_gid : (gid_t)-1;
+	if (!err && name && ((to_set & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)) || !to_set)) {
+		/* chown(-1, -1) too: the ctime DIR gives it. */
+		if (efd >= 0)
+			err = vy_tier_fchown(efd, uid, gid);
+		else if (to_set)
+			err = vy_tier_chown(fd, name, uid, gid);
+		else
+			err = fchownat(fd, name, (uid_t)-1, (gid_t)-1, AT_SYMLINK_NOFOLLOW) ? errno : 0;
+	}
 	if (!err && name && (to_set & FUSE_SET_ATTR_MODE) && in->kind != VY_SYMLINK)
-		err = vy_tier_chmod(fd, name, attr->st_mode);
+		err = efd >= 0 ? vy_tier_fchmod(efd, attr->st_mode) : vy_tier_chmod(fd, name, attr->st_mode);
 	if (!err && name && (to_set & (FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME))) {
 		struct timespec ts[2] = {{.tv_nsec = UTIME_OMIT}, {.tv_nsec = UTIME_OMIT}};
 		if (to_set & FUSE_SET_ATTR_ATIME)
 			ts[0] = to_set & FUSE_SET_ATTR_ATIME_NOW ? (struct timespec){.tv_nsec = UTIME_NOW} : attr->st_atim;
 		if (to_set & FUSE_SET_ATTR_MTIME)
 			ts[1] = to_set & FUSE_SET_ATTR_MTIME_NOW ? (struct timespec){.tv_nsec = UTIME_NOW} : attr->st_mtim;
-		err = vy_tier_utimens(fd, name, ts);
+		err = efd >= 0 ? vy_tier_futimens(efd, ts) : vy_tier_utimens(fd, name, ts);
 	}
+	if (efd >= 0)
+		close(efd);
 	pthread_mutex_unlock(&fs->ns);
 	return err;
 }
@@ -556,9 +580,15 @@ int vy_backed_setxattr(vy_fs *fs, vy_inode *in, const char *xname, const void *v
 	if (!fs->tier || !in->tier || !vy_backed_xattr_kept(fs, xname) || (in->kind != VY_FILE && in->kind != VY_DIR))
 		return 0;
 	pthread_mutex_lock(&fs->ns);
-	const char *name = "";
+	const char *name = NULL;
 	int fd = in->ino == FUSE_ROOT_ID ? fs->tier->dir.root : vy_backed_where(fs, in, &name);
-	int err = fd < 0 ? -fd : vy_tier_setxattr(fd, name, xname, value, size, flags);
+	int err = fd < 0 ? -fd : 0;
+	int efd = !err ? same_entry(in, fd, name, &err) : -1;
+	if (!err)
+		err = efd >= 0 ? vy_tier_fsetxattr(efd, xname, value, size, flags)
+			       : vy_tier_setxattr(fd, name ? name : "", xname, value, size, flags);
+	if (efd >= 0)
+		close(efd);
 	pthread_mutex_unlock(&fs->ns);
 	return err;
 }

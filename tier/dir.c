@@ -257,6 +257,50 @@ int vy_tier_truncate(int at, const char *name, uint64_t size)
 	return err;
 }
 
+int vy_tier_open_same(int at, const char *name, dev_t dev, ino_t ino)
+{
+	int fd = vy_tier_open(at, name, O_PATH, 0);
+	struct stat st;
+	if (fd >= 0 && (fstat(fd, &st) != 0 || st.st_dev != dev || st.st_ino != ino || S_ISLNK(st.st_mode))) {
+		close(fd);
+		fd = -ESTALE;
+	}
+	return fd;
+}
+
+/* The entry an O_PATH fd holds, as a path the kernel resolves to it and
+ * nothing else (its magic link). */
+static void fd_path(int fd, char *out, size_t cap)
+{
+	snprintf(out, cap, "/proc/self/fd/%d", fd);
+}
+
+int vy_tier_fchmod(int fd, mode_t mode)
+{
+	char p[64];
+	fd_path(fd, p, sizeof(p));
+	return chmod(p, mode & 07777) ? errno : 0;
+}
+
+int vy_tier_fchown(int fd, uid_t uid, gid_t gid)
+{
+	return fchownat(fd, "", uid, gid, AT_EMPTY_PATH) ? errno : 0;
+}
+
+int vy_tier_futimens(int fd, const struct timespec ts[2])
+{
+	char p[64];
+	fd_path(fd, p, sizeof(p));
+	return utimensat(AT_FDCWD, p, ts, 0) ? errno : 0;
+}
+
+int vy_tier_fsetxattr(int fd, const char *xname, const void *value, size_t size, int flags)
+{
+	char p[64];
+	fd_path(fd, p, sizeof(p));
+	return (value ? setxattr(p, xname, value, size, flags) : removexattr(p, xname)) ? errno : 0;
+}
+
 /* An fd of `name` in `at` (or `at` itself) fit for the f*xattr calls: a
  * regular file or a directory opened without following a link. */
 static int xattr_fd(int at, const char *name)

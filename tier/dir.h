@@ -57,6 +57,16 @@ int vy_tier_chown(int at, const char *name, uid_t uid, gid_t gid);
 int vy_tier_utimens(int at, const char *name, const struct timespec ts[2]);
 int vy_tier_truncate(int at, const char *name, uint64_t size);
 
+/* The entry `name` of `at` as an O_PATH fd, only while it is still DIR's
+ * file (dev, ino): -ESTALE when another file took the name behind the
+ * mount (the caller then changes nothing), or -errno. Not a symlink. */
+int vy_tier_open_same(int at, const char *name, dev_t dev, ino_t ino);
+/* The same changes, of the entry `fd` (vy_tier_open_same's) itself. */
+int vy_tier_fchmod(int fd, mode_t mode);
+int vy_tier_fchown(int fd, uid_t uid, gid_t gid);
+int vy_tier_futimens(int fd, const struct timespec ts[2]);
+int vy_tier_fsetxattr(int fd, const char *xname, const void *value, size_t size, int flags);
+
 /* The extended attributes of `name` in `at` (a regular file or a
  * directory, never through a symlink) whose names `keep` accepts, one
  * `fn` call each. 0 or errno (ENOTSUP: DIR keeps none). */

@@ -449,6 +449,31 @@ test_a_user_reaches_nothing_outside_dir_nor_what_dir_denies_them() {
 	assertEquals "nothing of root's loaded" 0 "$(stat_of tier_loaded_bytes)"
 }
 
+# Their file, known to the mount, whose name in DIR they give behind the
+# mount to a root-only file of their directory: a chmod, utimes or
+# setxattr through the mount reaches their file or nothing, never root's
+# (the daemon acts as root in DIR).
+test_a_change_never_reaches_another_file_put_under_the_name_behind_the_mount() {
+	need_root "it attacks a root mount as another user" || return 0
+	need setpriv || return 0
+	nobody_bins || return
+	mkdir "$DIR/theirs" && chown 65534:65534 "$DIR/theirs"
+	echo "root's" >"$DIR/theirs/roots" && chmod 600 "$DIR/theirs/roots"
+	touch -d '2001-01-01' "$DIR/theirs/roots"
+	mount_over "allow_other=on" || return
+	as_nobody sh -c "echo mine >'$MNT/theirs/mine'" || fail "their file"
+	as_nobody sh -c "mv '$DIR/theirs/mine' '$DIR/theirs/old' && mv '$DIR/theirs/roots' '$DIR/theirs/mine'" ||
+		fail "the swap behind the mount"
+	as_nobody chmod 666 "$MNT/theirs/mine" 2>/dev/null
+	as_nobody touch -m -d '2030-01-01' "$MNT/theirs/mine" 2>/dev/null
+	as_nobody setfattr -n user.planted -v 1 "$MNT/theirs/mine" 2>/dev/null
+	assertEquals "root's mode" 600 "$(stat -c %a "$DIR/theirs/mine")"
+	assertEquals "root's owner" 0 "$(stat -c %u "$DIR/theirs/mine")"
+	assertEquals "root's mtime" "$(date -d 2001-01-01 +%s)" "$(stat -c %Y "$DIR/theirs/mine")"
+	assertEquals "root's xattrs" "" "$(getfattr -d "$DIR/theirs/mine" 2>/dev/null)"
+	assertEquals "root's bytes" "root's" "$(cat "$DIR/theirs/mine")"
+}
+
 test_a_bad_backing_directory_is_refused_with_a_fix() {
 	out=$("$VYREFS" -f -o "backend=$backend,backing=$DIR/none" "$WORK" 2>&1) && fail "mounted over a missing DIR"
 	assertContains "$out" "Fix:"
