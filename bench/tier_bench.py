@@ -26,6 +26,17 @@ run; every line `tier.KEY VALUE`:
   sync_ms             then the fsync of the mount's root: DIR holds it
   fio_write_ms        fio writing as many bytes to DISK_DIR with O_DIRECT
   sync_vs_fio         fio_write_ms / sync_ms (target >= 0.9)
+More models than the GPU holds: three copies of the model in DISK_DIR, a
+mount whose resident_budget is 2.5 models, each attached in turn for three
+rounds (fresh processes; skipped, and said, without room on the disk):
+  evict_attaches      attaches that answered (9 of 9: none got ENOSPC)
+  evict_evictions     files given back over the 9 (whole files, least
+                      recently used first)
+  evict_loaded_gb     bytes read from DIR over the 9 (3 models the first
+                      round, then what the budget forced out)
+  evict_reload_gbps   the rate of the attaches after the first round
+                      (bytes loaded / their load time: the cold rate)
+  evict_logits_equal  1 when every attach's logits equal transformers' own
 """
 import json
 import os
@@ -130,6 +141,48 @@ def saved(path):
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
+def stats(mnt):
+    out = {}
+    for line in open(os.path.join(mnt, ".vyre", "stats")):
+        k, _, v = line.partition(" ")
+        out[k] = v.strip()
+    return out
+
+
+def evictions(disk, src, size, hf_ref):
+    """Three models, a budget of 2.5, three rounds (the issue's target)."""
+    if shutil.disk_usage(disk).free < 2 * size + (4 << 30):
+        print("tier.evict skipped: the disk has no room for two more copies", flush=True)
+        return
+    copies = [src] + [src + "-%d" % i for i in (2, 3)]
+    for c in copies[1:]:
+        shutil.copytree(src, c, dirs_exist_ok=True)
+    drop_caches()
+    mnt = mount("backend=cuda,backing=%s,resident_budget=%dM" % (disk, int(2.5 * size) >> 20))
+    answered, same, loaded_ms, loaded_b = 0, True, 0.0, 0
+    try:
+        for rnd in range(3):
+            for c in copies:
+                before = int(stats(mnt)["tier_loaded_bytes"])
+                r = load("vyrefs", os.path.join(mnt, os.path.basename(c)))
+                answered += 1
+                same &= r["logits"] == hf_ref
+                got = int(stats(mnt)["tier_loaded_bytes"]) - before
+                if rnd:
+                    loaded_ms += r["load_ms"]
+                    loaded_b += got
+        st = stats(mnt)
+        put("evict_attaches", answered)
+        put("evict_evictions", int(st["tier_evictions"]))
+        put("evict_loaded_gb", int(st["tier_loaded_bytes"]) / 1e9)
+        put("evict_reload_gbps", loaded_b / loaded_ms / 1e6 if loaded_ms else 0)
+        put("evict_logits_equal", float(same))
+    finally:
+        unmount(mnt)
+        for c in copies[1:]:
+            shutil.rmtree(c)
+
+
 def make(where, quick):
     """attach_bench's model, in 5 GB shards as the issue's figures take it."""
     ab.make(where, quick, max_shard_size="5GB")
@@ -218,6 +271,7 @@ def main(disk, tmpfs, quick):
     put("cp_tmpfs_ms", med(tcp))
     put("tmpfs_vs_cp", med(tcp) / med(tc))
     put("logits_equal", float(same))
+    evictions(disk, src, size, hf_ref)
     # Write-back: a save into the mount, then the fsync of its root.
     out = os.path.join(disk, "saved")
     os.makedirs(out, exist_ok=True)
