@@ -208,11 +208,19 @@ make_data() { # FILE BYTES SEED
 # The ordinal of the device that holds FILE (user.vyre.device).
 dev_of() { getfattr -n user.vyre.device --only-values "$1" 2>/dev/null; }
 
-# Where the attr tools are missing (the GPU machine's image), the two forms
-# the GPU suites use, through python3's os.*xattr.
+# Where the attr tools are missing (the GPU machine's image), the three forms
+# the suites use, through python3's os.*xattr.
 if ! command -v setfattr >/dev/null && command -v python3 >/dev/null; then
-	setfattr() { # setfattr -n NAME -v VALUE FILE
-		[ "$1" = -n ] && [ "$3" = -v ] && [ $# = 5 ] || { echo "setfattr (tests/fs/lib.sh): only -n NAME -v VALUE FILE" >&2; return 2; }
+	setfattr() { # setfattr -n NAME -v VALUE FILE, or -x NAME FILE
+		if [ "$1" = -x ] && [ $# = 3 ]; then
+			python3 -c 'import os, sys
+try:
+    os.removexattr(sys.argv[2], sys.argv[1])
+except OSError as e:
+    sys.exit("setfattr: %s: %s" % (sys.argv[2], e.strerror))' "$2" "$3"
+			return
+		fi
+		[ "$1" = -n ] && [ "$3" = -v ] && [ $# = 5 ] || { echo "setfattr (tests/fs/lib.sh): only -n NAME -v VALUE FILE or -x NAME FILE" >&2; return 2; }
 		python3 -c 'import os, sys
 try:
     os.setxattr(sys.argv[3], sys.argv[1], sys.argv[2].encode())

@@ -14,4 +14,4 @@ setUp() {
 }
 
 # A user's xattr of a file on the mount, its value alone.
-xattr_of() { getfattr --only-values -n "$2" "$1" 2>/dev/null; }
+xattr_of() { getfattr -n "$2" --only-values "$1" 2>/dev/null; }
