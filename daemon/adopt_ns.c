@@ -46,9 +46,12 @@ bool vy_adopt_namespace(struct vy_fs *fs, struct vy_state *st, struct vy_keeper_
 	rc = vy_replay(fs, st, &ad->memory, ad->preload, &sh, &n, &e);
 	vy_preload_free(ad->preload); /* its copy is sh now, or not to be used */
 	ad->preload = NULL;
-	if (rc == VY_EACCES) {
-		/* backing=DIR names another directory than the kept files':
-		 * serving them over it would mix two trees. Fail closed. */
+	if (rc == VY_EACCES || (fs->tier && rc != VY_OK && rc != VY_ENOENT)) {
+		/* backing=DIR names another directory than the kept files',
+		 * or none: serving them would mix two trees or show zeros;
+		 * and a backing mount made again in part has files without
+		 * their items (read as zeros, never written back). Fail
+		 * closed. */
 		vy_log(LOG_ERR, "takeover: %s; the mount ends", e.msg);
 		_exit(VY_EXIT_BROKEN);
 	}

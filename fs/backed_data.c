@@ -40,6 +40,19 @@ int vy_backed_prepare(vy_fs *fs, vy_inode *in)
 		int fd = pfd >= 0 ? vy_tier_open(pfd, name, O_RDWR, 0) : pfd;
 		if (fd == -EACCES || fd == -EROFS || fd == -EPERM || fd == -ETXTBSY)
 			fd = vy_tier_open(pfd, name, O_RDONLY, 0); /* reads still load; write-back says why */
+		/* By name: it must still be the file of DIR's the mount knows
+		 * (a successor's first open; a save by rename behind the mount
+		 * since). Else its units would mix two files: ESTALE until the
+		 * next open takes DIR's new file (a clean one) or the bytes
+		 * are copied out (vyrefs cp) and it is written again. */
+		struct stat st;
+		if (fd >= 0 && it->ino && (fstat(fd, &st) != 0 || st.st_ino != it->ino || st.st_dev != it->dev)) {
+			vy_log(LOG_WARNING, "inode %" PRIu64 " (%s): another file holds its name in the backing directory; not "
+					    "used for it (Fix: open it again to read the new file, or copy the mount's bytes out)",
+			       in->ino, name);
+			close(fd);
+			fd = -ESTALE;
+		}
 		if (fd >= 0)
 			it->fd = fd;
 		else
@@ -427,6 +440,7 @@ void vy_backed_revalidate(vy_fs *fs, vy_inode *in)
 	} else {
 		if (in->buf)
 			evict_locked(fs, in);
+		vy_tier_units_clear(&it->present, 0, UINT64_MAX); /* none of DIR's new bytes is here */
 		if (it->fd >= 0 && (it->dev != st.st_dev || it->ino != st.st_ino)) {
 			close(it->fd); /* another file now: opened again by name */
 			it->fd = -1;

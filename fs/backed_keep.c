@@ -144,7 +144,9 @@ vy_err vy_backed_kept(vy_fs *fs, vy_inode *in, const void *rec, uint32_t len, vy
 			vy_log(LOG_ERR, "takeover: inode %" PRIu64 " lost bytes not yet written back to the backing "
 					"directory; DIR's are shown (Fix: write them again)",
 			       in->ino);
-		it->dev = 0;
+		in->size = r->size; /* not empty: DIR's size when last agreed, its bytes read from DIR */
+		in->cap = 0;
+		it->dev = 0; /* its next open takes DIR's file as it is now */
 		it->ino = 0;
 		it->src = in->size;
 		return VY_OK;
@@ -152,6 +154,11 @@ vy_err vy_backed_kept(vy_fs *fs, vy_inode *in, const void *rec, uint32_t len, vy
 	it->src = r->src;
 	if (!take_runs(&it->present, runs, r->present) || !take_runs(&it->dirty, runs + r->present, r->dirty))
 		return vy_fail(e, VY_ENOMEM, "free host memory", "no memory for a backing directory's file");
+	/* No unit past its memory: a record never names one, and a unit
+	 * there would read as zeros or write zeros back. */
+	uint64_t top = vy_tier_units_to(in->cap);
+	vy_tier_units_clear(&it->present, top, UINT64_MAX);
+	vy_tier_units_clear(&it->dirty, top, UINT64_MAX);
 	return VY_OK;
 }
 

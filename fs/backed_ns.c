@@ -230,9 +230,7 @@ static void forget_name(vy_fs *fs, vy_inode *d, const char *name, vy_inode *in)
 	if (in->tier && in->tier->parent == d->ino && in->tier->name && !strcmp(in->tier->name, name))
 		vy_tier_item_rename(in->tier, 0, NULL);
 	vy_tier_gone_add(fs->tier, d->ino, name); /* the kernel's dentry too (vy_backed_notify) */
-	vy_persist_name(fs, d, name);
-	vy_persist_inode(fs, in);
-	vy_persist_inode(fs, d);
+	vy_persist_lost(fs, d, name, in);
 	vy_inode_reap(fs, in);
 }
 
@@ -457,7 +455,20 @@ int vy_backed_rename(vy_fs *fs, vy_inode *p, const char *name, vy_inode *np, con
 	vy_inode *target = nd ? vy_u64map_get(&fs->inodes, nd->ino) : NULL;
 	if (target && !(flags & RENAME_EXCHANGE) && (target->nlink > 1 || target->opens))
 		anchor(fs, target, nfd, newname);
-	return vy_tier_rename(fd, name, nfd, newname, flags);
+	int err = vy_tier_rename(fd, name, nfd, newname, flags);
+	if (err == ENOENT && !(flags & RENAME_EXCHANGE)) {
+		/* DIR has it done already (survive=on: the daemon died between
+		 * DIR's rename and its answer, and this is the kernel's resend):
+		 * the new name is this very file and the old one is gone, so
+		 * the namespace's rename is what is left to do. */
+		vy_dirent *od = vy_dir_find(&p->dir, name);
+		vy_inode *in = od ? vy_u64map_get(&fs->inodes, od->ino) : NULL;
+		struct stat now, old;
+		if (in && in->tier && in->tier->ino && vy_tier_stat(nfd, newname, &now) == 0 &&
+		    now.st_ino == in->tier->ino && now.st_dev == in->tier->dev && vy_tier_stat(fd, name, &old) == ENOENT)
+			err = 0;
+	}
+	return err;
 }
 
 void vy_backed_renamed(vy_fs *fs, vy_inode *p, const char *name, vy_inode *np, const char *newname, vy_inode *in,

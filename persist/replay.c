@@ -176,8 +176,16 @@ static vy_err adopt_memory(vy_fs *fs, const vy_replay_walk *w, vy_keep_fds *mem,
  * kept, after its memory (an item is present only where memory is). */
 static vy_err replay_tier(vy_fs *fs, const vy_replay_walk *w, vy_error *e)
 {
-	if (!fs->tier)
+	if (!fs->tier) {
+		/* Kept over a directory, taken over without one (fstab's
+		 * source that is no directory now): its files would read as
+		 * zeros and their dirty bytes never go back. Fail closed. */
+		for (size_t i = 0; i < w->n; i++)
+			if (w->node[i] && w->node[i]->tier)
+				return vy_fail(e, VY_EACCES, "mount it over its directory again (it is missing or moved)",
+					       "the kept files came from a backing directory, and this successor has none");
 		return VY_OK;
+	}
 	for (size_t i = 0; i < w->n; i++) {
 		vy_shadow_node *node = w->node[i];
 		vy_inode *in = node ? vy_replay_inode_at(fs, w, i) : NULL;

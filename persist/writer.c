@@ -396,6 +396,26 @@ void vy_persist_adopted(struct vy_fs *fs, struct vy_inode *dir, const char *name
 	pthread_mutex_unlock(&p->lock);
 }
 
+void vy_persist_lost(struct vy_fs *fs, struct vy_inode *dir, const char *name, struct vy_inode *in)
+{
+	vy_persist *p = writer_of(fs);
+	size_t nl = strlen(name);
+	if (!p || !kept(dir) || dir->kind != VY_DIR || nl > 255)
+		return;
+	pthread_mutex_lock(&p->lock);
+	vy_p_name *r = (void *)p->scratch;
+	*r = (vy_p_name){.parent = dir->ino, .name_len = (uint32_t)nl}; /* ino 0: gone */
+	memcpy(p->scratch + sizeof(*r), name, nl);
+	vy_persist_commit(p, VY_P_NAME, r, (uint32_t)(sizeof(*r) + nl));
+	uint32_t len = vy_persist_inode_record(dir, p->scratch);
+	vy_persist_commit(p, VY_P_INODE, p->scratch, len);
+	if (kept(in)) {
+		len = vy_persist_inode_record(in, p->scratch);
+		vy_persist_commit(p, VY_P_INODE, p->scratch, len);
+	}
+	pthread_mutex_unlock(&p->lock);
+}
+
 void vy_persist_gone(struct vy_fs *fs, uint64_t ino)
 {
 	vy_persist *p = writer_of(fs);

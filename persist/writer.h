@@ -85,6 +85,12 @@ void vy_persist_wbehind(struct vy_fs *fs, const struct vy_p_wbehind *r);
  * change (its resend finds the inode made), and a listing's thousands of
  * records would overflow one group. ns held; nobody else holds `in` yet. */
 void vy_persist_adopted(struct vy_fs *fs, struct vy_inode *dir, const char *name, struct vy_inode *in);
+/* backing=DIR: DIR lost the entry `name` of `dir` (inode `in`) behind the
+ * mount, and the namespace forgot it: the name gone, both inodes as they
+ * are now, kept at once for the same reasons (and so no adoption of the
+ * name's new file, kept at once, is undone by a group kept after it). ns
+ * held. */
+void vy_persist_lost(struct vy_fs *fs, struct vy_inode *dir, const char *name, struct vy_inode *in);
 /* A backing mount's file as it is now (a vy_p_tier and its runs, `len`
  * bytes, past what a record holds: the mount no longer survives), kept at
  * once. Its inode's lock held. */

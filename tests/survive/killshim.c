@@ -18,6 +18,9 @@
  *  KILLSHIM_FSYNC=FILE: a process SIGKILLs itself at its first fsync once
  *    FILE exists (removed first): a backing mount's write-back whose bytes
  *    are in DIR's file, neither fsynced nor marked written (tier_test).
+ *  KILLSHIM_AFTER_RENAME=FILE: a process SIGKILLs itself just after a
+ *    renameat2 returned 0, once FILE exists (removed first): a backing
+ *    mount's rename made in DIR, not yet in the namespace (tier).
  *  KILLSHIM_FDS=FILE KILLSHIM_FDS_TYPE=stream|seqpacket: a process
  *    SIGKILLs itself at its first sendmsg that passes fds on a socket of
  *    that type once FILE exists (removed first): a MAP's reply to its
@@ -103,6 +106,18 @@ ssize_t pread(int fd, void *buf, size_t len, off_t off)
 		real = (ssize_t (*)(int, void *, size_t, off_t))dlsym(RTLD_NEXT, "pread");
 	io_armed();
 	return real(fd, buf, len, off);
+}
+
+int renameat2(int from, const char *name, int to, const char *newname, unsigned flags)
+{
+	static int (*real)(int, const char *, int, const char *, unsigned);
+	if (!real)
+		real = (int (*)(int, const char *, int, const char *, unsigned))dlsym(RTLD_NEXT, "renameat2");
+	int rc = real(from, name, to, newname, flags);
+	const char *arm = getenv("KILLSHIM_AFTER_RENAME");
+	if (rc == 0 && arm && unlink(arm) == 0)
+		kill(getpid(), SIGKILL);
+	return rc;
 }
 
 int fsync(int fd)

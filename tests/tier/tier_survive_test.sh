@@ -46,7 +46,7 @@ test_a_takeover_keeps_what_is_not_written_back_and_writes_it_back() {
 	assertEquals "unit 0 loaded now" $UNIT "$(stat_of tier_loaded_bytes)"
 	assertEquals "DIR still old after" "$(unit_sum "$WORK/old" 1)" "$(unit_sum "$DIR/ckpt.bin" 1)"
 	# fsync: DIR holds them.
-	python3 -c 'import os, sys; fd = os.open(sys.argv[1], os.O_RDONLY); os.fsync(fd)' "$MNT/ckpt.bin" || fail "fsync"
+	fsync_of "$MNT/ckpt.bin" || fail "fsync"
 	assertEquals "clean" 0 "$(xattr_of "$MNT/ckpt.bin" user.vyre.dirty)"
 	assertEquals "unit 0 in DIR" "$(unit_sum "$WORK/old" 0)" "$(unit_sum "$DIR/ckpt.bin" 0)"
 	for u in 1 2; do
@@ -75,23 +75,88 @@ test_the_successor_writes_back_after_the_delay_and_at_unmount() {
 test_a_death_in_the_middle_of_a_write_back_is_finished_by_the_successor() {
 	make_data "$DIR/f" $((4 * MB))
 	make_data "$WORK/new" $((4 * MB))
-	ARM=$WORK/arm
-	export LD_PRELOAD=$SHIM KILLSHIM_FSYNC=$ARM
-	mount_vyrefs "backing=$DIR,writeback_delay=1h,survive=on"
-	local rc=$?
-	unset LD_PRELOAD KILLSHIM_FSYNC
-	[ $rc = 0 ] || return
+	mount_armed KILLSHIM_FSYNC || return
 	cp "$WORK/new" "$MNT/f" || fail "the write"
 	local old
 	old=$(stat_of pid)
 	touch "$ARM"
 	# fsync: the daemon dies at DIR's fsync; the kernel resends the
 	# request to the successor, which writes the file back and answers.
-	python3 -c 'import os, sys; fd = os.open(sys.argv[1], os.O_RDONLY); os.fsync(fd)' "$MNT/f" || fail "fsync across the death"
+	fsync_of "$MNT/f" || fail "fsync across the death"
 	assertFalse "the daemon died in the write-back" "[ -e '$ARM' ]"
 	assertNotEquals "a successor serves" "$old" "$(stat_of pid)"
 	assertEquals "clean" 0 "$(xattr_of "$MNT/f" user.vyre.dirty)"
 	cmp "$WORK/new" "$DIR/f" || fail "DIR holds the bytes"
+}
+
+# mount_armed VAR: a survive=on backing mount whose processes load the
+# kill shim with VAR=$ARM (armed once the test makes the file).
+mount_armed() {
+	ARM=$WORK/arm
+	export LD_PRELOAD=$SHIM "$1=$ARM"
+	mount_vyrefs "backing=$DIR,writeback_delay=1h,survive=on"
+	local rc=$?
+	unset LD_PRELOAD "$1"
+	return $rc
+}
+
+fsync_of() { python3 -c 'import os, sys; fd = os.open(sys.argv[1], os.O_RDONLY); os.fsync(fd)' "$1"; }
+
+# A save by rename (write tmp, rename it final) whose daemon dies after
+# DIR's rename and before the namespace's: the kernel's resend finds DIR's
+# rename done, and the written bytes reach DIR under the new name.
+test_a_rename_across_a_death_after_dirs_rename_completes() {
+	make_data "$WORK/new" $((3 * MB))
+	mount_armed KILLSHIM_AFTER_RENAME || return
+	cp "$WORK/new" "$MNT/tmp" || fail "the write"
+	local old
+	old=$(stat_of pid)
+	touch "$ARM"
+	mv "$MNT/tmp" "$MNT/final" || fail "the rename across the death"
+	assertFalse "the daemon died at DIR's rename" "[ -e '$ARM' ]"
+	assertNotEquals "a successor serves" "$old" "$(stat_of pid)"
+	assertEquals "the mount's names" final "$(ls "$MNT")"
+	cmp "$WORK/new" "$MNT/final" || fail "final through the mount"
+	fsync_of "$MNT/final" || fail "fsync"
+	cmp "$WORK/new" "$DIR/final" || fail "DIR/final"
+	assertFalse "DIR/tmp" "[ -e '$DIR/tmp' ]"
+}
+
+# DIR's file replaced behind the mount, then a listing that takes the new
+# file under its name, then a write to it and a death: the successor has
+# the name and the new file, and writes the write back to it.
+test_a_name_taken_again_at_a_listing_is_kept_through_a_death() {
+	make_data "$DIR/x" $((3 * MB))
+	make_data "$WORK/new" $((3 * MB))
+	mount_vyrefs "backing=$DIR,writeback_delay=1h,survive=on" || return
+	cat "$MNT/x" >/dev/null
+	make_data "$DIR/x.tmp" $((3 * MB)) && mv "$DIR/x.tmp" "$DIR/x" # another host's save
+	ls "$MNT" >/dev/null
+	dd if="$WORK/new" of="$MNT/x" conv=notrunc status=none || fail "the write"
+	kill_daemon || return
+	cmp "$WORK/new" "$MNT/x" || fail "x through the mount"
+	fsync_of "$MNT/x" || fail "fsync after the takeover"
+	cmp "$WORK/new" "$DIR/x" || fail "DIR/x"
+}
+
+# DIR's file replaced behind the mount while the mount holds a dirty unit
+# of it, then a death: the successor opens DIR's file by name, finds
+# another file there, and neither loads from it nor writes one unit into
+# it (a file of two files' bytes): fsync says ESTALE, DIR's file is
+# untouched, the mount's bytes stay.
+test_a_successor_never_mixes_the_mounts_file_with_one_replacing_it() {
+	make_data "$DIR/f" $((8 * MB))
+	make_data "$WORK/unit" $UNIT
+	mount_vyrefs "backing=$DIR,writeback_delay=1h,survive=on" || return
+	head -c 16 "$MNT/f" >/dev/null
+	dd if="$WORK/unit" of="$MNT/f" bs=2M seek=1 conv=notrunc status=none || fail "the write"
+	make_data "$DIR/f.tmp" $((8 * MB)) && mv "$DIR/f.tmp" "$DIR/f" # another host's save
+	cp "$DIR/f" "$WORK/other"
+	kill_daemon || return
+	fsync_of "$MNT/f" 2>/dev/null && fail "fsync wrote the mount's unit into another file"
+	cmp "$WORK/other" "$DIR/f" || fail "DIR's new file changed"
+	assertEquals "still dirty" $UNIT "$(xattr_of "$MNT/f" user.vyre.dirty)"
+	assertContains "$(cat "$VY_LOG")" "another file holds its name"
 }
 
 test_a_successor_over_another_directory_refuses_and_the_mount_ends() {
