@@ -705,17 +705,6 @@ static void op_wbehind(proc *d, input *in)
 	vy_persist_wbehind(&d->fs, &r);
 }
 
-/* fs/backed_keep.c's: a backing mount's file record, as the input has it
- * (the shadow refuses a malformed one; the writer keeps what it takes). */
-static void op_tier(proc *d, input *in)
-{
-	uint8_t rec[sizeof(vy_p_tier) + 4 * sizeof(vy_p_run)] = {0};
-	uint32_t len = sizeof(vy_p_tier) + (u8(in) % 5) * sizeof(vy_p_run);
-	for (uint32_t i = 0; i < len && in->n; i++)
-		rec[i] = u8(in);
-	vy_persist_tier(&d->fs, rec, len);
-}
-
 /* daemon/resend.c's calls: a request served, its reply, sent; a resend. */
 static uint64_t unique; /* the request served */
 
@@ -769,7 +758,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	unsigned deaths = 0;
 	while (d && in.n) {
 		bool was = d->fs.persist->broken, valid = false;
-		switch (u8(&in) % 16) {
+		switch (u8(&in) % 15) {
 		case 0: valid = op_new(d, &in); break;
 		case 1: valid = op_attrs(d, &in); break;
 		case 2: valid = op_name(d, &in); break;
@@ -783,7 +772,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		case 10: op_module(d, &in); break;
 		case 11: op_wbehind(d, &in); break;
 		case 12: op_request(d, &in); break;
-		case 14: op_tier(d, &in); break;
 		case 13:
 			if (u8(&in) == 0xa5) /* rarely: it ends what the rest of the input could reach */
 				vy_persist_memory_lost(&d->fs, "the input says so");
