@@ -77,14 +77,9 @@ test_a_death_in_the_middle_of_a_write_back_is_finished_by_the_successor() {
 	make_data "$WORK/new" $((4 * MB))
 	mount_armed KILLSHIM_FSYNC || return
 	cp "$WORK/new" "$MNT/f" || fail "the write"
-	local old
-	old=$(stat_of pid)
-	touch "$ARM"
 	# fsync: the daemon dies at DIR's fsync; the kernel resends the
 	# request to the successor, which writes the file back and answers.
-	fsync_of "$MNT/f" || fail "fsync across the death"
-	assertFalse "the daemon died in the write-back" "[ -e '$ARM' ]"
-	assertNotEquals "a successor serves" "$old" "$(stat_of pid)"
+	across_the_death fsync_of "$MNT/f" || fail "fsync across the death"
 	assertEquals "clean" 0 "$(xattr_of "$MNT/f" user.vyre.dirty)"
 	cmp "$WORK/new" "$DIR/f" || fail "DIR holds the bytes"
 }
@@ -100,6 +95,19 @@ mount_armed() {
 	return $rc
 }
 
+# across_the_death CMD...: the shim armed, CMD run (the daemon dies in
+# it), and a successor serving after it; CMD's status.
+across_the_death() {
+	local old rc
+	old=$(stat_of pid)
+	touch "$ARM"
+	"$@"
+	rc=$?
+	assertFalse "the daemon died in: $*" "[ -e '$ARM' ]"
+	assertNotEquals "a successor serves" "$old" "$(stat_of pid)"
+	return $rc
+}
+
 fsync_of() { python3 -c 'import os, sys; fd = os.open(sys.argv[1], os.O_RDONLY); os.fsync(fd)' "$1"; }
 
 # A save by rename (write tmp, rename it final) whose daemon dies after
@@ -109,12 +117,7 @@ test_a_rename_across_a_death_after_dirs_rename_completes() {
 	make_data "$WORK/new" $((3 * MB))
 	mount_armed KILLSHIM_AFTER_RENAME || return
 	cp "$WORK/new" "$MNT/tmp" || fail "the write"
-	local old
-	old=$(stat_of pid)
-	touch "$ARM"
-	mv "$MNT/tmp" "$MNT/final" || fail "the rename across the death"
-	assertFalse "the daemon died at DIR's rename" "[ -e '$ARM' ]"
-	assertNotEquals "a successor serves" "$old" "$(stat_of pid)"
+	across_the_death mv "$MNT/tmp" "$MNT/final" || fail "the rename across the death"
 	assertEquals "the mount's names" final "$(ls "$MNT")"
 	cmp "$WORK/new" "$MNT/final" || fail "final through the mount"
 	fsync_of "$MNT/final" || fail "fsync"

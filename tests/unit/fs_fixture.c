@@ -3,6 +3,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 
 void vy_test_fs_open(vy_test_fs *t)
 {
@@ -20,6 +21,19 @@ void vy_test_fs_open(vy_test_fs *t)
 		fprintf(stderr, "fixture: %s\n", e.msg);
 		exit(2);
 	}
+}
+
+vy_inode *vy_test_fs_file(vy_test_fs *t)
+{
+	pthread_mutex_lock(&t->fs.ns);
+	vy_inode *in = vy_inode_new(vy_fs_ns(&t->fs), VY_FILE, S_IFREG | 0644, 0, 0);
+	pthread_mutex_unlock(&t->fs.ns);
+	if (!in) {
+		fprintf(stderr, "fixture: no memory for an inode\n");
+		exit(2);
+	}
+	in->nlink = 1;
+	return in;
 }
 
 void vy_test_fs_close(vy_test_fs *t)

@@ -16,6 +16,9 @@ typedef struct vy_test_fs {
 /* With the default configuration (write-behind and readahead on); exits 2
  * when it cannot be made. */
 void vy_test_fs_open(vy_test_fs *t);
+/* A new regular file of one link (0644, root's), not in any directory;
+ * exits 2 without memory. */
+vy_inode *vy_test_fs_file(vy_test_fs *t);
 /* Everything freed: the device is back at free0 (checked). */
 void vy_test_fs_close(vy_test_fs *t);
 

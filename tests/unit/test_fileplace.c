@@ -23,15 +23,12 @@ typedef struct fixture {
 static void fx_open(fixture *f)
 {
 	vy_test_fs_open((vy_test_fs *)f);
-	pthread_mutex_lock(&f->fs.ns);
-	f->in = vy_inode_new(vy_fs_ns(&f->fs), VY_FILE, S_IFREG | 0644, 0, 0);
-	pthread_mutex_unlock(&f->fs.ns);
+	f->in = vy_test_fs_file((vy_test_fs *)f);
 	f->bytes = malloc(FILE_BYTES);
-	if (!f->in || !f->bytes) {
+	if (!f->bytes) {
 		fprintf(stderr, "fixture: no memory\n");
 		exit(2);
 	}
-	f->in->nlink = 1;
 	uint64_t n = DATA_AT - 8;
 	for (int i = 0; i < 8; i++)
 		f->bytes[i] = (uint8_t)(n >> (8 * i));

@@ -23,14 +23,7 @@ typedef struct fixture {
 static void fx_open(fixture *f)
 {
 	vy_test_fs_open((vy_test_fs *)f);
-	pthread_mutex_lock(&f->fs.ns);
-	f->in = vy_inode_new(vy_fs_ns(&f->fs), VY_FILE, S_IFREG | 0644, 0, 0);
-	pthread_mutex_unlock(&f->fs.ns);
-	if (!f->in) {
-		fprintf(stderr, "fixture: no memory for an inode\n");
-		exit(2);
-	}
-	f->in->nlink = 1;
+	f->in = vy_test_fs_file((vy_test_fs *)f);
 }
 
 static void fx_close(fixture *f)
