@@ -246,12 +246,8 @@ def _make(home, hfd, source, identity, make, gpu, name):
             _placement.place_dir(tmp, gpu)
         record = record_of(source, identity)
         make(tmp)
-        tfd = _owned.open_dir(leaf, dir_fd=hfd)
-        try:
-            _owned.write_new(tfd, RECORD, json.dumps(record, indent=1, sort_keys=True, default=str) + "\n")
-            _owned.seal(tfd)  # 0755, nothing writable by others: what current() asks of it
-        finally:
-            os.close(tfd)
+        # 0755, nothing writable by others: what current() asks of it
+        _owned.write_sealed(leaf, hfd, {RECORD: json.dumps(record, indent=1, sort_keys=True, default=str) + "\n"})
     except BaseException:
         _owned.remove(leaf, hfd)
         raise

@@ -140,6 +140,19 @@ def write_new(dir_fd, name, text):
         f.write(text)
 
 
+def write_sealed(leaf, dir_fd, files):
+    """The files (name -> text, in order) written new into directory `leaf`
+    of `dir_fd`, then the directory sealed (0755, nothing writable by
+    others): how a kept record's directory is finished."""
+    fd = open_dir(leaf, dir_fd=dir_fd)
+    try:
+        for name, text in files.items():
+            write_new(fd, name, text)
+        seal(fd)
+    finally:
+        os.close(fd)
+
+
 def read_text(dir_fd, name):
     """The text of file `name` in dir_fd, not through a link."""
     fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)

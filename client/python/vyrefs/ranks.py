@@ -145,13 +145,9 @@ def save(model_or_state_dict, where, config=None, rank=None, world_size=None, ma
         try:
             _placement.place_dir(tmp, gpu)
             _vt.save(tensors, tmp, max_shard_size=max_shard_size)
-            tfd = _owned.open_dir(leaf, dir_fd=wfd)
-            try:
-                _owned.write_new(tfd, RECORD, json.dumps(record, indent=1, sort_keys=True) + "\n")
-                _owned.write_new(tfd, SAVE_ID, "%s\n" % save_id)
-                _owned.seal(tfd)  # 0755, nothing writable by others: what check() asks of it
-            finally:
-                os.close(tfd)
+            # 0755, nothing writable by others: what check() asks of it
+            _owned.write_sealed(leaf, wfd, {RECORD: json.dumps(record, indent=1, sort_keys=True) + "\n",
+                                            SAVE_ID: "%s\n" % save_id})
         except BaseException:
             _owned.remove(leaf, wfd)
             raise
