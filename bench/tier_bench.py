@@ -7,20 +7,35 @@ A Llama of 7B's shape (bf16, 13.5 GB, random weights made here; QUICK=1:
 2 layers) is saved with save_pretrained in 5 GB shards into DISK_DIR/llama.
 Each figure comes from fresh processes (imports and the CUDA context not
 timed), medians of BENCH_REPS (3), the page cache dropped before each cold
-run; every line `tier.KEY VALUE`:
-  cold_disk_ms        from_pretrained(MNT/llama) on a fresh backing=DISK_DIR
-                      mount to the model on the GPU (load, no forward)
+run; every line `tier.KEY VALUE`.
+
+A from_pretrained call is transformers' part (its model classes' import,
+the config, the model built with no weights: about 8 s for this shape in a
+fresh process, whatever the weights' source) and vyrefs' part
+(load_state_dict and attach: every file mapped, so every byte loaded from
+DIR, and the parameters pointed at them). The figures against a reader of
+the same bytes take vyrefs' part (`own`); those against another whole load
+take the whole call:
+  build_ms            transformers' part alone: the model built with no
+                      weights (attach_bench's `meta`), the floor of any load
+  cold_disk_ms        vyrefs' part of from_pretrained(MNT/llama) on a fresh
+                      backing=DISK_DIR mount: the loads
+  cold_call_ms        the whole call
   fio_disk_ms         fio reading the same files sequentially with O_DIRECT
-                      (one job a file, 16 MiB blocks; without fio, one dd a
-                      file with iflag=direct: `tier.reader` says which)
+                      (one job a file, 16 MiB blocks, 4 in flight; FIO names
+                      the binary; without fio, one dd a file with
+                      iflag=direct: `tier.reader` says which)
   hf_disk_ms          transformers.from_pretrained(DISK_DIR/llama, device_map=cuda)
   cp_disk_ms          vyrefs cp -r DISK_DIR/llama into a volatile mount
   cold_vs_fio         cold_disk_ms / fio_disk_ms (target <= 1.1)
-  cold_vs_hf          cold_disk_ms / hf_disk_ms (target < 1)
-  cold_tmpfs_ms       from_pretrained on backing=TMPFS_DIR (the page cache)
+  cold_vs_hf          cold_call_ms / hf_disk_ms (target < 1)
+  cold_tmpfs_ms       vyrefs' part on backing=TMPFS_DIR (the page cache)
   cp_tmpfs_ms         vyrefs cp -r TMPFS_DIR/llama into a volatile mount
   tmpfs_vs_cp         cp_tmpfs_ms / cold_tmpfs_ms (target >= 0.9)
-  warm_ms             from_pretrained again on the same mount (resident)
+  warm_ms             vyrefs' part again on the same mount (resident; the
+                      target: a plain mount's, tens of ms); warm_call_ms whole
+  load_gbps           the daemon's own rate of the cold loads
+                      (tier_loaded_bytes / tier_load_us of .vyre/stats)
   logits_equal        1 when every load's logits equal transformers' own
   save_ms             save_pretrained into a backing mount (returns)
   sync_ms             then the fsync of the mount's root: DIR holds it
@@ -34,9 +49,12 @@ rounds (fresh processes; skipped, and said, without room on the disk):
                       recently used first)
   evict_loaded_gb     bytes read from DIR over the 9 (3 models the first
                       round, then what the budget forced out)
-  evict_reload_gbps   the rate of the attaches after the first round
-                      (bytes loaded / their load time: the cold rate)
+  evict_reload_gbps   the rate of the loads after the first round (their
+                      bytes / the daemon's load time: the cold rate)
+  evict_own_gbps      the same bytes / vyrefs' part of those attaches
   evict_logits_equal  1 when every attach's logits equal transformers' own
+TIER_PHASES (default cold,tmpfs,evict,writeback) runs some of them: a call
+on the GPU machine is bounded, and the model is made once per machine.
 """
 import json
 import os
@@ -159,23 +177,25 @@ def evictions(disk, src, size, hf_ref):
         shutil.copytree(src, c, dirs_exist_ok=True)
     drop_caches()
     mnt = mount("backend=cuda,backing=%s,resident_budget=%dM" % (disk, int(2.5 * size) >> 20))
-    answered, same, loaded_ms, loaded_b = 0, True, 0.0, 0
+    answered, same, own_ms, loaded_b, load_us = 0, True, 0.0, 0, 0
     try:
         for rnd in range(3):
             for c in copies:
-                before = int(stats(mnt)["tier_loaded_bytes"])
+                before = stats(mnt)
                 r = load("vyrefs", os.path.join(mnt, os.path.basename(c)))
                 answered += 1
                 same &= r["logits"] == hf_ref
-                got = int(stats(mnt)["tier_loaded_bytes"]) - before
+                after = stats(mnt)
                 if rnd:
-                    loaded_ms += r["load_ms"]
-                    loaded_b += got
+                    own_ms += r["own_ms"]
+                    loaded_b += int(after["tier_loaded_bytes"]) - int(before["tier_loaded_bytes"])
+                    load_us += int(after["tier_load_us"]) - int(before["tier_load_us"])
         st = stats(mnt)
         put("evict_attaches", answered)
         put("evict_evictions", int(st["tier_evictions"]))
         put("evict_loaded_gb", int(st["tier_loaded_bytes"]) / 1e9)
-        put("evict_reload_gbps", loaded_b / loaded_ms / 1e6 if loaded_ms else 0)
+        put("evict_reload_gbps", loaded_b / load_us / 1e3 if load_us else 0)
+        put("evict_own_gbps", loaded_b / own_ms / 1e6 if own_ms else 0)
         put("evict_logits_equal", float(same))
     finally:
         unmount(mnt)
@@ -213,25 +233,18 @@ def save_one(path):
     print(json.dumps({"save_ms": save_ms, "sync_ms": (time.perf_counter() - t) * 1e3}), flush=True)
 
 
-def main(disk, tmpfs, quick):
-    os.environ["TIER_QUICK"] = "1" if quick else "0"
-    src = os.path.join(disk, "llama")
-    if not os.path.exists(os.path.join(src, "config.json")):
-        subprocess.run([sys.executable, os.path.abspath(__file__), "make", src, "1" if quick else "0"], check=True,
-                       stdout=subprocess.DEVNULL)
-    size = sum(os.path.getsize(f) for f in shards(src))
-    put("model_gb", size / 1e9)
-    print("tier.reader %s" % ("fio" if shutil.which(FIO) else "dd"), flush=True)
-    opts = "backend=cuda"
+def cold_and_warm(disk, src, opts, hf_ref):
     med = statistics.median
-    hf_ref = load("hf", src)["logits"]
+    cold, call, fio, hf, cp, rate = [], [], [], [], [], []
     same = True
-    cold, fio, hf, cp = [], [], [], []
     for _ in range(REPS):
         drop_caches()
         mnt = mount(opts + ",backing=" + disk)
         r = load("vyrefs", os.path.join(mnt, "llama"))
-        cold.append(r["load_ms"])
+        cold.append(r["own_ms"])
+        call.append(r["load_ms"])
+        st = stats(mnt)
+        rate.append(int(st["tier_loaded_bytes"]) / max(int(st["tier_load_us"]), 1) / 1e3)
         same &= r["logits"] == hf_ref
         w = load("vyrefs", os.path.join(mnt, "llama"))  # warm: resident now
         same &= w["logits"] == hf_ref
@@ -245,34 +258,44 @@ def main(disk, tmpfs, quick):
         cp.append(timed_run(VY, "cp", "-r", src, vol + "/"))
         unmount(vol)
     put("cold_disk_ms", med(cold))
-    put("warm_ms", w["load_ms"])
+    put("cold_call_ms", med(call))
+    put("warm_ms", w["own_ms"])
+    put("warm_call_ms", w["load_ms"])
+    put("load_gbps", med(rate))
     put("fio_disk_ms", med(fio))
     put("hf_disk_ms", med(hf))
     put("cp_disk_ms", med(cp))
     put("cold_vs_fio", med(cold) / med(fio))
-    put("cold_vs_hf", med(cold) / med(hf))
-    put("cold_disk_gbps", size / med(cold) / 1e6)
-    put("fio_disk_gbps", size / med(fio) / 1e6)
-    # The page cache: DIR in tmpfs.
+    put("cold_vs_hf", med(call) / med(hf))
+    return same
+
+
+def from_tmpfs(tmpfs, src, opts, hf_ref):
+    med = statistics.median
     tsrc = os.path.join(tmpfs, "llama")
     shutil.copytree(src, tsrc, dirs_exist_ok=True)
     tc, tcp = [], []
-    for _ in range(REPS):
-        mnt = mount(opts + ",backing=" + tmpfs)
-        r = load("vyrefs", os.path.join(mnt, "llama"))
-        tc.append(r["load_ms"])
-        same &= r["logits"] == hf_ref
-        unmount(mnt)
-        vol = mount(opts)
-        tcp.append(timed_run(VY, "cp", "-r", tsrc, vol + "/"))
-        unmount(vol)
-    shutil.rmtree(tsrc)
+    same = True
+    try:
+        for _ in range(REPS):
+            mnt = mount(opts + ",backing=" + tmpfs)
+            r = load("vyrefs", os.path.join(mnt, "llama"))
+            tc.append(r["own_ms"])
+            same &= r["logits"] == hf_ref
+            unmount(mnt)
+            vol = mount(opts)
+            tcp.append(timed_run(VY, "cp", "-r", tsrc, vol + "/"))
+            unmount(vol)
+    finally:
+        shutil.rmtree(tsrc)
     put("cold_tmpfs_ms", med(tc))
     put("cp_tmpfs_ms", med(tcp))
     put("tmpfs_vs_cp", med(tcp) / med(tc))
-    put("logits_equal", float(same))
-    evictions(disk, src, size, hf_ref)
-    # Write-back: a save into the mount, then the fsync of its root.
+    return same
+
+
+def writeback(disk, opts):
+    """A save into the mount, then the fsync of its root."""
     out = os.path.join(disk, "saved")
     os.makedirs(out, exist_ok=True)
     mnt = mount(opts + ",backing=" + disk + ",writeback_delay=1h")
@@ -285,6 +308,31 @@ def main(disk, tmpfs, quick):
     fw = fio_write_ms(disk, written)
     put("fio_write_ms", fw)
     put("sync_vs_fio", fw / s["sync_ms"])
+
+
+def main(disk, tmpfs, quick):
+    os.environ["TIER_QUICK"] = "1" if quick else "0"
+    phases = os.environ.get("TIER_PHASES", "cold,tmpfs,evict,writeback").split(",")
+    src = os.path.join(disk, "llama")
+    if not os.path.exists(os.path.join(src, "config.json")):
+        subprocess.run([sys.executable, os.path.abspath(__file__), "make", src, "1" if quick else "0"], check=True,
+                       stdout=subprocess.DEVNULL)
+    size = sum(os.path.getsize(f) for f in shards(src))
+    put("model_gb", size / 1e9)
+    print("tier.reader %s" % ("fio" if shutil.which(FIO) else "dd"), flush=True)
+    opts = "backend=cuda"
+    hf_ref = load("hf", src)["logits"]
+    put("build_ms", statistics.median(load("meta", src)["build_ms"] for _ in range(REPS)))
+    same = True
+    if "cold" in phases:
+        same &= cold_and_warm(disk, src, opts, hf_ref)
+    if "tmpfs" in phases:
+        same &= from_tmpfs(tmpfs, src, opts, hf_ref)
+    put("logits_equal", float(same))
+    if "evict" in phases:
+        evictions(disk, src, size, hf_ref)
+    if "writeback" in phases:
+        writeback(disk, opts)
 
 
 if __name__ == "__main__":
