@@ -143,6 +143,9 @@ $(BUILD)/tests/unit/test_shadow: $(BUILD)/tests/unit/test_shadow.o $(UNIT_LIB) $
 		$(BUILD)/persist/answers.o $(CORE_LIB)
 	$(CC) $(CFLAGS) -o $@ $^ $(PKG_LIBS) $(LDLIBS)
 
+$(BUILD)/tests/unit/test_tier_units: $(BUILD)/tests/unit/test_tier_units.o $(UNIT_LIB) $(BUILD)/tier/units.o $(CORE_LIB)
+	$(CC) $(CFLAGS) -o $@ $^ $(PKG_LIBS) $(LDLIBS)
+
 $(BUILD)/tests/unit/test_statx: $(BUILD)/tests/unit/test_statx.o $(UNIT_LIB) $(BUILD)/fs/statx.o $(CORE_LIB)
 	$(CC) $(CFLAGS) -o $@ $^ $(PKG_LIBS) $(LDLIBS)
 

@@ -73,6 +73,15 @@ bool vy_tier_units_all(const vy_tier_units *u, uint64_t from, uint64_t to)
 	return vy_tier_units_next(u, from, to, false) >= to;
 }
 
+void vy_tier_units_keep_only(vy_tier_units *u, const vy_tier_units *mask)
+{
+	u->count = 0;
+	for (uint64_t w = 0; w < u->words; w++) {
+		u->bits[w] &= w < mask->words ? mask->bits[w] : 0;
+		u->count += (uint64_t)__builtin_popcountll(u->bits[w]);
+	}
+}
+
 void vy_tier_units_free(vy_tier_units *u)
 {
 	free(u->bits);

@@ -26,6 +26,8 @@ bool vy_tier_units_all(const vy_tier_units *u, uint64_t from, uint64_t to);
 /* The first unit at or after `from` that is set (want) or clear (!want),
  * below `to`; `to` when none. */
 uint64_t vy_tier_units_next(const vy_tier_units *u, uint64_t from, uint64_t to, bool want);
+/* u keeps only the units `mask` has set too (u &= mask). */
+void vy_tier_units_keep_only(vy_tier_units *u, const vy_tier_units *mask);
 void vy_tier_units_free(vy_tier_units *u);
 
 /* The units [first, end) that bytes [off, off + len) touch. */
