@@ -257,6 +257,14 @@ static uint64_t now_ns(void)
 	return vy_monotonic_ns();
 }
 
+/* Units [u0, u1) changed while a write-back runs (the write lock held):
+ * they stay due at its end (tier/item.h). */
+static void changed_in_pass(vy_tier_item *it, uint64_t u0, uint64_t u1)
+{
+	if (it->passing && !vy_tier_units_set(&it->again, u0, u1))
+		it->again_all = true;
+}
+
 void vy_backed_wrote(vy_fs *fs, vy_inode *in, uint64_t off, uint64_t end)
 {
 	vy_tier_item *it = in->tier;
@@ -265,6 +273,7 @@ void vy_backed_wrote(vy_fs *fs, vy_inode *in, uint64_t off, uint64_t end)
 	uint64_t u0 = vy_tier_unit_of(off), u1 = vy_tier_units_to(end), was = it->dirty.count, had = it->present.count;
 	/* Written units are the mount's (the write loaded what it did not
 	 * cover): present, and dirty. */
+	changed_in_pass(it, u0, u1);
 	if (!vy_tier_units_set(&it->dirty, u0, u1) || !vy_tier_units_set(&it->present, u0, u1))
 		vy_log(LOG_ERR, "inode %" PRIu64 ": out of memory marking written bytes: they may not reach the backing "
 				"directory", in->ino);
@@ -289,6 +298,7 @@ void vy_backed_suspect(vy_fs *fs, vy_inode *in)
 	vy_tier_item *it = in->tier;
 	if (!fs->tier || !it || in->kind != VY_FILE || !in->size)
 		return;
+	changed_in_pass(it, 0, vy_tier_units_to(in->size));
 	if (!vy_tier_units_set(&it->suspect, 0, vy_tier_units_to(in->size))) {
 		vy_backed_wrote(fs, in, 0, in->size); /* no memory to compare later: written whole */
 		return;
@@ -425,8 +435,17 @@ void vy_backed_revalidate(vy_fs *fs, vy_inode *in)
 	struct stat st;
 	bool seen = pfd >= 0 && vy_tier_stat(pfd, name, &st) == 0 && S_ISREG(st.st_mode);
 	pthread_mutex_unlock(&fs->ns);
-	/* What DIR said at the last write-back is the flush's to change. */
-	pthread_mutex_lock(&it->flushing);
+	/* What DIR said at the last write-back is the flush's to change. A
+	 * write-back running now means bytes not yet in DIR, which win over
+	 * DIR's anyway: the open does not wait for it. */
+	if (pthread_mutex_trylock(&it->flushing) != 0) {
+		pthread_rwlock_rdlock(&in->lock);
+		bool due = it->dirty.count || it->suspect.count;
+		pthread_rwlock_unlock(&in->lock);
+		if (due)
+			return;
+		pthread_mutex_lock(&it->flushing); /* a clean file's: at once */
+	}
 	if (!seen || !vy_tier_item_changed(it, &st)) {
 		pthread_mutex_unlock(&it->flushing);
 		return;

@@ -27,10 +27,11 @@ static bool due_unit(const vy_tier_item *it, uint64_t i)
 	return vy_tier_units_has(&it->dirty, i) || vy_tier_units_has(&it->suspect, i);
 }
 
-/* Bytes [at, at + n) read back, and each unit of them written to DIR
- * where it is dirty, or suspect and not what DIR holds (the read lock
- * held): 0 or errno. */
-static int write_chunk(vy_fs *fs, vy_inode *in, void *buf, uint64_t at, size_t n, uint64_t *written)
+/* Bytes [at, at + n) read back (the read lock held), and which of their
+ * units go to DIR (bit u: the unit at at + u * VY_TIER_UNIT): dirty ones,
+ * and suspect ones whose bytes are not what DIR holds. Their sums are
+ * recorded now, as DIR's to be. 0 or errno. */
+static int read_chunk(vy_fs *fs, vy_inode *in, void *buf, uint64_t at, size_t n, uint32_t *send)
 {
 	vy_tier_item *it = in->tier;
 	vy_error e;
@@ -41,46 +42,79 @@ static int write_chunk(vy_fs *fs, vy_inode *in, void *buf, uint64_t at, size_t n
 		return EIO;
 	}
 	memset((char *)buf + dev, 0, n - dev);
+	*send = 0;
 	for (size_t u = 0; u < n; u += VY_TIER_UNIT) {
 		uint64_t i = vy_tier_unit_of(at + u);
 		size_t len = n - u < VY_TIER_UNIT ? n - u : VY_TIER_UNIT;
 		uint64_t sum = XXH3_64bits((char *)buf + u, len);
 		if (!due_unit(it, i) || (!vy_tier_units_has(&it->dirty, i) && vy_tier_item_same(it, i, sum)))
 			continue; /* unchanged since DIR got it */
-		int err = vy_tier_pwrite(it->fd, (char *)buf + u, len, at + u);
-		if (err)
-			return err;
-		*written += len;
-		vy_tier_item_sum(it, i, sum);
+		if (!vy_tier_item_sum(it, i, sum))
+			vy_tier_units_clear(&it->summed, i, i + 1); /* no memory: compared as changed next time */
+		*send |= (uint32_t)1 << (u / VY_TIER_UNIT);
 	}
 	return 0;
 }
 
-/* The dirty and suspect units into DIR (the read lock held): 0 or errno. */
+/* The chunk's units in `send` into DIR's file (no lock: a writer goes
+ * on meanwhile, and what it writes stays due): 0 or errno. */
+static int write_chunk(vy_tier_item *it, const void *buf, uint64_t at, size_t n, uint32_t send, uint64_t *written)
+{
+	for (size_t u = 0; u < n; u += VY_TIER_UNIT) {
+		if (!(send >> (u / VY_TIER_UNIT) & 1))
+			continue;
+		size_t len = n - u < VY_TIER_UNIT ? n - u : VY_TIER_UNIT;
+		int err = vy_tier_pwrite(it->fd, (const char *)buf + u, len, at + u);
+		if (err)
+			return err;
+		*written += len;
+	}
+	return 0;
+}
+
+/* The first due unit at or after `a` (the read lock held). */
+static uint64_t next_due(const vy_tier_item *it, uint64_t a, uint64_t units)
+{
+	uint64_t d = vy_tier_units_next(&it->dirty, a, units, true), s = vy_tier_units_next(&it->suspect, a, units, true);
+	return d < s ? d : s;
+}
+
+/* The dirty and suspect units into DIR, a chunk at a time: the read lock
+ * is held while a chunk is read back, never while DIR writes, so a
+ * writer or a mapping waits for one read-back at most. 0 or errno. */
 static int write_units(vy_fs *fs, vy_inode *in, uint64_t *written)
 {
 	vy_tier_item *it = in->tier;
 	vy_core *core = vy_fs_core(fs, in);
 	vy_staging_buf buf = {0};
 	vy_error e;
+	if (vy_staging_acquire(core->staging, FLUSH_CHUNK, &buf, &e) != VY_OK) {
+		vy_log(LOG_ERR, "write-back of inode %" PRIu64 ": %s", in->ino, e.msg);
+		return ENOMEM;
+	}
 	int err = 0;
-	uint64_t units = vy_tier_units_to(in->size);
-	for (uint64_t a = 0; !err && a < units;) {
-		while (a < units && !due_unit(it, a))
-			a = vy_tier_units_next(&it->dirty, a, units, true) < vy_tier_units_next(&it->suspect, a, units, true)
-				    ? vy_tier_units_next(&it->dirty, a, units, true)
-				    : vy_tier_units_next(&it->suspect, a, units, true);
+	for (uint64_t a = 0; !err;) {
+		pthread_rwlock_rdlock(&in->lock);
+		uint64_t units = vy_tier_units_to(in->size);
+		a = next_due(it, a, units);
+		if (a >= units || in->nlink == 0) {
+			pthread_rwlock_unlock(&in->lock);
+			break;
+		}
 		uint64_t b = a;
 		while (b < units && due_unit(it, b) && (b - a) * VY_TIER_UNIT < FLUSH_CHUNK)
 			b++;
-		if (a >= units)
-			break;
-		if (!buf.ptr && vy_staging_acquire(core->staging, FLUSH_CHUNK, &buf, &e) != VY_OK) {
-			vy_log(LOG_ERR, "write-back of inode %" PRIu64 ": %s", in->ino, e.msg);
-			return ENOMEM;
-		}
 		uint64_t from = a * VY_TIER_UNIT, to = b * VY_TIER_UNIT < in->size ? b * VY_TIER_UNIT : in->size;
-		err = write_chunk(fs, in, buf.ptr, from, (size_t)(to - from), written);
+		uint32_t send = 0;
+		err = read_chunk(fs, in, buf.ptr, from, (size_t)(to - from), &send);
+		pthread_rwlock_unlock(&in->lock);
+		if (!err)
+			err = write_chunk(it, buf.ptr, from, (size_t)(to - from), send, written);
+		if (err && send) { /* DIR may not hold them: compared as changed next time */
+			pthread_rwlock_rdlock(&in->lock);
+			vy_tier_units_clear(&it->summed, a, b);
+			pthread_rwlock_unlock(&in->lock);
+		}
 		a = b;
 	}
 	vy_staging_release(core->staging, &buf);
@@ -135,55 +169,49 @@ static int replaced(vy_fs *fs, vy_inode *in)
 	return err;
 }
 
-int vy_backed_flush(vy_fs *fs, vy_inode *in)
+/* DIR's file as long as the mount's, its mtime the bytes' (not the
+ * write-back's), then DIR's fsync, and what DIR says of it after: 0 or
+ * errno. The lock only while the size and times are read and set. */
+static int sync_file(vy_inode *in, struct stat *st)
 {
 	vy_tier_item *it = in->tier;
-	if (!fs->tier || !it || in->kind != VY_FILE)
-		return 0;
-	int err = vy_backed_prepare(fs, in);
-	if (!err && (it->dirty.count || it->suspect.count) && in->nlink > 0)
-		err = replaced(fs, in);
-	pthread_mutex_lock(&it->flushing);
+	int err = 0;
 	pthread_rwlock_rdlock(&in->lock);
-	vy_error e;
-	uint64_t written = 0, dirty = it->dirty.count;
-	if (in->nlink == 0) /* unlinked, still open: its bytes are nobody's in DIR any more */
-		vy_tier_gone(fs->tier, it);
-	if ((!dirty && !it->suspect.count) || in->nlink == 0) {
-		pthread_rwlock_unlock(&in->lock);
-		pthread_mutex_unlock(&it->flushing);
-		return 0;
-	}
-	if (!err && vy_file_settle(fs, in, &e) != VY_OK) {
-		vy_log(LOG_ERR, "write-back of inode %" PRIu64 ": %s", in->ino, e.msg);
-		err = EIO;
-	}
-	if (!err)
-		err = write_units(fs, in, &written);
-	struct stat st;
-	if (!err && (fstat(it->fd, &st) != 0 || ((uint64_t)st.st_size != in->size &&
-						  ftruncate(it->fd, (off_t)in->size) != 0)))
+	if (fstat(it->fd, st) != 0 || ((uint64_t)st->st_size != in->size && ftruncate(it->fd, (off_t)in->size) != 0))
 		err = errno;
-	if (!err) { /* DIR's mtime is when the bytes were written, not written back */
+	if (!err) {
 		pthread_mutex_lock(&in->meta);
 		struct timespec ts[2] = {{.tv_nsec = UTIME_OMIT}, in->mtime};
 		pthread_mutex_unlock(&in->meta);
 		if (futimens(it->fd, ts) != 0)
 			err = errno;
 	}
+	pthread_rwlock_unlock(&in->lock);
 	if (!err && fsync(it->fd) != 0)
 		err = errno;
-	if (!err && fstat(it->fd, &st) != 0)
+	if (!err && fstat(it->fd, st) != 0)
 		err = errno;
+	return err;
+}
+
+/* The pass over (the write lock held: a reader may look at the counts): on success what was due when it
+ * began is clean, but what changed since; on failure all stays due. */
+static void pass_done(vy_fs *fs, vy_inode *in, int err, const struct stat *st)
+{
+	vy_tier_item *it = in->tier;
 	if (!err) {
-		/* Writers wait for the read lock: these units are what DIR holds. */
-		vy_tier_units_clear(&it->dirty, 0, UINT64_MAX);
-		vy_tier_units_clear(&it->suspect, 0, UINT64_MAX);
-		atomic_fetch_sub(&fs->tier->stats.dirty_bytes, dirty * VY_TIER_UNIT);
-		vy_tier_item_saw(it, &st);
+		uint64_t before = it->dirty.count;
+		if (!it->again_all) {
+			vy_tier_units_keep_only(&it->dirty, &it->again);
+			vy_tier_units_keep_only(&it->suspect, &it->again);
+		}
+		atomic_fetch_sub(&fs->tier->stats.dirty_bytes, (before - it->dirty.count) * VY_TIER_UNIT);
+		vy_tier_item_saw(it, st);
 		it->wb_err = 0;
 		vy_backed_keep(fs, in); /* a death before this finds them dirty: written again */
 		vy_tier_cache_clean(&fs->tier->cache, it);
+		if (in->nlink && (it->dirty.count || it->suspect.count)) /* changed meanwhile: due a delay from now */
+			vy_tier_cache_dirty(&fs->tier->cache, it, vy_monotonic_ns());
 		atomic_fetch_add(&fs->tier->stats.writebacks, 1);
 	} else {
 		if (it->wb_err != err)
@@ -196,6 +224,43 @@ int vy_backed_flush(vy_fs *fs, vy_inode *in)
 		vy_tier_cache_clean(&fs->tier->cache, it);
 		vy_tier_cache_dirty(&fs->tier->cache, it, vy_monotonic_ns() + 1000000000ull);
 	}
+	it->passing = false;
+	it->again_all = false;
+	vy_tier_units_clear(&it->again, 0, UINT64_MAX);
+}
+
+int vy_backed_flush(vy_fs *fs, vy_inode *in)
+{
+	vy_tier_item *it = in->tier;
+	if (!fs->tier || !it || in->kind != VY_FILE)
+		return 0;
+	int err = vy_backed_prepare(fs, in);
+	if (!err && (it->dirty.count || it->suspect.count) && in->nlink > 0)
+		err = replaced(fs, in);
+	pthread_mutex_lock(&it->flushing);
+	pthread_rwlock_rdlock(&in->lock);
+	vy_error e;
+	uint64_t written = 0;
+	if (in->nlink == 0) /* unlinked, still open: its bytes are nobody's in DIR any more */
+		vy_tier_gone(fs->tier, it);
+	if ((!it->dirty.count && !it->suspect.count) || in->nlink == 0) {
+		pthread_rwlock_unlock(&in->lock);
+		pthread_mutex_unlock(&it->flushing);
+		return 0;
+	}
+	if (!err && vy_file_settle(fs, in, &e) != VY_OK) {
+		vy_log(LOG_ERR, "write-back of inode %" PRIu64 ": %s", in->ino, e.msg);
+		err = EIO;
+	}
+	it->passing = true; /* writers wait for the read lock: none missed */
+	pthread_rwlock_unlock(&in->lock);
+	struct stat st;
+	if (!err)
+		err = write_units(fs, in, &written);
+	if (!err)
+		err = sync_file(in, &st);
+	pthread_rwlock_wrlock(&in->lock);
+	pass_done(fs, in, err, &st);
 	atomic_fetch_add(&fs->tier->stats.written_bytes, written);
 	pthread_rwlock_unlock(&in->lock);
 	pthread_mutex_unlock(&it->flushing);

@@ -65,6 +65,7 @@ void vy_tier_item_free(vy_tier_item *it)
 	vy_tier_units_free(&it->dirty);
 	vy_tier_units_free(&it->suspect);
 	vy_tier_units_free(&it->summed);
+	vy_tier_units_free(&it->again);
 	free(it->sums);
 	pthread_mutex_destroy(&it->flushing);
 	free(it->name);

@@ -42,6 +42,13 @@ typedef struct vy_tier_item {
 	uint64_t *sums;
 	uint64_t nsums; /* sums[0, nsums) */
 	vy_tier_units summed; /* units whose sums[] are DIR's bytes */
+	/* A write-back is between its first read-back and its end (the
+	 * flushing lock held; the inode's lock only for each step): units
+	 * written or made suspect meanwhile are set in `again` too, and stay
+	 * due at its end; again_all: one could not be recorded (no memory),
+	 * so none turns clean. */
+	bool passing, again_all;
+	vy_tier_units again;
 	uint64_t dirty_ns; /* CLOCK_MONOTONIC of its first dirty byte since the last write-back (the cache's lock) */
 	int wb_err;        /* the last write-back's errno, until one succeeds */
 	bool on_dirty;     /* on the mount's dirty list (tier/cache.h) */

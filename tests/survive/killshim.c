@@ -18,6 +18,10 @@
  *  KILLSHIM_FSYNC=FILE: a process SIGKILLs itself at its first fsync once
  *    FILE exists (removed first): a backing mount's write-back whose bytes
  *    are in DIR's file, neither fsynced nor marked written (tier_test).
+ *  KILLSHIM_FSYNC_GATE=FILE: a process that comes to an fsync once FILE
+ *    exists (removed first) makes FILE.held and waits there until
+ *    FILE.open exists (60 s at most): a backing mount's write-back held
+ *    at DIR's fsync, its bytes written (tier_test).
  *  KILLSHIM_AFTER_RENAME=FILE: a process SIGKILLs itself just after a
  *    renameat2 returned 0, once FILE exists (removed first): a backing
  *    mount's rename made in DIR, not yet in the namespace (tier).
@@ -67,6 +71,26 @@ __attribute__((constructor)) static void at_start(void)
 		kill(getpid(), SIGKILL);
 }
 
+/* Make `path`.held, then wait until `open` exists, 60 s at most. */
+static void hold_until(const char *path, const char *open_when)
+{
+	char mark[4096];
+	snprintf(mark, sizeof(mark), "%s.held", path);
+	int fd = open(mark, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+	if (fd >= 0)
+		close(fd);
+	for (int i = 0; i < 6000 && access(open_when, F_OK) != 0; i++)
+		usleep(10000);
+}
+
+/* KILLSHIM_FSYNC_GATE: held until FILE.open exists. */
+static void hold_at(const char *gate)
+{
+	char open_when[4096];
+	snprintf(open_when, sizeof(open_when), "%s.open", gate);
+	hold_until(gate, open_when);
+}
+
 /* KILLSHIM_HOLD (libfuse's, declared here: the shim needs no libfuse). */
 struct fuse_session;
 struct fuse_buf;
@@ -77,15 +101,8 @@ int fuse_session_receive_buf(struct fuse_session *se, struct fuse_buf *buf)
 	if (!real)
 		real = (int (*)(struct fuse_session *, struct fuse_buf *))dlsym(RTLD_NEXT, "fuse_session_receive_buf");
 	const char *hold = getenv("KILLSHIM_HOLD");
-	if (successor && hold && !atomic_exchange(&held, true)) {
-		char mark[4096];
-		snprintf(mark, sizeof(mark), "%s.held", hold);
-		int fd = open(mark, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
-		if (fd >= 0)
-			close(fd);
-		for (int i = 0; i < 6000 && access(hold, F_OK) != 0; i++)
-			usleep(10000);
-	}
+	if (successor && hold && !atomic_exchange(&held, true))
+		hold_until(hold, hold);
 	return real(se, buf);
 }
 
@@ -128,6 +145,9 @@ int fsync(int fd)
 	const char *arm = getenv("KILLSHIM_FSYNC");
 	if (arm && unlink(arm) == 0)
 		kill(getpid(), SIGKILL);
+	const char *gate = getenv("KILLSHIM_FSYNC_GATE");
+	if (gate && unlink(gate) == 0)
+		hold_at(gate);
 	return real(fd);
 }
 

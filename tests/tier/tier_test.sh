@@ -159,6 +159,36 @@ test_writes_reach_dir_at_fsync_after_the_delay_and_at_unmount() {
 	assertEquals "fsyncdir wrote it back" "$(sum_of "$WORK/new")" "$(sum_of "$DIR/i")"
 }
 
+# A write-back holds the file only while it reads a chunk back: a write
+# that comes while DIR writes or fsyncs (the background write-back, held
+# at DIR's fsync by the shim's gate) is answered at once, and stays dirty
+# after that write-back, so the next one writes it (before, the write
+# waited for DIR's fsync). A program's own fsync is not the case: the
+# kernel holds the file's lock through FUSE's fsync, as through a write.
+test_a_write_during_a_write_back_is_answered_and_stays_dirty() {
+	make_data "$WORK/old" $((4 * MB))
+	make_data "$WORK/new" $((2 * MB))
+	local gate=$WORK/gate
+	export LD_PRELOAD=$PWD/$BUILD/tests/survive/killshim.so KILLSHIM_FSYNC_GATE=$gate
+	mount_over "writeback_delay=100ms"
+	local rc=$?
+	unset LD_PRELOAD KILLSHIM_FSYNC_GATE
+	[ $rc = 0 ] || return
+	touch "$gate"
+	cp "$WORK/old" "$MNT/f" || fail "cp"
+	wait_for "the write-back at DIR's fsync" test -e "$gate.held" || { touch "$gate.open"; return; }
+	timeout 30 dd if="$WORK/new" of="$MNT/f" bs=1M conv=notrunc status=none
+	assertEquals "a write while DIR fsyncs is answered" 0 $?
+	assertEquals "all of it dirty while held" $((4 * MB)) "$(xattr_of "$MNT/f" user.vyre.dirty)"
+	touch "$gate.open"
+	wait_for "the write-backs" all_clean
+	cp "$WORK/old" "$WORK/want"
+	dd if="$WORK/new" of="$WORK/want" bs=1M conv=notrunc status=none
+	assertEquals "DIR holds the write made meanwhile" "$(sum_of "$WORK/want")" "$(sum_of "$DIR/f")"
+	assertEquals "clean" 0 "$(xattr_of "$MNT/f" user.vyre.dirty)"
+	assertTrue "written back twice at least" "[ $(stat_of tier_writebacks) -ge 2 ]"
+}
+
 test_a_sequence_loads_its_files_and_what_it_wrote_goes_back_alone() {
 	make_data "$DIR/f" $((6 * MB + 100))
 	cp "$DIR/f" "$WORK/want"
