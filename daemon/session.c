@@ -61,6 +61,15 @@ static atomic_bool idmap_offered;
  * Unknown (-1) for anything else, and in threads that are not workers. */
 static __thread int kernel_kills = -1;
 
+/* The request this thread runs is a resend (survive=on: the dead daemon
+ * had read it, and may have done part of it). */
+static __thread bool resent_now;
+
+bool vy_session_resent(void)
+{
+	return resent_now;
+}
+
 static void note_kill_flags(const struct fuse_in_header *in, ssize_t n)
 {
 	kernel_kills = -1;
@@ -235,6 +244,7 @@ static ssize_t io_read(int fd, void *buf, size_t len, void *userdata)
 	}
 	vy_statx_request(buf, n); /* FUSE_STATX: a GETATTR whose reply gets btime (statx.h) */
 	note_kill_flags(in, n);
+	resent_now = n >= (ssize_t)sizeof(*in) && (in->unique & FUSE_UNIQUE_RESEND);
 	if (hooks && n >= (ssize_t)sizeof(*in))
 		hooks->read(in);
 	if (n >= (ssize_t)(sizeof(*in) + sizeof(struct fuse_init_in)) && in->opcode == FUSE_INIT) {

@@ -70,6 +70,10 @@ mode_t vy_session_kill_suid(fuse_req_t req, mode_t mode, gid_t gid, bool chown);
 /* Whether the request's caller may write a file of this mode and owner
  * (uid 0 may write anything, as for CAP_DAC_OVERRIDE). */
 bool vy_session_may_write(fuse_req_t req, mode_t mode, uid_t uid, gid_t gid);
+/* Whether the request the calling worker runs is a resend (survive=on:
+ * read by a daemon that died; part of it may be done, e.g. in a backing
+ * directory). */
+bool vy_session_resent(void);
 /* CLOCK_MONOTONIC of an adopted session's first answer, 0 before it or in
  * a session that mounted (.vyre/stats' takeover_ms). */
 uint64_t vy_session_first_answer_ns(void);

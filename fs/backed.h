@@ -32,6 +32,14 @@ vy_inode *vy_backed_lookup(vy_fs *fs, vy_inode *d, const char *name);
  * *st: what DIR made. 0 or errno (nothing changed then). */
 int vy_backed_make(vy_fs *fs, vy_inode *p, const char *name, mode_t mode, uid_t uid, gid_t gid,
 		   const char *target, dev_t rdev, struct stat *st);
+/* A resent make (survive=on) whose name the namespace lacks: DIR's entry
+ * of that name, where it is what this very request made before its daemon
+ * died (the kind asked, owned by the maker or the daemon, empty, the same
+ * target or device, no file the mount knows), is removed, so the make runs
+ * again and answers as the first would have. Anything else stays (EEXIST
+ * then, as for any name taken). */
+void vy_backed_unmake(vy_fs *fs, vy_inode *p, const char *name, mode_t kind, uid_t uid, const char *target,
+		      dev_t rdev);
 /* After it went in: the new inode's item. 0 or ENOMEM. */
 int vy_backed_made(vy_fs *fs, vy_inode *p, const char *name, vy_inode *in, const struct stat *st);
 /* Before `name` (inode `in`) goes from `p`: gone from DIR. 0 or errno. */

@@ -146,8 +146,9 @@ vy_err vy_backed_kept(vy_fs *fs, vy_inode *in, const void *rec, uint32_t len, vy
 			       in->ino);
 		in->size = r->size; /* not empty: DIR's size when last agreed, its bytes read from DIR */
 		in->cap = 0;
-		it->dev = 0; /* its next open takes DIR's file as it is now */
-		it->ino = 0;
+		/* Still that file of DIR's (a second name of it is this inode
+		 * when a listing finds one); its next open takes DIR's file as
+		 * it is now where it changed (vy_backed_revalidate). */
 		it->src = in->size;
 		return VY_OK;
 	}

@@ -6,6 +6,7 @@
  * opened beneath their parent's (tier/dir.h): no path is ever built. */
 #include "fs/backed.h"
 #include "daemon/log.h"
+#include "daemon/session.h"
 #include "core/grow.h"
 #include "fs/devices.h"
 #include "fs/file.h"
@@ -131,6 +132,10 @@ static vy_inode *adopt(vy_fs *fs, vy_inode *p, const char *name, const struct st
 		if (!vy_dir_add(&p->dir, name, in->ino))
 			return NULL;
 		fs->extra_links++;
+		/* DIR's count, as an adopted file's: a link DIR got behind the
+		 * mount (or made by a daemon that died before it answered). */
+		if (st->st_nlink > in->nlink)
+			in->nlink = st->st_nlink > UINT32_MAX ? UINT32_MAX : (uint32_t)st->st_nlink;
 		if (!in->tier->name) /* the name it knew went: this one */
 			vy_tier_item_rename(in->tier, p->ino, name);
 		vy_persist_adopted(fs, p, name, in);
@@ -373,6 +378,34 @@ int vy_backed_make(vy_fs *fs, vy_inode *p, const char *name, mode_t mode, uid_t 
 	return err;
 }
 
+void vy_backed_unmake(vy_fs *fs, vy_inode *p, const char *name, mode_t kind, uid_t uid, const char *target,
+		      dev_t rdev)
+{
+	if (!fs->tier || !p->tier)
+		return;
+	int fd = dir_fd(fs, p, 0);
+	struct stat st;
+	if (fd < 0 || vy_tier_stat(fd, name, &st) != 0 || (st.st_mode & S_IFMT) != (kind & S_IFMT))
+		return;
+	/* Its maker's once chowned; the daemon's if it died before that. */
+	bool ours = st.st_uid == geteuid() || (geteuid() == 0 && st.st_uid == uid);
+	bool known = vy_u64map_get(&fs->tier->ids, vy_tier_id(&st)) != NULL;
+	char was[PATH_MAX];
+	if (!ours || known)
+		return;
+	if (S_ISREG(st.st_mode) && (st.st_size || st.st_nlink != 1))
+		return;
+	if (S_ISLNK(st.st_mode) && (vy_tier_readlink(fd, name, was, sizeof(was)) != 0 || strcmp(was, target)))
+		return;
+	if ((S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode)) && st.st_rdev != rdev)
+		return;
+	/* A directory goes only while empty (rmdir). */
+	int err = vy_tier_unlink(fd, name, S_ISDIR(st.st_mode));
+	vy_log(err ? LOG_WARNING : LOG_NOTICE, "takeover: %s, made in the backing directory by a resent request "
+					       "whose daemon died before it answered, %s",
+	       name, err ? "stays (the resend is answered EEXIST)" : "is made again by the resend");
+}
+
 int vy_backed_made(vy_fs *fs, vy_inode *p, const char *name, vy_inode *in, const struct stat *st)
 {
 	if (!fs->tier || !p->tier)
@@ -501,7 +534,14 @@ int vy_backed_link(vy_fs *fs, vy_inode *in, vy_inode *np, const char *newname)
 	int fd = in->tier ? vy_backed_where(fs, in, &name) : -ENOENT, nfd = dir_fd(fs, np, 0);
 	if (fd < 0 || nfd < 0)
 		return fd < 0 ? -fd : -nfd;
-	return vy_tier_link(fd, name, nfd, newname);
+	int err = vy_tier_link(fd, name, nfd, newname);
+	struct stat st;
+	/* A resend whose daemon died after DIR's link: the name is this very
+	 * file already, and the namespace's link is what is left to do. */
+	if (err == EEXIST && vy_session_resent() && in->tier->ino && vy_tier_stat(nfd, newname, &st) == 0 &&
+	    st.st_ino == in->tier->ino && st.st_dev == in->tier->dev)
+		err = 0;
+	return err;
 }
 
 /* The entry of `in` in DIR (at, name) as an O_PATH fd, when the mount

@@ -116,6 +116,9 @@ static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name, vy_ki
 		err = tmpfile ? EOPNOTSUPP : kind == VY_FILE ? vy_moddir_name(name, &module) : EPERM;
 		kind = VY_MODULE;
 	}
+	/* backing=DIR: a resent make may find its own half in DIR. */
+	if (!err && fs->tier && p->tier && !tmpfile && vy_session_resent() && !vy_dir_find(&p->dir, name))
+		vy_backed_unmake(fs, p, name, mode, ctx->uid, target, rdev);
 	if (!err && fs->tier && p->tier)
 		err = tmpfile ? EOPNOTSUPP : vy_backed_list(fs, p, false); /* DIR's names first: EEXIST is DIR's too */
 	if (!err && vy_dir_find(&p->dir, name))
@@ -554,6 +557,14 @@ void vy_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_
 	fuse_reply_err(req, err);
 }
 
+/* backing=DIR: a resent link whose daemon died after DIR's link, the new
+ * name since taken from DIR's listing as this very file: done. */
+static bool linked_before(vy_fs *fs, vy_inode *in, vy_inode *np, const char *newname)
+{
+	const vy_dirent *d = fs->tier && vy_session_resent() ? vy_dir_find(&np->dir, newname) : NULL;
+	return d && d->ino == in->ino;
+}
+
 void vy_op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
 {
 	vy_fs *fs = fs_of(req);
@@ -564,6 +575,11 @@ void vy_op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char
 	if (np && fs->tier)
 		vy_backed_list(fs, np, false);
 	int err = vy_op_writable_dir(fs, np);
+	if (!err && in && linked_before(fs, in, np, newname)) {
+		vy_op_reply_entry(req, fs, in);
+		pthread_mutex_unlock(&fs->ns);
+		return;
+	}
 	if (!err && (!in || (in->nlink == 0 && !in->linkable)))
 		err = ENOENT; /* gone, or an O_TMPFILE made with O_EXCL */
 	else if (!err && (!vy_kind_ops_of(in)->hard_links || in->fixed || np->ino == fs->modules_ino))

@@ -25,6 +25,10 @@
  *  KILLSHIM_AFTER_RENAME=FILE: a process SIGKILLs itself just after a
  *    renameat2 returned 0, once FILE exists (removed first): a backing
  *    mount's rename made in DIR, not yet in the namespace (tier).
+ *  KILLSHIM_AFTER_MAKE=FILE: a process SIGKILLs itself just after a
+ *    mkdirat, symlinkat, mknodat or linkat returned 0, or an fchmod (a backing
+ *    mount's create: after its O_CREAT), once FILE exists (removed first):
+ *    a name made in DIR, not yet in the namespace nor answered (tier).
  *  KILLSHIM_FDS=FILE KILLSHIM_FDS_TYPE=stream|seqpacket: a process
  *    SIGKILLs itself at its first sendmsg that passes fds on a socket of
  *    that type once FILE exists (removed first): a MAP's reply to its
@@ -135,6 +139,55 @@ int renameat2(int from, const char *name, int to, const char *newname, unsigned 
 	if (rc == 0 && arm && unlink(arm) == 0)
 		kill(getpid(), SIGKILL);
 	return rc;
+}
+
+/* KILLSHIM_AFTER_MAKE: die now if `rc` is a success and it is armed. */
+static int made(int rc)
+{
+	const char *arm = getenv("KILLSHIM_AFTER_MAKE");
+	if (rc == 0 && arm && unlink(arm) == 0)
+		kill(getpid(), SIGKILL);
+	return rc;
+}
+
+int mkdirat(int at, const char *name, mode_t mode)
+{
+	static int (*real)(int, const char *, mode_t);
+	if (!real)
+		real = (int (*)(int, const char *, mode_t))dlsym(RTLD_NEXT, "mkdirat");
+	return made(real(at, name, mode));
+}
+
+int symlinkat(const char *target, int at, const char *name)
+{
+	static int (*real)(const char *, int, const char *);
+	if (!real)
+		real = (int (*)(const char *, int, const char *))dlsym(RTLD_NEXT, "symlinkat");
+	return made(real(target, at, name));
+}
+
+int mknodat(int at, const char *name, mode_t mode, dev_t rdev)
+{
+	static int (*real)(int, const char *, mode_t, dev_t);
+	if (!real)
+		real = (int (*)(int, const char *, mode_t, dev_t))dlsym(RTLD_NEXT, "mknodat");
+	return made(real(at, name, mode, rdev));
+}
+
+int linkat(int at, const char *name, int to, const char *newname, int flags)
+{
+	static int (*real)(int, const char *, int, const char *, int);
+	if (!real)
+		real = (int (*)(int, const char *, int, const char *, int))dlsym(RTLD_NEXT, "linkat");
+	return made(real(at, name, to, newname, flags));
+}
+
+int fchmod(int fd, mode_t mode)
+{
+	static int (*real)(int, mode_t);
+	if (!real)
+		real = (int (*)(int, mode_t))dlsym(RTLD_NEXT, "fchmod");
+	return made(real(fd, mode));
 }
 
 int fsync(int fd)

@@ -125,6 +125,33 @@ test_a_rename_across_a_death_after_dirs_rename_completes() {
 	assertFalse "DIR/tmp" "[ -e '$DIR/tmp' ]"
 }
 
+# A mkdir, a symlink, an exclusive create and a link whose daemon dies after DIR
+# made the name and before the namespace kept it: the kernel's resend
+# finds DIR's half, takes it for its own, and succeeds (before: EEXIST,
+# for a name the program never had).
+test_a_make_across_a_death_after_dirs_make_succeeds() {
+	mount_armed KILLSHIM_AFTER_MAKE || return
+	across_the_death mkdir "$MNT/d" || fail "mkdir across the death"
+	across_the_death ln -s some/where "$MNT/l" || fail "symlink across the death"
+	across_the_death python3 -c 'import os, sys; os.close(os.open(sys.argv[1], os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o640))' \
+		"$MNT/f" || fail "create across the death"
+	across_the_death ln "$MNT/f" "$MNT/g" || fail "link across the death"
+	assertEquals "the mount's names" "d f g l" "$(ls "$MNT" | xargs)"
+	assertEquals "DIR's names" "d f g l" "$(ls "$DIR" | xargs)"
+	assertEquals "f and g one file in DIR" "$(stat -c %i "$DIR/f")" "$(stat -c %i "$DIR/g")"
+	assertEquals "f's links on the mount" 2 "$(stat -c %h "$MNT/f")"
+	assertTrue "d a directory in DIR" "[ -d '$DIR/d' ]"
+	assertEquals "l's target in DIR" some/where "$(readlink "$DIR/l")"
+	assertEquals "f's mode in DIR" 640 "$(stat -c %a "$DIR/f")"
+	echo more >"$MNT/f" || fail "a write to f"
+	fsync_of "$MNT/f" || fail "fsync"
+	assertEquals "DIR's f" more "$(cat "$DIR/f")"
+	# A name DIR had before that the resend did not make stays: EEXIST.
+	mkdir "$DIR/x" && echo keep >"$DIR/x/y"
+	mkdir "$MNT/x" 2>/dev/null && fail "a mkdir over DIR's own directory"
+	assertEquals "DIR's x kept" keep "$(cat "$DIR/x/y")"
+}
+
 # DIR's file replaced behind the mount, then a listing that takes the new
 # file under its name, then a write to it and a death: the successor has
 # the name and the new file, and writes the write back to it.
