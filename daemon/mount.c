@@ -461,6 +461,9 @@ int vy_mount_serve(const vy_mount_args *a, vy_keeper_link *keeper, vy_keeper_ado
 		 * mount is gone; the kernel frees the rest at exit. */
 		vy_log(LOG_WARNING, "unmounted %s with a copy stuck in its client's file; exiting without teardown",
 		       a->mountpoint);
+		/* backing=DIR: what is dirty goes to DIR first (the stuck copy
+		 * waits on its client's file, holding no file of the mount's). */
+		vy_backed_last_write_back(&fs);
 		_exit(rc < 0 ? 1 : 0);
 	}
 	fuse_remove_signal_handlers(se);

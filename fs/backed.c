@@ -49,7 +49,7 @@ vy_err vy_backed_start(vy_fs *fs, vy_inode *root, vy_error *e)
 	return rc;
 }
 
-void vy_backed_stop(vy_fs *fs)
+void vy_backed_last_write_back(vy_fs *fs)
 {
 	if (!fs->tier)
 		return;
@@ -59,6 +59,13 @@ void vy_backed_stop(vy_fs *fs)
 		vy_log(LOG_ERR, "unmount: %zu files of %s could not be written back (%s): their last bytes are lost "
 				"(Fix: make room in, or mend, the backing directory before unmounting; fsync reports it)",
 		       fs->tier->cache.ndirty, fs->tier->dir.path, strerror(err));
+}
+
+void vy_backed_stop(vy_fs *fs)
+{
+	if (!fs->tier)
+		return;
+	vy_backed_last_write_back(fs);
 	uint64_t key;
 	void *value;
 	size_t cursor = 0;

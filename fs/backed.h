@@ -17,6 +17,10 @@
  * every item freed. */
 vy_err vy_backed_start(vy_fs *fs, vy_inode *root, vy_error *e);
 void vy_backed_stop(vy_fs *fs);
+/* The unmount's write-back alone (the thread stopped, every dirty file
+ * into DIR, failures logged): vy_backed_stop's first step, and all of it
+ * for a daemon that exits without teardown. */
+void vy_backed_last_write_back(vy_fs *fs);
 
 /* Names (ns held). */
 /* DIR's entries of directory `d` into the namespace, once; with `again`,

@@ -22,6 +22,10 @@
  *    exists (removed first) makes FILE.held and waits there until
  *    FILE.open exists (60 s at most): a backing mount's write-back held
  *    at DIR's fsync, its bytes written (tier_test).
+ *  KILLSHIM_PREAD_HOLD=FILE: a pread of FILE (an fd that names it, as a
+ *    copy's of its client's source) makes FILE.held and waits until
+ *    FILE.open exists (60 s at most): a copy stuck in its client's file
+ *    (a filesystem that does not answer).
  *  KILLSHIM_AFTER_RENAME=FILE: a process SIGKILLs itself just after a
  *    renameat2 returned 0, once FILE exists (removed first): a backing
  *    mount's rename made in DIR, not yet in the namespace (tier).
@@ -126,6 +130,15 @@ ssize_t pread(int fd, void *buf, size_t len, off_t off)
 	if (!real)
 		real = (ssize_t (*)(int, void *, size_t, off_t))dlsym(RTLD_NEXT, "pread");
 	io_armed();
+	const char *hold = getenv("KILLSHIM_PREAD_HOLD");
+	char link[64], path[4096];
+	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+	ssize_t n = hold ? readlink(link, path, sizeof(path) - 1) : -1;
+	if (n > 0 && (path[n] = '\0', !strcmp(path, hold))) {
+		char open_when[4096];
+		snprintf(open_when, sizeof(open_when), "%s.open", hold);
+		hold_until(hold, open_when);
+	}
 	return real(fd, buf, len, off);
 }
 

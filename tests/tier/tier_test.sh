@@ -189,6 +189,31 @@ test_a_write_during_a_write_back_is_answered_and_stays_dirty() {
 	assertTrue "written back twice at least" "[ $(stat_of tier_writebacks) -ge 2 ]"
 }
 
+# A copy stuck in its client's file at unmount (a source on a filesystem
+# that does not answer: the shim holds the daemon's pread of it): the
+# daemon exits without teardown, and still writes back what is dirty
+# first (before: those bytes were lost).
+test_an_unmount_with_a_stuck_copy_still_writes_back() {
+	need_daemon_sees "$WORK" || return 0
+	make_data "$WORK/new" $((3 * MB))
+	make_data "$WORK/src" $((2 * MB))
+	export LD_PRELOAD=$PWD/$BUILD/tests/survive/killshim.so KILLSHIM_PREAD_HOLD=$WORK/src
+	mount_over
+	local rc=$?
+	unset LD_PRELOAD KILLSHIM_PREAD_HOLD
+	[ $rc = 0 ] || return
+	cp "$WORK/new" "$MNT/f" || fail "cp"
+	assertEquals "dirty" $((3 * MB)) "$(xattr_of "$MNT/f" user.vyre.dirty)"
+	"$VYREFS" cp "$WORK/src" "$MNT/g" >/dev/null 2>&1 &
+	local copier=$!
+	wait_for "the copy held in its source" test -e "$WORK/src.held" || { touch "$WORK/src.open"; wait $copier; return; }
+	unmount_vyrefs
+	touch "$WORK/src.open"
+	wait $copier
+	assertContains "it exited without teardown" "$(cat "$VY_LOG")" "exiting without teardown"
+	assertEquals "DIR holds the dirty file" "$(sum_of "$WORK/new")" "$(sum_of "$DIR/f")"
+}
+
 test_a_sequence_loads_its_files_and_what_it_wrote_goes_back_alone() {
 	make_data "$DIR/f" $((6 * MB + 100))
 	cp "$DIR/f" "$WORK/want"
