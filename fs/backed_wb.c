@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -30,8 +31,9 @@ static bool due_unit(const vy_tier_item *it, uint64_t i)
 /* Bytes [at, at + n) read back (the read lock held), and which of their
  * units go to DIR (bit u: the unit at at + u * VY_TIER_UNIT): dirty ones,
  * and suspect ones whose bytes are not what DIR holds. Their sums are
- * recorded now, as DIR's to be. 0 or errno. */
-static int read_chunk(vy_fs *fs, vy_inode *in, void *buf, uint64_t at, size_t n, uint32_t *send)
+ * recorded now, as DIR's to be. A suspect unit with no sum (a successor
+ * keeps none) is put in *ask: DIR's own bytes tell (ask_dir). 0 or errno. */
+static int read_chunk(vy_fs *fs, vy_inode *in, void *buf, uint64_t at, size_t n, uint32_t *send, uint32_t *ask)
 {
 	vy_tier_item *it = in->tier;
 	vy_error e;
@@ -42,18 +44,47 @@ static int read_chunk(vy_fs *fs, vy_inode *in, void *buf, uint64_t at, size_t n,
 		return EIO;
 	}
 	memset((char *)buf + dev, 0, n - dev);
-	*send = 0;
+	*send = *ask = 0;
 	for (size_t u = 0; u < n; u += VY_TIER_UNIT) {
 		uint64_t i = vy_tier_unit_of(at + u);
 		size_t len = n - u < VY_TIER_UNIT ? n - u : VY_TIER_UNIT;
 		uint64_t sum = XXH3_64bits((char *)buf + u, len);
 		if (!due_unit(it, i) || (!vy_tier_units_has(&it->dirty, i) && vy_tier_item_same(it, i, sum)))
 			continue; /* unchanged since DIR got it */
+		if (!vy_tier_units_has(&it->dirty, i) && !vy_tier_units_has(&it->summed, i)) {
+			*ask |= (uint32_t)1 << (u / VY_TIER_UNIT);
+			continue;
+		}
 		if (!vy_tier_item_sum(it, i, sum))
 			vy_tier_units_clear(&it->summed, i, i + 1); /* no memory: compared as changed next time */
 		*send |= (uint32_t)1 << (u / VY_TIER_UNIT);
 	}
 	return 0;
+}
+
+/* The units in `ask` (no lock): each whose bytes DIR holds already is
+ * left, the others go into *send; every one's sum is then recorded, as
+ * what DIR holds or is about to (the read lock taken for it). A read of
+ * DIR that fails counts as changed; past DIR's end it reads zeros, as the
+ * file's size set after (sync_file) makes them. */
+static void ask_dir(vy_inode *in, const void *buf, uint64_t at, size_t n, uint32_t ask, uint32_t *send, void *theirs)
+{
+	vy_tier_item *it = in->tier;
+	uint64_t sums[FLUSH_CHUNK / VY_TIER_UNIT];
+	for (size_t u = 0; u < n; u += VY_TIER_UNIT) {
+		uint32_t bit = (uint32_t)1 << (u / VY_TIER_UNIT);
+		if (!(ask & bit))
+			continue;
+		size_t len = n - u < VY_TIER_UNIT ? n - u : VY_TIER_UNIT;
+		if (vy_tier_pread(it->fd, theirs, len, at + u) != 0 || memcmp(theirs, (const char *)buf + u, len))
+			*send |= bit;
+		sums[u / VY_TIER_UNIT] = XXH3_64bits((const char *)buf + u, len);
+	}
+	pthread_rwlock_rdlock(&in->lock);
+	for (size_t u = 0; u < n; u += VY_TIER_UNIT)
+		if (ask >> (u / VY_TIER_UNIT) & 1)
+			vy_tier_item_sum(it, vy_tier_unit_of(at + u), sums[u / VY_TIER_UNIT]); /* no memory: asked again */
+	pthread_rwlock_unlock(&in->lock);
 }
 
 /* The chunk's units in `send` into DIR's file (no lock: a writer goes
@@ -88,6 +119,7 @@ static int write_units(vy_fs *fs, vy_inode *in, uint64_t *written)
 	vy_core *core = vy_fs_core(fs, in);
 	vy_staging_buf buf = {0};
 	vy_error e;
+	void *theirs = NULL; /* DIR's unit, for ask_dir */
 	if (vy_staging_acquire(core->staging, FLUSH_CHUNK, &buf, &e) != VY_OK) {
 		vy_log(LOG_ERR, "write-back of inode %" PRIu64 ": %s", in->ino, e.msg);
 		return ENOMEM;
@@ -105,9 +137,13 @@ static int write_units(vy_fs *fs, vy_inode *in, uint64_t *written)
 		while (b < units && due_unit(it, b) && (b - a) * VY_TIER_UNIT < FLUSH_CHUNK)
 			b++;
 		uint64_t from = a * VY_TIER_UNIT, to = b * VY_TIER_UNIT < in->size ? b * VY_TIER_UNIT : in->size;
-		uint32_t send = 0;
-		err = read_chunk(fs, in, buf.ptr, from, (size_t)(to - from), &send);
+		uint32_t send = 0, ask = 0;
+		err = read_chunk(fs, in, buf.ptr, from, (size_t)(to - from), &send, &ask);
 		pthread_rwlock_unlock(&in->lock);
+		if (!err && ask && !theirs && !(theirs = malloc(VY_TIER_UNIT)))
+			send |= ask; /* no memory to compare: written */
+		else if (!err && ask)
+			ask_dir(in, buf.ptr, from, (size_t)(to - from), ask, &send, theirs);
 		if (!err)
 			err = write_chunk(it, buf.ptr, from, (size_t)(to - from), send, written);
 		if (err && send) { /* DIR may not hold them: compared as changed next time */
@@ -118,6 +154,7 @@ static int write_units(vy_fs *fs, vy_inode *in, uint64_t *written)
 		a = b;
 	}
 	vy_staging_release(core->staging, &buf);
+	free(theirs);
 	return err;
 }
 

@@ -152,6 +152,31 @@ test_a_make_across_a_death_after_dirs_make_succeeds() {
 	assertEquals "DIR's x kept" keep "$(cat "$DIR/x/y")"
 }
 
+# A file mapped across a death and unmapped after: its units are suspect
+# and the successor has no sums (none are kept), so it compares them with
+# DIR's own bytes rather than write them back whole (before: the whole
+# file written again, DIR's mtime changed, and another host's next open
+# loading it all again).
+test_a_mapping_unmapped_after_a_death_is_compared_with_dir_not_rewritten() {
+	make_data "$DIR/m" $((6 * MB))
+	touch -d @1000000000 "$DIR/m"
+	mount_vyrefs "backing=$DIR,writeback_delay=1h,survive=on" || return
+	mkfifo "$WORK/go"
+	"$PWD/$BUILD/tests/client/vymap" wait "$MNT/m" <"$WORK/go" >"$WORK/out" 2>&1 &
+	local mpid=$!
+	exec 7>"$WORK/go"
+	wait_for "the file is mapped" grep -q mapped "$WORK/out" || { exec 7>&-; wait $mpid; return; }
+	kill_daemon || { exec 7>&-; wait $mpid; return; }
+	exec 7>&- # vymap unmaps (it writes nothing)
+	wait $mpid
+	assertEquals "vymap: $(cat "$WORK/out")" 0 $?
+	fsync_of "$MNT/m" || fail "fsync"
+	assertEquals "clean" 0 "$(xattr_of "$MNT/m" user.vyre.dirty)"
+	assertEquals "no byte written to DIR" 0 "$(stat_of tier_written_bytes)"
+	assertEquals "DIR's file untouched" 1000000000 "$(stat -c %Y "$DIR/m")"
+	assertEquals "its bytes" "$(sum_of "$DIR/m")" "$(sum_of "$MNT/m")"
+}
+
 # DIR's file replaced behind the mount, then a listing that takes the new
 # file under its name, then a write to it and a death: the successor has
 # the name and the new file, and writes the write back to it.
