@@ -50,11 +50,6 @@ static uint32_t runs_of(const vy_tier_units *u, vy_p_run *out)
 	return n;
 }
 
-static vy_p_time ptime(struct timespec t)
-{
-	return (vy_p_time){.sec = t.tv_sec, .nsec = t.tv_nsec};
-}
-
 void vy_backed_keep(vy_fs *fs, vy_inode *in)
 {
 	vy_tier_item *it = in->tier;
@@ -84,7 +79,7 @@ void vy_backed_keep(vy_fs *fs, vy_inode *in)
 	size_t len = sizeof(*r) + ((size_t)np + nd) * sizeof(vy_p_run);
 	if (np <= VY_P_TIER_RUNS_MAX && nd <= VY_P_TIER_RUNS_MAX && (r = calloc(1, len))) {
 		*r = (vy_p_tier){.ino = in->ino, .dev = (uint64_t)it->dev, .dir_ino = (uint64_t)it->ino, .size = it->size,
-				 .mtime = ptime(it->mtime), .ctime = ptime(it->ctime), .src = it->src, .present = np,
+				 .mtime = vy_p_time_of(it->mtime), .ctime = vy_p_time_of(it->ctime), .src = it->src, .present = np,
 				 .dirty = nd, .flags = it->pinned ? VY_P_TIER_PINNED : 0};
 		vy_p_run *runs = (vy_p_run *)(r + 1);
 		runs_of(&present, runs);

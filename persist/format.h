@@ -10,6 +10,7 @@
 #define VY_PERSIST_FORMAT_H
 
 #include <stdint.h>
+#include <time.h>
 
 #include "core/store_keep.h"
 
@@ -51,6 +52,12 @@ typedef struct vy_p_ns {
 typedef struct vy_p_time {
 	int64_t sec, nsec;
 } vy_p_time;
+
+/* A kept time from a struct timespec. */
+static inline vy_p_time vy_p_time_of(struct timespec t)
+{
+	return (vy_p_time){.sec = t.tv_sec, .nsec = t.tv_nsec};
+}
 
 typedef struct vy_p_inode {
 	uint64_t ino;

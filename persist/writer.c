@@ -250,11 +250,6 @@ void vy_persist_tier(struct vy_fs *fs, const void *rec, uint32_t len)
 	pthread_mutex_unlock(&p->lock);
 }
 
-static vy_p_time ptime(struct timespec t)
-{
-	return (vy_p_time){.sec = t.tv_sec, .nsec = t.tv_nsec};
-}
-
 void vy_persist_lookup_record(const vy_inode *in, uint8_t *out)
 {
 	vy_p_lookup r = {.ino = in->ino, .nlookup = __atomic_load_n(&in->nlookup, __ATOMIC_RELAXED)};
@@ -280,10 +275,10 @@ uint32_t vy_persist_inode_record(vy_inode *in, uint8_t *out)
 	r->mode = in->mode;
 	r->uid = in->uid;
 	r->gid = in->gid;
-	r->atime = ptime(in->atime);
-	r->mtime = ptime(in->mtime);
-	r->ctime = ptime(in->ctime);
-	r->btime = ptime(in->btime);
+	r->atime = vy_p_time_of(in->atime);
+	r->mtime = vy_p_time_of(in->mtime);
+	r->ctime = vy_p_time_of(in->ctime);
+	r->btime = vy_p_time_of(in->btime);
 	r->attr_flags = in->attr_flags;
 	pthread_mutex_unlock(&in->meta);
 	size_t tl = in->kind == VY_SYMLINK && in->target ? strlen(in->target) : 0;
