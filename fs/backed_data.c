@@ -324,6 +324,7 @@ int vy_backed_resize(vy_fs *fs, vy_inode *in, uint64_t size)
 	}
 	uint64_t units = vy_tier_units_to(size), was = it->dirty.count;
 	vy_tier_units_clear(&it->dirty, units, UINT64_MAX);
+	vy_tier_units_clear(&it->summed, vy_tier_unit_of(size), UINT64_MAX); /* DIR's bytes there changed */
 	if (was > it->dirty.count)
 		atomic_fetch_sub(&fs->tier->stats.dirty_bytes, (was - it->dirty.count) * VY_TIER_UNIT);
 	struct stat st;
@@ -429,6 +430,7 @@ void vy_backed_revalidate(vy_fs *fs, vy_inode *in)
 	vy_tier_item *it = in->tier;
 	if (!fs->tier || !it || in->kind != VY_FILE)
 		return;
+	uint64_t gen = __atomic_load_n(&it->saw_gen, __ATOMIC_ACQUIRE);
 	pthread_mutex_lock(&fs->ns);
 	const char *name;
 	int pfd = vy_backed_where(fs, in, &name);
@@ -436,17 +438,12 @@ void vy_backed_revalidate(vy_fs *fs, vy_inode *in)
 	bool seen = pfd >= 0 && vy_tier_stat(pfd, name, &st) == 0 && S_ISREG(st.st_mode);
 	pthread_mutex_unlock(&fs->ns);
 	/* What DIR said at the last write-back is the flush's to change. A
-	 * write-back running now means bytes not yet in DIR, which win over
-	 * DIR's anyway: the open does not wait for it. */
-	if (pthread_mutex_trylock(&it->flushing) != 0) {
-		pthread_rwlock_rdlock(&in->lock);
-		bool due = it->dirty.count || it->suspect.count;
-		pthread_rwlock_unlock(&in->lock);
-		if (due)
-			return;
-		pthread_mutex_lock(&it->flushing); /* a clean file's: at once */
-	}
-	if (!seen || !vy_tier_item_changed(it, &st)) {
+	 * write-back running now had bytes not yet in DIR, which win over
+	 * DIR's anyway, and ends agreeing with DIR: the open does not wait
+	 * for it. One that ended since the stat made the stat stale. */
+	if (pthread_mutex_trylock(&it->flushing) != 0)
+		return;
+	if (!seen || !vy_tier_item_changed(it, &st) || __atomic_load_n(&it->saw_gen, __ATOMIC_ACQUIRE) != gen) {
 		pthread_mutex_unlock(&it->flushing);
 		return;
 	}

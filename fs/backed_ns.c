@@ -619,10 +619,14 @@ void vy_backed_times_locked(vy_fs *fs, vy_inode *in)
 		/* The mount's own change: what DIR says now is agreed, not a
 		 * change behind it (a reload at the next open). */
 		vy_tier_item *it = in->tier;
-		pthread_mutex_lock(&it->flushing);
-		if (it->ino == st.st_ino && it->dev == st.st_dev)
-			vy_tier_item_saw(it, &st);
-		pthread_mutex_unlock(&it->flushing);
+		/* Not while a write-back runs (the namespace would wait for
+		 * all of it): its end agrees with DIR, at worst before this
+		 * change, and the next open then loads the file again. */
+		if (pthread_mutex_trylock(&it->flushing) == 0) {
+			if (it->ino == st.st_ino && it->dev == st.st_dev)
+				vy_tier_item_saw(it, &st);
+			pthread_mutex_unlock(&it->flushing);
+		}
 	}
 }
 

@@ -62,15 +62,14 @@ static int read_chunk(vy_fs *fs, vy_inode *in, void *buf, uint64_t at, size_t n,
 	return 0;
 }
 
-/* The units in `ask` (no lock): each whose bytes DIR holds already is
- * left, the others go into *send; every one's sum is then recorded, as
- * what DIR holds or is about to (the read lock taken for it). A read of
- * DIR that fails counts as changed; past DIR's end it reads zeros, as the
- * file's size set after (sync_file) makes them. */
+/* The units in `ask` (the read lock held): each whose bytes DIR holds
+ * already is left, the others go into *send; every one's sum is recorded,
+ * as what DIR holds or is about to. A read of DIR that fails counts as
+ * changed; past DIR's end it reads zeros, as the file's size set after
+ * (sync_file) makes them. */
 static void ask_dir(vy_inode *in, const void *buf, uint64_t at, size_t n, uint32_t ask, uint32_t *send, void *theirs)
 {
 	vy_tier_item *it = in->tier;
-	uint64_t sums[FLUSH_CHUNK / VY_TIER_UNIT];
 	for (size_t u = 0; u < n; u += VY_TIER_UNIT) {
 		uint32_t bit = (uint32_t)1 << (u / VY_TIER_UNIT);
 		if (!(ask & bit))
@@ -78,17 +77,12 @@ static void ask_dir(vy_inode *in, const void *buf, uint64_t at, size_t n, uint32
 		size_t len = n - u < VY_TIER_UNIT ? n - u : VY_TIER_UNIT;
 		if (vy_tier_pread(it->fd, theirs, len, at + u) != 0 || memcmp(theirs, (const char *)buf + u, len))
 			*send |= bit;
-		sums[u / VY_TIER_UNIT] = XXH3_64bits((const char *)buf + u, len);
+		vy_tier_item_sum(it, vy_tier_unit_of(at + u), XXH3_64bits((const char *)buf + u, len)); /* no memory: asked again */
 	}
-	pthread_rwlock_rdlock(&in->lock);
-	for (size_t u = 0; u < n; u += VY_TIER_UNIT)
-		if (ask >> (u / VY_TIER_UNIT) & 1)
-			vy_tier_item_sum(it, vy_tier_unit_of(at + u), sums[u / VY_TIER_UNIT]); /* no memory: asked again */
-	pthread_rwlock_unlock(&in->lock);
 }
 
-/* The chunk's units in `send` into DIR's file (no lock: a writer goes
- * on meanwhile, and what it writes stays due): 0 or errno. */
+/* The chunk's units in `send` into DIR's file (the read lock held): 0 or
+ * errno. */
 static int write_chunk(vy_tier_item *it, const void *buf, uint64_t at, size_t n, uint32_t send, uint64_t *written)
 {
 	for (size_t u = 0; u < n; u += VY_TIER_UNIT) {
@@ -111,8 +105,10 @@ static uint64_t next_due(const vy_tier_item *it, uint64_t a, uint64_t units)
 }
 
 /* The dirty and suspect units into DIR, a chunk at a time: the read lock
- * is held while a chunk is read back, never while DIR writes, so a
- * writer or a mapping waits for one read-back at most. 0 or errno. */
+ * is held while a chunk is read back and written to DIR (a truncate in
+ * between would see old bytes land after it), not between chunks nor
+ * through DIR's fsync, so a writer or a mapping waits for one chunk at
+ * most. 0 or errno. */
 static int write_units(vy_fs *fs, vy_inode *in, uint64_t *written)
 {
 	vy_tier_item *it = in->tier;
@@ -139,18 +135,15 @@ static int write_units(vy_fs *fs, vy_inode *in, uint64_t *written)
 		uint64_t from = a * VY_TIER_UNIT, to = b * VY_TIER_UNIT < in->size ? b * VY_TIER_UNIT : in->size;
 		uint32_t send = 0, ask = 0;
 		err = read_chunk(fs, in, buf.ptr, from, (size_t)(to - from), &send, &ask);
-		pthread_rwlock_unlock(&in->lock);
 		if (!err && ask && !theirs && !(theirs = malloc(VY_TIER_UNIT)))
 			send |= ask; /* no memory to compare: written */
 		else if (!err && ask)
 			ask_dir(in, buf.ptr, from, (size_t)(to - from), ask, &send, theirs);
 		if (!err)
 			err = write_chunk(it, buf.ptr, from, (size_t)(to - from), send, written);
-		if (err && send) { /* DIR may not hold them: compared as changed next time */
-			pthread_rwlock_rdlock(&in->lock);
+		if (err) /* DIR may not hold them: compared as changed next time */
 			vy_tier_units_clear(&it->summed, a, b);
-			pthread_rwlock_unlock(&in->lock);
-		}
+		pthread_rwlock_unlock(&in->lock);
 		a = b;
 	}
 	vy_staging_release(core->staging, &buf);
@@ -223,11 +216,17 @@ static int sync_file(vy_inode *in, struct stat *st)
 		if (futimens(it->fd, ts) != 0)
 			err = errno;
 	}
+	/* Its own fd for the fsync: replaced() may swap the item's meanwhile. */
+	int fd = err ? -1 : fcntl(it->fd, F_DUPFD_CLOEXEC, 0);
+	if (!err && fd < 0)
+		err = errno;
 	pthread_rwlock_unlock(&in->lock);
-	if (!err && fsync(it->fd) != 0)
+	if (!err && fsync(fd) != 0)
 		err = errno;
-	if (!err && fstat(it->fd, st) != 0)
+	if (!err && fstat(fd, st) != 0)
 		err = errno;
+	if (fd >= 0)
+		close(fd);
 	return err;
 }
 
@@ -256,6 +255,7 @@ static void pass_done(vy_fs *fs, vy_inode *in, int err, const struct stat *st)
 					"stay on the device and dirty, and are tried again (Fix: make room in, or mend, %s)",
 			       in->ino, it->name ? it->name : "?", strerror(err), fs->tier->dir.path);
 		it->wb_err = err;
+		vy_tier_units_clear(&it->summed, 0, UINT64_MAX); /* DIR may not hold what they say */
 		atomic_fetch_add(&fs->tier->stats.errors, 1);
 		/* Due again a second and a delay from now, behind the others. */
 		vy_tier_cache_clean(&fs->tier->cache, it);

@@ -44,6 +44,7 @@ void vy_tier_item_saw(vy_tier_item *it, const struct stat *st)
 	it->mtime = st->st_mtim;
 	it->ctime = st->st_ctim;
 	it->size = (uint64_t)st->st_size;
+	__atomic_add_fetch(&it->saw_gen, 1, __ATOMIC_RELEASE);
 }
 
 bool vy_tier_item_changed(const vy_tier_item *it, const struct stat *st)

@@ -29,6 +29,7 @@ typedef struct vy_tier_item {
 	ino_t ino;
 	struct timespec mtime, ctime;
 	uint64_t size;
+	uint64_t saw_gen; /* bumped (atomically) at each vy_tier_item_saw: a stat older than it is stale */
 	bool listed; /* a directory: its entries are in the namespace */
 	bool pinned; /* user.vyre.pin: its device memory is never given back */
 	/* A regular file: bytes [0, src) come from DIR where not present;

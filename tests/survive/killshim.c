@@ -26,6 +26,10 @@
  *    copy's of its client's source) makes FILE.held and waits until
  *    FILE.open exists (60 s at most): a copy stuck in its client's file
  *    (a filesystem that does not answer).
+ *  KILLSHIM_PWRITE_GATE=FILE KILLSHIM_PWRITE_UNDER=DIR/: a pwrite to a
+ *    file under DIR/ once FILE exists (removed first) makes FILE.held and
+ *    waits until FILE.open exists (60 s at most): a backing mount's
+ *    write-back between its read-back and DIR's write (tier_test).
  *  KILLSHIM_AFTER_RENAME=FILE: a process SIGKILLs itself just after a
  *    renameat2 returned 0, once FILE exists (removed first): a backing
  *    mount's rename made in DIR, not yet in the namespace (tier).
@@ -223,6 +227,12 @@ ssize_t pwrite(int fd, const void *buf, size_t len, off_t off)
 	if (!real)
 		real = (ssize_t (*)(int, const void *, size_t, off_t))dlsym(RTLD_NEXT, "pwrite");
 	io_armed();
+	const char *gate = getenv("KILLSHIM_PWRITE_GATE"), *under = getenv("KILLSHIM_PWRITE_UNDER");
+	char link[64], path[4096];
+	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+	ssize_t n = gate && under ? readlink(link, path, sizeof(path) - 1) : -1;
+	if (n > 0 && (path[n] = '\0', !strncmp(path, under, strlen(under))) && unlink(gate) == 0)
+		hold_at(gate);
 	return real(fd, buf, len, off);
 }
 

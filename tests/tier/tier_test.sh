@@ -159,9 +159,20 @@ test_writes_reach_dir_at_fsync_after_the_delay_and_at_unmount() {
 	assertEquals "fsyncdir wrote it back" "$(sum_of "$WORK/new")" "$(sum_of "$DIR/i")"
 }
 
-# A write-back holds the file only while it reads a chunk back: a write
-# that comes while DIR writes or fsyncs (the background write-back, held
-# at DIR's fsync by the shim's gate) is answered at once, and stays dirty
+# mount_gated GATE_VAR: a mount over $DIR whose write-back the shim holds
+# at $WORK/gate (KILLSHIM_FSYNC_GATE: at DIR's fsync; KILLSHIM_PWRITE_GATE:
+# before its first write to a file of DIR's), written back 100 ms after.
+mount_gated() {
+	export LD_PRELOAD=$PWD/$BUILD/tests/survive/killshim.so "$1=$WORK/gate" KILLSHIM_PWRITE_UNDER=$DIR/
+	mount_over "writeback_delay=100ms"
+	local rc=$?
+	unset LD_PRELOAD "$1" KILLSHIM_PWRITE_UNDER
+	return $rc
+}
+
+# A write-back holds the file only while it reads a chunk back and writes
+# it to DIR: a write that comes while DIR fsyncs (the background
+# write-back, held there by the shim's gate) is answered at once, and stays dirty
 # after that write-back, so the next one writes it (before, the write
 # waited for DIR's fsync). A program's own fsync is not the case: the
 # kernel holds the file's lock through FUSE's fsync, as through a write.
@@ -169,11 +180,7 @@ test_a_write_during_a_write_back_is_answered_and_stays_dirty() {
 	make_data "$WORK/old" $((4 * MB))
 	make_data "$WORK/new" $((2 * MB))
 	local gate=$WORK/gate
-	export LD_PRELOAD=$PWD/$BUILD/tests/survive/killshim.so KILLSHIM_FSYNC_GATE=$gate
-	mount_over "writeback_delay=100ms"
-	local rc=$?
-	unset LD_PRELOAD KILLSHIM_FSYNC_GATE
-	[ $rc = 0 ] || return
+	mount_gated KILLSHIM_FSYNC_GATE || return
 	touch "$gate"
 	cp "$WORK/old" "$MNT/f" || fail "cp"
 	wait_for "the write-back at DIR's fsync" test -e "$gate.held" || { touch "$gate.open"; return; }
@@ -187,6 +194,49 @@ test_a_write_during_a_write_back_is_answered_and_stays_dirty() {
 	assertEquals "DIR holds the write made meanwhile" "$(sum_of "$WORK/want")" "$(sum_of "$DIR/f")"
 	assertEquals "clean" 0 "$(xattr_of "$MNT/f" user.vyre.dirty)"
 	assertTrue "written back twice at least" "[ $(stat_of tier_writebacks) -ge 2 ]"
+}
+
+# A truncate that comes while a write-back holds a chunk read back and not
+# yet written (review of bd9e2f7): it waits for that chunk, so the chunk's
+# old bytes never land in DIR after it. Shrunk and grown back, DIR holds
+# the zeros the mount does (before: the old bytes came back in DIR, the
+# file clean).
+test_a_truncate_during_a_write_back_is_never_undone_by_it() {
+	make_data "$WORK/old" $((6 * MB))
+	mount_gated KILLSHIM_PWRITE_GATE || return
+	touch "$WORK/gate"
+	cp "$WORK/old" "$MNT/f" || fail "cp"
+	wait_for "the write-back before DIR's write" test -e "$WORK/gate.held" || { touch "$WORK/gate.open"; return; }
+	(timeout 60 truncate -s $((3 * MB)) "$MNT/f" && timeout 60 truncate -s $((6 * MB)) "$MNT/f") &
+	local t=$!
+	# Held 2 s at most (a bound: the truncates either end or wait for it).
+	for _ in $(seq 40); do kill -0 $t 2>/dev/null || break; sleep 0.05; done
+	touch "$WORK/gate.open"
+	wait $t || fail "the truncates"
+	wait_for "the write-backs" all_clean
+	head -c $((3 * MB)) "$WORK/old" >"$WORK/want"
+	head -c $((3 * MB)) /dev/zero >>"$WORK/want"
+	assertEquals "the mount" "$(sum_of "$WORK/want")" "$(sum_of "$MNT/f")"
+	assertEquals "DIR" "$(sum_of "$WORK/want")" "$(sum_of "$DIR/f")"
+}
+
+# A truncate to 0 while a write-back waits on DIR's fsync: the file turns
+# clean, and the truncate's answer no longer waits for the write-back
+# holding the namespace (a mkdir elsewhere waited for all of it).
+test_a_truncate_during_dirs_fsync_keeps_the_namespace_answering() {
+	make_data "$WORK/old" $((4 * MB))
+	mount_gated KILLSHIM_FSYNC_GATE || return
+	touch "$WORK/gate"
+	cp "$WORK/old" "$MNT/f" || fail "cp"
+	wait_for "the write-back at DIR's fsync" test -e "$WORK/gate.held" || { touch "$WORK/gate.open"; return; }
+	timeout 30 truncate -s 0 "$MNT/f"
+	assertEquals "the truncate answered" 0 $?
+	timeout 30 mkdir "$MNT/other"
+	assertEquals "a mkdir elsewhere answered" 0 $?
+	touch "$WORK/gate.open"
+	wait_for "the write-back" all_clean
+	assertEquals "DIR's file" 0 "$(stat -c %s "$DIR/f")"
+	assertTrue "DIR's directory" "[ -d '$DIR/other' ]"
 }
 
 # A copy stuck in its client's file at unmount (a source on a filesystem
