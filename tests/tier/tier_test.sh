@@ -170,6 +170,19 @@ mount_gated() {
 	return $rc
 }
 
+# held_write_back GATE_VAR BYTES: such a mount, $MNT/f written from
+# $WORK/old (BYTES of data), and its write-back held at the gate; 1 (the
+# gate opened) when it never got there.
+held_write_back() {
+	make_data "$WORK/old" "$2"
+	mount_gated "$1" || return 1
+	touch "$WORK/gate"
+	cp "$WORK/old" "$MNT/f" || fail "cp"
+	wait_for "the write-back held at the gate" test -e "$WORK/gate.held" && return 0
+	touch "$WORK/gate.open"
+	return 1
+}
+
 # A write-back holds the file only while it reads a chunk back and writes
 # it to DIR: a write that comes while DIR fsyncs (the background
 # write-back, held there by the shim's gate) is answered at once, and stays dirty
@@ -177,13 +190,9 @@ mount_gated() {
 # waited for DIR's fsync). A program's own fsync is not the case: the
 # kernel holds the file's lock through FUSE's fsync, as through a write.
 test_a_write_during_a_write_back_is_answered_and_stays_dirty() {
-	make_data "$WORK/old" $((4 * MB))
 	make_data "$WORK/new" $((2 * MB))
 	local gate=$WORK/gate
-	mount_gated KILLSHIM_FSYNC_GATE || return
-	touch "$gate"
-	cp "$WORK/old" "$MNT/f" || fail "cp"
-	wait_for "the write-back at DIR's fsync" test -e "$gate.held" || { touch "$gate.open"; return; }
+	held_write_back KILLSHIM_FSYNC_GATE $((4 * MB)) || return
 	timeout 30 dd if="$WORK/new" of="$MNT/f" bs=1M conv=notrunc status=none
 	assertEquals "a write while DIR fsyncs is answered" 0 $?
 	assertEquals "all of it dirty while held" $((4 * MB)) "$(xattr_of "$MNT/f" user.vyre.dirty)"
@@ -202,11 +211,7 @@ test_a_write_during_a_write_back_is_answered_and_stays_dirty() {
 # the zeros the mount does (before: the old bytes came back in DIR, the
 # file clean).
 test_a_truncate_during_a_write_back_is_never_undone_by_it() {
-	make_data "$WORK/old" $((6 * MB))
-	mount_gated KILLSHIM_PWRITE_GATE || return
-	touch "$WORK/gate"
-	cp "$WORK/old" "$MNT/f" || fail "cp"
-	wait_for "the write-back before DIR's write" test -e "$WORK/gate.held" || { touch "$WORK/gate.open"; return; }
+	held_write_back KILLSHIM_PWRITE_GATE $((6 * MB)) || return
 	(timeout 60 truncate -s $((3 * MB)) "$MNT/f" && timeout 60 truncate -s $((6 * MB)) "$MNT/f") &
 	local t=$!
 	# Held 2 s at most (a bound: the truncates either end or wait for it).
@@ -224,11 +229,7 @@ test_a_truncate_during_a_write_back_is_never_undone_by_it() {
 # clean, and the truncate's answer no longer waits for the write-back
 # holding the namespace (a mkdir elsewhere waited for all of it).
 test_a_truncate_during_dirs_fsync_keeps_the_namespace_answering() {
-	make_data "$WORK/old" $((4 * MB))
-	mount_gated KILLSHIM_FSYNC_GATE || return
-	touch "$WORK/gate"
-	cp "$WORK/old" "$MNT/f" || fail "cp"
-	wait_for "the write-back at DIR's fsync" test -e "$WORK/gate.held" || { touch "$WORK/gate.open"; return; }
+	held_write_back KILLSHIM_FSYNC_GATE $((4 * MB)) || return
 	timeout 30 truncate -s 0 "$MNT/f"
 	assertEquals "the truncate answered" 0 $?
 	timeout 30 mkdir "$MNT/other"
