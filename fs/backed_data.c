@@ -119,7 +119,7 @@ static void load_chunks(void *ctx, unsigned worker, size_t lo, size_t hi)
 		 * compares with it rather than write what did not change. */
 		for (size_t u = 0; u < n; u += VY_TIER_UNIT)
 			l->sums[(at + u - l->from) / VY_TIER_UNIT] =
-				XXH3_64bits((char *)buf.ptr + u, n - u < VY_TIER_UNIT ? n - u : VY_TIER_UNIT);
+				XXH3_64bits((char *)buf.ptr + u, vy_tier_unit_len(n, u));
 		rc = vy_upload_pinned(core, l->in->buf, at, buf.ptr, n, &e);
 	}
 	vy_staging_release(core->staging, &buf);

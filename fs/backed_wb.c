@@ -47,7 +47,7 @@ static int read_chunk(vy_fs *fs, vy_inode *in, void *buf, uint64_t at, size_t n,
 	*send = *ask = 0;
 	for (size_t u = 0; u < n; u += VY_TIER_UNIT) {
 		uint64_t i = vy_tier_unit_of(at + u);
-		size_t len = n - u < VY_TIER_UNIT ? n - u : VY_TIER_UNIT;
+		size_t len = vy_tier_unit_len(n, u);
 		uint64_t sum = XXH3_64bits((char *)buf + u, len);
 		if (!due_unit(it, i) || (!vy_tier_units_has(&it->dirty, i) && vy_tier_item_same(it, i, sum)))
 			continue; /* unchanged since DIR got it */
@@ -74,7 +74,7 @@ static void ask_dir(vy_inode *in, const void *buf, uint64_t at, size_t n, uint32
 		uint32_t bit = (uint32_t)1 << (u / VY_TIER_UNIT);
 		if (!(ask & bit))
 			continue;
-		size_t len = n - u < VY_TIER_UNIT ? n - u : VY_TIER_UNIT;
+		size_t len = vy_tier_unit_len(n, u);
 		if (vy_tier_pread(it->fd, theirs, len, at + u) != 0 || memcmp(theirs, (const char *)buf + u, len))
 			*send |= bit;
 		vy_tier_item_sum(it, vy_tier_unit_of(at + u), XXH3_64bits((const char *)buf + u, len)); /* no memory: asked again */
@@ -88,7 +88,7 @@ static int write_chunk(vy_tier_item *it, const void *buf, uint64_t at, size_t n,
 	for (size_t u = 0; u < n; u += VY_TIER_UNIT) {
 		if (!(send >> (u / VY_TIER_UNIT) & 1))
 			continue;
-		size_t len = n - u < VY_TIER_UNIT ? n - u : VY_TIER_UNIT;
+		size_t len = vy_tier_unit_len(n, u);
 		int err = vy_tier_pwrite(it->fd, (const char *)buf + u, len, at + u);
 		if (err)
 			return err;

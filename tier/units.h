@@ -5,6 +5,7 @@
 #define VY_TIER_UNITS_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 /* 2 MiB: a GPU's granule, so a unit loaded is a piece of memory mapped. */
@@ -38,6 +39,12 @@ static inline uint64_t vy_tier_unit_of(uint64_t off)
 static inline uint64_t vy_tier_units_to(uint64_t end)
 {
 	return end / VY_TIER_UNIT + (end % VY_TIER_UNIT != 0);
+}
+/* The bytes of the unit at u (a multiple of VY_TIER_UNIT) in a span of n
+ * bytes: a whole unit, or the span's short last one. */
+static inline size_t vy_tier_unit_len(size_t n, size_t u)
+{
+	return n - u < VY_TIER_UNIT ? n - u : (size_t)VY_TIER_UNIT;
 }
 
 #endif
